@@ -1,0 +1,140 @@
+"""The REST API (FastAPI): EDDI's /ragstore/rags resource plus ingestion and query.
+
+The other resource kinds the plugin reads (agents, workflows, httpcalls, llm configs) get the
+same versioned CRUD under their EDDI paths.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Body, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from eddi_rag import __version__
+from eddi_rag.config import ConfigValidationError, load_schema
+from eddi_rag.resources import RESOURCE_TYPES, ResourceNotFoundError, ResourceRef, VersionConflictError
+from eddi_rag.runtime import Runtime
+from eddi_rag.stores.filters import FilterError
+
+
+class QueryRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=2000)
+    maxResults: int | None = Field(default=None, ge=1, le=1000)
+    minScore: float | None = Field(default=None, ge=0, le=1)
+    where: dict[str, Any] | None = None
+
+
+def _created(ref: ResourceRef, status: int = 201) -> Response:
+    return Response(status_code=status, headers={"Location": ref.uri, "X-Resource-URI": ref.uri})
+
+
+def create_app(runtime: Runtime) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        runtime.jobs.start()
+        yield
+        runtime.jobs.stop()
+
+    app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
+    app.state.runtime = runtime
+
+    @app.exception_handler(ResourceNotFoundError)
+    async def not_found(_: Request, e: ResourceNotFoundError):
+        return JSONResponse({"error": str(e)}, status_code=404)
+
+    @app.exception_handler(VersionConflictError)
+    async def conflict(_: Request, e: VersionConflictError):
+        return JSONResponse({"error": str(e), "currentVersion": e.current}, status_code=409)
+
+    @app.exception_handler(ConfigValidationError)
+    async def invalid(_: Request, e: ConfigValidationError):
+        return JSONResponse({"error": "invalid configuration", "errors": e.errors}, status_code=400)
+
+    @app.exception_handler(FilterError)
+    async def bad_filter(_: Request, e: FilterError):
+        return JSONResponse({"error": str(e)}, status_code=400)
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/ragstore/rags/jsonSchema")
+    def json_schema() -> dict[str, Any]:
+        return load_schema()
+
+    @app.post("/ragstore/rags/{id}/ingest", status_code=202)
+    async def ingest(id: str, request: Request, version: int = 0, documentName: str = "unnamed", kbId: str | None = None):
+        runtime.rag_config(id, version)  # 404 for an unknown config or version
+        version = version or runtime.resources.current_version("rags", id)
+        text = (await request.body()).decode("utf-8", errors="replace")
+        if not text.strip():
+            raise HTTPException(400, "the request body (the document text) is empty")
+        if not documentName.strip():
+            raise HTTPException(400, "documentName must not be blank")
+        job = runtime.jobs.submit(id, version, documentName, text)
+        return {"ingestionId": job.id, "kbId": id, "status": job.status}
+
+    @app.get("/ragstore/rags/{id}/ingestion/{ingestion_id}/status")
+    def ingestion_status(id: str, ingestion_id: str) -> dict[str, Any]:
+        job = runtime.jobs.status(ingestion_id)
+        if job is None or job.kb_id != id:
+            raise HTTPException(404, f"no ingestion {ingestion_id} for knowledge base {id}")
+        return job.to_json()
+
+    @app.post("/ragstore/rags/{id}/query")
+    def query(id: str, body: QueryRequest) -> dict[str, Any]:
+        config = runtime.rag_config(id)
+        hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where)
+        return {"kbId": id, "name": config.name, "query": body.query, "results": [h.to_json() for h in hits]}
+
+    for kind, (_, store, collection) in RESOURCE_TYPES.items():
+        _resource_routes(app, runtime, kind, f"/{store}/{collection}")
+    return app
+
+
+def _resource_routes(app: FastAPI, runtime: Runtime, kind: str, base: str) -> None:
+    resources = runtime.resources
+    validate = runtime.validate_rag if kind == "rags" else (lambda data: data)
+    tag = [kind]
+
+    def check(data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
+        validate(data)
+        return data
+
+    @app.get(f"{base}/descriptors", tags=tag)
+    def descriptors(filter: str = "", index: int = Query(0, ge=0), limit: int = Query(20, ge=1, le=1000)):
+        return [d.__dict__ for d in resources.descriptors(kind, filter, index, limit)]
+
+    @app.post(base, status_code=201, tags=tag)
+    def create(data: Any = Body(...)):
+        return _created(resources.create(kind, check(data)))
+
+    @app.get(f"{base}/{{id}}", tags=tag)
+    def read(id: str, version: int = Query(0, ge=0)):
+        return resources.read(kind, id, version)
+
+    @app.put(f"{base}/{{id}}", tags=tag)
+    def update(id: str, version: int = Query(..., ge=1), data: Any = Body(...)):
+        ref = resources.update(kind, id, version, check(data))
+        if kind == "rags":
+            runtime.stores.evict(id)
+        return _created(ref, 200)
+
+    @app.post(f"{base}/{{id}}", status_code=201, tags=tag)
+    def duplicate(id: str, version: int = Query(0, ge=0)):
+        return _created(resources.duplicate(kind, id, version))
+
+    @app.delete(f"{base}/{{id}}", tags=tag)
+    def delete(id: str, version: int = Query(0, ge=0), permanent: bool = False):
+        if kind == "rags" and permanent:
+            try:
+                runtime.drop_knowledge_base(id)
+            except ResourceNotFoundError:
+                pass  # already soft-deleted: its config is gone, nothing we can open to drop
+        resources.delete(kind, id, version, permanent)
+        return Response(status_code=200)

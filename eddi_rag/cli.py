@@ -1,0 +1,132 @@
+"""eddi-rag command line: the same verbs as the Python API and the REST API."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+DEFAULT_DATA_DIR = os.environ.get("EDDI_RAG_DATA", ".eddi-rag")
+
+data_dir_option = click.option(
+    "--data-dir", default=DEFAULT_DATA_DIR, show_default=True, type=click.Path(file_okay=False),
+    help="Where the SQLite database lives (env EDDI_RAG_DATA).",
+)
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def main(verbose: bool) -> None:
+    """Knowledge bases (RAG) for LLM agent workflows."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Keep the demo's data here (default: a temporary folder).")
+@click.option("--llm", type=click.Choice(["none", "openai"]), default=None, help="Chat model (default: openai when OPENAI_API_KEY or --base-url is set, else none).")
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model.")
+@click.option("--model", default=None, help="Chat model name (default gpt-4o-mini).")
+@click.option("-q", "--question", "questions", multiple=True, help="Ask this instead of the built-in questions (repeatable).")
+def demo(data_dir, llm, base_url, model, questions) -> None:
+    """Run the offline end-to-end demo on examples/."""
+    from eddi_rag.demo import run_demo
+
+    run_demo(data_dir, llm, base_url, model, list(questions) or None)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=7070, show_default=True, type=int)
+@data_dir_option
+@click.option("--load", "bundles", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="Load a resource folder (like examples/workflows) at start-up.")
+def serve(host, port, data_dir, bundles) -> None:
+    """Serve the REST API (OpenAPI at /docs)."""
+    import uvicorn
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.bundle import load_bundle
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    for folder in bundles:
+        load_bundle(runtime.resources, folder)
+    uvicorn.run(create_app(runtime), host=host, port=port)
+
+
+@main.command()
+@click.argument("kb_id")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@data_dir_option
+@click.option("--version", default=0, type=int, help="Configuration version (0 = current).")
+def ingest(kb_id, files, data_dir, version) -> None:
+    """Ingest FILES into knowledge base KB_ID (a document per file, named by its file name)."""
+    from tqdm import tqdm
+
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    total = 0
+    try:
+        for path in files:
+            with tqdm(desc=Path(path).name, unit="chunk", file=sys.stderr, leave=True) as bar:
+                def progress(done: int, todo: int, bar=bar) -> None:
+                    bar.total = todo
+                    bar.update(done - bar.n)
+
+                text = Path(path).read_text(encoding="utf-8")
+                total += runtime.ingest(kb_id, Path(path).name, text, version=version, progress=progress)
+    finally:
+        runtime.close()
+    click.echo(f"ingested {len(files)} document(s), {total} chunks, into {kb_id}")
+
+
+@main.command()
+@click.argument("kb_id")
+@click.argument("question")
+@data_dir_option
+@click.option("-k", "--max-results", type=int, default=None, help="Default: the KB's maxResults.")
+@click.option("--min-score", type=float, default=None, help="Default: the KB's minScore.")
+@click.option("--where", default=None, help='Metadata filter, e.g. \'{"source": "refunds.md"}\'.')
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def query(kb_id, question, data_dir, max_results, min_score, where, as_json) -> None:
+    """Search knowledge base KB_ID and print scored chunks."""
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        hits = runtime.query(kb_id, question, max_results, min_score, json.loads(where) if where else None)
+    finally:
+        runtime.close()
+    if as_json:
+        click.echo(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
+        return
+    if not hits:
+        click.echo("no chunks above the score threshold")
+    for i, h in enumerate(hits, 1):
+        click.secho(f"[{i}] score={h.score:.4f}  source={h.metadata.get('source')}  id={h.id}", bold=True)
+        click.echo("    " + h.text.replace("\n", "\n    "))
+
+
+@main.command("load")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@data_dir_option
+def load(folder, data_dir) -> None:
+    """Load resources from FOLDER (<kind>/<id>.json, like examples/workflows)."""
+    from eddi_rag.bundle import load_bundle
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        for ref in load_bundle(runtime.resources, folder):
+            click.echo(ref.uri)
+    finally:
+        runtime.close()
+
+
+if __name__ == "__main__":
+    main()

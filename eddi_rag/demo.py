@@ -1,0 +1,135 @@
+"""The offline demo: load examples/workflows, ingest examples/documents, ask questions through
+the LlmTask hook, and show what an auditor would see."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import click
+
+from eddi_rag.bundle import load_bundle
+from eddi_rag.runtime import Runtime
+from eddi_rag.workflow.llm_task import task_id
+from eddi_rag.workflow.memory import ConversationMemory
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+AGENT_ID = "travel-assistant"
+QUESTIONS = [
+    "Can I get my money back if I cancel a Saver fare?",
+    "How many checked bags are included in a Business fare, and how heavy may they be?",
+    "How many miles do I earn on a Flex ticket, and when do they expire?",
+]
+
+
+@contextmanager
+def notices_service(path: Path):
+    """A stand-in for the airline's live service-notice API (the httpCall RAG source)."""
+    notices = json.loads(path.read_text(encoding="utf-8"))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            url = urlparse(self.path)
+            words = set(re.findall(r"[a-z]+", " ".join(parse_qs(url.query).get("q", [""])).lower()))
+            found = [{k: n[k] for k in ("id", "title", "text")} for n in notices if words & set(n["keywords"])]
+            body = json.dumps({"notices": found}).encode()
+            self.send_response(200 if url.path == "/notices" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def chat_model(llm: str | None, base_url: str | None, model: str | None):
+    """A LangChain chat model, or None when none is configured (the demo never fakes one)."""
+    if llm is None:
+        llm = "openai" if os.environ.get("OPENAI_API_KEY") or base_url else "none"
+    if llm == "none":
+        return None
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=model or "gpt-4o-mini",
+        base_url=base_url,
+        api_key=os.environ.get("OPENAI_API_KEY") or "no-key-needed-for-a-local-server",
+        temperature=0,
+        max_retries=1,
+    )
+
+
+def _section(title: str) -> None:
+    click.secho(f"\n── {title} " + "─" * max(0, 72 - len(title)), bold=True)
+
+
+def run_demo(data_dir: str | None = None, llm: str | None = None, base_url: str | None = None,
+             model: str | None = None, questions: list[str] | None = None) -> None:
+    with tempfile.TemporaryDirectory(prefix="eddi-rag-demo-") as tmp, notices_service(EXAMPLES / "service-notices.json") as notices_url:
+        runtime = Runtime(data_dir or tmp)
+        try:
+            _run(runtime, notices_url, chat_model(llm, base_url, model), questions or QUESTIONS)
+        finally:
+            runtime.close()
+
+
+def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> None:
+    _section("1. Resources from examples/workflows")
+
+    def point_at_stand_in(kind: str, id: str, data: dict) -> dict:
+        # The httpCall config names the local notices stand-in started for this demo.
+        return {**data, "targetServerUrl": notices_url} if kind == "httpcalls" else data
+
+    for ref in load_bundle(runtime.resources, EXAMPLES / "workflows", point_at_stand_in):
+        click.echo(f"  {ref.uri}")
+    click.echo(f"  httpCall 'serviceNotices' → local stand-in at {notices_url}")
+
+    _section("2. Ingest examples/documents")
+    for kb_dir in sorted((EXAMPLES / "documents").iterdir()):
+        config = runtime.rag_config(kb_dir.name)
+        for doc in sorted(kb_dir.glob("*.md")):
+            n = runtime.ingest(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))
+            click.echo(f"  {config.name:<16} {doc.name:<14} {n:>3} chunks  ({config.embeddingProvider} model → {config.storeType} store)")
+
+    llm_config = runtime.resources.read("llm", "travel-assistant")
+    task = llm_config["tasks"][0]
+    tid = task_id(task)
+    if model is None:
+        click.secho("\nNo chat model is configured (set OPENAI_API_KEY, or pass --llm openai --base-url URL):"
+                    " showing retrieval and the prompt only; no answers are generated.", fg="yellow")
+    for i, question in enumerate(questions, 1):
+        _section(f"Question {i}: {question}")
+        memory = ConversationMemory(agent_id=AGENT_ID, user_input=question)
+        turn = runtime.llm_task.execute(memory, task, model)
+        click.secho("Retrieved chunks:", bold=True)
+        for entry in memory.get(f"rag:trace:{tid}", []):
+            if "error" in entry:
+                click.echo(f"  {entry['kb']}: ERROR {entry['error']}")
+                continue
+            click.echo(f"  {entry['kb']} (maxResults={entry['maxResults']}, minScore={entry['minScore']}): {entry['retrievedCount']} chunk(s)")
+            for c in entry["chunks"]:
+                click.echo(f"    score={c['score']:.4f}  source={c['source']}  id={c['id']}")
+        click.secho("System message:", bold=True)
+        click.echo("\n".join("  │ " + line for line in turn.system_message.splitlines()))
+        click.secho("Memory entries:", bold=True)
+        for key in (f"rag:trace:{tid}", f"rag:context:{tid}", f"rag:httpcall:trace:{tid}"):
+            if key in memory.data:
+                click.echo(f"  {key} = {json.dumps(memory.data[key], indent=2, ensure_ascii=False)}")
+        click.secho("Answer:", bold=True)
+        click.echo(f"  {turn.answer}" if turn.answer is not None else "  (no chat model configured)")

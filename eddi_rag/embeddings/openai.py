@@ -1,0 +1,30 @@
+"""OpenAI (and OpenAI-compatible) embeddings through langchain-openai's OpenAIEmbeddings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_openai import OpenAIEmbeddings
+
+DEFAULT_MODEL = "text-embedding-3-small"
+
+
+def build(params: dict[str, Any]) -> OpenAIEmbeddings:
+    """embeddingParameters: apiKey, model (modelName), dimensions, baseUrl, timeout."""
+    api_key = params.get("apiKey")
+    if not api_key:
+        raise ValueError("embeddingParameters.apiKey is required for the openai provider (e.g. \"${env:OPENAI_API_KEY}\")")
+    kwargs: dict[str, Any] = {
+        "model": params.get("model") or params.get("modelName") or DEFAULT_MODEL,
+        "api_key": api_key,
+        # Sending raw strings: the token-length check would download tiktoken files (DESIGN §6).
+        "check_embedding_ctx_length": False,
+        "max_retries": int(params.get("maxRetries", 2)),
+    }
+    if params.get("dimensions"):
+        kwargs["dimensions"] = int(params["dimensions"])
+    if params.get("baseUrl"):
+        kwargs["base_url"] = params["baseUrl"]
+    if params.get("timeout"):
+        kwargs["timeout"] = float(params["timeout"])
+    return OpenAIEmbeddings(**kwargs)

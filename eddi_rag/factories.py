@@ -1,0 +1,102 @@
+"""Caches of built embedding models and store objects, one per configuration.
+
+Keys use the *unresolved* parameters (secret references, never secrets). Both caches are
+bounded with idle expiry; a store object holds no data of its own, so eviction loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from langchain_core.embeddings import Embeddings
+
+from eddi_rag import registry
+from eddi_rag.config import RagConfiguration
+from eddi_rag.db import Database
+from eddi_rag.embeddings.cache import CachedEmbeddings
+from eddi_rag.secrets import SecretResolver, resolve_parameters
+from eddi_rag.stores.base import KnowledgeStore, StoreContext
+
+T = TypeVar("T")
+
+
+class BoundedCache(Generic[T]):
+    def __init__(self, max_entries: int = 50, idle_seconds: float = 1800):
+        self.max_entries, self.idle_seconds = max_entries, idle_seconds
+        self._items: OrderedDict[str, tuple[float, T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_build(self, key: str, build: Callable[[], T]) -> T:
+        now = time.monotonic()
+        with self._lock:
+            for k in [k for k, (t, _) in self._items.items() if now - t > self.idle_seconds]:
+                del self._items[k]
+            if key in self._items:
+                self._items.move_to_end(key)
+                value = self._items[key][1]
+                self._items[key] = (now, value)
+                return value
+        value = build()
+        with self._lock:
+            self._items[key] = (now, value)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+        return value
+
+    def invalidate(self, predicate: Callable[[str], bool] = lambda _: True) -> None:
+        with self._lock:
+            for k in [k for k in self._items if predicate(k)]:
+                del self._items[k]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _key(*parts: Any) -> str:
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+class EmbeddingModelFactory:
+    """One model per (provider, parameters), wrapped in the persistent embedding cache."""
+
+    def __init__(self, db: Database | None, resolver: SecretResolver | None = None, **cache_args: Any):
+        self.db, self.resolver = db, resolver or SecretResolver()
+        self._cache: BoundedCache[Embeddings] = BoundedCache(**cache_args)
+
+    def get(self, provider: str, params: dict[str, Any]) -> Embeddings:
+        return self._cache.get_or_build(_key(provider, params), lambda: self._build(provider, params))
+
+    def _build(self, provider: str, params: dict[str, Any]) -> Embeddings:
+        build = registry.load("eddi_rag.embeddings", provider)
+        model = build(resolve_parameters(params, self.resolver))
+        if self.db is None:
+            return model
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(params.get("model", ""))
+        return CachedEmbeddings(model, self.db, provider, str(name), params.get("dimensions"))
+
+    def for_config(self, config: RagConfiguration) -> Embeddings:
+        return self.get(config.embeddingProvider, config.embeddingParameters)
+
+
+class EmbeddingStoreFactory:
+    """One store object per (storeType, configuration id, parameters)."""
+
+    def __init__(self, context: StoreContext, resolver: SecretResolver | None = None, **cache_args: Any):
+        self.context, self.resolver = context, resolver or SecretResolver()
+        self._cache: BoundedCache[KnowledgeStore] = BoundedCache(**cache_args)
+
+    def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
+        key = _key(config.storeType, kb_id, config.storeParameters)
+        return self._cache.get_or_build(key, lambda: self._build(kb_id, config))
+
+    def _build(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
+        cls = registry.load("eddi_rag.stores", config.storeType)
+        return cls(kb_id, resolve_parameters(config.storeParameters, self.resolver), self.context)
+
+    def evict(self, kb_id: str) -> None:
+        self._cache.invalidate(lambda k: json.loads(k)[1] == kb_id)

@@ -1,0 +1,25 @@
+"""Versioned resources (EDDI-compatible): rags, agents, workflows, httpcalls, llm configs."""
+
+from eddi_rag.resources.base import (
+    RESOURCE_TYPES,
+    Descriptor,
+    ResourceNotFoundError,
+    ResourceRef,
+    ResourceStore,
+    VersionConflictError,
+    parse_uri,
+    resource_uri,
+)
+from eddi_rag.resources.sqlite import SqliteResourceStore
+
+__all__ = [
+    "RESOURCE_TYPES",
+    "Descriptor",
+    "ResourceNotFoundError",
+    "ResourceRef",
+    "ResourceStore",
+    "SqliteResourceStore",
+    "VersionConflictError",
+    "parse_uri",
+    "resource_uri",
+]

@@ -1,0 +1,83 @@
+"""The resource store protocol, resource URIs and errors."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# kind -> (authority, store, collection): eddi://<authority>/<store>/<collection>/<id>?version=N
+RESOURCE_TYPES: dict[str, tuple[str, str, str]] = {
+    "rags": ("ai.labs.rag", "ragstore", "rags"),
+    "agents": ("ai.labs.agent", "agentstore", "agents"),
+    "workflows": ("ai.labs.workflow", "workflowstore", "workflows"),
+    "httpcalls": ("ai.labs.httpcalls", "httpcallsstore", "httpcalls"),
+    "llm": ("ai.labs.llm", "llmstore", "llmconfigs"),
+}
+
+_VERSION = re.compile(r"(?:^|&)version=(\d+)(?:&|$)")
+_URI = re.compile(r"^eddi://([^/?#]+)/([^/?#]+)/([^/?#]+)/([^/?#]+)(?:\?(.*))?$")
+
+
+class ResourceNotFoundError(LookupError):
+    pass
+
+
+class VersionConflictError(Exception):
+    """The caller named a version that is not the current one (HTTP 409)."""
+
+    def __init__(self, kind: str, id: str, given: int, current: int):
+        self.current = current
+        super().__init__(f"{kind}/{id}: version {given} is not the current version {current}")
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    kind: str
+    id: str
+    version: int
+
+    @property
+    def uri(self) -> str:
+        return resource_uri(self.kind, self.id, self.version)
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    resource: str
+    name: str
+    description: str
+    createdOn: str
+    lastModifiedOn: str
+    deleted: bool = False
+
+
+def resource_uri(kind: str, id: str, version: int) -> str:
+    authority, store, collection = RESOURCE_TYPES[kind]
+    return f"eddi://{authority}/{store}/{collection}/{id}?version={version}"
+
+
+def parse_uri(uri: str) -> ResourceRef:
+    """Parse ``eddi://ai.labs.rag/ragstore/rags/<id>?version=N``. Raises ValueError when malformed."""
+    m = _URI.match(uri.strip()) if isinstance(uri, str) else None
+    if not m:
+        raise ValueError(f"not a resource URI: {uri!r}")
+    authority, store, collection, id, query = m.groups()
+    kind = next((k for k, v in RESOURCE_TYPES.items() if v == (authority, store, collection)), None)
+    if kind is None:
+        raise ValueError(f"unknown resource type in URI: {uri!r}")
+    version = _VERSION.search(query or "")
+    if not version:
+        raise ValueError(f"resource URI has no version: {uri!r}")
+    return ResourceRef(kind, id, int(version.group(1)))
+
+
+class ResourceStore(Protocol):
+    def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None) -> ResourceRef: ...
+    def read(self, kind: str, id: str, version: int = 0) -> dict[str, Any]: ...
+    def current_version(self, kind: str, id: str) -> int: ...
+    def update(self, kind: str, id: str, version: int, data: dict[str, Any]) -> ResourceRef: ...
+    def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef: ...
+    def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None: ...
+    def descriptors(self, kind: str, filter: str = "", index: int = 0, limit: int = 20) -> list[Descriptor]: ...
+    def ids(self, kind: str) -> list[str]: ...

@@ -1,0 +1,147 @@
+"""The embedded resource store: every version of every resource in one SQLite table."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from datetime import datetime, timezone
+from typing import Any
+
+from eddi_rag.db import Database
+from eddi_rag.resources.base import (
+    RESOURCE_TYPES,
+    Descriptor,
+    ResourceNotFoundError,
+    ResourceRef,
+    VersionConflictError,
+    resource_uri,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS resource_versions (
+    kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
+    data TEXT NOT NULL, created_on TEXT NOT NULL,
+    PRIMARY KEY (kind, id, version)
+);
+CREATE TABLE IF NOT EXISTS resources (
+    kind TEXT NOT NULL, id TEXT NOT NULL, current_version INTEGER NOT NULL,
+    name TEXT NOT NULL, description TEXT NOT NULL,
+    created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, id)
+);
+"""
+
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in RESOURCE_TYPES:
+        raise ValueError(f"unknown resource kind {kind!r}; known: {', '.join(RESOURCE_TYPES)}")
+
+
+class SqliteResourceStore:
+    def __init__(self, db: Database):
+        self.db = db
+        with db.transaction() as c:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    c.execute(statement)
+
+    # -- helpers --------------------------------------------------------------------------
+    def _head(self, kind: str, id: str) -> Any:
+        _check_kind(kind)
+        rows = self.db.query("SELECT * FROM resources WHERE kind=? AND id=? AND deleted=0", (kind, id))
+        if not rows:
+            raise ResourceNotFoundError(f"{kind}/{id} not found")
+        return rows[0]
+
+    # -- protocol -------------------------------------------------------------------------
+    def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None) -> ResourceRef:
+        """Create version 1. ``id`` lets an import keep readable ids; it must be unused."""
+        _check_kind(kind)
+        if id is not None and not _ID.fullmatch(id):
+            raise ValueError(f"invalid resource id {id!r}: use 1-64 letters, digits, '-' or '_'")
+        id, now = id or secrets.token_hex(12), _now()
+        with self.db.transaction() as c:
+            if c.execute("SELECT 1 FROM resources WHERE kind=? AND id=?", (kind, id)).fetchone():
+                raise ValueError(f"{kind}/{id} already exists")
+            c.execute("INSERT INTO resource_versions VALUES (?,?,?,?,?)", (kind, id, 1, json.dumps(data), now))
+            c.execute(
+                "INSERT INTO resources VALUES (?,?,?,?,?,?,?,0)",
+                (kind, id, 1, str(data.get("name", "")), description or str(data.get("description", "")), now, now),
+            )
+        return ResourceRef(kind, id, 1)
+
+    def current_version(self, kind: str, id: str) -> int:
+        return self._head(kind, id)["current_version"]
+
+    def read(self, kind: str, id: str, version: int = 0) -> dict[str, Any]:
+        head = self._head(kind, id)
+        version = version or head["current_version"]
+        rows = self.db.query(
+            "SELECT data FROM resource_versions WHERE kind=? AND id=? AND version=?", (kind, id, version)
+        )
+        if not rows:
+            raise ResourceNotFoundError(f"{kind}/{id} has no version {version}")
+        return json.loads(rows[0]["data"])
+
+    def update(self, kind: str, id: str, version: int, data: dict[str, Any]) -> ResourceRef:
+        with self.db.transaction() as c:
+            head = self._head(kind, id)
+            current = head["current_version"]
+            if version != current:
+                raise VersionConflictError(kind, id, version, current)
+            now = _now()
+            c.execute("INSERT INTO resource_versions VALUES (?,?,?,?,?)", (kind, id, current + 1, json.dumps(data), now))
+            c.execute(
+                "UPDATE resources SET current_version=?, name=?, last_modified_on=? WHERE kind=? AND id=?",
+                (current + 1, str(data.get("name", head["name"])), now, kind, id),
+            )
+        return ResourceRef(kind, id, current + 1)
+
+    def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
+        head = self._head(kind, id)
+        return self.create(kind, self.read(kind, id, version), head["description"])
+
+    def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None:
+        with self.db.transaction() as c:
+            if permanent:
+                _check_kind(kind)
+                gone = c.execute("DELETE FROM resources WHERE kind=? AND id=?", (kind, id)).rowcount
+                c.execute("DELETE FROM resource_versions WHERE kind=? AND id=?", (kind, id))
+                if not gone:
+                    raise ResourceNotFoundError(f"{kind}/{id} not found")
+                return
+            head = self._head(kind, id)
+            if version and version != head["current_version"]:
+                raise VersionConflictError(kind, id, version, head["current_version"])
+            c.execute("UPDATE resources SET deleted=1, last_modified_on=? WHERE kind=? AND id=?", (_now(), kind, id))
+
+    def descriptors(self, kind: str, filter: str = "", index: int = 0, limit: int = 20) -> list[Descriptor]:
+        """Newest first; ``index`` is a page number of ``limit`` entries, as in EDDI."""
+        _check_kind(kind)
+        rows = self.db.query(
+            "SELECT * FROM resources WHERE kind=? AND deleted=0 AND (name LIKE ? OR description LIKE ?)"
+            " ORDER BY last_modified_on DESC, id LIMIT ? OFFSET ?",
+            (kind, f"%{filter}%", f"%{filter}%", max(0, limit), max(0, index) * max(0, limit)),
+        )
+        return [
+            Descriptor(
+                resource=resource_uri(kind, r["id"], r["current_version"]),
+                name=r["name"],
+                description=r["description"],
+                createdOn=r["created_on"],
+                lastModifiedOn=r["last_modified_on"],
+            )
+            for r in rows
+        ]
+
+    def ids(self, kind: str) -> list[str]:
+        _check_kind(kind)
+        return [r["id"] for r in self.db.query("SELECT id FROM resources WHERE kind=? AND deleted=0", (kind,))]

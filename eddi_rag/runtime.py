@@ -1,0 +1,75 @@
+"""Wires the components into one object the API, the CLI and the demo share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eddi_rag import registry
+from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration
+from eddi_rag.db import Database
+from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.ingest.jobs import IngestionQueue
+from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.resources import SqliteResourceStore
+from eddi_rag.retrieval.retriever import Retriever
+from eddi_rag.secrets import SecretResolver
+from eddi_rag.stores.base import StoreContext
+from eddi_rag.workflow.context import RagContextProvider
+from eddi_rag.workflow.llm_task import LlmTaskHook
+from eddi_rag.workflow.traversal import WorkflowTraversal
+
+DB_FILE = "eddi-rag.db"
+
+
+class Runtime:
+    def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None):
+        """``data_dir=None`` keeps everything in memory (tests, throwaway demos)."""
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.db = Database(self.data_dir / DB_FILE if self.data_dir else ":memory:")
+        self.resolver = resolver or SecretResolver()
+        self.resources = SqliteResourceStore(self.db)
+        self.embeddings = EmbeddingModelFactory(self.db, self.resolver)
+        self.stores = EmbeddingStoreFactory(StoreContext(self.db, self.data_dir), self.resolver)
+        self.ingestor = Ingestor(self.embeddings, self.stores)
+        self.retriever = Retriever(self.embeddings, self.stores)
+        self.traversal = WorkflowTraversal(self.resources)
+        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever))
+        self.jobs = IngestionQueue(self.db, self._run_job)
+
+    def validate_rag(self, data: Any) -> RagConfiguration:
+        """Schema validation plus: the named provider and store type are registered."""
+        config = validate_rag_configuration(data)
+        errors = []
+        for path, value, known in (
+            ("$.embeddingProvider", config.embeddingProvider, registry.embedding_providers()),
+            ("$.storeType", config.storeType, registry.store_types()),
+        ):
+            if value not in known:
+                errors.append({"path": path, "message": f"{value!r} is not registered; known: {', '.join(known)}", "value": value})
+        if errors:
+            raise ConfigValidationError(errors)
+        return config
+
+    def rag_config(self, kb_id: str, version: int = 0) -> RagConfiguration:
+        return validate_rag_configuration(self.resources.read("rags", kb_id, version))
+
+    def _run_job(self, kb_id: str, version: int, document: str, text: str) -> int:
+        return self.ingestor.ingest_text(kb_id, self.rag_config(kb_id, version), document, text).chunks
+
+    def ingest(self, kb_id: str, document: str, text: str, version: int = 0, **kwargs: Any) -> int:
+        """Ingest synchronously (the CLI and demo); the API queues jobs instead."""
+        return self.ingestor.ingest_text(kb_id, self.rag_config(kb_id, version), document, text, **kwargs).chunks
+
+    def query(self, kb_id: str, query: str, max_results: int | None = None, min_score: float | None = None,
+              where: dict[str, Any] | None = None):
+        return self.retriever.search(kb_id, self.rag_config(kb_id), query, max_results, min_score, where)
+
+    def drop_knowledge_base(self, kb_id: str) -> None:
+        """Remove a KB's chunks from its store (permanent delete of its configuration)."""
+        self.stores.get(kb_id, self.rag_config(kb_id)).drop()
+        self.stores.evict(kb_id)
+
+    def close(self) -> None:
+        self.jobs.stop()
+        self.db.close()

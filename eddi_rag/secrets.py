@@ -1,0 +1,55 @@
+"""Secret references: ``${env:NAME}`` and ``${eddivault:KEY}``.
+
+References stay unresolved everywhere (stored configs, descriptors, API responses, traces,
+cache keys). They are resolved only by :func:`resolve_parameters`, called when a provider or
+store is built, and the resolved values are never logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+REFERENCE = re.compile(r"\$\{(env|eddivault):([^}]+)\}")
+
+
+class SecretNotFoundError(LookupError):
+    """A reference names a secret that is not available. The message names only the reference."""
+
+
+class SecretResolver:
+    """Resolves references. The vault is a plain mapping; by default it is read from
+    ``EDDI_VAULT_<KEY>`` environment variables (KEY upper-cased, non-alphanumerics as ``_``)."""
+
+    def __init__(self, vault: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None):
+        self._vault = vault
+        self._environ = environ if environ is not None else os.environ
+
+    def _vault_value(self, key: str) -> str | None:
+        if self._vault is not None:
+            return self._vault.get(key)
+        return self._environ.get("EDDI_VAULT_" + re.sub(r"[^A-Za-z0-9]", "_", key).upper())
+
+    def resolve(self, value: Any) -> Any:
+        if not isinstance(value, str) or "${" not in value:
+            return value
+
+        def substitute(m: re.Match[str]) -> str:
+            kind, key = m.group(1), m.group(2).strip()
+            found = self._environ.get(key) if kind == "env" else self._vault_value(key)
+            if found is None:
+                raise SecretNotFoundError(f"secret reference {m.group(0)} is not set")
+            return found
+
+        return REFERENCE.sub(substitute, value)
+
+
+def resolve_parameters(params: Mapping[str, Any], resolver: SecretResolver | None = None) -> dict[str, Any]:
+    resolver = resolver or SecretResolver()
+    return {k: resolver.resolve(v) for k, v in params.items()}
+
+
+def is_reference(value: Any) -> bool:
+    return isinstance(value, str) and bool(REFERENCE.search(value))

@@ -1,0 +1,124 @@
+"""The KnowledgeStore protocol (DESIGN §4) and what every backend shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from eddi_rag.db import Database
+
+# Capability names a backend may declare.
+METADATA_FILTERING = "metadata_filtering"
+KEYWORD_SEARCH = "keyword_search"
+TTL = "ttl"
+PERSISTENT = "persistent"
+
+
+@dataclass
+class Chunk:
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    vector: Sequence[float] | None = None
+
+
+@dataclass
+class SearchHit:
+    """One search result. ``score`` is EDDI's relevance (cos + 1) / 2 in [0, 1]."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    similarity: float
+
+    @property
+    def score(self) -> float:
+        return (self.similarity + 1.0) / 2.0
+
+    @property
+    def distance(self) -> float:
+        return 1.0 - self.similarity
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "score": round(self.score, 6),
+            "similarity": round(self.similarity, 6),
+            "distance": round(self.distance, 6),
+            "source": self.metadata.get("source"),
+            "metadata": self.metadata,
+        }
+
+
+@dataclass
+class StoreContext:
+    """What the application lends to backends: the embedded database, a data directory, and
+    state that outlives any one store object (so evicting a cached store loses nothing)."""
+
+    db: Database
+    data_dir: Path | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class DimensionMismatchError(ValueError):
+    pass
+
+
+@runtime_checkable
+class KnowledgeStore(Protocol):
+    capabilities: frozenset[str]
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None: ...
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        """Atomically delete what ``where`` matches and upsert ``chunks``."""
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int: ...
+    def search(
+        self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None
+    ) -> list[SearchHit]: ...
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]: ...
+    def count(self, where: dict[str, Any] | None = None) -> int: ...
+    def health(self) -> dict[str, Any]: ...
+    def drop(self) -> None: ...
+
+
+def normalise(vectors: Any) -> np.ndarray:
+    """Rows as contiguous float32 unit vectors."""
+    m = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if m.ndim == 1:
+        m = m[None, :]
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1.0, norms)
+
+
+def top_k(similarities: np.ndarray, ids: Sequence[str], k: int) -> list[int]:
+    """Indices of the k best rows, by similarity descending, ties broken by id ascending."""
+    n = len(similarities)
+    if n == 0 or k <= 0:
+        return []
+    if k < n:
+        kth = np.partition(similarities, n - k)[n - k]
+        candidates = np.flatnonzero(similarities >= kth)
+    else:
+        candidates = np.arange(n)
+    return sorted(candidates.tolist(), key=lambda i: (-float(similarities[i]), ids[i]))[:k]
+
+
+def check_vectors(chunks: Sequence[Chunk]) -> np.ndarray:
+    if any(c.vector is None for c in chunks):
+        missing = next(c.id for c in chunks if c.vector is None)
+        raise ValueError(f"chunk {missing!r} has no vector")
+    matrix = normalise([c.vector for c in chunks])
+    return matrix
+
+
+def check_dimension(expected: int | None, got: int, kb: str) -> None:
+    if expected is not None and expected != got:
+        raise DimensionMismatchError(
+            f"knowledge base {kb!r} holds {expected}-dimensional vectors, got {got}: "
+            "the embedding model changed; re-create the store or use a matching model"
+        )

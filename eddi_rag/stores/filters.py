@@ -1,0 +1,172 @@
+"""The one ``where`` filter language (DESIGN §4), parsed once into an AST.
+
+Chroma/Mongo style: ``{"field": value}`` (equality), ``{"field": {"$op": value}}`` with
+``$eq $ne $gt $gte $lt $lte $in $nin``, several fields = implicit AND, and ``$and``/``$or``
+over lists of filters. The Python predicate :func:`matches` is the reference meaning; each
+backend compiles the AST (here: SQLite JSON1) and must return exactly what it returns.
+
+Meaning, precisely: values compare only with values of the same type (bool, number, string);
+``$gt``-style operators need a number or a string; a missing field matches only ``$ne``/``$nin``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+Scalar = Union[str, int, float, bool]
+
+
+class FilterError(ValueError):
+    """A malformed filter. The message names the offending part by path."""
+
+
+@dataclass(frozen=True)
+class Compare:
+    field: str
+    op: str
+    value: Any  # a scalar, or a tuple of scalars for $in/$nin
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple[Node, ...]
+
+
+Node = Union[Compare, And, Or]
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+def _kind(v: Any) -> str | None:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return None
+
+
+def _compare(field: str, op: str, value: Any, path: str) -> Compare:
+    if op not in COMPARISONS:
+        raise FilterError(f"{path}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
+    if op in ("$in", "$nin"):
+        if not isinstance(value, list) or not all(_is_scalar(v) for v in value):
+            raise FilterError(f"{path}: {op} needs a list of strings, numbers or booleans, got {value!r}")
+        return Compare(field, op, tuple(value))
+    if not _is_scalar(value):
+        raise FilterError(f"{path}: {op} needs a string, number or boolean, got {value!r}")
+    if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(value, bool):
+        raise FilterError(f"{path}: {op} needs a number or a string, got {value!r}")
+    return Compare(field, op, value)
+
+
+def parse(where: Any, path: str = "where") -> Node | None:
+    """Parse a ``where`` mapping into an AST (``None`` for an empty or absent filter)."""
+    if where is None or where == {}:
+        return None
+    if not isinstance(where, dict):
+        raise FilterError(f"{path}: a filter must be an object, got {where!r}")
+    parts: list[Node] = []
+    for key, value in where.items():
+        here = f"{path}.{key}"
+        if key in ("$and", "$or"):
+            if not isinstance(value, list) or not value:
+                raise FilterError(f"{here}: needs a non-empty list of filters")
+            children = []
+            for i, sub in enumerate(value):
+                node = parse(sub, f"{here}[{i}]")
+                if node is None:
+                    raise FilterError(f"{here}[{i}]: empty filter")
+                children.append(node)
+            parts.append(And(tuple(children)) if key == "$and" else Or(tuple(children)))
+        elif key.startswith("$"):
+            raise FilterError(f"{here}: unknown logical operator {key!r}; use $and or $or")
+        elif not key or '"' in key:
+            raise FilterError(f"{here}: invalid field name {key!r}")
+        elif isinstance(value, dict):
+            if not value:
+                raise FilterError(f"{here}: empty operator object")
+            parts.extend(_compare(key, op, v, f"{here}.{op}") for op, v in value.items())
+        else:
+            parts.append(_compare(key, "$eq", value, here))
+    return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+# --- the reference evaluator -------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _eq(actual: Any, value: Any) -> bool:
+    return _kind(actual) is not None and _kind(actual) == _kind(value) and actual == value
+
+
+def _test(c: Compare, actual: Any) -> bool:
+    if c.op == "$eq":
+        return _eq(actual, c.value)
+    if c.op == "$ne":
+        return not _eq(actual, c.value)
+    if c.op == "$in":
+        return any(_eq(actual, v) for v in c.value)
+    if c.op == "$nin":
+        return not any(_eq(actual, v) for v in c.value)
+    if _kind(actual) is None or _kind(actual) != _kind(c.value):
+        return False
+    return {
+        "$gt": actual > c.value,
+        "$gte": actual >= c.value,
+        "$lt": actual < c.value,
+        "$lte": actual <= c.value,
+    }[c.op]
+
+
+def matches(node: Node | None, metadata: dict[str, Any]) -> bool:
+    if node is None:
+        return True
+    if isinstance(node, And):
+        return all(matches(n, metadata) for n in node.children)
+    if isinstance(node, Or):
+        return any(matches(n, metadata) for n in node.children)
+    return _test(node, metadata.get(node.field, _MISSING))
+
+
+# --- SQLite (JSON1) ----------------------------------------------------------------------
+
+
+def to_sqlite(node: Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
+    """Compile to a SQLite boolean expression over a JSON text column."""
+    if node is None:
+        return "1", []
+    if isinstance(node, (And, Or)):
+        parts = [to_sqlite(n, column) for n in node.children]
+        joiner = " AND " if isinstance(node, And) else " OR "
+        return "(" + joiner.join(p for p, _ in parts) + ")", [x for _, ps in parts for x in ps]
+    path = f'$."{node.field}"'
+    t = f"json_type({column}, ?)"
+    x = f"json_extract({column}, ?)"
+
+    def typed(value: Any, op: str) -> tuple[str, list[Any]]:
+        if isinstance(value, bool):
+            return f"COALESCE({t} = ?, 0)", [path, "true" if value else "false"]
+        types = "('integer','real')" if isinstance(value, (int, float)) else "('text')"
+        return f"COALESCE(({t} IN {types} AND {x} {op} ?), 0)", [path, path, value]
+
+    if node.op in ("$eq", "$ne"):
+        sql, params = typed(node.value, "=")
+        return (sql if node.op == "$eq" else f"NOT {sql}"), params
+    if node.op in ("$in", "$nin"):
+        parts = [typed(v, "=") for v in node.value] or [("0", [])]
+        sql = "(" + " OR ".join(p for p, _ in parts) + ")"
+        return (sql if node.op == "$in" else f"NOT {sql}"), [x for _, ps in parts for x in ps]
+    op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
+    return typed(node.value, op)

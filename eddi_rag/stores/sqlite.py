@@ -1,0 +1,190 @@
+"""``sqlite``: the persistent embedded store.
+
+Chunks live in one table of the application's SQLite file (or of ``storeParameters.path``),
+keyed by (configuration id, chunk id); vectors are float32 blobs. Search loads a KB's vectors
+once into a contiguous matrix and keeps it until the KB changes (our writes, or another
+process's, seen through ``PRAGMA data_version``). Filters compile to SQL (JSON1).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from eddi_rag.db import Database
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    METADATA_FILTERING,
+    PERSISTENT,
+    Chunk,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+    top_k,
+)
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS kb_chunks (
+        kb TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL,
+        dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (kb, id))""",
+]
+
+
+class SqliteStore:
+    capabilities = frozenset({METADATA_FILTERING, PERSISTENT})
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        if params.get("path"):
+            dbs = context.state.setdefault("sqlite-files", {})
+            if str(params["path"]) not in dbs:
+                dbs[str(params["path"])] = Database(params["path"])
+            self.db = dbs[str(params["path"])]
+        else:
+            self.db = context.db
+        with self.db.transaction() as c:
+            for statement in _SCHEMA:
+                c.execute(statement)
+        self._lock = threading.Lock()
+        self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
+        # Write counts shared by every store object on this file and KB, so an object built
+        # after a cache eviction and the one it replaced never serve each other stale vectors.
+        self._generations = context.state.setdefault("sqlite-generations", {})
+        self._key = (self.db.path, kb_id)
+
+    # -- writes ---------------------------------------------------------------------------
+    def _dimension(self, c) -> int | None:
+        row = c.execute("SELECT dim FROM kb_chunks WHERE kb=? LIMIT 1", (self.kb_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def _insert(self, c, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
+        check_dimension(self._dimension(c), matrix.shape[1], self.kb_id)
+        c.executemany(
+            "INSERT OR REPLACE INTO kb_chunks VALUES (?,?,?,?,?,?)",
+            [
+                (self.kb_id, ch.id, ch.text, json.dumps(ch.metadata), matrix.shape[1], matrix[i].tobytes())
+                for i, ch in enumerate(chunks)
+            ],
+        )
+
+    def _changed(self) -> None:
+        self._generations[self._key] = self._generations.get(self._key, 0) + 1
+        self._cache = None
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if not chunks:
+            return
+        matrix = check_vectors(chunks)
+        with self.db.transaction() as c:
+            self._insert(c, chunks, matrix)
+        self._changed()
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        sql, params = filters.to_sqlite(filters.parse(where))
+        matrix = check_vectors(chunks) if chunks else None
+        with self.db.transaction() as c:
+            c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])
+            if chunks:
+                self._insert(c, chunks, matrix)
+        self._changed()
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        node = filters.parse(where)
+        if ids is None and node is None:
+            return 0
+        sql, params = filters.to_sqlite(node)
+        removed = 0
+        with self.db.transaction() as c:
+            if ids is None:
+                removed = c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params]).rowcount
+            else:
+                ids = list(ids)
+                for start in range(0, len(ids), 500):
+                    part = ids[start : start + 500]
+                    removed += c.execute(
+                        f"DELETE FROM kb_chunks WHERE kb=? AND {sql} AND id IN ({','.join('?' * len(part))})",
+                        [self.kb_id, *params, *part],
+                    ).rowcount
+        self._changed()
+        return removed
+
+    def drop(self) -> None:
+        with self.db.transaction() as c:
+            c.execute("DELETE FROM kb_chunks WHERE kb=?", (self.kb_id,))
+        self._changed()
+
+    # -- reads ----------------------------------------------------------------------------
+    def _matrix(self) -> tuple[list[str], np.ndarray | None]:
+        stamp = (self.db.data_version(), self._generations.get(self._key, 0))
+        cache = self._cache
+        if cache is not None and cache[0] == stamp:
+            return cache[1], cache[2]
+        rows = self.db.query("SELECT id, vector, dim FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,))
+        if not rows:
+            return [], None
+        ids = [r["id"] for r in rows]
+        matrix = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), rows[0]["dim"])
+        self._cache = (stamp, ids, matrix)
+        return ids, matrix
+
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        node = filters.parse(where)
+        with self._lock:
+            ids, matrix = self._matrix()
+        if matrix is None:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(matrix.shape[1], q.shape[0], self.kb_id)
+        if node is None:
+            sims, cand_ids, rows = matrix @ q, ids, None
+        else:
+            sql, params = filters.to_sqlite(node)
+            allowed = {r["id"] for r in self.db.query(f"SELECT id FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])}
+            rows = np.array([i for i, id in enumerate(ids) if id in allowed], dtype=np.int64)
+            if not len(rows):
+                return []
+            sims, cand_ids = matrix[rows] @ q, [ids[i] for i in rows]
+        picks = top_k(sims, cand_ids, k)
+        found = self._load([cand_ids[i] for i in picks])
+        return [SearchHit(cand_ids[i], *found[cand_ids[i]], float(sims[i])) for i in picks if cand_ids[i] in found]
+
+    def _load(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        if not ids:
+            return {}
+        rows = self.db.query(
+            f"SELECT id, text, metadata FROM kb_chunks WHERE kb=? AND id IN ({','.join('?' * len(ids))})",
+            [self.kb_id, *ids],
+        )
+        return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]:
+        sql, params = filters.to_sqlite(filters.parse(where))
+        rows = self.db.query(
+            f"SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND {sql} ORDER BY id LIMIT ? OFFSET ?",
+            [self.kb_id, *params, -1 if limit is None else limit, offset],
+        )
+        return [
+            Chunk(r["id"], r["text"], json.loads(r["metadata"]), np.frombuffer(r["vector"], dtype=np.float32).tolist())
+            for r in rows
+        ]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        sql, params = filters.to_sqlite(filters.parse(where))
+        return self.db.query(f"SELECT COUNT(*) FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])[0][0]
+
+    def health(self) -> dict[str, Any]:
+        try:
+            row = self.db.query(
+                "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(vector) + LENGTH(text) + LENGTH(metadata)), 0) AS bytes,"
+                " MAX(dim) AS dim FROM kb_chunks WHERE kb=?",
+                (self.kb_id,),
+            )[0]
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {}}
+        return {"status": "ok", "details": {"documents": row["n"], "dimension": row["dim"], "storage_bytes": row["bytes"], "path": self.db.path}}

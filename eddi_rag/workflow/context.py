@@ -1,0 +1,119 @@
+"""RagContextProvider: choose the knowledge bases for a turn, search them, format the context."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from eddi_rag.config import LlmTaskRag
+from eddi_rag.retrieval.retriever import Retriever
+from eddi_rag.stores.base import SearchHit
+from eddi_rag.workflow.traversal import DiscoveredKb
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KbSelection:
+    kb: DiscoveredKb
+    max_results: int
+    min_score: float
+
+
+@dataclass
+class RagResult:
+    context: str | None
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+
+def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> list[KbSelection]:
+    """Explicit ``knowledgeBases`` win; else every discovered KB when ``enableWorkflowRag``."""
+    if task.knowledgeBases:
+        by_name = {ref.name: ref for ref in task.knowledgeBases}  # case-sensitive, as EDDI
+        chosen = []
+        for kb in discovered:
+            ref = by_name.get(kb.config.name)
+            if ref is not None:
+                chosen.append(KbSelection(
+                    kb,
+                    kb.config.maxResults if ref.maxResults is None else ref.maxResults,
+                    kb.config.minScore if ref.minScore is None else ref.minScore,
+                ))
+        return chosen
+    if task.enableWorkflowRag:
+        d = task.ragDefaults
+        # An absent ragDefaults field keeps the KB's own value (EDDI used 5 / 0.6 instead).
+        return [
+            KbSelection(
+                kb,
+                kb.config.maxResults if d is None or d.maxResults is None else d.maxResults,
+                kb.config.minScore if d is None or d.minScore is None else d.minScore,
+            )
+            for kb in discovered
+        ]
+    return []
+
+
+def _label(hit: SearchHit) -> str:
+    source = str(hit.metadata.get("source") or "unknown source")
+    where = hit.metadata.get("section") or hit.metadata.get("page")
+    return f"{source}, {where}" if where else source
+
+
+def format_context(results: list[tuple[str, list[SearchHit]]], max_chars: int | None) -> tuple[str, int]:
+    """The ``## Relevant Context:`` body (DESIGN §3). Returns (text, number of passages omitted).
+
+    A passage that would push the text past ``max_chars`` is skipped (later, shorter ones may
+    still fit); a closing marker line says how many were omitted and why."""
+    limit = max_chars if max_chars and max_chars > 0 else None
+    text, omitted, n, current_kb = "", 0, 0, None
+    for kb_name, hits in results:
+        for hit in hits:
+            # Each passage ends with a blank line, which also separates it from the next header.
+            header = f"### Source: {kb_name}\n\n" if kb_name != current_kb else ""
+            passage = f"[{n + 1}] {_label(hit)}\n{hit.text.strip()}\n\n"
+            if limit is not None and len((text + header + passage).strip()) > limit:
+                omitted += 1
+                continue
+            text += header + passage
+            current_kb, n = kb_name, n + 1
+    text = text.strip()
+    if omitted:
+        text += f"\n\n[{omitted} more passage(s) omitted: maxRagContextChars={max_chars} reached]"
+    return text, omitted
+
+
+class RagContextProvider:
+    def __init__(self, retriever: Retriever):
+        self.retriever = retriever
+
+    def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str) -> RagResult:
+        trace: list[dict[str, Any]] = []
+        results: list[tuple[str, list[SearchHit]]] = []
+        for sel in select_knowledge_bases(task, discovered):
+            cfg = sel.kb.config
+            try:
+                hits = self.retriever.search(sel.kb.id, cfg, query, sel.max_results, sel.min_score)
+            except Exception as e:  # noqa: BLE001 - one failing KB never silences the others
+                log.warning("knowledge base %r failed: %s", cfg.name, e)
+                trace.append({"kb": cfg.name, "error": f"{type(e).__name__}: {e}"})
+                continue
+            trace.append({
+                "kb": cfg.name,
+                "kbId": sel.kb.id,
+                "provider": cfg.embeddingProvider,
+                "storeType": cfg.storeType,
+                "maxResults": sel.max_results,
+                "minScore": sel.min_score,
+                "retrievedCount": len(hits),
+                "chunks": [
+                    {"id": h.id, "score": round(h.score, 6), "source": h.metadata.get("source")} for h in hits
+                ],
+            })
+            if hits:
+                results.append((cfg.name, hits))
+        if not results:
+            return RagResult(None, trace)
+        context, _ = format_context(results, task.maxRagContextChars)
+        return RagResult(context, trace)

@@ -1,0 +1,94 @@
+"""The LlmTask hook: what an agent runtime calls on each turn of an LLM task.
+
+discover KBs → retrieve → build the system message (``## Search Results:`` then
+``## Relevant Context:``) → call the chat model → write output and audit entries to memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from eddi_rag.config import LlmTaskRag
+from eddi_rag.workflow.context import RagContextProvider
+from eddi_rag.workflow.httpcall import call_for_context
+from eddi_rag.workflow.memory import ConversationMemory
+from eddi_rag.workflow.traversal import Discovery, WorkflowTraversal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnResult:
+    system_message: str
+    messages: list[BaseMessage]
+    answer: str | None = None
+    discovery: Discovery = field(default_factory=Discovery)
+
+
+def task_id(task: dict[str, Any]) -> str:
+    return str(task.get("id") or "default")
+
+
+def system_prompt(task: dict[str, Any]) -> str:
+    params = task.get("parameters") or {}
+    return str(params.get("systemMessage") or task.get("systemMessage") or "")
+
+
+class LlmTaskHook:
+    def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None):
+        self.traversal, self.provider, self.http = traversal, provider, http
+
+    def prepare(self, memory: ConversationMemory, task: dict[str, Any]) -> TurnResult:
+        """Everything up to the model call: RAG, the system message, the message list."""
+        rag = LlmTaskRag.model_validate(task)
+        tid = task_id(task)
+        system = system_prompt(task)
+        query = (memory.user_input or "").strip()
+        discovery = Discovery()
+        wants_rag = bool(rag.knowledgeBases) or rag.enableWorkflowRag or bool(rag.httpCallRag)
+        if query and wants_rag:
+            try:
+                discovery = self.traversal.discover(memory.agent_id, memory.agent_version)
+            except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
+                log.warning("workflow discovery failed for agent %s: %s", memory.agent_id, e)
+            if rag.httpCallRag:
+                try:
+                    result = call_for_context(discovery.httpcalls, rag.httpCallRag, query, self.http)
+                    if result.context:
+                        system += "\n\n## Search Results:\n" + result.context
+                        memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})
+                except Exception as e:  # noqa: BLE001
+                    log.warning("httpCallRag %r failed: %s", rag.httpCallRag, e)
+            try:
+                found = self.provider.retrieve(rag, discovery.knowledge_bases, query)
+                if found.trace:
+                    memory.set(f"rag:trace:{tid}", found.trace)
+                if found.context:
+                    system += "\n\n## Relevant Context:\n" + found.context
+                    memory.set(f"rag:context:{tid}", found.context)
+            except Exception as e:  # noqa: BLE001
+                log.warning("RAG failed for task %s: %s", tid, e)
+        messages: list[BaseMessage] = [SystemMessage(system)] if system else []
+        for role, text in memory.history:
+            messages.append(HumanMessage(text) if role == "user" else AIMessage(text))
+        if memory.user_input:
+            messages.append(HumanMessage(memory.user_input))
+        return TurnResult(system, messages, discovery=discovery)
+
+    def execute(self, memory: ConversationMemory, task: dict[str, Any], chat_model: BaseChatModel | None) -> TurnResult:
+        turn = self.prepare(memory, task)
+        if chat_model is None:
+            return turn
+        reply = chat_model.invoke(turn.messages)
+        turn.answer = reply.content if isinstance(reply.content, str) else str(reply.content)
+        memory.set("output", turn.answer)
+        if memory.user_input:
+            memory.history.append(("user", memory.user_input))
+        memory.history.append(("assistant", turn.answer))
+        return turn

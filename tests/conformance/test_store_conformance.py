@@ -1,0 +1,201 @@
+"""One suite for every KnowledgeStore backend (after Haystack's document-store test suite).
+
+A backend joins by adding its name to BACKENDS; the reference for filters is the Python
+evaluator in eddi_rag.stores.filters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eddi_rag.db import Database
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import Chunk, DimensionMismatchError, KnowledgeStore, StoreContext
+from eddi_rag.stores.memory import InMemoryStore
+from eddi_rag.stores.sqlite import SqliteStore
+
+BACKENDS = {"in-memory": InMemoryStore, "sqlite": SqliteStore}
+DIM = 8
+
+
+def vec(*xs: float) -> list[float]:
+    return list(xs) + [0.0] * (DIM - len(xs))
+
+
+def rand_chunks(n: int, seed: int = 0, prefix: str = "c") -> list[Chunk]:
+    rng = np.random.default_rng(seed)
+    colours = ["red", "green", "blue"]
+    out = []
+    for i in range(n):
+        meta: dict = {"source": f"doc{i % 4}.md", "n": i, "colour": colours[i % 3], "even": i % 2 == 0, "w": i / 4}
+        if i % 5 == 0:
+            del meta["colour"]  # missing fields are part of the contract
+        out.append(Chunk(f"{prefix}{i:03d}", f"text {i}", meta, rng.standard_normal(DIM).tolist()))
+    return out
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def context(request, tmp_path):
+    return request.param, StoreContext(Database(tmp_path / "store.db"), tmp_path)
+
+
+@pytest.fixture
+def store(context) -> KnowledgeStore:
+    name, ctx = context
+    return BACKENDS[name]("kb-1", {}, ctx)
+
+
+def ids(items) -> list[str]:
+    return [x.id for x in items]
+
+
+def test_implements_the_protocol(store):
+    assert isinstance(store, KnowledgeStore)
+    assert "metadata_filtering" in store.capabilities
+
+
+def test_upsert_count_get_with_limit_offset(store):
+    store.upsert(rand_chunks(10))
+    assert store.count() == 10
+    assert ids(store.get()) == [f"c{i:03d}" for i in range(10)]
+    assert ids(store.get(limit=3, offset=4)) == ["c004", "c005", "c006"]
+    got = store.get(where={"n": 3})[0]
+    assert (got.text, got.metadata["source"]) == ("text 3", "doc3.md")
+    assert len(got.vector) == DIM
+
+
+def test_upsert_replaces_by_id(store):
+    store.upsert([Chunk("a", "old", {"v": 1}, vec(1))])
+    store.upsert([Chunk("a", "new", {"v": 2}, vec(0, 1)), Chunk("b", "b", {}, vec(1))])
+    assert store.count() == 2
+    a = store.get(where={"v": 2})
+    assert ids(a) == ["a"] and a[0].text == "new"
+    assert store.search(vec(0, 1), 1)[0].id == "a"
+
+
+def test_delete_by_ids_and_by_where(store):
+    store.upsert(rand_chunks(10))
+    assert store.delete(ids=["c001", "c002", "nope"]) == 2
+    assert store.delete(where={"source": "doc0.md"}) == 3  # c000, c004, c008
+    assert store.delete() == 0  # nothing named: nothing deleted
+    assert ids(store.get()) == ["c003", "c005", "c006", "c007", "c009"]
+
+
+def test_search_orders_by_score_and_reports_eddi_scores(store):
+    store.upsert([
+        Chunk("same", "", {}, vec(1, 0)),
+        Chunk("near", "", {}, vec(1, 1)),
+        Chunk("orth", "", {}, vec(0, 1)),
+        Chunk("opp", "", {}, vec(-1, 0)),
+    ])
+    hits = store.search(vec(2, 0), 4)  # query need not be normalised
+    assert ids(hits) == ["same", "near", "orth", "opp"]
+    same, near, orth, opp = hits
+    assert same.similarity == pytest.approx(1, abs=1e-6) and same.score == pytest.approx(1, abs=1e-6)
+    assert near.similarity == pytest.approx(2 ** -0.5, abs=1e-6)
+    assert orth.score == pytest.approx(0.5, abs=1e-6) and orth.distance == pytest.approx(1, abs=1e-6)
+    assert opp.score == pytest.approx(0, abs=1e-6) and opp.distance == pytest.approx(2, abs=1e-6)
+    assert ids(store.search(vec(1), 2)) == ["same", "near"]
+
+
+def test_ties_are_broken_by_chunk_id(store):
+    store.upsert([Chunk(i, "", {}, vec(1)) for i in ["d", "b", "c", "a"]])
+    assert ids(store.search(vec(1), 3)) == ["a", "b", "c"]
+
+
+def test_search_with_a_filter(store):
+    chunks = rand_chunks(30)
+    store.upsert(chunks)
+    q = chunks[7].vector
+    hits = store.search(q, 5, where={"colour": "green"})
+    assert hits and all(h.metadata.get("colour") == "green" for h in hits)
+    assert hits[0].id == "c007"
+    assert store.search(q, 5, where={"colour": "purple"}) == []
+
+
+FILTERS = [
+    {"colour": "red"},
+    {"colour": {"$eq": "red"}},
+    {"colour": {"$ne": "red"}},  # includes chunks with no colour
+    {"n": {"$gt": 10}},
+    {"n": {"$gte": 10, "$lt": 15}},
+    {"w": {"$lte": 1.5}},
+    {"w": {"$gt": 2}},
+    {"n": {"$in": [1, 2, 3, 40]}},
+    {"colour": {"$nin": ["red", "blue"]}},
+    {"colour": {"$in": []}},
+    {"even": True},
+    {"even": {"$ne": False}},
+    {"source": "doc1.md", "even": False},
+    {"$or": [{"colour": "blue"}, {"n": {"$lt": 3}}]},
+    {"$and": [{"n": {"$gte": 5}}, {"$or": [{"colour": "green"}, {"colour": {"$nin": ["green", "blue", "red"]}}]}]},
+    {"missing": {"$ne": 1}},
+    {"missing": 1},
+    {"n": "3"},  # types never coerce: "3" is not 3
+    {"source": {"$gt": "doc2.md"}},
+    {"n": 1.0},
+    {"even": 1},  # a boolean is not a number
+]
+
+
+@pytest.mark.parametrize("where", FILTERS, ids=[str(f) for f in FILTERS])
+def test_every_filter_matches_the_reference_evaluator(store, where):
+    chunks = rand_chunks(20)
+    store.upsert(chunks)
+    node = filters.parse(where)
+    expected = sorted(c.id for c in chunks if filters.matches(node, c.metadata))
+    assert ids(store.get(where=where)) == expected
+    assert store.count(where) == len(expected)
+    assert sorted(ids(store.search(chunks[0].vector, 100, where=where))) == expected
+
+
+def test_replace_is_atomic(store):
+    store.upsert([Chunk("old1", "o", {"source": "a"}, vec(1)), Chunk("keep", "k", {"source": "b"}, vec(1))])
+    bad = [Chunk("new1", "n", {"source": "a"}, vec(1)), Chunk("new2", "n", {"source": "a"}, [1.0] * (DIM + 1))]
+    with pytest.raises(Exception):
+        store.replace({"source": "a"}, bad)
+    assert ids(store.get()) == ["keep", "old1"]
+    store.replace({"source": "a"}, [Chunk("new1", "n", {"source": "a"}, vec(1))])
+    assert ids(store.get()) == ["keep", "new1"]
+
+
+def test_dimension_mismatch_is_a_clear_error(store):
+    store.upsert([Chunk("a", "", {}, vec(1))])
+    with pytest.raises(DimensionMismatchError, match="8-dimensional"):
+        store.upsert([Chunk("b", "", {}, [1.0, 0.0])])
+    with pytest.raises(DimensionMismatchError):
+        store.search([1.0, 0.0], 1)
+
+
+def test_knowledge_bases_are_isolated(context):
+    name, ctx = context
+    a, b = BACKENDS[name]("kb-a", {}, ctx), BACKENDS[name]("kb-b", {}, ctx)
+    a.upsert([Chunk("x", "in a", {}, vec(1))])
+    assert b.count() == 0 and b.search(vec(1), 5) == []
+    b.drop()
+    assert a.count() == 1
+    a.drop()
+    assert a.count() == 0
+
+
+def test_a_new_store_object_sees_the_same_data(context):
+    """What a factory eviction does: drop the object, build another for the same KB."""
+    name, ctx = context
+    first = BACKENDS[name]("kb-e", {}, ctx)
+    first.upsert(rand_chunks(5))
+    first.search(vec(1), 1)  # warm any cache
+    second = BACKENDS[name]("kb-e", {}, ctx)
+    second.upsert([Chunk("zzz", "late", {}, vec(1))])
+    assert first.count() == second.count() == 6
+    assert first.search(vec(1), 1)[0].id == "zzz"
+
+
+def test_empty_store(store):
+    assert store.search(vec(1), 3) == [] and store.get() == [] and store.count() == 0
+    assert store.health()["status"] == "ok"
+
+
+def test_health_reports_documents(store):
+    store.upsert(rand_chunks(3))
+    h = store.health()
+    assert h["status"] == "ok" and h["details"]["documents"] == 3

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import pytest
+
+from eddi_rag.embeddings.local import LocalOnnxEmbeddings
+from eddi_rag.runtime import Runtime
+from tests.support.openai_server import OpenAIStandIn
+
+
+@pytest.fixture(scope="session")
+def local_model() -> LocalOnnxEmbeddings:
+    return LocalOnnxEmbeddings()
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    rt = Runtime(tmp_path / "data")
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def openai_server():
+    with OpenAIStandIn() as server:
+        yield server

@@ -1,0 +1,124 @@
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from eddi_rag.api.app import create_app
+from eddi_rag.runtime import Runtime
+
+BASE = "/ragstore/rags"
+
+
+@pytest.fixture
+def client(tmp_path):
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime)) as c:
+        yield c
+    runtime.close()
+
+
+def kb_id(response) -> str:
+    return response.headers["Location"].split("/")[-1].split("?")[0]
+
+
+def wait_for(client, url: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = client.get(url).json()
+        if status["status"] not in ("pending", "processing") or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+def test_crud_with_versions_and_locations(client):
+    r = client.post(BASE, json={"name": "kb", "embeddingProvider": "local"})
+    assert r.status_code == 201
+    id = kb_id(r)
+    assert r.headers["Location"] == f"eddi://ai.labs.rag/ragstore/rags/{id}?version=1" == r.headers["X-Resource-URI"]
+    assert client.get(f"{BASE}/{id}").json() == {"name": "kb", "embeddingProvider": "local"}
+
+    r = client.put(f"{BASE}/{id}?version=1", json={"name": "kb2", "embeddingProvider": "local"})
+    assert r.status_code == 200 and r.headers["Location"].endswith("?version=2")
+    stale = client.put(f"{BASE}/{id}?version=1", json={"name": "kb3", "embeddingProvider": "local"})
+    assert stale.status_code == 409 and stale.json()["currentVersion"] == 2
+    assert client.get(f"{BASE}/{id}?version=1").json()["name"] == "kb"
+
+    dup = client.post(f"{BASE}/{id}?version=1")
+    assert dup.status_code == 201 and dup.headers["Location"].endswith("?version=1") and kb_id(dup) != id
+
+    descriptors = client.get(f"{BASE}/descriptors?filter=kb2").json()
+    assert [d["name"] for d in descriptors] == ["kb2"] and descriptors[0]["resource"].endswith(f"{id}?version=2")
+
+    assert client.delete(f"{BASE}/{id}?version=1").status_code == 409
+    assert client.delete(f"{BASE}/{id}").status_code == 200
+    assert client.get(f"{BASE}/{id}").status_code == 404
+    assert client.delete(f"{BASE}/{id}?permanent=true").status_code == 200
+    assert client.get(f"{BASE}/missing").status_code == 404
+
+
+def test_schema_errors_are_400_with_paths(client):
+    r = client.post(BASE, json={"name": "kb", "minScore": 3, "chunkSize": 10, "chunkOverlap": 5, "storeType": "nosuch"})
+    assert r.status_code == 400
+    assert {(e["path"], str(e["value"])) for e in r.json()["errors"]} == {("$.minScore", "3")}
+    r = client.post(BASE, json={"name": "kb", "storeType": "nosuch"})
+    assert r.status_code == 400 and r.json()["errors"][0]["path"] == "$.storeType"
+    assert "in-memory" in r.json()["errors"][0]["message"]
+    assert client.post(BASE, json=[1]).status_code == 400
+    assert client.get(f"{BASE}/jsonSchema").json()["properties"]["minScore"]["maximum"] == 1
+
+
+def test_secret_references_are_returned_never_resolved(client, monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-super-secret")
+    r = client.post(BASE, json={"name": "kb", "embeddingParameters": {"apiKey": "${env:MY_KEY}"}})
+    body = client.get(f"{BASE}/{kb_id(r)}").text
+    assert "${env:MY_KEY}" in body and "sk-super-secret" not in body
+
+
+def test_ingest_status_and_query(client):
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0.5}))
+    r = client.post(f"{BASE}/{id}/ingest?version=1&documentName=rail.md", content="The night train to Vienna leaves at 22:10.",
+                    headers={"Content-Type": "text/plain"})
+    assert r.status_code == 202
+    body = r.json()
+    assert body["kbId"] == id and body["status"] == "pending" and body["ingestionId"]
+    status = wait_for(client, f"{BASE}/{id}/ingestion/{body['ingestionId']}/status")
+    assert status["status"] == "completed" and status["chunks"] == 1
+
+    r = client.post(f"{BASE}/{id}/query", json={"query": "When does the train to Vienna leave?"})
+    (result,) = r.json()["results"]
+    assert result["source"] == "rail.md" and result["text"].startswith("The night train")
+    assert result["score"] == pytest.approx((result["similarity"] + 1) / 2, abs=1e-5)
+    assert client.post(f"{BASE}/{id}/query", json={"query": "x", "where": {"source": {"$bad": 1}}}).status_code == 400
+    assert client.post(f"{BASE}/{id}/query", json={"query": ""}).status_code == 422
+
+
+def test_ingest_errors(client):
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local"}))
+    assert client.post(f"{BASE}/{id}/ingest", content="   ").status_code == 400
+    assert client.post(f"{BASE}/{id}/ingest?version=9", content="text").status_code == 404
+    assert client.post(f"{BASE}/nope/ingest", content="text").status_code == 404
+    assert client.get(f"{BASE}/{id}/ingestion/nope/status").status_code == 404
+
+
+def test_failed_ingestion_reports_the_message(client):
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "openai"}))  # no apiKey
+    job = client.post(f"{BASE}/{id}/ingest?documentName=a.txt", content="hello").json()
+    status = wait_for(client, f"{BASE}/{id}/ingestion/{job['ingestionId']}/status")
+    assert status["status"].startswith("failed: ") and "apiKey" in status["status"]
+
+
+def test_permanent_delete_removes_the_chunks(client):
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "sqlite"}))
+    runtime = client.app.state.runtime
+    runtime.ingest(id, "a.md", "Some text.")
+    assert runtime.db.query("SELECT COUNT(*) FROM kb_chunks WHERE kb=?", (id,))[0][0] == 1
+    assert client.delete(f"{BASE}/{id}?permanent=true").status_code == 200
+    assert runtime.db.query("SELECT COUNT(*) FROM kb_chunks WHERE kb=?", (id,))[0][0] == 0
+
+
+def test_other_resource_kinds_health_and_openapi(client):
+    r = client.post("/agentstore/agents", json={"workflows": []})
+    assert r.status_code == 201 and r.headers["Location"].startswith("eddi://ai.labs.agent/agentstore/agents/")
+    assert client.get("/health").json()["status"] == "ok"
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/ragstore/rags/{id}/ingest" in paths and "/ragstore/rags/{id}/query" in paths

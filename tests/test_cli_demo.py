@@ -1,0 +1,69 @@
+"""The demo and the CLI, end to end, as a user runs them (separate processes)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.openai_server import OpenAIStandIn
+
+
+def eddi_rag(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"} | (env or {})
+    return subprocess.run([sys.executable, "-m", "eddi_rag.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=environment)
+
+
+@pytest.fixture(scope="module")
+def demo_output() -> str:
+    result = eddi_rag("demo")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_demo_asks_three_questions_and_shows_everything(demo_output):
+    out = demo_output
+    assert out.count("── Question ") == 3
+    assert "No chat model is configured" in out and out.count("(no chat model configured)") == 3
+    assert out.count("## Relevant Context:") == 3 and out.count("rag:trace:travel-answer = ") == 3
+    assert out.count("rag:context:travel-answer = ") == 3
+    assert out.count("## Search Results:") == 3 and "rag:httpcall:trace:travel-answer" in out
+    assert "eddi://ai.labs.agent/agentstore/agents/travel-assistant?version=1" in out
+
+
+def test_demo_retrieves_the_right_document_for_each_question(demo_output):
+    sections = demo_output.split("── Question ")[1:]
+    for section, expected in zip(sections, ["refunds.md", "baggage.md", "skymiles.md"]):
+        trace = json.loads(section.split("rag:trace:travel-answer = ", 1)[1].split("\n  rag:context", 1)[0])
+        assert {t["kb"] for t in trace} == {"Travel policies", "Loyalty program"}
+        best = max((c for t in trace for c in t["chunks"]), key=lambda c: c["score"])
+        assert best["source"] == expected, section[:2000]
+        assert f"score={best['score']:.4f}  source={expected}" in section
+        assert all(c["score"] >= t["minScore"] for t in trace for c in t["chunks"])
+
+
+def test_demo_answers_with_a_configured_chat_model():
+    with OpenAIStandIn(answer="Saver fares are non-refundable [1].") as server:
+        result = eddi_rag("demo", "--llm", "openai", "--base-url", server.base_url, "-q", "Can I cancel a Saver fare?")
+    assert result.returncode == 0, result.stderr
+    assert "Saver fares are non-refundable [1]." in result.stdout
+    (chat,) = server.calls("/chat/completions")
+    assert "## Relevant Context:" in chat["json"]["messages"][0]["content"]
+
+
+def test_cli_load_ingest_query(tmp_path):
+    data = str(tmp_path / "data")
+    assert eddi_rag("load", "examples/workflows", "--data-dir", data).returncode == 0
+    doc = tmp_path / "pets.md"
+    doc.write_text("Small pets travel in the cabin in a carrier of up to 8 kg.\n\nLarger dogs travel in the hold.")
+    result = eddi_rag("ingest", "travel-policies", str(doc), "--data-dir", data)
+    assert result.returncode == 0, result.stderr
+    assert "ingested 1 document(s), 1 chunks, into travel-policies" in result.stdout
+    result = eddi_rag("query", "travel-policies", "Can my cat fly in the cabin?", "--data-dir", data, "--min-score", "0", "--json")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert hits[0]["source"] == "pets.md" and 0 <= hits[0]["score"] <= 1
+    missing = eddi_rag("query", "nope", "q", "--data-dir", data)
+    assert missing.returncode != 0 and "not found" in missing.stderr

@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+
+from eddi_rag import registry
+from eddi_rag.db import Database
+from eddi_rag.embeddings.cache import CachedEmbeddings
+from eddi_rag.factories import EmbeddingModelFactory
+from eddi_rag.secrets import SecretResolver
+
+
+def test_local_model_gives_normalised_384d_vectors_that_mean_something(local_model):
+    v = np.array(local_model.embed_documents([
+        "The cat sat on the mat.", "A kitten was resting on the rug.", "Quarterly VAT returns are due in April.",
+    ]))
+    assert v.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    assert v[0] @ v[1] > 0.5 > v[0] @ v[2]
+
+
+def test_local_model_batching_keeps_order_and_matches_single_calls(local_model):
+    texts = ["short", "a much longer sentence about trains and timetables " * 5, "medium length text here", "x"]
+    batch = np.array(local_model.embed_documents(texts))
+    singles = np.array([local_model.embed_query(t) for t in texts])
+    assert np.allclose(batch, singles, atol=1e-4)
+
+
+def test_local_model_truncates_long_input(local_model):
+    v = local_model.embed_query("word " * 5000)
+    assert len(v) == 384
+
+
+def test_unknown_provider_names_the_known_ones():
+    with pytest.raises(registry.UnknownProviderError, match="known: local, openai"):
+        registry.load("eddi_rag.embeddings", "nope")
+
+
+def test_openai_provider_speaks_the_real_wire_format(openai_server):
+    factory = EmbeddingModelFactory(None, SecretResolver(environ={"KEY": "sk-test"}))
+    model = factory.get("openai", {"apiKey": "${env:KEY}", "model": "text-embedding-3-small",
+                                   "dimensions": 32, "baseUrl": openai_server.base_url})
+    vectors = model.embed_documents(["alpha", "beta"])
+    assert len(vectors) == 2 and len(vectors[0]) == 32
+    (request,) = openai_server.calls("/embeddings")
+    assert request["path"] == "/v1/embeddings"
+    assert request["json"]["model"] == "text-embedding-3-small"
+    assert request["json"]["dimensions"] == 32
+    assert request["json"]["input"] == ["alpha", "beta"]  # raw strings, no tiktoken download
+    assert request["headers"]["authorization"] == "Bearer sk-test"
+
+
+def test_openai_provider_requires_an_api_key():
+    with pytest.raises(ValueError, match="embeddingParameters.apiKey"):
+        EmbeddingModelFactory(None).get("openai", {})
+
+
+def test_cache_means_unchanged_text_calls_no_provider(openai_server, tmp_path):
+    db = Database(tmp_path / "cache.db")
+    params = {"apiKey": "sk", "baseUrl": openai_server.base_url, "dimensions": 16}
+    model = EmbeddingModelFactory(db).get("openai", params)
+    first = model.embed_documents(["one", "two"])
+    assert len(openai_server.calls("/embeddings")) == 1
+    # A new factory on the same file (a restart) still hits the cache.
+    again = EmbeddingModelFactory(Database(tmp_path / "cache.db")).get("openai", params)
+    assert again.embed_documents(["two", "one"]) == [first[1], first[0]]
+    assert len(openai_server.calls("/embeddings")) == 1
+    again.embed_documents(["one", "three"])
+    (last,) = openai_server.calls("/embeddings")[1:]
+    assert last["json"]["input"] == ["three"]  # only the new text is sent
+
+
+def test_cache_key_covers_model_and_dimensions(tmp_path):
+    calls = []
+
+    class Counting:
+        def embed_documents(self, texts):
+            calls.append(list(texts))
+            return [[1.0, 0.0] for _ in texts]
+
+    db = Database(tmp_path / "c.db")
+    CachedEmbeddings(Counting(), db, "p", "m1", 2).embed_documents(["t"])
+    CachedEmbeddings(Counting(), db, "p", "m2", 2).embed_documents(["t"])
+    CachedEmbeddings(Counting(), db, "p", "m1", 3).embed_documents(["t"])
+    CachedEmbeddings(Counting(), db, "p", "m1", 2).embed_documents(["t"])
+    assert len(calls) == 3
+
+
+def test_factory_builds_one_model_per_configuration():
+    factory = EmbeddingModelFactory(None)
+    a = factory.get("local", {})
+    assert factory.get("local", {}) is a
+    assert factory.get("local", {"batchSize": 8}) is not a

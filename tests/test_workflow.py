@@ -1,0 +1,314 @@
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from langchain_openai import ChatOpenAI
+
+from eddi_rag.config import LlmTaskRag
+from eddi_rag.resources import resource_uri
+from eddi_rag.stores.base import SearchHit
+from eddi_rag.workflow.context import format_context, select_knowledge_bases
+from eddi_rag.workflow.memory import ConversationMemory
+from eddi_rag.workflow.steps import UndeployableWorkflowError, check_deployable
+from eddi_rag.workflow.traversal import DiscoveredKb, RagConfiguration
+
+RAG = "eddi://ai.labs.rag"
+
+
+def step(uri: str, type: str = RAG) -> dict:
+    return {"type": type, "extensions": {}, "config": {"uri": uri}}
+
+
+def make_kb(runtime, name: str, docs: dict[str, str], **cfg) -> str:
+    kb = runtime.resources.create("rags", {"name": name, "embeddingProvider": "local", "storeType": "sqlite", **cfg}).id
+    for doc, text in docs.items():
+        runtime.ingest(kb, doc, text)
+    return kb
+
+
+def make_agent(runtime, *workflows: list[dict], key: str = "workflowSteps") -> str:
+    uris = [runtime.resources.create("workflows", {key: steps}).uri for steps in workflows]
+    return runtime.resources.create("agents", {"workflows": uris}).id
+
+
+@pytest.fixture
+def world(runtime):
+    """Two KBs in one workflow, a third in a second workflow."""
+    trains = make_kb(runtime, "Trains", {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4."})
+    food = make_kb(runtime, "Food", {"menu.md": "The dining car serves goulash and apple strudel until 21:00."}, maxResults=2, minScore=0.55)
+    pets = make_kb(runtime, "Pets", {"pets.md": "Dogs travel free on night trains when they are kept on a leash."})
+    agent = make_agent(
+        runtime,
+        [step(resource_uri("rags", trains, 1)), step(resource_uri("rags", food, 1)), {"type": "eddi://ai.labs.llm", "config": {"uri": "x"}}],
+        [step(resource_uri("rags", pets, 1))],
+    )
+    return runtime, agent, {"Trains": trains, "Food": food, "Pets": pets}
+
+
+# --- traversal -------------------------------------------------------------------------
+
+def test_traversal_finds_rag_steps_in_agent_then_step_order(world):
+    runtime, agent, kbs = world
+    found = runtime.traversal.discover(agent)
+    assert [k.config.name for k in found.knowledge_bases] == ["Trains", "Food", "Pets"]
+    assert [k.id for k in found.knowledge_bases] == [kbs["Trains"], kbs["Food"], kbs["Pets"]]
+
+
+def test_traversal_accepts_the_workflow_extensions_alias_and_skips_bad_uris(runtime):
+    kb = runtime.resources.create("rags", {"name": "A"}).id
+    good = step(resource_uri("rags", kb, 1))
+    agent = runtime.resources.create("agents", {"workflows": [
+        "not a uri",
+        "eddi://ai.labs.workflow/workflowstore/workflows/missing?version=1",
+        runtime.resources.create("workflows", {"workflowExtensions": [
+            step("eddi://ai.labs.rag/ragstore/rags/nope?version=1"),
+            step("garbage"),
+            {"type": RAG, "config": {}},
+            {"type": "eddi://ai.labs.rag.other", "config": {"uri": resource_uri("rags", kb, 1)}},
+            good,
+        ]}).uri,
+    ]}).id
+    found = runtime.traversal.discover(agent)
+    assert [k.id for k in found.knowledge_bases] == [kb]
+    assert len(found.skipped) == 4
+
+
+def test_traversal_reads_the_named_version(runtime):
+    kb = runtime.resources.create("rags", {"name": "v1"}).id
+    runtime.resources.update("rags", kb, 1, {"name": "v2"})
+    agent = make_agent(runtime, [step(resource_uri("rags", kb, 1))])
+    assert runtime.traversal.discover(agent).knowledge_bases[0].config.name == "v1"
+
+
+def test_workflows_with_a_rag_step_deploy(world):
+    runtime, agent, _ = world
+    check_deployable(runtime.resources, agent)
+    bad = make_agent(runtime, [{"type": "eddi://ai.labs.unknown", "config": {}}])
+    with pytest.raises(UndeployableWorkflowError, match="eddi://ai.labs.unknown"):
+        check_deployable(runtime.resources, bad)
+
+
+# --- selection -------------------------------------------------------------------------
+
+def kbs(*specs) -> list[DiscoveredKb]:
+    return [DiscoveredKb(f"id-{n}", 1, RagConfiguration(name=n, maxResults=m, minScore=s)) for n, m, s in specs]
+
+
+def chosen(task: dict, discovered) -> list[tuple]:
+    return [(s.kb.config.name, s.max_results, s.min_score) for s in select_knowledge_bases(LlmTaskRag.model_validate(task), discovered)]
+
+
+def test_explicit_refs_win_and_null_overrides_fall_back_to_the_kb():
+    found = kbs(("A", 5, 0.6), ("B", 7, 0.7), ("C", 9, 0.9))
+    task = {"enableWorkflowRag": True, "knowledgeBases": [
+        {"name": "B", "maxResults": 2, "minScore": None}, {"name": "A"}, {"name": "Unknown"}, {"name": "c"}]}
+    assert chosen(task, found) == [("A", 5, 0.6), ("B", 2, 0.7)]
+
+
+def test_auto_mode_uses_every_kb_with_rag_defaults():
+    found = kbs(("A", 5, 0.6), ("B", 7, 0.7))
+    assert chosen({"enableWorkflowRag": True}, found) == [("A", 5, 0.6), ("B", 7, 0.7)]
+    assert chosen({"enableWorkflowRag": True, "ragDefaults": {"maxResults": 3}}, found) == [("A", 3, 0.6), ("B", 3, 0.7)]
+    assert chosen({"enableWorkflowRag": True, "ragDefaults": {"minScore": 0.8}}, found) == [("A", 5, 0.8), ("B", 7, 0.8)]
+
+
+def test_no_rag_unless_asked():
+    assert chosen({}, kbs(("A", 5, 0.6))) == []
+    assert chosen({"knowledgeBases": []}, kbs(("A", 5, 0.6))) == []
+
+
+# --- context format --------------------------------------------------------------------
+
+def hit(id, text, source, section=None, sim=0.5):
+    meta = {"source": source} | ({"section": section} if section else {})
+    return SearchHit(id, text, meta, sim)
+
+
+def test_context_format_is_exact():
+    text, omitted = format_context([
+        ("Trains", [hit("1", "Night train at 22:10.", "rail.md"), hit("2", "Platform 4.\n", "rail.md", "Departures")]),
+        ("Food", [hit("3", "Goulash until 21:00.", "menu.md")]),
+    ], 20000)
+    assert omitted == 0
+    assert text == (
+        "### Source: Trains\n\n"
+        "[1] rail.md\nNight train at 22:10.\n\n"
+        "[2] rail.md, Departures\nPlatform 4.\n\n"
+        "### Source: Food\n\n"
+        "[3] menu.md\nGoulash until 21:00."
+    )
+
+
+def test_context_cap_skips_passages_with_a_visible_marker():
+    results = [("KB", [hit("1", "a" * 50, "x.md"), hit("2", "b" * 500, "y.md"), hit("3", "c" * 20, "z.md")])]
+    text, omitted = format_context(results, 120)
+    assert omitted == 1
+    assert "bbbb" not in text and "aaaa" in text and "cccc" in text
+    assert text.endswith("[1 more passage(s) omitted: maxRagContextChars=120 reached]")
+    assert format_context(results, 0)[1] == 0 and format_context(results, None)[1] == 0
+
+
+# --- the LlmTask hook ------------------------------------------------------------------
+
+TASK = {"id": "answer", "parameters": {"systemMessage": "You are a rail assistant."}}
+
+
+def test_explicit_kbs_give_context_and_traces(world):
+    runtime, agent, ids = world
+    memory = ConversationMemory(agent, user_input="When does the night train to Vienna leave?")
+    task = {**TASK, "knowledgeBases": [{"name": "Trains"}, {"name": "Food", "maxResults": 1}]}
+    turn = runtime.llm_task.execute(memory, task, None)
+    assert turn.answer is None
+    assert turn.system_message.startswith("You are a rail assistant.\n\n## Relevant Context:\n### Source: Trains\n\n[1] rail.md\n")
+    assert "Pets" not in turn.system_message
+    trace = memory.get("rag:trace:answer")
+    assert [t["kb"] for t in trace] == ["Trains", "Food"]
+    trains = trace[0]
+    assert trains["provider"] == "local" and trains["storeType"] == "sqlite" and trains["kbId"] == ids["Trains"]
+    assert (trains["maxResults"], trains["minScore"], trains["retrievedCount"]) == (5, 0.6, 1)
+    assert trains["chunks"][0]["source"] == "rail.md" and 0.6 <= trains["chunks"][0]["score"] <= 1
+    assert trace[1]["maxResults"] == 1 and trace[1]["minScore"] == 0.55
+    assert memory.get("rag:context:answer") == turn.system_message.split("## Relevant Context:\n", 1)[1]
+
+
+def test_auto_mode_searches_every_workflow_kb(world):
+    runtime, agent, _ = world
+    memory = ConversationMemory(agent, user_input="Can my dog come on the night train?")
+    runtime.llm_task.execute(memory, {"enableWorkflowRag": True, "ragDefaults": {"minScore": 0.0}}, None)
+    trace = memory.get("rag:trace:default")  # no task id
+    assert [t["kb"] for t in trace] == ["Trains", "Food", "Pets"]
+    context = memory.get("rag:context:default")  # grouped by KB, in workflow order, as EDDI does
+    assert context.index("### Source: Trains") < context.index("### Source: Food") < context.index("### Source: Pets")
+    assert "[3] pets.md\nDogs travel free" in context
+
+
+def test_a_failing_kb_is_traced_and_the_others_still_answer(world):
+    runtime, agent, ids = world
+    runtime.resources.update("rags", ids["Food"], 1, {"name": "Food", "embeddingProvider": "openai"})  # v2: no apiKey
+    broken = make_agent(runtime, [step(resource_uri("rags", ids["Food"], 2)), step(resource_uri("rags", ids["Trains"], 1))])
+    memory = ConversationMemory(broken, user_input="night train")
+    turn = runtime.llm_task.execute(memory, {**TASK, "enableWorkflowRag": True}, None)
+    trace = memory.get("rag:trace:answer")
+    assert trace[0]["kb"] == "Food" and "apiKey" in trace[0]["error"] and set(trace[0]) == {"kb", "error"}
+    assert trace[1]["kb"] == "Trains" and trace[1]["retrievedCount"] == 1
+    assert "rail.md" in turn.system_message
+
+
+def test_no_chunks_means_no_context_entry(world):
+    runtime, agent, _ = world
+    memory = ConversationMemory(agent, user_input="quantum chromodynamics lecture notes")
+    turn = runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains", "minScore": 0.99}]}, None)
+    assert turn.system_message == "You are a rail assistant."
+    assert memory.get("rag:trace:answer")[0]["retrievedCount"] == 0
+    assert "rag:context:answer" not in memory.data
+
+
+def test_no_user_input_means_no_rag(world):
+    runtime, agent, _ = world
+    memory = ConversationMemory(agent, user_input=None)
+    turn = runtime.llm_task.execute(memory, {**TASK, "enableWorkflowRag": True}, None)
+    assert turn.system_message == "You are a rail assistant." and memory.data == {}
+
+
+def test_the_hook_calls_the_chat_model_with_the_context(world, openai_server):
+    runtime, agent, _ = world
+    memory = ConversationMemory(agent, user_input="When does the night train leave?", history=[("user", "hi"), ("assistant", "hello")])
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.base_url, api_key="sk", max_retries=0)
+    turn = runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains"}]}, model)
+    assert turn.answer == "Stand-in answer [1]." and memory.get("output") == turn.answer
+    (request,) = openai_server.calls("/chat/completions")
+    messages = request["json"]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[0]["content"] == turn.system_message and "22:10" in messages[0]["content"]
+    assert messages[-1]["content"] == "When does the night train leave?"
+    assert memory.history[-1] == ("assistant", "Stand-in answer [1].")
+
+
+# --- httpCall RAG ----------------------------------------------------------------------
+
+class SearchServer:
+    def __init__(self, status=200):
+        self.requests = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+                outer.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
+                data = json.dumps({"hits": ["Vienna departures: 22:10"]}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _handle
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def search_server():
+    s = SearchServer()
+    yield s
+    s.close()
+
+
+def httpcall_agent(runtime, url: str, save=True) -> str:
+    calls = runtime.resources.create("httpcalls", {"targetServerUrl": url, "httpCalls": [
+        {"name": "other", "request": {"method": "GET", "path": "/other"}},
+        {"name": "search", "saveResponse": save, "request": {
+            "method": "POST", "path": "/search/{userInput}", "queryParams": {"q": "{userInput}", "lang": "en"},
+            "headers": {"X-Query": "{userInput}"}, "contentType": "application/json",
+            "body": {"query": "{userInput}", "size": 3}}},
+    ]})
+    return make_agent(runtime, [step(calls.uri, "eddi://ai.labs.httpcalls")])
+
+
+def test_httpcall_rag_templates_the_request_and_injects_search_results(runtime, search_server):
+    agent = httpcall_agent(runtime, search_server.url)
+    memory = ConversationMemory(agent, user_input="night train/Wien & co")
+    turn = runtime.llm_task.execute(memory, {**TASK, "httpCallRag": "search"}, None)
+    (req,) = search_server.requests
+    assert req["method"] == "POST"
+    assert req["path"] == "/search/night%20train%2FWien%20%26%20co?q=night+train%2FWien+%26+co&lang=en"
+    assert req["headers"]["X-Query"] == "night train/Wien & co"
+    assert json.loads(req["body"]) == {"query": "night train/Wien & co", "size": 3}
+    injected = json.dumps({"body": {"hits": ["Vienna departures: 22:10"]}, "httpCode": 200})
+    assert turn.system_message == "You are a rail assistant.\n\n## Search Results:\n" + injected
+    assert memory.get("rag:httpcall:trace:answer") == {"httpCall": "search", "contextLength": len(injected)}
+
+
+def test_httpcall_rag_comes_before_vector_context(world, search_server):
+    runtime, agent, ids = world
+    calls = runtime.resources.create("httpcalls", {"targetServerUrl": search_server.url, "httpCalls": [
+        {"name": "search", "saveResponse": True, "request": {"method": "GET", "path": "/s"}}]})
+    both = make_agent(runtime, [step(resource_uri("rags", ids["Trains"], 1)), step(calls.uri, "eddi://ai.labs.httpcalls")])
+    memory = ConversationMemory(both, user_input="night train to Vienna")
+    turn = runtime.llm_task.execute(memory, {**TASK, "httpCallRag": "search", "enableWorkflowRag": True}, None)
+    sm = turn.system_message
+    assert sm.index("You are") < sm.index("\n\n## Search Results:\n") < sm.index("\n\n## Relevant Context:\n")
+
+
+def test_httpcall_rag_injects_nothing_on_errors_or_unknown_names(runtime):
+    failing = SearchServer(status=503)
+    try:
+        agent = httpcall_agent(runtime, failing.url)
+        for name in ("search", "no-such-call"):
+            memory = ConversationMemory(agent, user_input="q")
+            turn = runtime.llm_task.execute(memory, {**TASK, "httpCallRag": name}, None)
+            assert turn.system_message == "You are a rail assistant." and memory.data == {}
+        assert len(failing.requests) == 1
+    finally:
+        failing.close()
+    memory = ConversationMemory(agent, user_input="q")  # server gone: connection refused
+    assert runtime.llm_task.execute(memory, {**TASK, "httpCallRag": "search"}, None).system_message == "You are a rail assistant."
