@@ -34,8 +34,8 @@ class Runtime:
         self.ingestor = Ingestor(self.embeddings, self.stores)
         self.retriever = Retriever(self.embeddings, self.stores)
         self.traversal = WorkflowTraversal(self.resources)
-        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever))
-        self.jobs = IngestionQueue(self.db, self._run_job)
+        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.resolver.redact))
+        self.jobs = IngestionQueue(self.db, self._run_job, self.resolver.redact)
 
     def validate_rag(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered."""

@@ -26,6 +26,7 @@ class SecretResolver:
     def __init__(self, vault: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None):
         self._vault = vault
         self._environ = environ if environ is not None else os.environ
+        self._resolved: set[str] = set()  # secret values handed out, so redact() can hide them
 
     def _vault_value(self, key: str) -> str | None:
         if self._vault is not None:
@@ -41,9 +42,17 @@ class SecretResolver:
             found = self._environ.get(key) if kind == "env" else self._vault_value(key)
             if found is None:
                 raise SecretNotFoundError(f"secret reference {m.group(0)} is not set")
+            if len(found) >= 4:
+                self._resolved.add(found)
             return found
 
         return REFERENCE.sub(substitute, value)
+
+    def redact(self, text: str) -> str:
+        """Replace every secret value this resolver handed out with ``***`` (for traces, logs, statuses)."""
+        for secret in sorted(self._resolved, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
 def resolve_parameters(params: Mapping[str, Any], resolver: SecretResolver | None = None) -> dict[str, Any]:

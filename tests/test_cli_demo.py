@@ -67,3 +67,40 @@ def test_cli_load_ingest_query(tmp_path):
     assert hits[0]["source"] == "pets.md" and 0 <= hits[0]["score"] <= 1
     missing = eddi_rag("query", "nope", "q", "--data-dir", data)
     assert missing.returncode != 0 and "not found" in missing.stderr
+
+
+def test_serve_answers_rest_calls(tmp_path):
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path), "--load", "examples/workflows"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)
+        job = httpx.post(f"{base}/ragstore/rags/travel-policies/ingest?documentName=pets.md",
+                         content="Small pets travel in the cabin.", headers={"Content-Type": "text/markdown"}).json()
+        while (status := httpx.get(f"{base}/ragstore/rags/travel-policies/ingestion/{job['ingestionId']}/status").json())["status"] in ("pending", "processing"):
+            time.sleep(0.1)
+        assert status["status"] == "completed"
+        results = httpx.post(f"{base}/ragstore/rags/travel-policies/query", json={"query": "Can my cat travel in the cabin?"}).json()["results"]
+        assert results[0]["source"] == "pets.md"
+        descriptors = httpx.get(f"{base}/agentstore/agents/descriptors").json()
+        assert descriptors[0]["resource"] == "eddi://ai.labs.agent/agentstore/agents/travel-assistant?version=1"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -54,7 +54,7 @@ class LocalOnnxEmbeddings(Embeddings):
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_length: int = 256,
-        batch_size: int = 32,
+        batch_size: int = 8,
         threads: int | None = None,
         model_name: str | None = None,
     ):
@@ -113,6 +113,6 @@ def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
         model_path=params.get("modelPath"),
         tokenizer_path=params.get("tokenizerPath"),
         max_length=int(params.get("maxLength", 256)),
-        batch_size=int(params.get("batchSize", 32)),
+        batch_size=int(params.get("batchSize", 8)),
         threads=int(params["threads"]) if params.get("threads") else None,
     )

@@ -49,8 +49,8 @@ Runner = Callable[[str, int, str, str], int]
 
 
 class IngestionQueue:
-    def __init__(self, db: Database, run: Runner):
-        self.db, self.run = db, run
+    def __init__(self, db: Database, run: Runner, redact: Callable[[str], str] = lambda s: s):
+        self.db, self.run, self.redact = db, run, redact
         db.execute(_SCHEMA)
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -92,8 +92,9 @@ class IngestionQueue:
         try:
             chunks = self.run(r["kb_id"], r["version"], r["document"], r["body"] or "")
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
-            log.warning("ingestion %s of %r failed: %s", job_id, r["document"], e)
-            self._set(job_id, f"failed: {e}", clear_body=True)
+            message = self.redact(str(e))
+            log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
+            self._set(job_id, f"failed: {message}", clear_body=True)
         else:
             self._set(job_id, COMPLETED, chunks, clear_body=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,8 +86,8 @@ def format_context(results: list[tuple[str, list[SearchHit]]], max_chars: int | 
 
 
 class RagContextProvider:
-    def __init__(self, retriever: Retriever):
-        self.retriever = retriever
+    def __init__(self, retriever: Retriever, redact: Callable[[str], str] = lambda s: s):
+        self.retriever, self.redact = retriever, redact
 
     def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str) -> RagResult:
         trace: list[dict[str, Any]] = []
@@ -96,8 +97,9 @@ class RagContextProvider:
             try:
                 hits = self.retriever.search(sel.kb.id, cfg, query, sel.max_results, sel.min_score)
             except Exception as e:  # noqa: BLE001 - one failing KB never silences the others
-                log.warning("knowledge base %r failed: %s", cfg.name, e)
-                trace.append({"kb": cfg.name, "error": f"{type(e).__name__}: {e}"})
+                error = self.redact(f"{type(e).__name__}: {e}")
+                log.warning("knowledge base %r failed: %s", cfg.name, error)
+                trace.append({"kb": cfg.name, "error": error})
                 continue
             trace.append({
                 "kb": cfg.name,

@@ -64,7 +64,7 @@ class LlmTaskHook:
                         system += "\n\n## Search Results:\n" + result.context
                         memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})
                 except Exception as e:  # noqa: BLE001
-                    log.warning("httpCallRag %r failed: %s", rag.httpCallRag, e)
+                    log.warning("httpCallRag %r failed: %s", rag.httpCallRag, self.provider.redact(str(e)))
             try:
                 found = self.provider.retrieve(rag, discovery.knowledge_bases, query)
                 if found.trace:
@@ -73,7 +73,7 @@ class LlmTaskHook:
                     system += "\n\n## Relevant Context:\n" + found.context
                     memory.set(f"rag:context:{tid}", found.context)
             except Exception as e:  # noqa: BLE001
-                log.warning("RAG failed for task %s: %s", tid, e)
+                log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         for role, text in memory.history:
             messages.append(HumanMessage(text) if role == "user" else AIMessage(text))

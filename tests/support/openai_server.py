@@ -34,7 +34,11 @@ class OpenAIStandIn:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 stand_in.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body})
                 if stand_in.fail_next:
-                    return self._send(stand_in.fail_next.pop(0), {"error": {"message": "stand-in failure", "type": "server_error"}})
+                    status = stand_in.fail_next.pop(0)
+                    message = "stand-in failure"
+                    if status == 401:  # like the real API, name the key that was refused
+                        message = f"Incorrect API key provided: {self.headers.get('Authorization', '')[7:]}."
+                    return self._send(status, {"error": {"message": message, "type": "invalid_request_error"}})
                 if self.path.endswith("/embeddings"):
                     return self._send(200, stand_in._embeddings(body))
                 if self.path.endswith("/chat/completions"):
