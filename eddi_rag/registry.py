@@ -11,6 +11,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     "eddi_rag.stores": {
         "in-memory": "eddi_rag.stores.memory:InMemoryStore",
         "sqlite": "eddi_rag.stores.sqlite:SqliteStore",
+        "pgvector": "eddi_rag.stores.pgvector:PgVectorStore",
     },
     "eddi_rag.embeddings": {
         "local": "eddi_rag.embeddings.local:build",
@@ -20,8 +21,16 @@ BUILTIN: dict[str, dict[str, str]] = {
 _FIELD = {"eddi_rag.stores": "storeType", "eddi_rag.embeddings": "embeddingProvider"}
 
 
+# Optional dependencies of built-ins: import name -> the extra that installs it.
+EXTRAS = {"psycopg": "pgvector"}
+
+
 class UnknownProviderError(ValueError):
     pass
+
+
+class ProviderUnavailableError(RuntimeError):
+    """A registered provider whose optional dependencies are not installed."""
 
 
 def names(group: str) -> list[str]:
@@ -31,7 +40,12 @@ def names(group: str) -> list[str]:
 def load(group: str, name: str) -> Any:
     if name in BUILTIN[group]:
         module, _, attr = BUILTIN[group][name].partition(":")
-        return getattr(import_module(module), attr)
+        try:
+            return getattr(import_module(module), attr)
+        except ModuleNotFoundError as e:
+            extra = EXTRAS.get((e.name or "").split(".")[0])
+            hint = f"pip install 'eddi-rag[{extra}]'" if extra else f"install {e.name}"
+            raise ProviderUnavailableError(f"{_FIELD[group]} {name!r} needs {e.name}: {hint}") from e
     for ep in entry_points(group=group):
         if ep.name == name:
             return ep.load()

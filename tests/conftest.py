@@ -23,3 +23,16 @@ def runtime(tmp_path):
 def openai_server():
     with OpenAIStandIn() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    from tests.support.services import postgres
+
+    with postgres() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pgvector_params(postgres_url):
+    return {"url": postgres_url}

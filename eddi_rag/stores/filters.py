@@ -3,7 +3,8 @@
 Chroma/Mongo style: ``{"field": value}`` (equality), ``{"field": {"$op": value}}`` with
 ``$eq $ne $gt $gte $lt $lte $in $nin``, several fields = implicit AND, and ``$and``/``$or``
 over lists of filters. The Python predicate :func:`matches` is the reference meaning; each
-backend compiles the AST (here: SQLite JSON1) and must return exactly what it returns.
+backend compiles the AST in its own file and must return exactly what it returns (the
+conformance suite checks).
 
 Meaning, precisely: values compare only with values of the same type (bool, number, string);
 ``$gt``-style operators need a number or a string; a missing field matches only ``$ne``/``$nin``.
@@ -138,35 +139,3 @@ def matches(node: Node | None, metadata: dict[str, Any]) -> bool:
     if isinstance(node, Or):
         return any(matches(n, metadata) for n in node.children)
     return _test(node, metadata.get(node.field, _MISSING))
-
-
-# --- SQLite (JSON1) ----------------------------------------------------------------------
-
-
-def to_sqlite(node: Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
-    """Compile to a SQLite boolean expression over a JSON text column."""
-    if node is None:
-        return "1", []
-    if isinstance(node, (And, Or)):
-        parts = [to_sqlite(n, column) for n in node.children]
-        joiner = " AND " if isinstance(node, And) else " OR "
-        return "(" + joiner.join(p for p, _ in parts) + ")", [x for _, ps in parts for x in ps]
-    path = f'$."{node.field}"'
-    t = f"json_type({column}, ?)"
-    x = f"json_extract({column}, ?)"
-
-    def typed(value: Any, op: str) -> tuple[str, list[Any]]:
-        if isinstance(value, bool):
-            return f"COALESCE({t} = ?, 0)", [path, "true" if value else "false"]
-        types = "('integer','real')" if isinstance(value, (int, float)) else "('text')"
-        return f"COALESCE(({t} IN {types} AND {x} {op} ?), 0)", [path, path, value]
-
-    if node.op in ("$eq", "$ne"):
-        sql, params = typed(node.value, "=")
-        return (sql if node.op == "$eq" else f"NOT {sql}"), params
-    if node.op in ("$in", "$nin"):
-        parts = [typed(v, "=") for v in node.value] or [("0", [])]
-        sql = "(" + " OR ".join(p for p, _ in parts) + ")"
-        return (sql if node.op == "$in" else f"NOT {sql}"), [x for _, ps in parts for x in ps]
-    op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
-    return typed(node.value, op)

@@ -29,6 +29,35 @@ from eddi_rag.stores.base import (
     top_k,
 )
 
+def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
+    """Compile to a SQLite boolean expression over a JSON text column."""
+    if node is None:
+        return "1", []
+    if isinstance(node, (filters.And, filters.Or)):
+        parts = [to_sqlite(n, column) for n in node.children]
+        joiner = " AND " if isinstance(node, filters.And) else " OR "
+        return "(" + joiner.join(p for p, _ in parts) + ")", [x for _, ps in parts for x in ps]
+    path = f'$."{node.field}"'
+    t = f"json_type({column}, ?)"
+    x = f"json_extract({column}, ?)"
+
+    def typed(value: Any, op: str) -> tuple[str, list[Any]]:
+        if isinstance(value, bool):
+            return f"COALESCE({t} = ?, 0)", [path, "true" if value else "false"]
+        types = "('integer','real')" if isinstance(value, (int, float)) else "('text')"
+        return f"COALESCE(({t} IN {types} AND {x} {op} ?), 0)", [path, path, value]
+
+    if node.op in ("$eq", "$ne"):
+        sql, params = typed(node.value, "=")
+        return (sql if node.op == "$eq" else f"NOT {sql}"), params
+    if node.op in ("$in", "$nin"):
+        parts = [typed(v, "=") for v in node.value] or [("0", [])]
+        sql = "(" + " OR ".join(p for p, _ in parts) + ")"
+        return (sql if node.op == "$in" else f"NOT {sql}"), [x for _, ps in parts for x in ps]
+    op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
+    return typed(node.value, op)
+
+
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS kb_chunks (
         kb TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL,
@@ -86,7 +115,7 @@ class SqliteStore:
         self._changed()
 
     def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        sql, params = filters.to_sqlite(filters.parse(where))
+        sql, params = to_sqlite(filters.parse(where))
         matrix = check_vectors(chunks) if chunks else None
         with self.db.transaction() as c:
             c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])
@@ -98,7 +127,7 @@ class SqliteStore:
         node = filters.parse(where)
         if ids is None and node is None:
             return 0
-        sql, params = filters.to_sqlite(node)
+        sql, params = to_sqlite(node)
         removed = 0
         with self.db.transaction() as c:
             if ids is None:
@@ -144,7 +173,7 @@ class SqliteStore:
         if node is None:
             sims, cand_ids, rows = matrix @ q, ids, None
         else:
-            sql, params = filters.to_sqlite(node)
+            sql, params = to_sqlite(node)
             allowed = {r["id"] for r in self.db.query(f"SELECT id FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])}
             rows = np.array([i for i, id in enumerate(ids) if id in allowed], dtype=np.int64)
             if not len(rows):
@@ -164,7 +193,7 @@ class SqliteStore:
         return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]:
-        sql, params = filters.to_sqlite(filters.parse(where))
+        sql, params = to_sqlite(filters.parse(where))
         rows = self.db.query(
             f"SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND {sql} ORDER BY id LIMIT ? OFFSET ?",
             [self.kb_id, *params, -1 if limit is None else limit, offset],
@@ -175,7 +204,7 @@ class SqliteStore:
         ]
 
     def count(self, where: dict[str, Any] | None = None) -> int:
-        sql, params = filters.to_sqlite(filters.parse(where))
+        sql, params = to_sqlite(filters.parse(where))
         return self.db.query(f"SELECT COUNT(*) FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])[0][0]
 
     def health(self) -> dict[str, Any]:

@@ -1,21 +1,28 @@
 """One suite for every KnowledgeStore backend (after Haystack's document-store test suite).
 
-A backend joins by adding its name to BACKENDS; the reference for filters is the Python
-evaluator in eddi_rag.stores.filters."""
+A backend joins by adding one entry to BACKENDS: how to get its storeParameters (starting a
+real server if it needs one). The reference for filters is the Python evaluator in
+eddi_rag.stores.filters; every backend must return exactly what it returns."""
 
 from __future__ import annotations
+
+import uuid
 
 import numpy as np
 import pytest
 
+from eddi_rag import registry
 from eddi_rag.db import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, DimensionMismatchError, KnowledgeStore, StoreContext
-from eddi_rag.stores.memory import InMemoryStore
-from eddi_rag.stores.sqlite import SqliteStore
 
-BACKENDS = {"in-memory": InMemoryStore, "sqlite": SqliteStore}
-DIM = 8
+# backend name -> function(request) giving its storeParameters
+BACKENDS = {
+    "in-memory": lambda request: {},
+    "sqlite": lambda request: {},
+    "pgvector": lambda request: request.getfixturevalue("pgvector_params"),
+}
+DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 
 
 def vec(*xs: float) -> list[float]:
@@ -35,14 +42,27 @@ def rand_chunks(n: int, seed: int = 0, prefix: str = "c") -> list[Chunk]:
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def context(request, tmp_path):
-    return request.param, StoreContext(Database(tmp_path / "store.db"), tmp_path)
+def make(request, tmp_path):
+    """make(kb) -> a store of the backend under test for KB ``kb``, unique to this test."""
+    params = BACKENDS[request.param](request)
+    ctx = StoreContext(Database(tmp_path / "store.db"), tmp_path)
+    cls = registry.load("eddi_rag.stores", request.param)
+    prefix = uuid.uuid4().hex[:8]
+    made = []
+
+    def build(kb: str) -> KnowledgeStore:
+        store = cls(f"{prefix}-{kb}", params, ctx)
+        made.append(store)
+        return store
+
+    yield build
+    for store in made:
+        store.drop()
 
 
 @pytest.fixture
-def store(context) -> KnowledgeStore:
-    name, ctx = context
-    return BACKENDS[name]("kb-1", {}, ctx)
+def store(make) -> KnowledgeStore:
+    return make("kb-1")
 
 
 def ids(items) -> list[str]:
@@ -161,15 +181,14 @@ def test_replace_is_atomic(store):
 
 def test_dimension_mismatch_is_a_clear_error(store):
     store.upsert([Chunk("a", "", {}, vec(1))])
-    with pytest.raises(DimensionMismatchError, match="8-dimensional"):
+    with pytest.raises(DimensionMismatchError, match=f"{DIM}-dimensional"):
         store.upsert([Chunk("b", "", {}, [1.0, 0.0])])
     with pytest.raises(DimensionMismatchError):
         store.search([1.0, 0.0], 1)
 
 
-def test_knowledge_bases_are_isolated(context):
-    name, ctx = context
-    a, b = BACKENDS[name]("kb-a", {}, ctx), BACKENDS[name]("kb-b", {}, ctx)
+def test_knowledge_bases_are_isolated(make):
+    a, b = make("kb-a"), make("kb-b")
     a.upsert([Chunk("x", "in a", {}, vec(1))])
     assert b.count() == 0 and b.search(vec(1), 5) == []
     b.drop()
@@ -178,13 +197,12 @@ def test_knowledge_bases_are_isolated(context):
     assert a.count() == 0
 
 
-def test_a_new_store_object_sees_the_same_data(context):
+def test_a_new_store_object_sees_the_same_data(make):
     """What a factory eviction does: drop the object, build another for the same KB."""
-    name, ctx = context
-    first = BACKENDS[name]("kb-e", {}, ctx)
+    first = make("kb-e")
     first.upsert(rand_chunks(5))
     first.search(vec(1), 1)  # warm any cache
-    second = BACKENDS[name]("kb-e", {}, ctx)
+    second = make("kb-e")
     second.upsert([Chunk("zzz", "late", {}, vec(1))])
     assert first.count() == second.count() == 6
     assert first.search(vec(1), 1)[0].id == "zzz"

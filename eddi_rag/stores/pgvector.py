@@ -1,0 +1,257 @@
+"""``pgvector``: PostgreSQL + pgvector over psycopg 3.
+
+One table per knowledge base, ``eddi_kb_<sanitised id>`` (at most 63 characters, as EDDI),
+with an HNSW cosine index. The vector dimension is fixed when the table is created (from
+``storeParameters.dimension`` or the first vectors written) and checked on every write and
+search with a clear error. Filters compile to SQL over a JSONB column.
+
+storeParameters: ``url`` (a libpq URI) or ``host``/``port``/``database``/``user``/``password``;
+``tableName``; ``dimension``; ``index`` (``hnsw``, the default, or ``none`` for exact scans);
+``efSearch`` (HNSW candidate list, default 100).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql as pgsql
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    METADATA_FILTERING,
+    PERSISTENT,
+    Chunk,
+    DimensionMismatchError,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+)
+
+MAX_IDENTIFIER = 63
+
+
+def table_name(kb_id: str) -> str:
+    """``eddi_kb_<id>`` with every character outside [a-z0-9_] as ``_``, cut to 63 characters."""
+    return ("eddi_kb_" + re.sub(r"[^a-z0-9_]", "_", kb_id.lower()))[:MAX_IDENTIFIER]
+
+
+def connection_string(params: dict[str, Any]) -> str:
+    if params.get("url"):
+        return str(params["url"])
+    if not params.get("password") and not params.get("host", "").startswith("/"):
+        raise ValueError("storeParameters.password is required for pgvector (or give storeParameters.url)")
+    parts = {
+        "host": params.get("host", "localhost"),
+        "port": params.get("port", 5432),
+        "dbname": params.get("database", "postgres"),
+        "user": params.get("user", "postgres"),
+        "password": params.get("password", ""),
+    }
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in parts.items()})
+
+
+# --- the where language in PostgreSQL --------------------------------------------------
+
+def to_postgres(node: filters.Node | None, column: str = "metadata") -> tuple[pgsql.Composable, list[Any]]:
+    """Compile the filter AST to a boolean SQL expression over a JSONB column.
+
+    jsonb equality is already type-aware (1 = 1.0, "1" != 1, true != 1); ordering compares
+    numbers as numeric and strings byte-wise (COLLATE "C"), as the reference evaluator does."""
+    if node is None:
+        return pgsql.SQL("TRUE"), []
+    if isinstance(node, (filters.And, filters.Or)):
+        parts = [to_postgres(n, column) for n in node.children]
+        joiner = pgsql.SQL(" AND " if isinstance(node, filters.And) else " OR ")
+        return pgsql.SQL("({})").format(joiner.join(p for p, _ in parts)), [x for _, ps in parts for x in ps]
+    col = pgsql.Identifier(column)
+
+    def eq(value: Any) -> tuple[pgsql.Composable, list[Any]]:
+        return pgsql.SQL("COALESCE(({} -> %s) = %s::jsonb, FALSE)").format(col), [node.field, json.dumps(value)]
+
+    if node.op in ("$eq", "$ne"):
+        expr, params = eq(node.value)
+        return (expr if node.op == "$eq" else pgsql.SQL("NOT {}").format(expr)), params
+    if node.op in ("$in", "$nin"):
+        parts = [eq(v) for v in node.value]
+        expr = pgsql.SQL("({})").format(pgsql.SQL(" OR ").join(p for p, _ in parts)) if parts else pgsql.SQL("FALSE")
+        params = [x for _, ps in parts for x in ps]
+        return (expr if node.op == "$in" else pgsql.SQL("NOT {}").format(expr)), params
+    op = pgsql.SQL({"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op])
+    if isinstance(node.value, str):
+        template = "COALESCE((jsonb_typeof({col} -> %s) = 'string' AND ({col} ->> %s) COLLATE \"C\" {op} %s COLLATE \"C\"), FALSE)"
+    else:
+        template = "COALESCE((jsonb_typeof({col} -> %s) = 'number' AND ({col} ->> %s)::numeric {op} %s::numeric), FALSE)"
+    return pgsql.SQL(template).format(col=col, op=op), [node.field, node.field, node.value]
+
+
+def _floats(value: Any) -> list[float]:
+    """A pgvector value as floats (pgvector returns numpy arrays or Vector objects by version)."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32).tolist()
+
+
+class PgVectorStore:
+    capabilities = frozenset({METADATA_FILTERING, PERSISTENT})
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        self.table = str(params.get("tableName") or table_name(kb_id))
+        if len(self.table) > MAX_IDENTIFIER:
+            raise ValueError(f"storeParameters.tableName {self.table!r} is longer than {MAX_IDENTIFIER} characters")
+        self.configured_dimension = int(params["dimension"]) if params.get("dimension") else None
+        self.ef_search = int(params.get("efSearch", 100))
+        self.index = str(params.get("index", "hnsw"))
+        if self.index not in ("hnsw", "none"):
+            raise ValueError(f"storeParameters.index must be 'hnsw' or 'none', got {self.index!r}")
+        self._conn = psycopg.connect(connection_string(params), autocommit=True)
+        self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(self._conn)
+        version = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        self._iterative_scan = tuple(int(x) for x in version.split(".")[:2]) >= (0, 8)
+        self._lock = threading.RLock()
+        self._ident = pgsql.Identifier(self.table)
+        self._dimension = self._existing_dimension()
+        if self._dimension and self.configured_dimension and self._dimension != self.configured_dimension:
+            raise DimensionMismatchError(
+                f"table {self.table} holds {self._dimension}-dimensional vectors but storeParameters.dimension is "
+                f"{self.configured_dimension}: drop the table or fix the configuration"
+            )
+
+    # -- schema ---------------------------------------------------------------------------
+    def _existing_dimension(self) -> int | None:
+        row = self._conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+            (self.table,),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def _ensure_table(self, cur: psycopg.Cursor, dimension: int) -> None:
+        if self._dimension is None:
+            expected = self.configured_dimension
+            if expected is not None and expected != dimension:
+                raise DimensionMismatchError(
+                    f"storeParameters.dimension is {expected} but the embedding model gives {dimension}-dimensional vectors"
+                )
+            cur.execute(pgsql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (id TEXT PRIMARY KEY, text TEXT NOT NULL, "
+                "metadata JSONB NOT NULL, embedding vector({}) NOT NULL)"
+            ).format(self._ident, pgsql.Literal(dimension)))
+            if self.index == "hnsw":
+                cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
+                    pgsql.Identifier((self.table + "_hnsw")[:MAX_IDENTIFIER]), self._ident))
+            self._dimension = dimension
+        check_dimension(self._dimension, dimension, self.kb_id)
+
+    # -- writes ---------------------------------------------------------------------------
+    def _insert(self, cur: psycopg.Cursor, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
+        self._ensure_table(cur, matrix.shape[1])
+        cur.executemany(
+            pgsql.SQL(
+                "INSERT INTO {} (id, text, metadata, embedding) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET text = EXCLUDED.text, metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding"
+            ).format(self._ident),
+            [(c.id, c.text, json.dumps(c.metadata), matrix[i]) for i, c in enumerate(chunks)],
+        )
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if not chunks:
+            return
+        matrix = check_vectors(chunks)
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            self._insert(cur, chunks, matrix)
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        cond, params = to_postgres(filters.parse(where))
+        matrix = check_vectors(chunks) if chunks else None
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            if self._dimension is not None:
+                cur.execute(pgsql.SQL("DELETE FROM {} WHERE {}").format(self._ident, cond), params)
+            if chunks:
+                self._insert(cur, chunks, matrix)
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        node = filters.parse(where)
+        if (ids is None and node is None) or self._dimension is None:
+            return 0
+        cond, params = to_postgres(node)
+        query = pgsql.SQL("DELETE FROM {} WHERE {}").format(self._ident, cond)
+        if ids is not None:
+            query = pgsql.SQL("{} AND id = ANY(%s)").format(query)
+            params = [*params, list(ids)]
+        with self._lock:
+            return self._conn.execute(query, params).rowcount
+
+    def drop(self) -> None:
+        with self._lock:
+            self._conn.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(self._ident))
+            self._dimension = None
+
+    # -- reads ----------------------------------------------------------------------------
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        node = filters.parse(where)
+        if self._dimension is None or k <= 0:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(self._dimension, q.shape[0], self.kb_id)
+        cond, params = to_postgres(node)
+        query = pgsql.SQL(
+            "SELECT id, text, metadata, 1 - (embedding <=> %s) AS similarity FROM {} WHERE {} "
+            "ORDER BY embedding <=> %s, id LIMIT %s"
+        ).format(self._ident, cond)
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            ef = max(self.ef_search, k)
+            if node is not None and not self._iterative_scan:
+                ef = max(ef, min(1000, 10 * k))  # over-fetch: HNSW filters after its candidate list
+            cur.execute(pgsql.SQL("SET LOCAL hnsw.ef_search = {}").format(pgsql.Literal(min(ef, 1000))))
+            if node is not None and self._iterative_scan:
+                # pgvector >= 0.8: filtered HNSW scans keep going until k rows pass the filter.
+                cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            cur.execute(query, [q, *params, q, k])
+            rows = cur.fetchall()
+            if node is not None and len(rows) < k and not self._iterative_scan:
+                # The candidate list ran out before k rows passed the filter: scan exactly.
+                cur.execute("SET LOCAL enable_indexscan = off")
+                cur.execute(query, [q, *params, q, k])
+                rows = cur.fetchall()
+        return [SearchHit(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]:
+        if self._dimension is None:
+            return []
+        cond, params = to_postgres(filters.parse(where))
+        with self._lock:
+            rows = self._conn.execute(
+                pgsql.SQL("SELECT id, text, metadata, embedding FROM {} WHERE {} ORDER BY id LIMIT %s OFFSET %s").format(self._ident, cond),
+                [*params, limit, offset],
+            ).fetchall()
+        return [Chunk(r[0], r[1], r[2], _floats(r[3])) for r in rows]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        if self._dimension is None:
+            return 0
+        cond, params = to_postgres(filters.parse(where))
+        with self._lock:
+            return self._conn.execute(pgsql.SQL("SELECT COUNT(*) FROM {} WHERE {}").format(self._ident, cond), params).fetchone()[0]
+
+    def health(self) -> dict[str, Any]:
+        try:
+            with self._lock:
+                version = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+                size = self._conn.execute("SELECT COALESCE(pg_total_relation_size(to_regclass(%s)), 0)", (self.table,)).fetchone()[0]
+            return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension,
+                                                "storage_bytes": int(size), "table": self.table, "pgvector": version}}
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {"table": self.table}}
+
+    def close(self) -> None:
+        self._conn.close()

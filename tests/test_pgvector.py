@@ -1,0 +1,54 @@
+"""pgvector specifics, against a real PostgreSQL + pgvector (started by the fixtures)."""
+
+import psycopg
+import pytest
+
+from eddi_rag.db import Database
+from eddi_rag.stores.base import Chunk, DimensionMismatchError, StoreContext
+from eddi_rag.stores.pgvector import PgVectorStore, connection_string, table_name
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return StoreContext(Database(tmp_path / "x.db"))
+
+
+def test_table_names_are_sanitised_and_cut_to_63_characters():
+    assert table_name("64f1A-b.c") == "eddi_kb_64f1a_b_c"
+    assert len(table_name("x" * 100)) == 63
+
+
+def test_password_is_required_without_a_url():
+    with pytest.raises(ValueError, match="storeParameters.password"):
+        connection_string({"host": "db.example", "user": "eddi"})
+    assert "password=s3cret" in connection_string({"host": "db.example", "password": "s3cret"})
+
+
+def test_table_per_kb_with_the_configured_dimension(pgvector_params, ctx):
+    store = PgVectorStore("Kb-One", {**pgvector_params, "dimension": 3}, ctx)
+    try:
+        with pytest.raises(DimensionMismatchError, match="dimension is 3"):
+            store.upsert([Chunk("a", "t", {}, [1.0, 0.0])])
+        store.upsert([Chunk("a", "t", {}, [1.0, 0.0, 0.0])])
+        with psycopg.connect(pgvector_params["url"]) as c:
+            typ = c.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                            "WHERE attrelid = 'eddi_kb_kb_one'::regclass AND attname = 'embedding'").fetchone()[0]
+        assert typ == "vector(3)"
+        # A model that changed dimension is caught when the store is opened.
+        with pytest.raises(DimensionMismatchError, match="holds 3-dimensional"):
+            PgVectorStore("Kb-One", {**pgvector_params, "dimension": 384}, ctx)
+        assert store.health()["details"]["documents"] == 1
+    finally:
+        store.drop()
+
+
+def test_a_knowledge_base_on_pgvector_end_to_end(runtime, pgvector_params):
+    kb = runtime.resources.create("rags", {"name": "pg", "embeddingProvider": "local", "storeType": "pgvector",
+                                           "storeParameters": pgvector_params}).id
+    try:
+        runtime.ingest(kb, "rail.md", "The night train to Vienna leaves at 22:10 from platform 4.")
+        runtime.ingest(kb, "food.md", "The dining car serves goulash until 21:00.")
+        hits = runtime.query(kb, "When does the train to Vienna leave?", min_score=0)
+        assert [h.metadata["source"] for h in hits] == ["rail.md", "food.md"]
+    finally:
+        runtime.drop_knowledge_base(kb)
