@@ -72,8 +72,7 @@ class EmbeddingModelFactory:
         return self._cache.get_or_build(_key(provider, params), lambda: self._build(provider, params))
 
     def _build(self, provider: str, params: dict[str, Any]) -> Embeddings:
-        build = registry.load("eddi_rag.embeddings", provider)
-        model = build(resolve_parameters(params, self.resolver))
+        model = registry.load(registry.EMBEDDINGS, provider).build(resolve_parameters(params, self.resolver))
         if self.db is None:
             return model
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(params.get("model", ""))
@@ -95,7 +94,7 @@ class EmbeddingStoreFactory:
         return self._cache.get_or_build(key, lambda: self._build(kb_id, config))
 
     def _build(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
-        cls = registry.load("eddi_rag.stores", config.storeType)
+        cls = registry.load(registry.STORES, config.storeType)
         return cls(kb_id, resolve_parameters(config.storeParameters, self.resolver), self.context)
 
     def evict(self, kb_id: str) -> None:

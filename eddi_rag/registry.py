@@ -1,5 +1,9 @@
 """Named plugins: built-ins plus the ``eddi_rag.stores`` / ``eddi_rag.embeddings`` entry points,
-so a third-party package can add a backend by name."""
+so a third-party package can add a backend by name.
+
+A store entry is a class implementing ``KnowledgeStore`` (with ``capabilities`` and
+``connection_schema()``); an embedding entry is an ``EmbeddingProvider``.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +11,26 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
+from eddi_rag.secrets import REFERENCE
+
+STORES, EMBEDDINGS = "eddi_rag.stores", "eddi_rag.embeddings"
+KINDS = {"stores": STORES, "embeddings": EMBEDDINGS}
+
 BUILTIN: dict[str, dict[str, str]] = {
-    "eddi_rag.stores": {
+    STORES: {
         "in-memory": "eddi_rag.stores.memory:InMemoryStore",
         "sqlite": "eddi_rag.stores.sqlite:SqliteStore",
         "pgvector": "eddi_rag.stores.pgvector:PgVectorStore",
     },
-    "eddi_rag.embeddings": {
-        "local": "eddi_rag.embeddings.local:build",
-        "openai": "eddi_rag.embeddings.openai:build",
+    EMBEDDINGS: {
+        "local": "eddi_rag.embeddings.local:PROVIDER",
+        "openai": "eddi_rag.embeddings.openai:PROVIDER",
     },
 }
-_FIELD = {"eddi_rag.stores": "storeType", "eddi_rag.embeddings": "embeddingProvider"}
-
+_FIELD = {STORES: "storeType", EMBEDDINGS: "embeddingProvider"}
+_PARAMS = {STORES: "storeParameters", EMBEDDINGS: "embeddingParameters"}
 
 # Optional dependencies of built-ins: import name -> the extra that installs it.
 EXTRAS = {"psycopg": "pgvector"}
@@ -53,8 +64,50 @@ def load(group: str, name: str) -> Any:
 
 
 def store_types() -> list[str]:
-    return names("eddi_rag.stores")
+    return names(STORES)
 
 
 def embedding_providers() -> list[str]:
-    return names("eddi_rag.embeddings")
+    return names(EMBEDDINGS)
+
+
+def describe(group: str, name: str) -> dict[str, Any]:
+    """{name, capabilities, schema} of one provider; {name, error} when it cannot be loaded."""
+    try:
+        entry = load(group, name)
+    except ProviderUnavailableError as e:
+        return {"name": name, "available": False, "error": str(e)}
+    return {"name": name, "available": True, "capabilities": sorted(entry.capabilities), "schema": entry.connection_schema()}
+
+
+def _allow_references(schema: dict[str, Any]) -> dict[str, Any]:
+    """Any parameter may be a secret reference instead of its declared type."""
+    reference = {"type": "string", "pattern": REFERENCE.pattern}
+    props = {k: {"anyOf": [v, reference]} for k, v in schema.get("properties", {}).items()}
+    return {**schema, "properties": props}
+
+
+def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Errors ({path, message, value}) of ``params`` against the provider's connection schema."""
+    field = _PARAMS[group]
+    try:
+        schema = load(group, name).connection_schema()
+    except ProviderUnavailableError:
+        return []  # cannot check without the extra; building the store will say what is missing
+    known = schema.get("properties", {})
+    errors = [
+        {"path": f"$.{field}.{key}", "value": value,
+         "message": f"unknown parameter {key!r} for {_FIELD[group]} {name!r}; known: {', '.join(known) or 'none'}"}
+        for key, value in params.items() if key not in known
+    ]
+    checked = {k: v for k, v in params.items() if k in known}
+    for err in Draft202012Validator(_allow_references(schema)).iter_errors(checked):
+        path = f"$.{field}" + err.json_path[1:]
+        message = err.message
+        if err.validator == "anyOf" and not err.path:  # a missing alternative of required keys
+            message = "needs one of: " + " or ".join(", ".join(s["required"]) for s in err.validator_value)
+        elif err.validator == "anyOf":  # a bad value: say what the declared type wanted
+            declared = [e for e in err.context if e.relative_schema_path[0] == 0]
+            message = declared[0].message if declared else message
+        errors.append({"path": path, "message": message, "value": err.instance})
+    return errors

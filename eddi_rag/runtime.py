@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,15 @@ class Runtime:
         """Schema validation plus: the named provider and store type are registered."""
         config = validate_rag_configuration(data)
         errors = []
-        for path, value, known in (
-            ("$.embeddingProvider", config.embeddingProvider, registry.embedding_providers()),
-            ("$.storeType", config.storeType, registry.store_types()),
+        for group, path, value, params in (
+            (registry.EMBEDDINGS, "$.embeddingProvider", config.embeddingProvider, config.embeddingParameters),
+            (registry.STORES, "$.storeType", config.storeType, config.storeParameters),
         ):
+            known = registry.names(group)
             if value not in known:
                 errors.append({"path": path, "message": f"{value!r} is not registered; known: {', '.join(known)}", "value": value})
+            else:
+                errors += registry.validate_parameters(group, value, params)
         if errors:
             raise ConfigValidationError(errors)
         return config
@@ -64,6 +68,17 @@ class Runtime:
     def query(self, kb_id: str, query: str, max_results: int | None = None, min_score: float | None = None,
               where: dict[str, Any] | None = None):
         return self.retriever.search(kb_id, self.rag_config(kb_id), query, max_results, min_score, where)
+
+    def health(self, kb_id: str) -> dict[str, Any]:
+        """{status, timestamp, error?, details} of a KB's store; never raises for store problems."""
+        config = self.rag_config(kb_id)
+        timestamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        try:
+            report = self.stores.get(kb_id, config).health()
+        except Exception as e:  # noqa: BLE001 - unreachable, missing secret, missing extra...
+            report = {"status": "error", "error": self.resolver.redact(f"{type(e).__name__}: {e}"), "details": {}}
+        return {"status": report["status"], "timestamp": timestamp, **({"error": report["error"]} if "error" in report else {}),
+                "storeType": config.storeType, "details": report.get("details", {})}
 
     def drop_knowledge_base(self, kb_id: str) -> None:
         """Remove a KB's chunks from its store (permanent delete of its configuration)."""

@@ -60,16 +60,35 @@ def test_schema_errors_are_400_with_paths(client):
     r = client.post(BASE, json={"name": "kb", "minScore": 3, "chunkSize": 10, "chunkOverlap": 5, "storeType": "nosuch"})
     assert r.status_code == 400
     assert {(e["path"], str(e["value"])) for e in r.json()["errors"]} == {("$.minScore", "3")}
-    r = client.post(BASE, json={"name": "kb", "storeType": "nosuch"})
+    r = client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "nosuch"})
     assert r.status_code == 400 and r.json()["errors"][0]["path"] == "$.storeType"
     assert "in-memory" in r.json()["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("config, path, says", [
+    ({"storeParameters": {"colour": "red"}}, "$.storeParameters.colour", "unknown parameter 'colour'"),
+    ({"storeType": "pgvector", "storeParameters": {"host": "db"}}, "$.storeParameters", "needs one of: url or password"),
+    ({"storeType": "pgvector", "storeParameters": {"url": "postgresql://x", "port": "high"}}, "$.storeParameters.port", "'high' is not of type 'integer'"),
+    ({"embeddingProvider": "openai"}, "$.embeddingParameters", "'apiKey' is a required property"),
+    ({"embeddingParameters": {"batchSize": 0}}, "$.embeddingParameters.batchSize", "0 is less than the minimum of 1"),
+])
+def test_provider_parameters_are_checked_before_saving(client, config, path, says):
+    r = client.post(BASE, json={"name": "kb", "embeddingProvider": "local", **config})
+    assert r.status_code == 400
+    assert [e["path"] for e in r.json()["errors"]] == [path]
+    assert says in r.json()["errors"][0]["message"]
+
+
+def test_secret_references_pass_parameter_checks(client):
+    params = {"url": "${env:PG_URL}", "port": "${eddivault:pg-port}"}
+    assert client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "pgvector", "storeParameters": params}).status_code == 201
     assert client.post(BASE, json=[1]).status_code == 400
     assert client.get(f"{BASE}/jsonSchema").json()["properties"]["minScore"]["maximum"] == 1
 
 
 def test_secret_references_are_returned_never_resolved(client, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-super-secret")
-    r = client.post(BASE, json={"name": "kb", "embeddingParameters": {"apiKey": "${env:MY_KEY}"}})
+    r = client.post(BASE, json={"name": "kb", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${env:MY_KEY}"}})
     body = client.get(f"{BASE}/{kb_id(r)}").text
     assert "${env:MY_KEY}" in body and "sk-super-secret" not in body
 
@@ -101,10 +120,11 @@ def test_ingest_errors(client):
 
 
 def test_failed_ingestion_reports_the_message(client):
-    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "openai"}))  # no apiKey
+    params = {"apiKey": "${env:EDDI_RAG_TEST_UNSET_KEY}"}
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "openai", "embeddingParameters": params}))
     job = client.post(f"{BASE}/{id}/ingest?documentName=a.txt", content="hello").json()
     status = wait_for(client, f"{BASE}/{id}/ingestion/{job['ingestionId']}/status")
-    assert status["status"].startswith("failed: ") and "apiKey" in status["status"]
+    assert status["status"] == "failed: secret reference ${env:EDDI_RAG_TEST_UNSET_KEY} is not set"
 
 
 def test_permanent_delete_removes_the_chunks(client):
@@ -122,3 +142,28 @@ def test_other_resource_kinds_health_and_openapi(client):
     assert client.get("/health").json()["status"] == "ok"
     paths = client.get("/openapi.json").json()["paths"]
     assert "/ragstore/rags/{id}/ingest" in paths and "/ragstore/rags/{id}/query" in paths
+
+
+def test_providers_are_listed_with_capabilities_and_schemas(client):
+    listed = client.get("/providers").json()
+    stores = {p["name"]: p for p in listed["stores"]}
+    assert {"in-memory", "sqlite", "pgvector"} <= set(stores)
+    assert {"search", "metadata_filtering", "collections"} <= set(stores["sqlite"]["capabilities"])
+    assert {p["name"] for p in listed["embeddings"]} >= {"local", "openai"}
+    schema = client.get("/providers/stores/pgvector/schema").json()
+    assert schema["additionalProperties"] is False and "password" in schema["properties"]
+    assert client.get("/providers/embeddings/openai/schema").json()["required"] == ["apiKey"]
+    assert client.get("/providers/stores/nope/schema").status_code == 404
+    assert client.get("/providers/gadgets/x/schema").status_code == 404
+
+
+def test_kb_health(client, pgvector_params):
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "sqlite"}))
+    client.app.state.runtime.ingest(id, "a.md", "Some text.")
+    health = client.get(f"{BASE}/{id}/health").json()
+    assert health["status"] == "ok" and health["timestamp"] and health["details"]["documents"] == 1
+    bad = {"url": pgvector_params["url"].replace("host=", "host=/nonexistent")}
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "pgvector", "storeParameters": bad}))
+    health = client.get(f"{BASE}/{id}/health").json()
+    assert health["status"] == "error" and "OperationalError" in health["error"]
+    assert client.get(f"{BASE}/nope/health").status_code == 404

@@ -31,7 +31,7 @@ def test_local_model_truncates_long_input(local_model):
 
 def test_unknown_provider_names_the_known_ones():
     with pytest.raises(registry.UnknownProviderError, match="known: local, openai"):
-        registry.load("eddi_rag.embeddings", "nope")
+        registry.load(registry.EMBEDDINGS, "nope")
 
 
 def test_openai_provider_speaks_the_real_wire_format(openai_server):

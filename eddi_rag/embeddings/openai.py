@@ -6,11 +6,12 @@ from typing import Any
 
 from langchain_openai import OpenAIEmbeddings
 
+from eddi_rag.embeddings.base import EmbeddingProvider
+
 DEFAULT_MODEL = "text-embedding-3-small"
 
 
 def build(params: dict[str, Any]) -> OpenAIEmbeddings:
-    """embeddingParameters: apiKey, model (modelName), dimensions, baseUrl, timeout."""
     api_key = params.get("apiKey")
     if not api_key:
         raise ValueError("embeddingParameters.apiKey is required for the openai provider (e.g. \"${env:OPENAI_API_KEY}\")")
@@ -28,3 +29,20 @@ def build(params: dict[str, Any]) -> OpenAIEmbeddings:
     if params.get("timeout"):
         kwargs["timeout"] = float(params["timeout"])
     return OpenAIEmbeddings(**kwargs)
+
+
+PROVIDER = EmbeddingProvider(
+    name="openai",
+    build=build,
+    default_model=DEFAULT_MODEL,
+    required=("apiKey",),
+    parameters={
+        "apiKey": {"type": "string", "description": "Use a reference: ${env:OPENAI_API_KEY} or ${eddivault:KEY}."},
+        "model": {"type": "string", "default": DEFAULT_MODEL},
+        "modelName": {"type": "string", "description": "Alias of model."},
+        "dimensions": {"type": "integer", "minimum": 1},
+        "baseUrl": {"type": "string", "description": "Any OpenAI-compatible endpoint."},
+        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "maxRetries": {"type": "integer", "minimum": 0, "default": 2},
+    },
+)

@@ -12,6 +12,8 @@ import numpy as np
 from eddi_rag.db import Database
 
 # Capability names a backend may declare.
+COLLECTIONS = "collections"  # one collection/table/namespace per knowledge base
+SEARCH = "search"  # vector similarity search
 METADATA_FILTERING = "metadata_filtering"
 KEYWORD_SEARCH = "keyword_search"
 TTL = "ttl"
@@ -73,6 +75,10 @@ class DimensionMismatchError(ValueError):
 class KnowledgeStore(Protocol):
     capabilities: frozenset[str]
 
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        """JSON Schema of the storeParameters this backend accepts."""
+
     def upsert(self, chunks: Sequence[Chunk]) -> None: ...
     def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
         """Atomically delete what ``where`` matches and upsert ``chunks``."""
@@ -84,6 +90,11 @@ class KnowledgeStore(Protocol):
     def count(self, where: dict[str, Any] | None = None) -> int: ...
     def health(self) -> dict[str, Any]: ...
     def drop(self) -> None: ...
+
+
+def parameters_schema(properties: dict[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:
+    """The JSON Schema of a backend's storeParameters: unknown keys are errors."""
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False, **extra}
 
 
 def normalise(vectors: Any) -> np.ndarray:

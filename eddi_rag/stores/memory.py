@@ -15,13 +15,16 @@ import numpy as np
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    COLLECTIONS,
     METADATA_FILTERING,
+    SEARCH,
     Chunk,
     SearchHit,
     StoreContext,
     check_dimension,
     check_vectors,
     normalise,
+    parameters_schema,
     top_k,
 )
 
@@ -41,7 +44,11 @@ class _Collection:
 
 
 class InMemoryStore:
-    capabilities = frozenset({METADATA_FILTERING})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({})
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id

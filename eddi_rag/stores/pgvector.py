@@ -25,8 +25,10 @@ from psycopg import sql as pgsql
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    COLLECTIONS,
     METADATA_FILTERING,
     PERSISTENT,
+    SEARCH,
     Chunk,
     DimensionMismatchError,
     SearchHit,
@@ -34,6 +36,7 @@ from eddi_rag.stores.base import (
     check_dimension,
     check_vectors,
     normalise,
+    parameters_schema,
 )
 
 MAX_IDENTIFIER = 63
@@ -101,7 +104,25 @@ def _floats(value: Any) -> list[float]:
 
 
 class PgVectorStore:
-    capabilities = frozenset({METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema(
+            {
+                "url": {"type": "string", "description": "libpq URI; replaces host/port/database/user/password."},
+                "host": {"type": "string", "default": "localhost"},
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 5432},
+                "database": {"type": "string", "default": "postgres"},
+                "user": {"type": "string", "default": "postgres"},
+                "password": {"type": "string", "description": "Use a reference: ${eddivault:KEY}."},
+                "tableName": {"type": "string", "maxLength": MAX_IDENTIFIER, "description": "Default eddi_kb_<sanitised id>."},
+                "dimension": {"type": "integer", "minimum": 1, "maximum": 16000},
+                "index": {"enum": ["hnsw", "none"], "default": "hnsw"},
+                "efSearch": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+            },
+            anyOf=[{"required": ["url"]}, {"required": ["password"]}],
+        )
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id

@@ -18,14 +18,17 @@ import numpy as np
 from eddi_rag.db import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    COLLECTIONS,
     METADATA_FILTERING,
     PERSISTENT,
+    SEARCH,
     Chunk,
     SearchHit,
     StoreContext,
     check_dimension,
     check_vectors,
     normalise,
+    parameters_schema,
     top_k,
 )
 
@@ -66,7 +69,11 @@ _SCHEMA = [
 
 
 class SqliteStore:
-    capabilities = frozenset({METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({"path": {"type": "string", "description": "Own SQLite file instead of the shared one."}})
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id

@@ -46,7 +46,7 @@ def make(request, tmp_path):
     """make(kb) -> a store of the backend under test for KB ``kb``, unique to this test."""
     params = BACKENDS[request.param](request)
     ctx = StoreContext(Database(tmp_path / "store.db"), tmp_path)
-    cls = registry.load("eddi_rag.stores", request.param)
+    cls = registry.load(registry.STORES, request.param)
     prefix = uuid.uuid4().hex[:8]
     made = []
 
