@@ -112,6 +112,27 @@ def query(kb_id, question, data_dir, max_results, min_score, where, as_json) -> 
         click.echo("    " + h.text.replace("\n", "\n    "))
 
 
+@main.command()
+@data_dir_option
+def doctor(data_dir) -> None:
+    """Check every knowledge base: provider, secrets, store, dimensions; print fixes."""
+    from eddi_rag.doctor import format_table, run_doctor
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        checks = run_doctor(runtime)
+    finally:
+        runtime.close()
+    if not checks:
+        click.echo(f"no knowledge bases in {data_dir}")
+        return
+    click.echo(format_table(checks))
+    failed = sum(not c.ok for c in checks)
+    click.echo(f"\n{failed} problem(s) found" if failed else "\nall checks passed")
+    sys.exit(1 if failed else 0)
+
+
 @main.command("load")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @data_dir_option

@@ -104,3 +104,29 @@ def test_serve_answers_rest_calls(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_doctor_checks_every_kb_and_prints_fixes(tmp_path):
+    from eddi_rag.runtime import Runtime
+
+    data = tmp_path / "data"
+    rt = Runtime(data)
+    good = rt.resources.create("rags", {"name": "good", "embeddingProvider": "local", "storeType": "sqlite"}, id="good")
+    rt.ingest(good.id, "a.md", "Some text.")
+    rt.resources.create("rags", {"name": "nokey", "embeddingProvider": "openai",
+                                 "embeddingParameters": {"apiKey": "${env:EDDI_DOCTOR_MISSING}"}}, id="nokey")
+    rt.resources.create("rags", {"name": "down", "embeddingProvider": "local", "storeType": "pgvector",
+                                 "storeParameters": {"url": "postgresql://u@/db?host=/nonexistent"}}, id="down")
+    # A store built with another model: 3-d vectors where the local model gives 384-d.
+    odd = rt.resources.create("rags", {"name": "odd", "embeddingProvider": "local", "storeType": "sqlite"}, id="odd")
+    from eddi_rag.stores.base import Chunk
+    rt.stores.get(odd.id, rt.rag_config(odd.id)).upsert([Chunk("x", "t", {}, [1.0, 0.0, 0.0])])
+    rt.close()
+    result = eddi_rag("doctor", "--data-dir", str(data))
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "good (good)" in out and "all references resolve" in out
+    assert "secret reference ${env:EDDI_DOCTOR_MISSING} is not set" in out and "set the environment variable" in out
+    assert "start the store or fix storeParameters" in out
+    assert "store holds 3-d vectors, model gives 384-d" in out
+    assert "3 problem(s) found" in out

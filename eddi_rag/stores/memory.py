@@ -138,11 +138,14 @@ class InMemoryStore:
                 for i in top_k(sims, sub_ids, k)
             ]
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]:
+    def get(
+        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[Chunk]:
         node = filters.parse(where)
         with self._c.lock:
             c = self._c
-            rows = sorted(c.rows(node).tolist(), key=lambda i: c.ids[i])
+            wanted = None if ids is None else set(ids)
+            rows = sorted((i for i in c.rows(node).tolist() if wanted is None or c.ids[i] in wanted), key=lambda i: c.ids[i])
             rows = rows[offset : None if limit is None else offset + limit]
             return [Chunk(c.ids[i], c.texts[i], dict(c.metadata[i]), c.matrix[i].tolist()) for i in rows]
 

@@ -246,10 +246,14 @@ class PgVectorStore:
                 rows = cur.fetchall()
         return [SearchHit(r[0], r[1], r[2], float(r[3])) for r in rows]
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]:
+    def get(
+        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[Chunk]:
         if self._dimension is None:
             return []
         cond, params = to_postgres(filters.parse(where))
+        if ids is not None:
+            cond, params = pgsql.SQL("{} AND id = ANY(%s)").format(cond), [*params, list(ids)]
         with self._lock:
             rows = self._conn.execute(
                 pgsql.SQL("SELECT id, text, metadata, embedding FROM {} WHERE {} ORDER BY id LIMIT %s OFFSET %s").format(self._ident, cond),

@@ -199,8 +199,14 @@ class SqliteStore:
         )
         return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0) -> list[Chunk]:
+    def get(
+        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+    ) -> list[Chunk]:
         sql, params = to_sqlite(filters.parse(where))
+        if ids is not None:
+            # json_each keeps any number of ids in one parameter.
+            sql += " AND id IN (SELECT value FROM json_each(?))"
+            params = [*params, json.dumps(list(ids))]
         rows = self.db.query(
             f"SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND {sql} ORDER BY id LIMIT ? OFFSET ?",
             [self.kb_id, *params, -1 if limit is None else limit, offset],

@@ -79,6 +79,9 @@ def test_upsert_count_get_with_limit_offset(store):
     assert store.count() == 10
     assert ids(store.get()) == [f"c{i:03d}" for i in range(10)]
     assert ids(store.get(limit=3, offset=4)) == ["c004", "c005", "c006"]
+    assert ids(store.get(ids=["c007", "c002", "nope"])) == ["c002", "c007"]
+    assert ids(store.get(where={"even": True}, ids=["c007", "c002"])) == ["c002"]
+    assert store.get(ids=[]) == []
     got = store.get(where={"n": 3})[0]
     assert (got.text, got.metadata["source"]) == ("text 3", "doc3.md")
     assert len(got.vector) == DIM
