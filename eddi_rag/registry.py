@@ -23,6 +23,8 @@ BUILTIN: dict[str, dict[str, str]] = {
         "in-memory": "eddi_rag.stores.memory:InMemoryStore",
         "sqlite": "eddi_rag.stores.sqlite:SqliteStore",
         "pgvector": "eddi_rag.stores.pgvector:PgVectorStore",
+        "qdrant": "eddi_rag.stores.qdrant:QdrantStore",
+        "sqlite-vec": "eddi_rag.stores.sqlite_vec:SqliteVecStore",
     },
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",
@@ -33,7 +35,7 @@ _FIELD = {STORES: "storeType", EMBEDDINGS: "embeddingProvider"}
 _PARAMS = {STORES: "storeParameters", EMBEDDINGS: "embeddingParameters"}
 
 # Optional dependencies of built-ins: import name -> the extra that installs it.
-EXTRAS = {"psycopg": "pgvector"}
+EXTRAS = {"psycopg": "pgvector", "qdrant_client": "qdrant", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec"}
 
 
 class UnknownProviderError(ValueError):

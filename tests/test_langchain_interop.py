@@ -54,6 +54,18 @@ class TestPgVectorVectorStore(_StoreSuite):
         return pgvector_params
 
 
+class TestQdrantVectorStore(_StoreSuite):
+    backend = "qdrant"
+
+    @pytest.fixture
+    def store_params(self) -> dict:
+        return {"path": ":memory:"}
+
+
+class TestSqliteVecVectorStore(_StoreSuite):
+    backend = "sqlite-vec"
+
+
 class TestKnowledgeBaseRetriever(RetrieversIntegrationTests):
     @property
     def retriever_constructor(self):

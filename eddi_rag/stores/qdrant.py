@@ -1,0 +1,258 @@
+"""``qdrant``: Qdrant through qdrant-client, a collection per knowledge base.
+
+Local mode (``path`` = a folder, or ``":memory:"``) runs in-process; otherwise ``host``/``port``
+(EDDI's default 6334 is gRPC), ``apiKey``, ``useTls``. Clients are shared per connection (in the
+StoreContext), so an in-memory Qdrant outlives any one store object.
+
+Filters compile to Qdrant ``Filter``s exactly: every scalar metadata value is also stored under
+``m.<field>`` with its type under ``t.<field>``, so equality never confuses 1, 1.0, "1" and true.
+String ranges (which Qdrant cannot express) and dotted field names fall back to the reference
+evaluator over the matching candidates.
+
+Writes are not transactional in Qdrant: ``replace`` validates everything first, writes the new
+chunks, then deletes the old ones that were not overwritten.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+    parameters_schema,
+)
+
+_NAMESPACE = uuid.UUID("6f1f6a52-7a3c-4a0e-9d0e-0c2f5f1b6e11")
+_NEVER = models.FieldCondition(key="t.__never__", match=models.MatchValue(value="never"))
+_PAGE = 1024
+
+
+def collection_name(kb_id: str) -> str:
+    return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
+def _payload(chunk: Chunk) -> dict[str, Any]:
+    typed = {k: v for k, v in chunk.metadata.items() if _kind(v) is not None}
+    return {"id": chunk.id, "text": chunk.text, "metadata": chunk.metadata,
+            "m": typed, "t": {k: _kind(v) for k, v in typed.items()}}
+
+
+def _native(node: filters.Node) -> bool:
+    if isinstance(node, (filters.And, filters.Or)):
+        return all(_native(n) for n in node.children)
+    ranged_string = node.op in ("$gt", "$gte", "$lt", "$lte") and isinstance(node.value, str)
+    return "." not in node.field and not ranged_string
+
+
+def _eq(field: str, value: Any) -> models.Filter:
+    typed = models.FieldCondition(key=f"t.{field}", match=models.MatchValue(value=_kind(value)))
+    if isinstance(value, (bool, str)):
+        cond = models.FieldCondition(key=f"m.{field}", match=models.MatchValue(value=value))
+    else:
+        cond = models.FieldCondition(key=f"m.{field}", range=models.Range(gte=value, lte=value))
+    return models.Filter(must=[typed, cond])
+
+
+def to_qdrant(node: filters.Node) -> models.Filter:
+    """Compile a (natively expressible) filter AST to a Qdrant Filter."""
+    if isinstance(node, filters.And):
+        return models.Filter(must=[to_qdrant(n) for n in node.children])
+    if isinstance(node, filters.Or):
+        return models.Filter(should=[to_qdrant(n) for n in node.children])
+    if node.op == "$eq":
+        return _eq(node.field, node.value)
+    if node.op == "$ne":
+        return models.Filter(must_not=[_eq(node.field, node.value)])
+    if node.op in ("$in", "$nin"):
+        any_of = models.Filter(should=[_eq(node.field, v) for v in node.value]) if node.value else models.Filter(must=[_NEVER])
+        return any_of if node.op == "$in" else models.Filter(must_not=[any_of])
+    bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[node.op]
+    return models.Filter(must=[
+        models.FieldCondition(key=f"t.{node.field}", match=models.MatchValue(value="number")),
+        models.FieldCondition(key=f"m.{node.field}", range=models.Range(**{bound: node.value})),
+    ])
+
+
+class QdrantStore:
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({
+            "path": {"type": "string", "description": "Local mode: a folder, or \":memory:\"."},
+            "host": {"type": "string", "default": "localhost"},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 6334,
+                     "description": "6334 (gRPC, EDDI's default) or 6333 (REST)."},
+            "apiKey": {"type": "string", "description": "Use a reference: ${eddivault:KEY}."},
+            "useTls": {"type": "boolean", "default": False},
+            "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
+        })
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        self.collection = str(params.get("collectionName") or collection_name(kb_id))
+        clients = context.state.setdefault("qdrant-clients", {})
+        key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
+        if key not in clients:
+            clients[key] = self._connect(params)
+        self.client: QdrantClient = clients[key]
+
+    @staticmethod
+    def _connect(params: dict[str, Any]) -> QdrantClient:
+        if params.get("path"):
+            path = str(params["path"])
+            return QdrantClient(location=":memory:") if path == ":memory:" else QdrantClient(path=path)
+        port = int(params.get("port", 6334))
+        return QdrantClient(
+            host=str(params.get("host", "localhost")),
+            port=6333 if port == 6334 else port,
+            grpc_port=port if port != 6333 else 6334,
+            prefer_grpc=port != 6333,
+            api_key=params.get("apiKey"),
+            https=bool(params.get("useTls", False)),
+        )
+
+    # -- helpers --------------------------------------------------------------------------
+    def _dimension(self) -> int | None:
+        if not self.client.collection_exists(self.collection):
+            return None
+        return int(self.client.get_collection(self.collection).config.params.vectors.size)
+
+    def _native_filter(self, node: filters.Node | None) -> tuple[models.Filter | None, filters.Node | None]:
+        """(filter Qdrant applies, filter we still apply in Python)."""
+        if node is None:
+            return None, None
+        return (to_qdrant(node), None) if _native(node) else (None, node)
+
+    def _scroll(self, flt: models.Filter | None, with_vectors: bool = False) -> list[Any]:
+        points, offset = [], None
+        while True:
+            page, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=_PAGE, offset=offset,
+                                              with_payload=True, with_vectors=with_vectors)
+            points += page
+            if offset is None:
+                return points
+
+    def _matching(self, where: dict[str, Any] | None, with_vectors: bool = False) -> list[Any]:
+        if self._dimension() is None:
+            return []
+        flt, rest = self._native_filter(filters.parse(where))
+        points = self._scroll(flt, with_vectors)
+        return [p for p in points if rest is None or filters.matches(rest, p.payload["metadata"])]
+
+    # -- writes ---------------------------------------------------------------------------
+    def _write(self, chunks: Sequence[Chunk]) -> None:
+        matrix = check_vectors(chunks)
+        dim = self._dimension()
+        check_dimension(dim, matrix.shape[1], self.kb_id)
+        if dim is None:
+            self.client.create_collection(self.collection, vectors_config=models.VectorParams(
+                size=matrix.shape[1], distance=models.Distance.COSINE))
+        last = {c.id: i for i, c in enumerate(chunks)}
+        for start in range(0, len(chunks), _PAGE):
+            batch = [chunks[i] for i in sorted(last.values())[start : start + _PAGE]]
+            self.client.upsert(self.collection, points=[
+                models.PointStruct(id=str(uuid.uuid5(_NAMESPACE, c.id)), vector=matrix[last[c.id]].tolist(), payload=_payload(c))
+                for c in batch
+            ])
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if chunks:
+            self._write(chunks)
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        filters.parse(where)
+        if chunks:
+            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
+        old = [p.payload["id"] for p in self._matching(where)]
+        if chunks:
+            self._write(chunks)
+        keep = {c.id for c in chunks}
+        self._delete_ids([i for i in old if i not in keep])
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), _PAGE):
+            part = [str(uuid.uuid5(_NAMESPACE, i)) for i in ids[start : start + _PAGE]]
+            self.client.delete(self.collection, points_selector=models.PointIdsList(points=part))
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        node = filters.parse(where)
+        if (ids is None and node is None) or self._dimension() is None:
+            return 0
+        wanted = None if ids is None else set(ids)
+        found = [p.payload["id"] for p in self._matching(where) if wanted is None or p.payload["id"] in wanted]
+        self._delete_ids(found)
+        return len(found)
+
+    def drop(self) -> None:
+        if self.client.collection_exists(self.collection):
+            self.client.delete_collection(self.collection)
+
+    # -- reads ----------------------------------------------------------------------------
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        node = filters.parse(where)
+        dim = self._dimension()
+        if dim is None or k <= 0:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(dim, q.shape[0], self.kb_id)
+        flt, rest = self._native_filter(node)
+        total = self.client.count(self.collection, count_filter=flt, exact=True).count
+        fetch = min(total, 2 * k + 10)  # extra candidates: exact tie-breaking by id, and post-filtering
+        while True:
+            points = self.client.query_points(self.collection, query=q.tolist(), query_filter=flt, limit=max(fetch, 1),
+                                              with_payload=True).points
+            hits = [SearchHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
+                    if rest is None or filters.matches(rest, p.payload["metadata"])]
+            if len(hits) > k or fetch >= total:
+                break
+            fetch = min(total, fetch * 3)  # over-fetch until k pass the Python-side filter
+        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+            ids: Sequence[str] | None = None) -> list[Chunk]:
+        wanted = None if ids is None else set(ids)
+        points = sorted((p for p in self._matching(where, with_vectors=True) if wanted is None or p.payload["id"] in wanted),
+                        key=lambda p: p.payload["id"])
+        points = points[offset : None if limit is None else offset + limit]
+        return [Chunk(p.payload["id"], p.payload["text"], p.payload["metadata"], list(p.vector)) for p in points]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        node = filters.parse(where)
+        if self._dimension() is None:
+            return 0
+        flt, rest = self._native_filter(node)
+        if rest is None:
+            return self.client.count(self.collection, count_filter=flt, exact=True).count
+        return len(self._matching(where))
+
+    def health(self) -> dict[str, Any]:
+        try:
+            collections = len(self.client.get_collections().collections)
+            return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),
+                                                "collections": collections, "collection": self.collection}}
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {"collection": self.collection}}
