@@ -19,6 +19,7 @@ from eddi_rag import registry
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings
+from eddi_rag.embeddings.guard import GuardedEmbeddings
 from eddi_rag.secrets import SecretResolver, resolve_parameters
 from eddi_rag.stores.base import KnowledgeStore, StoreContext
 
@@ -72,7 +73,11 @@ class EmbeddingModelFactory:
         return self._cache.get_or_build(_key(provider, params), lambda: self._build(provider, params))
 
     def _build(self, provider: str, params: dict[str, Any]) -> Embeddings:
-        model = registry.load(registry.EMBEDDINGS, provider).build(resolve_parameters(params, self.resolver))
+        spec = registry.load(registry.EMBEDDINGS, provider)
+        model = spec.build(resolve_parameters(params, self.resolver))
+        if spec.remote:
+            dims = params.get("dimensions")
+            model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None)
         if self.db is None:
             return model
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(params.get("model", ""))

@@ -29,13 +29,25 @@ BUILTIN: dict[str, dict[str, str]] = {
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",
         "openai": "eddi_rag.embeddings.openai:PROVIDER",
+        "azure-openai": "eddi_rag.embeddings.azure_openai:PROVIDER",
+        "ollama": "eddi_rag.embeddings.ollama:PROVIDER",
+        "mistral": "eddi_rag.embeddings.mistral:PROVIDER",
+        "cohere": "eddi_rag.embeddings.cohere:PROVIDER",
+        "bedrock": "eddi_rag.embeddings.bedrock:PROVIDER",
+        "gemini": "eddi_rag.embeddings.google:GEMINI",
+        "google": "eddi_rag.embeddings.google:GOOGLE",
+        "vertex": "eddi_rag.embeddings.google:VERTEX",
     },
 }
 _FIELD = {STORES: "storeType", EMBEDDINGS: "embeddingProvider"}
 _PARAMS = {STORES: "storeParameters", EMBEDDINGS: "embeddingParameters"}
 
 # Optional dependencies of built-ins: import name -> the extra that installs it.
-EXTRAS = {"psycopg": "pgvector", "qdrant_client": "qdrant", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec"}
+EXTRAS = {
+    "psycopg": "pgvector", "qdrant_client": "qdrant", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec",
+    "langchain_ollama": "ollama", "langchain_mistralai": "mistral", "langchain_cohere": "cohere",
+    "langchain_aws": "bedrock", "botocore": "bedrock", "langchain_google_genai": "google",
+}
 
 
 class UnknownProviderError(ValueError):

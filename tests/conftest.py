@@ -7,6 +7,14 @@ from eddi_rag.runtime import Runtime
 from tests.support.openai_server import OpenAIStandIn
 
 
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch):
+    """Keep the real retry policy (3 attempts, exponential) but with millisecond waits."""
+    from eddi_rag.embeddings import guard
+
+    monkeypatch.setattr(guard, "BACKOFF_SECONDS", 0.001)
+
+
 @pytest.fixture(scope="session")
 def local_model() -> LocalOnnxEmbeddings:
     return LocalOnnxEmbeddings()

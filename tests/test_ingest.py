@@ -46,7 +46,7 @@ def test_a_failure_half_way_leaves_the_previous_version_whole(runtime, openai_se
     runtime.ingest(kb, "guide.md", "The original guide.")
     store = runtime.stores.get(kb, runtime.rag_config(kb))
     before = [(c.id, c.text) for c in store.get()]
-    openai_server.fail_next = [500]  # the first batch of the new version fails mid-document
+    openai_server.fail_next = [500] * 3  # every attempt at the first batch of the new version fails
     with pytest.raises(Exception):
         runtime.ingest(kb, "guide.md", DOC)
     assert [(c.id, c.text) for c in store.get()] == before

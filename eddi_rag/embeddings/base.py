@@ -17,6 +17,8 @@ class EmbeddingProvider:
     parameters: dict[str, Any]  # JSON Schema "properties" of embeddingParameters
     required: tuple[str, ...] = ()
     default_model: str | None = None
+    batch_size: int = 100  # most texts one API call may carry
+    remote: bool = True  # remote providers get batching, retries and dimension checks (guard.py)
     capabilities: frozenset[str] = field(default_factory=lambda: frozenset({"embeddings"}))
 
     def connection_schema(self) -> dict[str, Any]:

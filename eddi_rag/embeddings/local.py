@@ -122,6 +122,7 @@ def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
 PROVIDER = EmbeddingProvider(
     name="local",
     build=build,
+    remote=False,
     default_model=DEFAULT_MODEL,
     parameters={
         "modelPath": {"type": "string", "description": "Another sentence-transformers ONNX model (with tokenizerPath)."},

@@ -20,7 +20,7 @@ def build(params: dict[str, Any]) -> OpenAIEmbeddings:
         "api_key": api_key,
         # Sending raw strings: the token-length check would download tiktoken files (DESIGN §6).
         "check_embedding_ctx_length": False,
-        "max_retries": int(params.get("maxRetries", 2)),
+        "max_retries": int(params.get("maxRetries", 0)),  # retries are ours (guard.py)
     }
     if params.get("dimensions"):
         kwargs["dimensions"] = int(params["dimensions"])
@@ -43,6 +43,6 @@ PROVIDER = EmbeddingProvider(
         "dimensions": {"type": "integer", "minimum": 1},
         "baseUrl": {"type": "string", "description": "Any OpenAI-compatible endpoint."},
         "timeout": {"type": "number", "exclusiveMinimum": 0},
-        "maxRetries": {"type": "integer", "minimum": 0, "default": 2},
+        "maxRetries": {"type": "integer", "minimum": 0, "default": 0, "description": "SDK retries, on top of eddi-rag's 3 attempts."},
     },
 )

@@ -1,0 +1,41 @@
+"""Azure OpenAI embeddings through langchain-openai's AzureOpenAIEmbeddings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_openai import AzureOpenAIEmbeddings
+
+from eddi_rag.embeddings.base import EmbeddingProvider
+
+DEFAULT_DEPLOYMENT = "text-embedding-3-small"
+
+
+def build(params: dict[str, Any]):
+    kwargs: dict[str, Any] = {
+        "azure_endpoint": params["endpoint"],
+        "azure_deployment": params.get("deploymentName", DEFAULT_DEPLOYMENT),
+        "api_key": params["apiKey"],
+        "api_version": params.get("apiVersion", "2024-10-21"),
+        "check_embedding_ctx_length": False,  # no tiktoken download (DESIGN §6)
+        "max_retries": 0,
+    }
+    if params.get("dimensions"):
+        kwargs["dimensions"] = int(params["dimensions"])
+    return AzureOpenAIEmbeddings(**kwargs)
+
+
+PROVIDER = EmbeddingProvider(
+    name="azure-openai",
+    build=build,
+    default_model=DEFAULT_DEPLOYMENT,
+    required=("apiKey", "endpoint"),
+    batch_size=100,
+    parameters={
+        "apiKey": {"type": "string"},
+        "endpoint": {"type": "string", "description": "https://<resource>.openai.azure.com"},
+        "deploymentName": {"type": "string", "default": DEFAULT_DEPLOYMENT},
+        "apiVersion": {"type": "string", "default": "2024-10-21"},
+        "dimensions": {"type": "integer", "minimum": 1},
+    },
+)

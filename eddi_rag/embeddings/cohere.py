@@ -1,0 +1,35 @@
+"""Cohere embeddings through langchain-cohere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_cohere import CohereEmbeddings
+
+from eddi_rag.embeddings.base import EmbeddingProvider
+
+DEFAULT_MODEL = "embed-english-v3.0"
+
+
+def build(params: dict[str, Any]):
+    return CohereEmbeddings(
+        model=params.get("model", DEFAULT_MODEL),
+        cohere_api_key=params["apiKey"],
+        base_url=params.get("baseUrl"),
+        max_retries=0,
+    )
+
+
+PROVIDER = EmbeddingProvider(
+    name="cohere",
+    build=build,
+    default_model=DEFAULT_MODEL,
+    required=("apiKey",),
+    batch_size=96,  # Cohere's limit per embed call
+    parameters={
+        "apiKey": {"type": "string"},
+        "model": {"type": "string", "default": DEFAULT_MODEL},
+        "baseUrl": {"type": "string", "default": "https://api.cohere.com"},
+        "dimensions": {"type": "integer", "minimum": 1, "description": "Checked against the vectors returned (v3 models: 1024)."},
+    },
+)

@@ -1,0 +1,61 @@
+"""Google embeddings through langchain-google-genai: the Gemini API (``gemini``/``google``, API
+key) or Vertex AI (``vertex``: project + location, service-account or default credentials)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_google_genai import GoogleGenerativeAIEmbeddings
+
+from eddi_rag.embeddings.base import EmbeddingProvider
+
+GEMINI_MODEL = "gemini-embedding-2"
+VERTEX_MODEL = "text-embedding-005"
+
+
+def _common(params: dict[str, Any], default_model: str) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"model": params.get("model", default_model)}
+    if params.get("dimensions"):
+        kwargs["output_dimensionality"] = int(params["dimensions"])
+    if params.get("baseUrl"):
+        kwargs["base_url"] = params["baseUrl"]
+    if params.get("taskType"):
+        kwargs["task_type"] = params["taskType"]
+    return kwargs
+
+
+def build_gemini(params: dict[str, Any]):
+    return GoogleGenerativeAIEmbeddings(google_api_key=params["apiKey"], vertexai=False, **_common(params, GEMINI_MODEL))
+
+
+def build_vertex(params: dict[str, Any]):
+    credentials = None
+    if params.get("credentialsFile"):
+        from google.oauth2 import service_account
+
+        credentials = service_account.Credentials.from_service_account_file(
+            params["credentialsFile"], scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    return GoogleGenerativeAIEmbeddings(vertexai=True, project=params["project"], location=params.get("location", "us-central1"),
+                                        credentials=credentials, **_common(params, VERTEX_MODEL))
+
+
+_SHARED = {
+    "dimensions": {"type": "integer", "minimum": 1, "description": "Sent as outputDimensionality."},
+    "baseUrl": {"type": "string", "description": "API endpoint override."},
+    "taskType": {"type": "string", "description": "e.g. RETRIEVAL_DOCUMENT"},
+}
+GEMINI = EmbeddingProvider(
+    name="gemini", build=build_gemini, default_model=GEMINI_MODEL, required=("apiKey",), batch_size=100,
+    parameters={"apiKey": {"type": "string"}, "model": {"type": "string", "default": GEMINI_MODEL}, **_SHARED},
+)
+GOOGLE = EmbeddingProvider(**{**GEMINI.__dict__, "name": "google"})
+VERTEX = EmbeddingProvider(
+    name="vertex", build=build_vertex, default_model=VERTEX_MODEL, required=("project",), batch_size=100,
+    parameters={
+        "project": {"type": "string"},
+        "location": {"type": "string", "default": "us-central1"},
+        "credentialsFile": {"type": "string", "description": "Service-account JSON; default: application default credentials."},
+        "model": {"type": "string", "default": VERTEX_MODEL},
+        **_SHARED,
+    },
+)

@@ -1,0 +1,83 @@
+"""What every remote embedding provider gets, whatever its SDK: batches of at most N texts in
+order, retries of HTTP 429/5xx and connection failures with exponential backoff (tenacity,
+3 attempts), and a check that every vector has the configured dimension."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 3
+BACKOFF_SECONDS = 1.0  # first wait; doubles each attempt (tests shorten it)
+
+
+class EmbeddingDimensionError(ValueError):
+    pass
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status behind an SDK's exception, wherever that SDK keeps it."""
+    for attr in ("status_code", "http_status", "code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and 100 <= value < 600:
+            return value
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        value = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return value if isinstance(value, int) else None
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    code = status_code(exc)
+    if code is not None:
+        return code == 429 or code >= 500
+    name = type(exc).__name__
+    return isinstance(exc, (ConnectionError, TimeoutError)) or any(
+        word in name for word in ("ConnectError", "ConnectionError", "Timeout", "EndpointConnectionError")
+    )
+
+
+class GuardedEmbeddings(Embeddings):
+    def __init__(self, inner: Embeddings, provider: str, batch_size: int = 100, dimensions: int | None = None):
+        self.inner, self.provider = inner, provider
+        self.batch_size, self.dimensions = batch_size, dimensions
+        self.model_name = getattr(inner, "model_name", None) or getattr(inner, "model", None) or getattr(inner, "model_id", None)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        retrying = Retrying(
+            stop=stop_after_attempt(ATTEMPTS),
+            wait=wait_exponential(multiplier=BACKOFF_SECONDS, max=30),
+            retry=retry_if_exception(is_retryable),
+            reraise=True,
+            before_sleep=lambda state: log.warning(
+                "%s embeddings: attempt %d failed (%s), retrying", self.provider, state.attempt_number, state.outcome.exception()
+            ),
+        )
+        return retrying(fn, *args)
+
+    def _check(self, vectors: list[list[float]], expected_count: int) -> list[list[float]]:
+        if len(vectors) != expected_count:
+            raise ValueError(f"{self.provider} returned {len(vectors)} vectors for {expected_count} texts")
+        for v in vectors:
+            if self.dimensions is not None and len(v) != self.dimensions:
+                raise EmbeddingDimensionError(
+                    f"{self.provider} returned {len(v)}-dimensional vectors but embeddingParameters.dimensions is {self.dimensions}"
+                )
+        return vectors
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            out += self._check(self._call(self.inner.embed_documents, batch), len(batch))
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._check([self._call(self.inner.embed_query, text)], 1)[0]

@@ -1,0 +1,36 @@
+"""Ollama embeddings (``/api/embed``) through langchain-ollama."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_ollama import OllamaEmbeddings
+
+from eddi_rag.embeddings.base import EmbeddingProvider
+
+DEFAULT_MODEL = "nomic-embed-text"
+DEFAULT_URL = "http://localhost:11434"
+
+
+def build(params: dict[str, Any]):
+    kwargs: dict[str, Any] = {"model": params.get("model", DEFAULT_MODEL), "base_url": params.get("baseUrl", DEFAULT_URL),
+                              "validate_model_on_init": False}
+    if params.get("dimensions"):
+        kwargs["dimensions"] = int(params["dimensions"])
+    if params.get("timeout"):
+        kwargs["sync_client_kwargs"] = {"timeout": float(params["timeout"])}
+    return OllamaEmbeddings(**kwargs)
+
+
+PROVIDER = EmbeddingProvider(
+    name="ollama",
+    build=build,
+    default_model=DEFAULT_MODEL,
+    batch_size=100,
+    parameters={
+        "model": {"type": "string", "default": DEFAULT_MODEL},
+        "baseUrl": {"type": "string", "default": DEFAULT_URL},
+        "dimensions": {"type": "integer", "minimum": 1},
+        "timeout": {"type": "number", "exclusiveMinimum": 0},
+    },
+)
