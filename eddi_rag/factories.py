@@ -18,7 +18,7 @@ from langchain_core.embeddings import Embeddings
 from eddi_rag import registry
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
-from eddi_rag.embeddings.cache import CachedEmbeddings
+from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, VectorCache
 from eddi_rag.embeddings.guard import GuardedEmbeddings
 from eddi_rag.secrets import SecretResolver, resolve_parameters
 from eddi_rag.stores.base import KnowledgeStore, StoreContext
@@ -65,8 +65,10 @@ def _key(*parts: Any) -> str:
 class EmbeddingModelFactory:
     """One model per (provider, parameters), wrapped in the persistent embedding cache."""
 
-    def __init__(self, db: Database | None, resolver: SecretResolver | None = None, **cache_args: Any):
-        self.db, self.resolver = db, resolver or SecretResolver()
+    def __init__(self, cache: VectorCache | Database | None, resolver: SecretResolver | None = None, **cache_args: Any):
+        """``cache``: where vectors are kept (a Database means its SQLite table; None: no cache)."""
+        self.vectors = SqliteVectorCache(cache) if isinstance(cache, Database) else cache
+        self.resolver = resolver or SecretResolver()
         self._cache: BoundedCache[Embeddings] = BoundedCache(**cache_args)
 
     def get(self, provider: str, params: dict[str, Any]) -> Embeddings:
@@ -78,10 +80,10 @@ class EmbeddingModelFactory:
         if spec.remote:
             dims = params.get("dimensions")
             model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None)
-        if self.db is None:
+        if self.vectors is None:
             return model
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(params.get("model", ""))
-        return CachedEmbeddings(model, self.db, provider, str(name), params.get("dimensions"))
+        return CachedEmbeddings(model, self.vectors, provider, str(name), params.get("dimensions"))
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
         return self.get(config.embeddingProvider, config.embeddingParameters)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from eddi_rag import registry
 from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration
 from eddi_rag.db import Database
+from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
@@ -24,13 +26,16 @@ DB_FILE = "eddi-rag.db"
 
 
 class Runtime:
-    def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None):
-        """``data_dir=None`` keeps everything in memory (tests, throwaway demos)."""
+    def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
+                 embedding_cache: str | None = None):
+        """``data_dir=None`` keeps everything in memory (tests, throwaway demos).
+        ``embedding_cache``: ``sqlite`` (default) or a ``redis://`` URL (env EDDI_RAG_EMBEDDING_CACHE)."""
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.db = Database(self.data_dir / DB_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
         self.resources = SqliteResourceStore(self.db)
-        self.embeddings = EmbeddingModelFactory(self.db, self.resolver)
+        cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
+        self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver)
         self.stores = EmbeddingStoreFactory(StoreContext(self.db, self.data_dir), self.resolver)
         self.ingestor = Ingestor(self.embeddings, self.stores)
         self.retriever = Retriever(self.embeddings, self.stores)

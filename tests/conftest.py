@@ -34,6 +34,14 @@ def openai_server():
 
 
 @pytest.fixture(scope="session")
+def redis_url():
+    from tests.support.services import redis
+
+    with redis() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def postgres_url():
     from tests.support.services import postgres
 

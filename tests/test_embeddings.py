@@ -3,7 +3,7 @@ import pytest
 
 from eddi_rag import registry
 from eddi_rag.db import Database
-from eddi_rag.embeddings.cache import CachedEmbeddings
+from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, open_cache
 from eddi_rag.factories import EmbeddingModelFactory
 from eddi_rag.secrets import SecretResolver
 
@@ -53,14 +53,21 @@ def test_openai_provider_requires_an_api_key():
         EmbeddingModelFactory(None).get("openai", {})
 
 
-def test_cache_means_unchanged_text_calls_no_provider(openai_server, tmp_path):
-    db = Database(tmp_path / "cache.db")
-    params = {"apiKey": "sk", "baseUrl": openai_server.base_url, "dimensions": 16}
-    model = EmbeddingModelFactory(db).get("openai", params)
+@pytest.fixture(params=["sqlite", "redis"])
+def cache_spec(request, tmp_path):
+    """Where the cache lives: a SQLite file, or a real redis-server started for the test session."""
+    if request.param == "redis":
+        return lambda: open_cache(request.getfixturevalue("redis_url"), Database())
+    return lambda: open_cache("sqlite", Database(tmp_path / "cache.db"))
+
+
+def test_cache_means_unchanged_text_calls_no_provider(openai_server, cache_spec):
+    params = {"apiKey": "sk", "baseUrl": openai_server.base_url, "dimensions": 16, "model": f"m-{id(cache_spec)}"}
+    model = EmbeddingModelFactory(cache_spec()).get("openai", params)
     first = model.embed_documents(["one", "two"])
     assert len(openai_server.calls("/embeddings")) == 1
-    # A new factory on the same file (a restart) still hits the cache.
-    again = EmbeddingModelFactory(Database(tmp_path / "cache.db")).get("openai", params)
+    # A new factory on the same cache (a restart) still hits it.
+    again = EmbeddingModelFactory(cache_spec()).get("openai", params)
     assert again.embed_documents(["two", "one"]) == [first[1], first[0]]
     assert len(openai_server.calls("/embeddings")) == 1
     again.embed_documents(["one", "three"])
@@ -76,11 +83,11 @@ def test_cache_key_covers_model_and_dimensions(tmp_path):
             calls.append(list(texts))
             return [[1.0, 0.0] for _ in texts]
 
-    db = Database(tmp_path / "c.db")
-    CachedEmbeddings(Counting(), db, "p", "m1", 2).embed_documents(["t"])
-    CachedEmbeddings(Counting(), db, "p", "m2", 2).embed_documents(["t"])
-    CachedEmbeddings(Counting(), db, "p", "m1", 3).embed_documents(["t"])
-    CachedEmbeddings(Counting(), db, "p", "m1", 2).embed_documents(["t"])
+    cache = SqliteVectorCache(Database(tmp_path / "c.db"))
+    CachedEmbeddings(Counting(), cache, "p", "m1", 2).embed_documents(["t"])
+    CachedEmbeddings(Counting(), cache, "p", "m2", 2).embed_documents(["t"])
+    CachedEmbeddings(Counting(), cache, "p", "m1", 3).embed_documents(["t"])
+    CachedEmbeddings(Counting(), cache, "p", "m1", 2).embed_documents(["t"])
     assert len(calls) == 3
 
 

@@ -86,3 +86,13 @@ def test_ingestion_statuses_and_pending_jobs_survive_a_restart(tmp_path):
         assert [h.metadata["source"] for h in second.query(kb, "bananas", min_score=0)][:1] == ["b.md"]
     finally:
         second.close()
+
+
+def test_reingesting_unchanged_text_calls_no_provider(runtime, openai_server):
+    kb = rag(runtime, embeddingProvider="openai", embeddingParameters={"apiKey": "sk", "baseUrl": openai_server.base_url})
+    runtime.ingest(kb, "guide.md", DOC)
+    calls = len(openai_server.calls("/embeddings"))
+    assert calls >= 1
+    runtime.ingest(kb, "guide.md", DOC)
+    runtime.ingest(kb, "copy.md", DOC)  # same text under another name: same vectors
+    assert len(openai_server.calls("/embeddings")) == calls

@@ -1,19 +1,20 @@
 """A persistent embedding cache keyed by SHA-256 of (provider, model, dimensions, text).
 
 Wraps any LangChain ``Embeddings``: only texts not seen before reach the provider, so
-re-ingesting unchanged text costs no provider call.
+re-ingesting unchanged text costs no provider call. The vectors live in SQLite (the default,
+in the application's database) or Redis (shared by several processes or hosts).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from typing import Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from eddi_rag.db import Database
-
-_SCHEMA = "CREATE TABLE IF NOT EXISTS embedding_cache (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
 
 
 def cache_key(provider: str, model: str, dimensions: int | None, text: str) -> str:
@@ -24,35 +25,75 @@ def cache_key(provider: str, model: str, dimensions: int | None, text: str) -> s
     return h.hexdigest()
 
 
-class CachedEmbeddings(Embeddings):
-    def __init__(self, inner: Embeddings, db: Database, provider: str, model: str, dimensions: int | None = None):
-        self.inner, self.db = inner, db
-        self.provider, self.model, self.dimensions = provider, model, dimensions
-        db.execute(_SCHEMA)
+class VectorCache(Protocol):
+    def get_many(self, keys: list[str]) -> dict[str, bytes]: ...
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None: ...
 
-    def _key(self, text: str) -> str:
-        return cache_key(self.provider, self.model, self.dimensions, text)
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        keys = [self._key(t) for t in texts]
-        found: dict[str, list[float]] = {}
+class SqliteVectorCache:
+    def __init__(self, db: Database):
+        self.db = db
+        db.execute("CREATE TABLE IF NOT EXISTS embedding_cache (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
-            rows = self.db.query(
-                f"SELECT key, vector FROM embedding_cache WHERE key IN ({','.join('?' * len(part))})", part
-            )
-            found.update({r["key"]: np.frombuffer(r["vector"], dtype=np.float32).tolist() for r in rows})
+            rows = self.db.query(f"SELECT key, vector FROM embedding_cache WHERE key IN ({','.join('?' * len(part))})", part)
+            found.update({r["key"]: r["vector"] for r in rows})
+        return found
+
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        with self.db.transaction() as c:
+            c.executemany("INSERT OR REPLACE INTO embedding_cache VALUES (?, ?)", list(items))
+
+
+class RedisVectorCache:
+    """Vectors under ``<prefix><sha256>``; ``ttlSeconds`` (optional) lets Redis expire them."""
+
+    def __init__(self, url: str, prefix: str = "eddi-rag:emb:", ttl_seconds: int | None = None):
+        import redis
+
+        self.client = redis.Redis.from_url(url)
+        self.prefix, self.ttl = prefix, ttl_seconds
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        if not keys:
+            return {}
+        values = self.client.mget([self.prefix + k for k in keys])
+        return {k: v for k, v in zip(keys, values) if v is not None}
+
+    def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        with self.client.pipeline(transaction=False) as pipe:
+            for key, value in items:
+                pipe.set(self.prefix + key, value, ex=self.ttl)
+            pipe.execute()
+
+
+def open_cache(spec: str | None, db: Database) -> VectorCache:
+    """``None``/``sqlite``: the application's database; ``redis://...``: a Redis server."""
+    if spec in (None, "", "sqlite"):
+        return SqliteVectorCache(db)
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        return RedisVectorCache(spec)
+    raise ValueError(f"unknown embedding cache {spec!r}: use 'sqlite' or a redis:// URL")
+
+
+class CachedEmbeddings(Embeddings):
+    def __init__(self, inner: Embeddings, cache: VectorCache, provider: str, model: str, dimensions: int | None = None):
+        self.inner, self.cache = inner, cache
+        self.provider, self.model, self.dimensions = provider, model, dimensions
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        keys = [cache_key(self.provider, self.model, self.dimensions, t) for t in texts]
+        found = {k: np.frombuffer(v, dtype=np.float32).tolist() for k, v in self.cache.get_many(keys).items()}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             text_of = dict(zip(keys, texts))
-            vectors = self.inner.embed_documents([text_of[k] for k in missing])
-            with self.db.transaction() as c:
-                c.executemany(
-                    "INSERT OR REPLACE INTO embedding_cache VALUES (?, ?)",
-                    [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in zip(missing, vectors)],
-                )
+            vectors = [np.asarray(v, dtype=np.float32) for v in self.inner.embed_documents([text_of[k] for k in missing])]
+            self.cache.put_many((k, v.tobytes()) for k, v in zip(missing, vectors))
             # Hand out float32-rounded vectors on a miss too, so a hit and a miss agree exactly.
-            found.update({k: np.asarray(v, dtype=np.float32).tolist() for k, v in zip(missing, vectors)})
+            found.update({k: v.tolist() for k, v in zip(missing, vectors)})
         return [found[k] for k in keys]
 
     def embed_query(self, text: str) -> list[float]:

@@ -8,6 +8,38 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
+def redis() -> Iterator[str]:
+    """A throwaway redis-server (Debian's, installed by scripts/setup) on a free port."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    import redis as redis_client
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed: run scripts/setup (it installs Debian's redis-server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        for _ in range(100):
+            try:
+                redis_client.Redis.from_url(url).ping()
+                break
+            except redis_client.ConnectionError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
 def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL 16 + pgvector 0.6 server (PyPI pgserver); yields its URI."""
     import pgserver
