@@ -52,3 +52,20 @@ def test_a_knowledge_base_on_pgvector_end_to_end(runtime, pgvector_params):
         assert [h.metadata["source"] for h in hits] == ["rail.md", "food.md"]
     finally:
         runtime.drop_knowledge_base(kb)
+
+
+def test_bulk_load_then_build_the_index(pgvector_params, ctx):
+    import numpy as np
+
+    store = PgVectorStore("bulk", {**pgvector_params, "index": "none"}, ctx)
+    try:
+        rng = np.random.default_rng(1)
+        store.upsert([Chunk(f"c{i:03d}", "t", {"i": i}, rng.standard_normal(32).tolist()) for i in range(200)])
+        before = store.search(store.get(ids=["c042"])[0].vector, 3)
+        store.create_index()
+        with psycopg.connect(pgvector_params["url"]) as c:
+            assert c.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'eddi_kb_bulk'").fetchone()[0] == 2  # pkey + hnsw
+        after = store.search(store.get(ids=["c042"])[0].vector, 3)
+        assert [h.id for h in after][0] == [h.id for h in before][0] == "c042"
+    finally:
+        store.drop()

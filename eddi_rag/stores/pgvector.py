@@ -168,10 +168,19 @@ class PgVectorStore:
                 "metadata JSONB NOT NULL, embedding vector({}) NOT NULL)"
             ).format(self._ident, pgsql.Literal(dimension)))
             if self.index == "hnsw":
-                cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
-                    pgsql.Identifier((self.table + "_hnsw")[:MAX_IDENTIFIER]), self._ident))
+                self._create_index(cur)
             self._dimension = dimension
         check_dimension(self._dimension, dimension, self.kb_id)
+
+    def _create_index(self, cur: psycopg.Cursor) -> None:
+        cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
+            pgsql.Identifier((self.table + "_hnsw")[:MAX_IDENTIFIER]), self._ident))
+
+    def create_index(self) -> None:
+        """Build the HNSW index now: after a bulk load into a table created with index='none',
+        this is much faster than maintaining the index row by row."""
+        with self._lock, self._conn.cursor() as cur:
+            self._create_index(cur)
 
     # -- writes ---------------------------------------------------------------------------
     def _insert(self, cur: psycopg.Cursor, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
