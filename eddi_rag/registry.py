@@ -25,6 +25,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "pgvector": "eddi_rag.stores.pgvector:PgVectorStore",
         "qdrant": "eddi_rag.stores.qdrant:QdrantStore",
         "sqlite-vec": "eddi_rag.stores.sqlite_vec:SqliteVecStore",
+        "chroma": "eddi_rag.stores.chroma:ChromaStore",
     },
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",
@@ -44,7 +45,7 @@ _PARAMS = {STORES: "storeParameters", EMBEDDINGS: "embeddingParameters"}
 
 # Optional dependencies of built-ins: import name -> the extra that installs it.
 EXTRAS = {
-    "psycopg": "pgvector", "qdrant_client": "qdrant", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec",
+    "psycopg": "pgvector", "qdrant_client": "qdrant", "chromadb": "chroma", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec",
     "langchain_ollama": "ollama", "langchain_mistralai": "mistral", "langchain_cohere": "cohere",
     "langchain_aws": "bedrock", "botocore": "bedrock", "langchain_google_genai": "google",
 }

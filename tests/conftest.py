@@ -42,6 +42,14 @@ def redis_url():
 
 
 @pytest.fixture(scope="session")
+def chroma_params():
+    from tests.support.services import chroma
+
+    with chroma() as params:
+        yield params
+
+
+@pytest.fixture(scope="session")
 def postgres_url():
     from tests.support.services import postgres
 

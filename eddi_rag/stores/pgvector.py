@@ -234,24 +234,27 @@ class PgVectorStore:
         q = normalise(vector)[0]
         check_dimension(self._dimension, q.shape[0], self.kb_id)
         cond, params = to_postgres(node)
+        # The inner ORDER BY is the distance alone, so the HNSW index can serve it; a few
+        # extra rows let the outer query break ties by id.
         query = pgsql.SQL(
-            "SELECT id, text, metadata, 1 - (embedding <=> %s) AS similarity FROM {} WHERE {} "
-            "ORDER BY embedding <=> %s, id LIMIT %s"
+            "SELECT id, text, metadata, 1 - distance FROM (SELECT id, text, metadata, embedding <=> %s AS distance "
+            "FROM {} WHERE {} ORDER BY embedding <=> %s LIMIT %s) AS nearest ORDER BY distance, id LIMIT %s"
         ).format(self._ident, cond)
+        fetch = k + 16
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
-            ef = max(self.ef_search, k)
+            ef = max(self.ef_search, fetch)
             if node is not None and not self._iterative_scan:
                 ef = max(ef, min(1000, 10 * k))  # over-fetch: HNSW filters after its candidate list
             cur.execute(pgsql.SQL("SET LOCAL hnsw.ef_search = {}").format(pgsql.Literal(min(ef, 1000))))
             if node is not None and self._iterative_scan:
                 # pgvector >= 0.8: filtered HNSW scans keep going until k rows pass the filter.
                 cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            cur.execute(query, [q, *params, q, k])
+            cur.execute(query, [q, *params, q, fetch, k])
             rows = cur.fetchall()
             if node is not None and len(rows) < k and not self._iterative_scan:
                 # The candidate list ran out before k rows passed the filter: scan exactly.
                 cur.execute("SET LOCAL enable_indexscan = off")
-                cur.execute(query, [q, *params, q, k])
+                cur.execute(query, [q, *params, q, fetch, k])
                 rows = cur.fetchall()
         return [SearchHit(r[0], r[1], r[2], float(r[3])) for r in rows]
 

@@ -23,6 +23,7 @@ BACKENDS = {
     "pgvector": lambda request: request.getfixturevalue("pgvector_params"),
     "qdrant": lambda request: {"path": ":memory:"},  # qdrant-client's local mode
     "sqlite-vec": lambda request: {},
+    "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
 }
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 

@@ -39,6 +39,45 @@ def redis() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def chroma() -> Iterator[dict]:
+    """A real `chroma run` server from its own venv (scripts/chroma-server-venv); yields storeParameters."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    root = Path(__file__).resolve().parents[2]
+    venv = subprocess.run([str(root / "scripts" / "chroma-server-venv")], check=True, capture_output=True, text=True).stdout.strip()
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="eddi-rag-chroma-") as folder:
+        proc = subprocess.Popen([f"{venv}/bin/chroma", "run", "--path", folder, "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None:
+                    raise RuntimeError("chroma run exited at start-up")
+                time.sleep(0.1)
+            yield {"host": "127.0.0.1", "port": port}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
 @contextlib.contextmanager
 def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL 16 + pgvector 0.6 server (PyPI pgserver); yields its URI."""

@@ -1,0 +1,240 @@
+"""``chroma``: a Chroma server over its HTTP API (chromadb-client), a collection per KB.
+
+The exact metadata of a chunk is kept as JSON under ``__eddi_meta``; its scalar fields are also
+stored flat so Chroma can filter on them. Chroma's own ``where`` language is close to ours, but
+cannot range over strings; such filters (and dotted field names) run on the candidates with
+the reference evaluator. Writes are not transactional in Chroma: ``replace`` validates first,
+writes the new chunks, then deletes the old ones that were not overwritten.
+
+storeParameters: ``host`` (localhost), ``port`` (8000), ``ssl``, ``authToken``, ``tenant``,
+``database``, ``collectionName``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import chromadb
+from chromadb.errors import NotFoundError
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+    parameters_schema,
+)
+
+META = "__eddi_meta"
+_NEVER = {META: {"$eq": "\x00never"}}
+_PAGE = 1000
+
+
+def collection_name(kb_id: str) -> str:
+    name = re.sub(r"[^a-zA-Z0-9._-]", "_", f"eddi_kb_{kb_id}")[:512]
+    return name if name[-1].isalnum() else name + "0"
+
+
+def _native(node: filters.Node) -> bool:
+    if isinstance(node, (filters.And, filters.Or)):
+        return all(_native(n) for n in node.children)
+    if node.op in ("$gt", "$gte", "$lt", "$lte") and isinstance(node.value, str):
+        return False
+    return "." not in node.field and node.field != META
+
+
+def to_chroma(node: filters.Node) -> dict[str, Any]:
+    if isinstance(node, (filters.And, filters.Or)):
+        parts = [to_chroma(n) for n in node.children]
+        return parts[0] if len(parts) == 1 else {"$and" if isinstance(node, filters.And) else "$or": parts}
+    if node.op in ("$in", "$nin"):
+        if not node.value:
+            return _NEVER if node.op == "$in" else {META: {"$ne": "\x00never"}}
+        values = [_number(v) for v in node.value]
+        if len({type(v) for v in values}) > 1:  # Chroma wants one type per list: spell it out
+            one = "$eq" if node.op == "$in" else "$ne"
+            parts = [{node.field: {one: v}} for v in values]
+            return {"$or" if node.op == "$in" else "$and": parts}
+        return {node.field: {node.op: values}}
+    return {node.field: {node.op: _number(node.value)}}
+
+
+def _number(value: Any) -> Any:
+    """Numbers go to Chroma as floats, stored and queried: Chroma truncates a float compared
+    with an int field (0.5 would match 0) and refuses lists that mix ints and floats."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: _number(v) for k, v in metadata.items() if isinstance(v, (str, int, float, bool)) and k != META}
+    return {**flat, META: json.dumps(metadata)}
+
+
+class ChromaStore:
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({
+            "host": {"type": "string", "default": "localhost"},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 8000},
+            "ssl": {"type": "boolean", "default": False},
+            "authToken": {"type": "string", "description": "Sent as Authorization: Bearer; use a reference."},
+            "tenant": {"type": "string", "default": "default_tenant"},
+            "database": {"type": "string", "default": "default_database"},
+            "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
+        })
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        self.name = str(params.get("collectionName") or collection_name(kb_id))
+        clients = context.state.setdefault("chroma-clients", {})
+        key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
+        if key not in clients:
+            headers = {"Authorization": f"Bearer {params['authToken']}"} if params.get("authToken") else None
+            clients[key] = chromadb.HttpClient(
+                host=str(params.get("host", "localhost")), port=int(params.get("port", 8000)), ssl=bool(params.get("ssl", False)),
+                headers=headers, tenant=str(params.get("tenant", "default_tenant")),
+                database=str(params.get("database", "default_database")),
+            )
+        self.client = clients[key]
+
+    def _col(self, create_dim: int | None = None):
+        """The collection, looked up each time: another store object may have dropped or re-created it."""
+        try:
+            return self.client.get_collection(self.name, embedding_function=None)
+        except NotFoundError:
+            if create_dim is None:
+                return None
+            return self.client.get_or_create_collection(
+                self.name, embedding_function=None, metadata={"hnsw:space": "cosine", "eddi:dimension": create_dim})
+
+    @staticmethod
+    def _dimension_of(col) -> int | None:
+        return None if col is None else (col.metadata or {}).get("eddi:dimension")
+
+    def _dimension(self) -> int | None:
+        return self._dimension_of(self._col())
+
+    def _split(self, where: dict[str, Any] | None) -> tuple[dict | None, filters.Node | None]:
+        node = filters.parse(where)
+        if node is None:
+            return None, None
+        return (to_chroma(node), None) if _native(node) else (None, node)
+
+    def _matching(self, where: dict[str, Any] | None, include: list[str], ids: Sequence[str] | None = None) -> list[dict]:
+        col = self._col()
+        if col is None or (ids is not None and not ids):
+            return []
+        native, rest = self._split(where)
+        out, offset = [], 0
+        while True:
+            got = col.get(ids=list(ids) if ids is not None else None, where=native, include=include, limit=_PAGE, offset=offset)
+            rows = [
+                {"id": i, "text": (got.get("documents") or [None] * len(got["ids"]))[n],
+                 "metadata": json.loads(got["metadatas"][n][META]),
+                 "vector": None if got.get("embeddings") is None else [float(x) for x in got["embeddings"][n]]}
+                for n, i in enumerate(got["ids"])
+            ]
+            out += [r for r in rows if rest is None or filters.matches(rest, r["metadata"])]
+            if len(got["ids"]) < _PAGE:
+                return out
+            offset += _PAGE
+
+    # -- writes ---------------------------------------------------------------------------
+    def _write(self, chunks: Sequence[Chunk]) -> None:
+        matrix = check_vectors(chunks)
+        check_dimension(self._dimension(), matrix.shape[1], self.kb_id)
+        col = self._col(create_dim=matrix.shape[1])
+        last = {c.id: i for i, c in enumerate(chunks)}
+        order = sorted(last.values())
+        for start in range(0, len(order), _PAGE):
+            part = [chunks[i] for i in order[start : start + _PAGE]]
+            col.upsert(ids=[c.id for c in part], embeddings=[matrix[last[c.id]] for c in part],
+                       documents=[c.text for c in part], metadatas=[_flat(c.metadata) for c in part])
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if chunks:
+            self._write(chunks)
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        filters.parse(where)
+        if chunks:
+            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
+        old = [r["id"] for r in self._matching(where, include=["metadatas"])]
+        if chunks:
+            self._write(chunks)
+        keep = {c.id for c in chunks}
+        self._delete_ids([i for i in old if i not in keep])
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        col = self._col()
+        for start in range(0, len(ids), _PAGE):
+            col.delete(ids=ids[start : start + _PAGE])
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        if (ids is None and filters.parse(where) is None) or self._col() is None:
+            return 0
+        found = [r["id"] for r in self._matching(where, include=["metadatas"], ids=ids)]
+        self._delete_ids(found)
+        return len(found)
+
+    def drop(self) -> None:
+        try:
+            self.client.delete_collection(self.name)
+        except NotFoundError:
+            pass
+
+    # -- reads ----------------------------------------------------------------------------
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        native, rest = self._split(where)
+        col = self._col()
+        dim = self._dimension_of(col)
+        if col is None or k <= 0:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(dim, q.shape[0], self.kb_id)
+        total = col.count()
+        fetch = min(total, 2 * k + 10)  # extra candidates: exact tie-breaking by id, and post-filtering
+        while True:
+            got = col.query(query_embeddings=[q], n_results=max(fetch, 1), where=native,
+                            include=["documents", "metadatas", "distances"])
+            hits = [SearchHit(i, got["documents"][0][n], json.loads(got["metadatas"][0][n][META]), 1.0 - float(got["distances"][0][n]))
+                    for n, i in enumerate(got["ids"][0])]
+            hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
+            if len(hits) > k or fetch >= total:
+                break
+            fetch = min(total, fetch * 3)
+        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+            ids: Sequence[str] | None = None) -> list[Chunk]:
+        rows = sorted(self._matching(where, include=["documents", "metadatas", "embeddings"], ids=ids), key=lambda r: r["id"])
+        rows = rows[offset : None if limit is None else offset + limit]
+        return [Chunk(r["id"], r["text"], r["metadata"], r["vector"]) for r in rows]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        col = self._col()
+        if col is None:
+            return 0
+        if filters.parse(where) is None:
+            return col.count()
+        return len(self._matching(where, include=["metadatas"]))
+
+    def health(self) -> dict[str, Any]:
+        try:
+            self.client.heartbeat()
+            return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),
+                                                "collections": self.client.count_collections(), "collection": self.name}}
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {"collection": self.name}}
