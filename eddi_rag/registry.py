@@ -26,6 +26,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "qdrant": "eddi_rag.stores.qdrant:QdrantStore",
         "sqlite-vec": "eddi_rag.stores.sqlite_vec:SqliteVecStore",
         "chroma": "eddi_rag.stores.chroma:ChromaStore",
+        "elasticsearch": "eddi_rag.stores.elasticsearch:ElasticsearchStore",
     },
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",

@@ -42,6 +42,20 @@ def redis_url():
 
 
 @pytest.fixture(scope="session")
+def elasticsearch_params():
+    """A real Elasticsearch when ES_URL is set; else the local stand-in speaking its REST API."""
+    import os
+
+    if os.environ.get("ES_URL"):
+        yield {"url": os.environ["ES_URL"]}
+        return
+    from tests.support.elasticsearch_standin import ElasticsearchStandIn
+
+    with ElasticsearchStandIn() as server:
+        yield {"url": server.url}
+
+
+@pytest.fixture(scope="session")
 def chroma_params():
     from tests.support.services import chroma
 

@@ -66,6 +66,22 @@ class TestSqliteVecVectorStore(_StoreSuite):
     backend = "sqlite-vec"
 
 
+class TestChromaVectorStore(_StoreSuite):
+    backend = "chroma"
+
+    @pytest.fixture
+    def store_params(self, chroma_params) -> dict:
+        return chroma_params
+
+
+class TestElasticsearchVectorStore(_StoreSuite):
+    backend = "elasticsearch"
+
+    @pytest.fixture
+    def store_params(self, elasticsearch_params) -> dict:
+        return elasticsearch_params
+
+
 class TestKnowledgeBaseRetriever(RetrieversIntegrationTests):
     @property
     def retriever_constructor(self):

@@ -24,6 +24,7 @@ BACKENDS = {
     "qdrant": lambda request: {"path": ":memory:"},  # qdrant-client's local mode
     "sqlite-vec": lambda request: {},
     "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
+    "elasticsearch": lambda request: request.getfixturevalue("elasticsearch_params"),  # ES_URL, else a wire stand-in
 }
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 

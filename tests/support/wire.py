@@ -27,8 +27,9 @@ def fake_vector(text: str, dimensions: int) -> list[float]:
 
 
 class WireStandIn:
-    def __init__(self, handler: Handler):
+    def __init__(self, handler: Handler, headers: dict[str, str] | None = None):
         self.handler = handler
+        self.headers = headers or {}  # sent with every response
         self.requests: list[dict[str, Any]] = []
         self.fail_next: list[int] = []
         outer = self
@@ -40,20 +41,30 @@ class WireStandIn:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode(errors="replace")
-                request = {"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body}
+                request = {"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                           "json": body, "raw": raw.decode(errors="replace")}
                 outer.requests.append(request)
                 if outer.fail_next:
                     status, payload = outer.fail_next.pop(0), outer.error_body(request)
                 else:
-                    status, payload = outer.handler(request)
+                    try:
+                        status, payload = outer.handler(request)
+                    except Exception as e:  # a stand-in bug: answer 500 and say what it was
+                        import traceback
+
+                        traceback.print_exc()
+                        status, payload = 500, {"error": {"message": f"stand-in error: {e!r}"}}
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in outer.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if self.command != "HEAD":
+                    self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _handle
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
 
             def log_message(self, *args):
                 pass

@@ -1,0 +1,240 @@
+"""``elasticsearch``: an index per KB, ``dense_vector`` (cosine) + approximate kNN, BM25 on
+``text``, through the official client.
+
+Metadata is kept whole (``metadata``, not indexed) and again in typed fields, ``m_str.<f>``
+(keyword), ``m_num.<f>`` (double) and ``m_bool.<f>`` (boolean), so a filter on "3" never
+matches 3 (Elasticsearch would coerce) and a missing field is simply absent. Filters compile
+to a ``bool`` query used both as the kNN pre-filter and for get/count/delete. Writes are
+not transactional: ``replace`` validates first, indexes the new chunks, then deletes the old.
+
+storeParameters: ``url`` (or ``host``/``port``/``useTls``), ``apiKey`` or ``username``/``password``,
+``indexName`` (default ``eddi_kb_<sanitised id>``), ``numCandidates`` (default 100).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from elasticsearch import Elasticsearch, NotFoundError, helpers
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+    parameters_schema,
+)
+
+_PAGE = 1000
+_TYPED = {"string": "m_str", "number": "m_num", "bool": "m_bool"}
+
+
+def index_name(kb_id: str) -> str:
+    return "eddi_kb_" + re.sub(r"[^a-z0-9_-]", "_", kb_id.lower())
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
+def _field(name: str, value: Any) -> str:
+    return f"{_TYPED[_kind(value)]}.{name}"
+
+
+def _eq(name: str, value: Any) -> dict[str, Any]:
+    return {"term": {_field(name, value): value}}
+
+
+def to_elasticsearch(node: filters.Node | None) -> dict[str, Any]:
+    """Compile the filter AST to an Elasticsearch query (a ``bool`` of term/terms/range)."""
+    if node is None:
+        return {"match_all": {}}
+    if isinstance(node, filters.And):
+        return {"bool": {"filter": [to_elasticsearch(n) for n in node.children]}}
+    if isinstance(node, filters.Or):
+        return {"bool": {"should": [to_elasticsearch(n) for n in node.children], "minimum_should_match": 1}}
+    if node.op == "$eq":
+        return _eq(node.field, node.value)
+    if node.op == "$ne":
+        return {"bool": {"must_not": [_eq(node.field, node.value)]}}
+    if node.op in ("$in", "$nin"):
+        if not node.value:  # unambiguous: an empty `should` means different things in different places
+            return {"bool": {"must_not": [{"match_all": {}}]}} if node.op == "$in" else {"match_all": {}}
+        any_of = {"bool": {"should": [_eq(node.field, v) for v in node.value], "minimum_should_match": 1}}
+        return any_of if node.op == "$in" else {"bool": {"must_not": [any_of]}}
+    bound = {"$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}[node.op]
+    return {"range": {_field(node.field, node.value): {bound: node.value}}}
+
+
+def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"chunk_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
+                           "m_str": {}, "m_num": {}, "m_bool": {}}
+    for k, v in chunk.metadata.items():
+        if _kind(v) is not None:
+            doc[_TYPED[_kind(v)]][k] = v
+    return doc
+
+
+class ElasticsearchStore:
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({
+            "url": {"type": "string", "description": "e.g. https://es.example:9200"},
+            "host": {"type": "string", "default": "localhost"},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 9200},
+            "useTls": {"type": "boolean", "default": False},
+            "apiKey": {"type": "string", "description": "Use a reference: ${eddivault:KEY}."},
+            "username": {"type": "string"},
+            "password": {"type": "string"},
+            "indexName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
+            "numCandidates": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
+        })
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        self.index = str(params.get("indexName") or index_name(kb_id))
+        self.num_candidates = int(params.get("numCandidates", 100))
+        clients = context.state.setdefault("elasticsearch-clients", {})
+        key = tuple(sorted((k, str(v)) for k, v in params.items() if k not in ("indexName", "numCandidates")))
+        if key not in clients:
+            url = params.get("url") or f"{'https' if params.get('useTls') else 'http'}://{params.get('host', 'localhost')}:{params.get('port', 9200)}"
+            auth: dict[str, Any] = {}
+            if params.get("apiKey"):
+                auth["api_key"] = params["apiKey"]
+            elif params.get("username"):
+                auth["basic_auth"] = (params["username"], params.get("password", ""))
+            clients[key] = Elasticsearch(str(url), request_timeout=30, **auth)
+        self.es: Elasticsearch = clients[key]
+
+    def _dimension(self) -> int | None:
+        try:
+            mapping = self.es.indices.get_mapping(index=self.index)
+        except NotFoundError:
+            return None
+        return int(mapping[self.index]["mappings"]["properties"]["embedding"]["dims"])
+
+    def _create(self, dim: int) -> None:
+        self.es.indices.create(index=self.index, mappings={
+            "dynamic_templates": [
+                {"strings": {"path_match": "m_str.*", "mapping": {"type": "keyword"}}},
+                {"numbers": {"path_match": "m_num.*", "mapping": {"type": "double"}}},
+                {"booleans": {"path_match": "m_bool.*", "mapping": {"type": "boolean"}}},
+            ],
+            "properties": {
+                "chunk_id": {"type": "keyword"},
+                "text": {"type": "text"},
+                "metadata": {"type": "object", "enabled": False},
+                "embedding": {"type": "dense_vector", "dims": dim, "index": True, "similarity": "cosine"},
+            },
+        })
+
+    # -- writes ---------------------------------------------------------------------------
+    def _write(self, chunks: Sequence[Chunk]) -> None:
+        matrix = check_vectors(chunks)
+        dim = self._dimension()
+        check_dimension(dim, matrix.shape[1], self.kb_id)
+        if dim is None:
+            self._create(matrix.shape[1])
+        last = {c.id: i for i, c in enumerate(chunks)}
+        actions = [{"_op_type": "index", "_index": self.index, "_id": chunks[i].id, "_source": _document(chunks[i], matrix[i].tolist())}
+                   for i in sorted(last.values())]
+        helpers.bulk(self.es, actions, chunk_size=_PAGE, refresh=True)
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if chunks:
+            self._write(chunks)
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        filters.parse(where)
+        if chunks:
+            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
+        old = [c.id for c in self.get(where)]
+        if chunks:
+            self._write(chunks)
+        keep = {c.id for c in chunks}
+        self._delete_ids([i for i in old if i not in keep])
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        if ids:
+            helpers.bulk(self.es, ({"_op_type": "delete", "_index": self.index, "_id": i} for i in ids),
+                         chunk_size=_PAGE, refresh=True, raise_on_error=False)
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        node = filters.parse(where)
+        if (ids is None and node is None) or self._dimension() is None:
+            return 0
+        query = self._query(node, ids)
+        return int(self.es.delete_by_query(index=self.index, query=query, refresh=True)["deleted"])
+
+    def drop(self) -> None:
+        self.es.indices.delete(index=self.index, ignore_unavailable=True)
+
+    # -- reads ----------------------------------------------------------------------------
+    @staticmethod
+    def _query(node: filters.Node | None, ids: Sequence[str] | None = None) -> dict[str, Any]:
+        query = to_elasticsearch(node)
+        if ids is not None:
+            query = {"bool": {"filter": [query, {"terms": {"chunk_id": list(ids)}}]}}
+        return query
+
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        node = filters.parse(where)
+        dim = self._dimension()
+        if dim is None or k <= 0:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(dim, q.shape[0], self.kb_id)
+        fetch = k + 16  # a few extra so ties at the cut are broken by id
+        knn: dict[str, Any] = {"field": "embedding", "query_vector": q.tolist(), "k": fetch,
+                               "num_candidates": max(self.num_candidates, fetch)}
+        if node is not None:
+            knn["filter"] = to_elasticsearch(node)
+        response = self.es.search(index=self.index, knn=knn, size=fetch, source=["chunk_id", "text", "metadata"])
+        # Elasticsearch's cosine kNN score is (1 + cos) / 2: EDDI's relevance, so cos = 2s - 1.
+        hits = [SearchHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], 2.0 * float(h["_score"]) - 1.0)
+                for h in response["hits"]["hits"]]
+        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+            ids: Sequence[str] | None = None) -> list[Chunk]:
+        if self._dimension() is None or (ids is not None and not ids):
+            return []
+        query, out, after = self._query(filters.parse(where), ids), [], None
+        wanted = None if limit is None else offset + limit
+        while wanted is None or len(out) < wanted:
+            extra = {"search_after": after} if after else {}
+            hits = self.es.search(index=self.index, query=query, sort=[{"chunk_id": "asc"}], size=_PAGE,
+                                  source=["chunk_id", "text", "metadata", "embedding"], **extra)["hits"]["hits"]
+            out += [Chunk(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], h["_source"]["embedding"]) for h in hits]
+            if len(hits) < _PAGE:
+                break
+            after = hits[-1]["sort"]
+        return out[offset:wanted]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        if self._dimension() is None:
+            return 0
+        return int(self.es.count(index=self.index, query=to_elasticsearch(filters.parse(where)))["count"])
+
+    def health(self) -> dict[str, Any]:
+        try:
+            info = self.es.info()
+            return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),
+                                                "index": self.index, "version": info["version"]["number"]}}
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {"index": self.index}}
