@@ -27,9 +27,17 @@ from eddi_rag.stores.base import Chunk, StoreContext
 BACKENDS = ["in-memory", "sqlite", "sqlite-vec", "pgvector", "qdrant"]
 
 
-def clustered(n: int, dim: int, rng: np.random.Generator, centers: int = 200) -> np.ndarray:
-    c = rng.standard_normal((centers, dim)).astype(np.float32)
-    x = c[rng.integers(0, centers, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
+def synthetic(n: int, dim: int, rng: np.random.Generator, kind: str = "low-rank") -> np.ndarray:
+    """``low-rank``: clusters on a 32-d manifold mapped into ``dim`` (text embeddings have a low
+    intrinsic dimension); ``isotropic``: clusters with full-rank noise, a worst case for HNSW."""
+    if kind == "low-rank":
+        basis = np.random.default_rng(0).standard_normal((32, dim)).astype(np.float32)
+        centers = np.random.default_rng(1).standard_normal((200, 32)).astype(np.float32)
+        z = centers[rng.integers(0, 200, n)] + 0.5 * rng.standard_normal((n, 32)).astype(np.float32)
+        x = z @ basis + 0.05 * rng.standard_normal((n, dim)).astype(np.float32)
+    else:
+        centers = np.random.default_rng(1).standard_normal((200, dim)).astype(np.float32)
+        x = centers[rng.integers(0, 200, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
@@ -39,11 +47,12 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--backends", nargs="+", default=BACKENDS)
+    parser.add_argument("--data", choices=["low-rank", "isotropic"], default="low-rank")
     args = parser.parse_args()
 
     rng = np.random.default_rng(7)
-    data = clustered(args.n, args.dim, rng)
-    queries = clustered(args.queries, args.dim, rng)
+    data = synthetic(args.n, args.dim, rng, args.data)
+    queries = synthetic(args.queries, args.dim, rng, args.data)
     ids = [f"c{i:07d}" for i in range(args.n)]
     exact = [set(np.argsort(-(data @ q), kind="stable")[:10].tolist()) for q in queries]
     chunks = [Chunk(ids[i], f"text {i}", {"source": f"d{i % 100}"}, data[i]) for i in range(args.n)]
@@ -83,7 +92,7 @@ def main() -> None:
             pg.cleanup()
 
     base = rows[0][1]
-    print(f"\n## Top-5 search, {args.n:,} chunks × {args.dim}-d, {args.queries} queries (recall@10 vs exact)")
+    print(f"\n## Top-5 search, {args.n:,} chunks × {args.dim}-d ({args.data}), {args.queries} queries (recall@10 vs exact)")
     print(f"| backend | median ms | p95 ms | × {rows[0][0]} median | recall@10 | load s |\n|---|---|---|---|---|---|")
     for name, med, p95, recall, load_s in rows:
         print(f"| {name} | {med:.2f} | {p95:.2f} | {med / base:.1f} | {recall:.3f} | {load_s:.1f} |")

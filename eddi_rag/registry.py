@@ -27,6 +27,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "sqlite-vec": "eddi_rag.stores.sqlite_vec:SqliteVecStore",
         "chroma": "eddi_rag.stores.chroma:ChromaStore",
         "elasticsearch": "eddi_rag.stores.elasticsearch:ElasticsearchStore",
+        "mongodb-atlas": "eddi_rag.stores.mongodb_atlas:MongoAtlasStore",
     },
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",

@@ -6,6 +6,7 @@ eddi_rag.stores.filters; every backend must return exactly what it returns."""
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import numpy as np
@@ -26,6 +27,8 @@ BACKENDS = {
     "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
     "elasticsearch": lambda request: request.getfixturevalue("elasticsearch_params"),  # ES_URL, else a wire stand-in
 }
+if os.environ.get("MONGODB_URI"):  # no MongoDB Atlas can run here: only against a real one
+    BACKENDS["mongodb-atlas"] = lambda request: {"connectionString": os.environ["MONGODB_URI"], "databaseName": "eddi_rag_tests"}
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 
 

@@ -1,0 +1,216 @@
+"""``mongodb-atlas``: MongoDB Atlas Vector Search through pymongo (pooled clients).
+
+A collection per KB with an Atlas ``vectorSearch`` index on ``embedding`` (cosine). Metadata is
+kept whole and again in typed fields (``m_str``/``m_num``/``m_bool``), so MQL filters keep our
+meaning (no "3" == 3, missing fields only match ``$ne``/``$nin``, as MongoDB already does).
+``$vectorSearch`` can only pre-filter on fields declared in its index, so filters run as a
+``$match`` after it, over-fetching (3×, then more) until k chunks pass. Writes of one
+``replace`` happen in a transaction (Atlas clusters are replica sets).
+
+storeParameters: ``connectionString``, ``databaseName`` (``eddi``), ``collectionName``
+(``eddi_kb_<sanitised id>``), ``indexName`` (``vector_index``), ``numCandidates`` (100).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pymongo import MongoClient, ReplaceOne
+from pymongo.operations import SearchIndexModel
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+    parameters_schema,
+)
+
+_TYPED = {"string": "m_str", "number": "m_num", "bool": "m_bool"}
+
+
+def collection_name(kb_id: str) -> str:
+    return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
+def _path(field: str, value: Any) -> str:
+    return f"{_TYPED[_kind(value)]}.{field}"
+
+
+def to_mql(node: filters.Node | None) -> dict[str, Any]:
+    """Compile the filter AST to a MongoDB query document over the typed fields."""
+    if node is None:
+        return {}
+    if isinstance(node, (filters.And, filters.Or)):
+        return {"$and" if isinstance(node, filters.And) else "$or": [to_mql(n) for n in node.children]}
+    if node.op in ("$in", "$nin"):
+        if not node.value:
+            return {"_id": {"$in": []}} if node.op == "$in" else {}
+        by_path: dict[str, list[Any]] = {}
+        for v in node.value:
+            by_path.setdefault(_path(node.field, v), []).append(v)
+        parts = [{p: {node.op: vs}} for p, vs in by_path.items()]
+        return parts[0] if len(parts) == 1 else {"$or" if node.op == "$in" else "$and": parts}
+    return {_path(node.field, node.value): {node.op: node.value}}
+
+
+def search_pipeline(index: str, vector: list[float], limit: int, num_candidates: int, where: dict[str, Any]) -> list[dict[str, Any]]:
+    """The aggregation Atlas documents for vector search, then our filter."""
+    pipeline: list[dict[str, Any]] = [
+        {"$vectorSearch": {"index": index, "path": "embedding", "queryVector": vector,
+                           "numCandidates": max(num_candidates, limit), "limit": limit}},
+        {"$project": {"text": 1, "metadata": 1, "m_str": 1, "m_num": 1, "m_bool": 1, "score": {"$meta": "vectorSearchScore"}}},
+    ]
+    if where:
+        pipeline.append({"$match": where})
+    return pipeline
+
+
+def hits_from(documents: list[dict[str, Any]]) -> list[SearchHit]:
+    """Atlas's cosine ``vectorSearchScore`` is (1 + cos) / 2, EDDI's relevance: cos = 2s - 1."""
+    return [SearchHit(str(d["_id"]), d["text"], d["metadata"], 2.0 * float(d["score"]) - 1.0) for d in documents]
+
+
+def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
+                           "m_str": {}, "m_num": {}, "m_bool": {}}
+    for k, v in chunk.metadata.items():
+        if _kind(v) is not None:
+            doc[_TYPED[_kind(v)]][k] = v
+    return doc
+
+
+class MongoAtlasStore:
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({
+            "connectionString": {"type": "string", "description": "mongodb+srv://...; use a reference."},
+            "databaseName": {"type": "string", "default": "eddi"},
+            "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
+            "indexName": {"type": "string", "default": "vector_index"},
+            "numCandidates": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
+        }, ("connectionString",))
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        clients = context.state.setdefault("mongodb-clients", {})
+        uri = str(params["connectionString"])
+        if uri not in clients:  # pymongo pools connections per client: one client per cluster
+            clients[uri] = MongoClient(uri, appname="eddi-rag")
+        self.client = clients[uri]
+        self.db = self.client[str(params.get("databaseName", "eddi"))]
+        self.collection = self.db[str(params.get("collectionName") or collection_name(kb_id))]
+        self.index = str(params.get("indexName", "vector_index"))
+        self.num_candidates = int(params.get("numCandidates", 100))
+        self._meta = self.db["eddi_kb_meta"]
+
+    def _dimension(self) -> int | None:
+        doc = self._meta.find_one({"_id": self.collection.name})
+        return None if doc is None else int(doc["dimension"])
+
+    def _ensure_index(self, dim: int, wait_seconds: float = 120) -> None:
+        """Create the vectorSearch index and wait until Atlas says it is queryable."""
+        if self.collection.name not in self.db.list_collection_names():
+            self.db.create_collection(self.collection.name)  # a search index needs an existing collection
+        self.collection.create_search_index(SearchIndexModel(
+            definition={"fields": [{"type": "vector", "path": "embedding", "numDimensions": dim, "similarity": "cosine"}]},
+            name=self.index, type="vectorSearch"))
+        deadline = time.monotonic() + wait_seconds
+        while not any(i.get("queryable") for i in self.collection.list_search_indexes(self.index)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Atlas search index {self.index!r} on {self.collection.name} not queryable after {wait_seconds:.0f} s")
+            time.sleep(1)
+        self._meta.replace_one({"_id": self.collection.name}, {"_id": self.collection.name, "dimension": dim}, upsert=True)
+
+    # -- writes ---------------------------------------------------------------------------
+    def _prepare(self, chunks: Sequence[Chunk]) -> list[ReplaceOne]:
+        matrix = check_vectors(chunks)
+        dim = self._dimension()
+        check_dimension(dim, matrix.shape[1], self.kb_id)
+        if dim is None:
+            self._ensure_index(matrix.shape[1])
+        return [ReplaceOne({"_id": c.id}, _document(c, matrix[i].tolist()), upsert=True) for i, c in enumerate(chunks)]
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if chunks:
+            self.collection.bulk_write(self._prepare(chunks), ordered=True)
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        query = to_mql(filters.parse(where))
+        ops = self._prepare(chunks) if chunks else []
+        with self.client.start_session() as session, session.start_transaction():
+            self.collection.delete_many(query, session=session)
+            if ops:
+                self.collection.bulk_write(ops, ordered=True, session=session)
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        node = filters.parse(where)
+        if ids is None and node is None:
+            return 0
+        query = to_mql(node)
+        if ids is not None:
+            query = {"$and": [query, {"_id": {"$in": list(ids)}}]}
+        return self.collection.delete_many(query).deleted_count
+
+    def drop(self) -> None:
+        self.collection.drop()
+        self._meta.delete_one({"_id": self.collection.name})
+
+    # -- reads ----------------------------------------------------------------------------
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        mql = to_mql(filters.parse(where))
+        dim = self._dimension()
+        if dim is None or k <= 0:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(dim, q.shape[0], self.kb_id)
+        total = self.collection.estimated_document_count()
+        limit = min(total, 3 * (k + 16) if mql else k + 16)  # over-fetch: the filter runs after the search
+        while True:
+            hits = hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), max(limit, 1), self.num_candidates, mql))))
+            if len(hits) > k or limit >= total:
+                break
+            limit = min(total, limit * 3)
+        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+            ids: Sequence[str] | None = None) -> list[Chunk]:
+        query = to_mql(filters.parse(where))
+        if ids is not None:
+            query = {"$and": [query, {"_id": {"$in": list(ids)}}]}
+        cursor = self.collection.find(query, {"text": 1, "metadata": 1, "embedding": 1}).sort("_id", 1).skip(offset)
+        if limit is not None:
+            cursor = cursor.limit(limit)
+        return [Chunk(str(d["_id"]), d["text"], d["metadata"], d["embedding"]) for d in cursor]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        return self.collection.count_documents(to_mql(filters.parse(where)))
+
+    def health(self) -> dict[str, Any]:
+        try:
+            self.client.admin.command("ping")
+            return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),
+                                                "collections": len(self.db.list_collection_names()),
+                                                "collection": self.collection.name}}
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {"collection": self.collection.name}}

@@ -1,0 +1,43 @@
+"""mongodb-atlas: no MongoDB runs here, so our side is checked against Atlas's documented request
+shapes and a recorded response; with MONGODB_URI set, the conformance suite runs against it."""
+
+import pytest
+
+from eddi_rag.stores.filters import parse
+from eddi_rag.stores.mongodb_atlas import MongoAtlasStore, collection_name, hits_from, search_pipeline, to_mql
+from tests.conformance.test_store_conformance import FILTERS
+
+
+def test_the_vector_search_pipeline_has_the_documented_shape():
+    # https://www.mongodb.com/docs/atlas/atlas-vector-search/vector-search-stage/
+    pipeline = search_pipeline("vector_index", [0.1, 0.2], limit=21, num_candidates=100, where={"m_str.source": {"$eq": "a.md"}})
+    assert pipeline[0] == {"$vectorSearch": {"index": "vector_index", "path": "embedding", "queryVector": [0.1, 0.2],
+                                             "numCandidates": 100, "limit": 21}}
+    assert pipeline[1]["$project"]["score"] == {"$meta": "vectorSearchScore"}
+    assert pipeline[2] == {"$match": {"m_str.source": {"$eq": "a.md"}}}
+    assert search_pipeline("i", [1.0], 5, 2, {})[0]["$vectorSearch"]["numCandidates"] == 5  # never below limit
+    assert len(search_pipeline("i", [1.0], 5, 100, {})) == 2
+
+
+def test_a_recorded_response_becomes_hits_with_eddi_scores():
+    recorded = [{"_id": "c1", "text": "alpha", "metadata": {"source": "a.md"}, "score": 0.9},
+                {"_id": "c2", "text": "beta", "metadata": {}, "score": 0.5}]
+    c1, c2 = hits_from(recorded)
+    assert (c1.id, c1.score, c1.similarity) == ("c1", pytest.approx(0.9), pytest.approx(0.8))
+    assert c2.similarity == pytest.approx(0.0) and c2.metadata == {}
+
+
+def test_filters_compile_to_mql_on_typed_fields():
+    assert to_mql(parse({"n": {"$gte": 3}, "colour": {"$ne": "red"}})) == {"$and": [
+        {"m_num.n": {"$gte": 3}}, {"m_str.colour": {"$ne": "red"}}]}
+    assert to_mql(parse({"x": {"$in": [1, "1", True]}})) == {"$or": [
+        {"m_num.x": {"$in": [1]}}, {"m_str.x": {"$in": ["1"]}}, {"m_bool.x": {"$in": [True]}}]}
+    assert to_mql(parse({"x": {"$nin": ["a", 2]}})) == {"$and": [{"m_str.x": {"$nin": ["a"]}}, {"m_num.x": {"$nin": [2]}}]}
+    assert to_mql(parse({"x": {"$in": []}})) == {"_id": {"$in": []}}
+    for where in FILTERS:  # every conformance filter compiles
+        assert isinstance(to_mql(parse(where)), dict)
+
+
+def test_parameters_and_names():
+    assert collection_name("kb.1") == "eddi_kb_kb_1"
+    assert MongoAtlasStore.connection_schema()["required"] == ["connectionString"]
