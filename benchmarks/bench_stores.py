@@ -1,8 +1,9 @@
 """Top-5 search latency and recall@10 of every embedded/local store backend, side by side.
 
-Same vectors (clustered, 384-d, unit length), same queries, one run. Recall@10 is measured
-against exact search (brute-force cosine in numpy). pgvector runs on a throwaway PostgreSQL
-(PyPI pgserver) with its HNSW index; qdrant in qdrant-client's local mode.
+Same vectors (384-d, unit length), same queries, one run. Recall@10 is measured against exact
+search (brute-force cosine in numpy). pgvector runs on a throwaway PostgreSQL (PyPI pgserver)
+with its HNSW index (bulk-loaded, then indexed); qdrant in qdrant-client's local mode; chroma
+and typesense on real local servers started the way the tests start them.
 
     .venv/bin/python benchmarks/bench_stores.py [--n 100000] [--queries 100] [--backends ...]
 
@@ -12,7 +13,9 @@ Prints a table; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -24,7 +27,8 @@ from eddi_rag import registry
 from eddi_rag.db import Database
 from eddi_rag.stores.base import Chunk, StoreContext
 
-BACKENDS = ["in-memory", "sqlite", "sqlite-vec", "pgvector", "qdrant"]
+BACKENDS = ["in-memory", "sqlite", "sqlite-vec", "pgvector", "qdrant", "chroma", "typesense"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.support.services
 
 
 def synthetic(n: int, dim: int, rng: np.random.Generator, kind: str = "low-rank") -> np.ndarray:
@@ -58,18 +62,20 @@ def main() -> None:
     chunks = [Chunk(ids[i], f"text {i}", {"source": f"d{i % 100}"}, data[i]) for i in range(args.n)]
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as services:
         ctx = StoreContext(Database(Path(tmp) / "bench.db"), Path(tmp))
-        pg = None
         for name in args.backends:
             params: dict = {}
             if name == "pgvector":
-                import pgserver
+                from tests.support.services import postgres
 
-                pg = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
-                params = {"url": pg.get_uri(), "index": "none"}  # bulk load, then build HNSW once
+                params = {"url": services.enter_context(postgres()), "index": "none"}  # bulk load, then build HNSW once
             elif name == "qdrant":
                 params = {"path": ":memory:"}
+            elif name in ("chroma", "typesense"):
+                import tests.support.services as started
+
+                params = services.enter_context(getattr(started, name)())
             store = registry.load(registry.STORES, name)(f"bench-{uuid.uuid4().hex[:6]}", params, ctx)
             t0 = time.perf_counter()
             for start in range(0, args.n, 5000):
@@ -88,8 +94,6 @@ def main() -> None:
             rows.append((name, statistics.median(lat), lat[int(len(lat) * 0.95) - 1], hits / (10 * len(queries)), load_s))
             store.drop()
             print(f"  measured {name}", flush=True)
-        if pg is not None:
-            pg.cleanup()
 
     base = rows[0][1]
     print(f"\n## Top-5 search, {args.n:,} chunks × {args.dim}-d ({args.data}), {args.queries} queries (recall@10 vs exact)")

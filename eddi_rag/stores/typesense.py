@@ -267,9 +267,12 @@ class TypesenseStore:
         fetch = min(total, 2 * k + 10)
         vec = "[" + ",".join(repr(float(x)) for x in q) + "]"
         while True:
-            found = self.client.collections[self.name].documents.search(
-                self._params(native, vector_query=f"embedding:({vec}, k:{max(fetch, 1)})", per_page=min(max(fetch, 1), _PAGE),
-                             exclude_fields="embedding"), )
+            # multi_search sends the query in the body: a 384-d vector is too long for a URL.
+            search = {"collection": self.name, **self._params(native, vector_query=f"embedding:({vec}, k:{max(fetch, 1)})",
+                                                              per_page=min(max(fetch, 1), _PAGE), exclude_fields="embedding")}
+            found = self.client.multi_search.perform({"searches": [search]}, {})["results"][0]
+            if "error" in found:
+                raise RuntimeError(f"typesense search failed: {found['error']}")
             hits = [SearchHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
                               1.0 - float(h["vector_distance"])) for h in found["hits"]]
             hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]

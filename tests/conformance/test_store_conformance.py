@@ -129,6 +129,16 @@ def test_search_orders_by_score_and_reports_eddi_scores(store):
     assert ids(store.search(vec(1), 2)) == ["same", "near"]
 
 
+@pytest.mark.parametrize("dim", [384, 1536])
+def test_real_embedding_sizes(make, dim):
+    """384-d (the local model) and 1536-d (OpenAI's default): long vectors must fit every request."""
+    store = make(f"kb-{dim}")
+    vectors = np.random.default_rng(3).standard_normal((5, dim))
+    store.upsert([Chunk(f"r{i}", f"t{i}", {"i": i}, vectors[i].tolist()) for i in range(5)])
+    assert [h.id for h in store.search(vectors[3].tolist(), 2, where={"i": {"$gte": 0}})][0] == "r3"
+    assert len(store.get(ids=["r1"])[0].vector) == dim
+
+
 def test_ties_are_broken_by_chunk_id(store):
     store.upsert([Chunk(i, "", {}, vec(1)) for i in ["d", "b", "c", "a"]])
     assert ids(store.search(vec(1), 3)) == ["a", "b", "c"]
