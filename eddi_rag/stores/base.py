@@ -58,6 +58,17 @@ class SearchHit:
 
 
 @dataclass
+class KeywordHit:
+    """A keyword (BM25 or native full-text) match; ``bm25`` is the engine's own score, only
+    comparable within one query's results."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    bm25: float
+
+
+@dataclass
 class StoreContext:
     """What the application lends to backends: the embedded database, a data directory, and
     state that outlives any one store object (so evicting a cached store loses nothing)."""
@@ -93,6 +104,9 @@ class KnowledgeStore(Protocol):
     def count(self, where: dict[str, Any] | None = None) -> int: ...
     def health(self) -> dict[str, Any]: ...
     def drop(self) -> None: ...
+
+    # Backends declaring KEYWORD_SEARCH also offer:
+    # def keyword_search(self, text: str, k: int, where: dict | None = None) -> list[KeywordHit]
 
 
 def parameters_schema(properties: dict[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:

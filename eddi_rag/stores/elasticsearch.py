@@ -22,10 +22,12 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     Chunk,
+    KeywordHit,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -89,7 +91,7 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
 
 
 class ElasticsearchStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -209,6 +211,15 @@ class ElasticsearchStore:
         hits = [SearchHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], 2.0 * float(h["_score"]) - 1.0)
                 for h in response["hits"]["hits"]]
         return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """BM25 over ``text`` with Elasticsearch's ``match`` query, filtered by ``where``."""
+        node = filters.parse(where)
+        if self._dimension() is None or k <= 0 or not text.strip():
+            return []
+        query = {"bool": {"must": [{"match": {"text": text}}], "filter": [to_elasticsearch(node)]}}
+        hits = self.es.search(index=self.index, query=query, size=k, source=["chunk_id", "text", "metadata"])["hits"]["hits"]
+        return [KeywordHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], float(h["_score"])) for h in hits]
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:

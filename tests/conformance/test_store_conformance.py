@@ -229,6 +229,17 @@ def test_a_new_store_object_sees_the_same_data(make):
     assert first.search(vec(1), 1)[0].id == "zzz"
 
 
+def test_keyword_search_when_declared(store):
+    if "keyword_search" not in store.capabilities:
+        pytest.skip(f"{type(store).__name__} declares no keyword_search")
+    texts = ["the night train to Vienna", "goulash in the dining car", "a train timetable for Vienna and Graz", "apple strudel"]
+    store.upsert([Chunk(f"k{i}", t, {"i": i}, vec(1, i)) for i, t in enumerate(texts)])
+    hits = store.keyword_search("Vienna train", 3)
+    assert {h.id for h in hits} == {"k0", "k2"} and all(h.bm25 > 0 for h in hits)
+    assert [h.id for h in store.keyword_search("Vienna", 3, where={"i": {"$gt": 0}})] == ["k2"]
+    assert store.keyword_search("zeppelin", 3) == []
+
+
 def test_empty_store(store):
     assert store.search(vec(1), 3) == [] and store.get() == [] and store.count() == 0
     assert store.health()["status"] == "ok"

@@ -24,6 +24,29 @@ def _get(doc: dict, path: str) -> Any:
     return doc
 
 
+def _terms(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"\w+", text.lower()))  # roughly ES's standard analyzer
+
+
+def bm25(query_terms: set[str], doc_text: str, corpus: list[str], k1: float = 1.2, b: float = 0.75) -> float:
+    """Okapi BM25, the similarity Elasticsearch uses by default."""
+    import math
+    import re
+
+    tokens = re.findall(r"\w+", doc_text.lower())
+    avg = sum(len(re.findall(r"\w+", t.lower())) for t in corpus) / max(len(corpus), 1)
+    score = 0.0
+    for term in query_terms:
+        df = sum(term in _terms(t) for t in corpus)
+        tf = tokens.count(term)
+        if tf:
+            idf = math.log(1 + (len(corpus) - df + 0.5) / (df + 0.5))
+            score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(tokens) / max(avg, 1e-9)))
+    return score
+
+
 def matches(query: dict, doc: dict) -> bool:
     (kind, body), = query.items()
     if kind == "match_all":
@@ -42,8 +65,13 @@ def matches(query: dict, doc: dict) -> bool:
         v = _get(doc, field)
         if v is None:
             return False
-        ops = {"gt": v.__gt__, "gte": v.__ge__, "lt": v.__lt__, "lte": v.__le__}
-        return all(ops[op](bound) is True for op, bound in bounds.items())
+        import operator
+
+        ops = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
+        return all(ops[op](v, bound) for op, bound in bounds.items())
+    if kind == "match":
+        (field, text), = body.items()
+        return bool(_terms(text) & set(_terms(str(doc.get(field, "")))))
     if kind == "bool":
         ok = all(matches(q, doc) for q in body.get("filter", []) + body.get("must", []))
         ok = ok and not any(matches(q, doc) for q in body.get("must_not", []))
@@ -134,7 +162,15 @@ class ElasticsearchStandIn(WireStandIn):
             scored.sort(key=lambda s: -s[0])
             hits = [{"_index": index, "_id": i, "_score": s, "_source": self._source(docs[i], includes)} for s, i in scored[: knn["k"]]]
             return {"hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": None, "hits": hits[: body.get("size", 10)]}}
-        selected = sorted((d for d in docs.values() if matches(body.get("query", {"match_all": {}}), d)), key=lambda d: d["chunk_id"])
+        query = body.get("query", {"match_all": {}})
+        musts = query.get("bool", {}).get("must", [])
+        if any("match" in m for m in musts):  # a scored full-text query: rank by BM25
+            terms = _terms(next(m["match"] for m in musts if "match" in m)["text"])
+            corpus = [d["text"] for d in docs.values()]
+            scored = sorted(((bm25(terms, d["text"], corpus), i) for i, d in docs.items() if matches(query, d)), key=lambda s: -s[0])
+            hits = [{"_index": index, "_id": i, "_score": sc, "_source": self._source(docs[i], includes)} for sc, i in scored]
+            return {"hits": {"total": {"value": len(hits), "relation": "eq"}, "max_score": None, "hits": hits[: body.get("size", 10)]}}
+        selected = sorted((d for d in docs.values() if matches(query, d)), key=lambda d: d["chunk_id"])
         if body.get("search_after"):
             selected = [d for d in selected if d["chunk_id"] > body["search_after"][0]]
         page = selected[body.get("from", 0): body.get("from", 0) + body.get("size", 10)]

