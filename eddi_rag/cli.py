@@ -133,6 +133,24 @@ def doctor(data_dir) -> None:
     sys.exit(1 if failed else 0)
 
 
+@main.command("eval")
+@click.option("--corpus", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR corpus.jsonl")
+@click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
+@click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels TSV (e.g. qrels/test.tsv)")
+@click.option("--mode", "modes", multiple=True, type=click.Choice(["vector", "keyword", "hybrid", "rrf"]),
+              help="Repeatable; default: all four.")
+@click.option("--cache-dir", default=os.path.join(DEFAULT_DATA_DIR, "eval-cache"), show_default=True,
+              type=click.Path(file_okay=False), help="Where document vectors are cached between runs.")
+def evaluate(corpus, queries, qrels, modes, cache_dir) -> None:
+    """nDCG@10, Recall@10/100 and MRR@10 of the offline model, BM25 and their fusions on BEIR data."""
+    from eddi_rag.eval import MODES, evaluate as run, format_table, load_beir
+
+    data = load_beir(Path(corpus), Path(queries), Path(qrels))
+    results = run(data, list(modes) or list(MODES), Path(cache_dir), progress=lambda m: click.echo(m, err=True))
+    click.echo(f"{len(data.docs)} documents, {len(data.queries)} judged queries\n")
+    click.echo(format_table(results))
+
+
 @main.command("load")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
 @data_dir_option

@@ -1,0 +1,28 @@
+"""BM25 keyword search with bm25s (English stop words, Snowball stemming via PyStemmer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bm25s
+import Stemmer
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+class Bm25Index:
+    def __init__(self, ids: Sequence[str], texts: Sequence[str]):
+        self.ids = list(ids)
+        self.retriever = bm25s.BM25()
+        if self.ids:
+            self.retriever.index(bm25s.tokenize(list(texts), stopwords="en", stemmer=_STEMMER, show_progress=False), show_progress=False)
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """(id, BM25 score) of the best ``k`` documents with a score above zero."""
+        if not self.ids or not query.strip():
+            return []
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=_STEMMER, show_progress=False)
+        if not tokens.ids or not tokens.ids[0]:
+            return []
+        docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
+        return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
