@@ -64,7 +64,7 @@ def bench_ingestion(texts: list[str]) -> None:
         sum(rt.ingest(kb, f"doc{i}", t) for i, t in enumerate(texts))
         cached = n / (time.perf_counter() - t0)
         rt.close()
-    print(f"| what | chunks/s |\n|---|---|")
+    print("| what | chunks/s |\n|---|---|")
     print(f"| bare local model, embed_documents on the {len(chunks)} chunk texts | {bare:.1f} |")
     print(f"| Runtime.ingest (split, embed, cache, sqlite write), cold cache | {ours:.1f} ({ours / bare:.2f}× bare) |")
     print(f"| Runtime.ingest again, unchanged text (embedding cache hits) | {cached:.1f} ({cached / bare:.1f}× bare) |")

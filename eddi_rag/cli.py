@@ -143,7 +143,8 @@ def doctor(data_dir) -> None:
               type=click.Path(file_okay=False), help="Where document vectors are cached between runs.")
 def evaluate(corpus, queries, qrels, modes, cache_dir) -> None:
     """nDCG@10, Recall@10/100 and MRR@10 of the offline model, BM25 and their fusions on BEIR data."""
-    from eddi_rag.eval import MODES, evaluate as run, format_table, load_beir
+    from eddi_rag.eval import MODES, format_table, load_beir
+    from eddi_rag.eval import evaluate as run
 
     data = load_beir(Path(corpus), Path(queries), Path(qrels))
     results = run(data, list(modes) or list(MODES), Path(cache_dir), progress=lambda m: click.echo(m, err=True))

@@ -8,7 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag import registry
-from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration
+from eddi_rag.config import (
+    ConfigValidationError,
+    RagConfiguration,
+    validate_rag_configuration,
+)
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory

@@ -3,7 +3,11 @@
 
 from eddi_rag.db import Database
 from eddi_rag.stores.base import Chunk, StoreContext
-from eddi_rag.stores.elasticsearch import ElasticsearchStore, index_name, to_elasticsearch
+from eddi_rag.stores.elasticsearch import (
+    ElasticsearchStore,
+    index_name,
+    to_elasticsearch,
+)
 from eddi_rag.stores.filters import parse
 from tests.support.elasticsearch_standin import ElasticsearchStandIn
 

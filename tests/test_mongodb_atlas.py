@@ -4,7 +4,13 @@ shapes and a recorded response; with MONGODB_URI set, the conformance suite runs
 import pytest
 
 from eddi_rag.stores.filters import parse
-from eddi_rag.stores.mongodb_atlas import MongoAtlasStore, collection_name, hits_from, search_pipeline, to_mql
+from eddi_rag.stores.mongodb_atlas import (
+    MongoAtlasStore,
+    collection_name,
+    hits_from,
+    search_pipeline,
+    to_mql,
+)
 from tests.conformance.test_store_conformance import FILTERS
 
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from eddi_rag.db import Database
+from eddi_rag.stores import filters
 
 # Capability names a backend may declare.
 COLLECTIONS = "collections"  # one collection/table/namespace per knowledge base
@@ -107,6 +108,39 @@ class KnowledgeStore(Protocol):
 
     # Backends declaring KEYWORD_SEARCH also offer:
     # def keyword_search(self, text: str, k: int, where: dict | None = None) -> list[KeywordHit]
+
+
+TYPED_FIELDS = {"string": "m_str", "number": "m_num", "bool": "m_bool"}
+
+
+def typed_fields(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Scalar metadata split by type ({"m_str": {...}, "m_num": {...}, "m_bool": {...}}), so an
+    engine that coerces types ("3" == 3) or mixes them in one index still filters exactly."""
+    out: dict[str, dict[str, Any]] = {prefix: {} for prefix in TYPED_FIELDS.values()}
+    for key, value in metadata.items():
+        kind = filters.value_kind(value)
+        if kind is not None:
+            out[TYPED_FIELDS[kind]][key] = value
+    return out
+
+
+class OverwriteThenPrune:
+    """``replace`` for engines without transactions: validate everything first, write the new
+    chunks (overwriting equal ids), then delete the old ones that were not overwritten. A
+    failure before the write changes nothing; a failure after it leaves old and new side by side.
+    Users implement ``_dimension``, ``_ids_matching``, ``_write`` and ``_delete_ids``."""
+
+    kb_id: str
+
+    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+        filters.parse(where)
+        if chunks:
+            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
+        old = self._ids_matching(where)
+        if chunks:
+            self._write(chunks)
+        keep = {c.id for c in chunks}
+        self._delete_ids([i for i in old if i not in keep])
 
 
 def parameters_schema(properties: dict[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from eddi_rag.stores.base import (
     PERSISTENT,
     SEARCH,
     Chunk,
+    OverwriteThenPrune,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -80,7 +81,7 @@ def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     return {**flat, META: json.dumps(metadata)}
 
 
-class ChromaStore:
+class ChromaStore(OverwriteThenPrune):
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
 
     @classmethod
@@ -167,15 +168,8 @@ class ChromaStore:
         if chunks:
             self._write(chunks)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        filters.parse(where)
-        if chunks:
-            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
-        old = [r["id"] for r in self._matching(where, include=["metadatas"])]
-        if chunks:
-            self._write(chunks)
-        keep = {c.id for c in chunks}
-        self._delete_ids([i for i in old if i not in keep])
+    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+        return [r["id"] for r in self._matching(where, include=["metadatas"])]
 
     def _delete_ids(self, ids: list[str]) -> None:
         col = self._col()

@@ -26,34 +26,29 @@ from eddi_rag.stores.base import (
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
+    TYPED_FIELDS,
     Chunk,
     KeywordHit,
+    OverwriteThenPrune,
     SearchHit,
     StoreContext,
     check_dimension,
     check_vectors,
     normalise,
     parameters_schema,
+    typed_fields,
 )
 
 _PAGE = 1000
-_TYPED = {"string": "m_str", "number": "m_num", "bool": "m_bool"}
 
 
 def index_name(kb_id: str) -> str:
     return "eddi_kb_" + re.sub(r"[^a-z0-9_-]", "_", kb_id.lower())
 
 
-def _kind(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "string" if isinstance(value, str) else None
-
 
 def _field(name: str, value: Any) -> str:
-    return f"{_TYPED[_kind(value)]}.{name}"
+    return f"{TYPED_FIELDS[filters.value_kind(value)]}.{name}"
 
 
 def _eq(name: str, value: Any) -> dict[str, Any]:
@@ -82,15 +77,10 @@ def to_elasticsearch(node: filters.Node | None) -> dict[str, Any]:
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
-    doc: dict[str, Any] = {"chunk_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
-                           "m_str": {}, "m_num": {}, "m_bool": {}}
-    for k, v in chunk.metadata.items():
-        if _kind(v) is not None:
-            doc[_TYPED[_kind(v)]][k] = v
-    return doc
+    return {"chunk_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector, **typed_fields(chunk.metadata)}
 
 
-class ElasticsearchStore:
+class ElasticsearchStore(OverwriteThenPrune):
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
@@ -161,15 +151,8 @@ class ElasticsearchStore:
         if chunks:
             self._write(chunks)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        filters.parse(where)
-        if chunks:
-            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
-        old = [c.id for c in self.get(where)]
-        if chunks:
-            self._write(chunks)
-        keep = {c.id for c in chunks}
-        self._delete_ids([i for i in old if i not in keep])
+    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+        return [c.id for c in self.get(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
         if ids:

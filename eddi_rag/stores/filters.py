@@ -47,7 +47,8 @@ def _is_scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool))
 
 
-def _kind(v: Any) -> str | None:
+def value_kind(v: Any) -> str | None:
+    """``bool``, ``number`` or ``string`` (the types that compare with each other), else None."""
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, (int, float)):
@@ -109,7 +110,7 @@ _MISSING = object()
 
 
 def _eq(actual: Any, value: Any) -> bool:
-    return _kind(actual) is not None and _kind(actual) == _kind(value) and actual == value
+    return value_kind(actual) is not None and value_kind(actual) == value_kind(value) and actual == value
 
 
 def _test(c: Compare, actual: Any) -> bool:
@@ -121,7 +122,7 @@ def _test(c: Compare, actual: Any) -> bool:
         return any(_eq(actual, v) for v in c.value)
     if c.op == "$nin":
         return not any(_eq(actual, v) for v in c.value)
-    if _kind(actual) is None or _kind(actual) != _kind(c.value):
+    if value_kind(actual) is None or value_kind(actual) != value_kind(c.value):
         return False
     return {
         "$gt": actual > c.value,

@@ -27,6 +27,7 @@ from eddi_rag.stores.base import (
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
+    TYPED_FIELDS,
     Chunk,
     SearchHit,
     StoreContext,
@@ -34,25 +35,17 @@ from eddi_rag.stores.base import (
     check_vectors,
     normalise,
     parameters_schema,
+    typed_fields,
 )
-
-_TYPED = {"string": "m_str", "number": "m_num", "bool": "m_bool"}
 
 
 def collection_name(kb_id: str) -> str:
     return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
 
 
-def _kind(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "string" if isinstance(value, str) else None
-
 
 def _path(field: str, value: Any) -> str:
-    return f"{_TYPED[_kind(value)]}.{field}"
+    return f"{TYPED_FIELDS[filters.value_kind(value)]}.{field}"
 
 
 def to_mql(node: filters.Node | None) -> dict[str, Any]:
@@ -90,12 +83,7 @@ def hits_from(documents: list[dict[str, Any]]) -> list[SearchHit]:
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
-    doc: dict[str, Any] = {"_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
-                           "m_str": {}, "m_num": {}, "m_bool": {}}
-    for k, v in chunk.metadata.items():
-        if _kind(v) is not None:
-            doc[_TYPED[_kind(v)]][k] = v
-    return doc
+    return {"_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector, **typed_fields(chunk.metadata)}
 
 
 class MongoAtlasStore:

@@ -29,6 +29,7 @@ from eddi_rag.stores.base import (
     PERSISTENT,
     SEARCH,
     Chunk,
+    OverwriteThenPrune,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -46,18 +47,11 @@ def collection_name(kb_id: str) -> str:
     return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
 
 
-def _kind(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "string" if isinstance(value, str) else None
-
 
 def _payload(chunk: Chunk) -> dict[str, Any]:
-    typed = {k: v for k, v in chunk.metadata.items() if _kind(v) is not None}
+    typed = {k: v for k, v in chunk.metadata.items() if filters.value_kind(v) is not None}
     return {"id": chunk.id, "text": chunk.text, "metadata": chunk.metadata,
-            "m": typed, "t": {k: _kind(v) for k, v in typed.items()}}
+            "m": typed, "t": {k: filters.value_kind(v) for k, v in typed.items()}}
 
 
 def _native(node: filters.Node) -> bool:
@@ -68,7 +62,7 @@ def _native(node: filters.Node) -> bool:
 
 
 def _eq(field: str, value: Any) -> models.Filter:
-    typed = models.FieldCondition(key=f"t.{field}", match=models.MatchValue(value=_kind(value)))
+    typed = models.FieldCondition(key=f"t.{field}", match=models.MatchValue(value=filters.value_kind(value)))
     if isinstance(value, (bool, str)):
         cond = models.FieldCondition(key=f"m.{field}", match=models.MatchValue(value=value))
     else:
@@ -96,7 +90,7 @@ def to_qdrant(node: filters.Node) -> models.Filter:
     ])
 
 
-class QdrantStore:
+class QdrantStore(OverwriteThenPrune):
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
 
     @classmethod
@@ -183,15 +177,8 @@ class QdrantStore:
         if chunks:
             self._write(chunks)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        filters.parse(where)
-        if chunks:
-            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
-        old = [p.payload["id"] for p in self._matching(where)]
-        if chunks:
-            self._write(chunks)
-        keep = {c.id for c in chunks}
-        self._delete_ids([i for i in old if i not in keep])
+    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+        return [p.payload["id"] for p in self._matching(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _PAGE):

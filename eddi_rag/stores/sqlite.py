@@ -32,6 +32,7 @@ from eddi_rag.stores.base import (
     top_k,
 )
 
+
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
     """Compile to a SQLite boolean expression over a JSON text column."""
     if node is None:

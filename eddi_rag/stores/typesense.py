@@ -29,6 +29,7 @@ from eddi_rag.stores.base import (
     PERSISTENT,
     SEARCH,
     Chunk,
+    OverwriteThenPrune,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -46,13 +47,6 @@ TRUE, FALSE = "TRUE", "FALSE"  # filter constants, simplified away before reachi
 def collection_name(kb_id: str) -> str:
     return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
 
-
-def _kind(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "string" if isinstance(value, str) else None
 
 
 _RANGE = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -85,7 +79,7 @@ def _combine(parts: list[str], joiner: str) -> str:
 
 def _leaf(field: str, op: str, values: list[Any], fields: set[str]) -> str:
     """One comparison of one field with values of one type."""
-    path = _TYPED[_kind(values[0])] + field
+    path = _TYPED[filters.value_kind(values[0])] + field
     negated = op in ("$ne", "$nin")
     if path not in fields:
         return TRUE if negated else FALSE
@@ -119,7 +113,7 @@ def _compile(node: filters.Node, fields: set[str]) -> str:
             return FALSE if node.op == "$in" else TRUE
         by_kind: dict[str, list[Any]] = {}
         for v in node.value:
-            by_kind.setdefault(_kind(v), []).append(v)
+            by_kind.setdefault(filters.value_kind(v), []).append(v)
         parts = [_leaf(node.field, node.op, vs, fields) for vs in by_kind.values()]
         return _combine(parts, "||" if node.op == "$in" else "&&")
     return _leaf(node.field, node.op, [node.value], fields)
@@ -129,12 +123,12 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
     doc: dict[str, Any] = {"id": chunk.id, "chunk_id": chunk.id, "text": chunk.text,
                            "metadata_json": json.dumps(chunk.metadata), "embedding": vector}
     for k, v in chunk.metadata.items():
-        if _kind(v) is not None and _SAFE_FIELD.match(k):
-            doc[_TYPED[_kind(v)] + k] = float(v) if _kind(v) == "number" else v
+        if filters.value_kind(v) is not None and _SAFE_FIELD.match(k):
+            doc[_TYPED[filters.value_kind(v)] + k] = float(v) if filters.value_kind(v) == "number" else v
     return doc
 
 
-class TypesenseStore:
+class TypesenseStore(OverwriteThenPrune):
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
 
     @classmethod
@@ -227,15 +221,8 @@ class TypesenseStore:
         if chunks:
             self._write(chunks)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        filters.parse(where)
-        if chunks:
-            check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
-        old = [d["id"] for d in self._documents(where)]
-        if chunks:
-            self._write(chunks)
-        keep = {c.id for c in chunks}
-        self._delete_ids([i for i in old if i not in keep])
+    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+        return [d["id"] for d in self._documents(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
         for start in range(0, len(ids), 200):

@@ -6,7 +6,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration
+from eddi_rag.config import (
+    ConfigValidationError,
+    RagConfiguration,
+    validate_rag_configuration,
+)
 from eddi_rag.resources import ResourceNotFoundError, ResourceStore, parse_uri
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,12 @@ import pytest
 from eddi_rag import registry
 from eddi_rag.db import Database
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import Chunk, DimensionMismatchError, KnowledgeStore, StoreContext
+from eddi_rag.stores.base import (
+    Chunk,
+    DimensionMismatchError,
+    KnowledgeStore,
+    StoreContext,
+)
 
 # backend name -> function(request) giving its storeParameters
 BACKENDS = {
