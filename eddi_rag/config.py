@@ -49,6 +49,9 @@ class RagConfiguration(BaseModel):
     chunkOverlap: int = 64
     maxResults: int = 5
     minScore: float = 0.6
+    searchMode: str = "vector"
+    fusion: str = "weighted"
+    vectorWeight: float = 0.7
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

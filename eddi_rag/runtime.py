@@ -60,6 +60,15 @@ class Runtime:
                 errors.append({"path": path, "message": f"{value!r} is not registered; known: {', '.join(known)}", "value": value})
             else:
                 errors += registry.validate_parameters(group, value, params)
+        if config.searchMode != "vector" and config.storeType in registry.store_types():
+            try:
+                caps = registry.load(registry.STORES, config.storeType).capabilities
+            except registry.ProviderUnavailableError:
+                caps = {"keyword_search"}  # cannot tell without the extra; building the store will
+            if "keyword_search" not in caps:
+                errors.append({"path": "$.searchMode", "value": config.searchMode,
+                               "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
+                                          f"(use in-memory, sqlite or elasticsearch, or searchMode 'vector')"})
         if errors:
             raise ConfigValidationError(errors)
         return config

@@ -8,7 +8,7 @@ import pytest
 
 from eddi_rag.eval import evaluate, load_beir
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
-from eddi_rag.retrieval.keyword import Bm25Index
+from eddi_rag.stores.bm25 import Bm25Index
 
 DOCS = {
     "d1": ("Night trains", "The night train to Vienna leaves at 22:10 from platform 4."),

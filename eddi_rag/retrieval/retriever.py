@@ -1,12 +1,22 @@
-"""Embed a query, search one knowledge base, keep what passes ``minScore``."""
+"""Search one knowledge base: vector, keyword or hybrid, then keep what passes ``minScore``.
+
+Whatever the mode, every returned chunk carries its cosine relevance to the query (computed from
+its stored vector when only keyword search found it), so ``minScore`` keeps EDDI's meaning; the
+mode decides which chunks are candidates and in what order they come.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
-from eddi_rag.stores.base import SearchHit
+from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
+from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
+
+OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
 
 class Retriever:
@@ -27,5 +37,32 @@ class Retriever:
         k = config.maxResults if max_results is None else max_results
         threshold = config.minScore if min_score is None else min_score
         vector = self.embeddings.for_config(config).embed_query(query)
-        hits = self.stores.get(kb_id, config).search(vector, k, where=where)
+        store = self.stores.get(kb_id, config)
+        if config.searchMode == "vector":
+            hits = store.search(vector, k, where=where)
+        else:
+            hits = self._with_keywords(store, config, query, vector, k, where)
         return [h for h in hits if h.score >= threshold]
+
+    def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
+                       k: int, where: dict[str, Any] | None) -> list[SearchHit]:
+        if KEYWORD_SEARCH not in store.capabilities:
+            raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
+        keyword = store.keyword_search(query, k * OVERFETCH, where=where)
+        if config.searchMode == "keyword":
+            order = [h.id for h in keyword[:k]]
+            found: dict[str, SearchHit] = {}
+        else:
+            dense = store.search(vector, k * OVERFETCH, where=where)
+            found = {h.id: h for h in dense}
+            ranked_v, ranked_k = [(h.id, h.similarity) for h in dense], [(h.id, h.bm25) for h in keyword]
+            fused = (reciprocal_rank(ranked_v, ranked_k) if config.fusion == "rrf"
+                     else weighted(ranked_v, ranked_k, config.vectorWeight, 1.0 - config.vectorWeight))
+            order = [i for i, _ in fused[:k]]
+        missing = [i for i in order if i not in found]
+        if missing:  # keyword-only finds: their cosine relevance, from the stored vectors
+            q = normalise(vector)[0]
+            for chunk in store.get(ids=missing):
+                sim = float(normalise(chunk.vector)[0] @ q) if chunk.vector is not None else float(np.nan)
+                found[chunk.id] = SearchHit(chunk.id, chunk.text, chunk.metadata, sim)
+        return [found[i] for i in order if i in found]

@@ -16,9 +16,11 @@ import numpy as np
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     SEARCH,
     Chunk,
+    KeywordHit,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -27,6 +29,7 @@ from eddi_rag.stores.base import (
     parameters_schema,
     top_k,
 )
+from eddi_rag.stores.bm25 import Bm25Index
 
 
 @dataclass
@@ -36,6 +39,8 @@ class _Collection:
     metadata: list[dict[str, Any]] = field(default_factory=list)
     matrix: np.ndarray | None = None  # (n, d) float32, unit rows
     lock: threading.RLock = field(default_factory=threading.RLock)
+    generation: int = 0  # bumped by every write; keys the BM25 index below
+    bm25: tuple[int, Bm25Index] | None = None
 
     def rows(self, node: filters.Node | None) -> np.ndarray:
         if node is None:
@@ -44,7 +49,7 @@ class _Collection:
 
 
 class InMemoryStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -58,6 +63,7 @@ class InMemoryStore:
 
     def _remove_rows(self, keep: np.ndarray) -> None:
         c = self._c
+        c.generation += 1
         c.ids = [c.ids[i] for i in keep]
         c.texts = [c.texts[i] for i in keep]
         c.metadata = [c.metadata[i] for i in keep]
@@ -77,6 +83,7 @@ class InMemoryStore:
         c.ids += [chunks[i].id for i in order]
         c.texts += [chunks[i].text for i in order]
         c.metadata += [dict(chunks[i].metadata) for i in order]
+        c.generation += 1
         new = matrix[order]
         c.matrix = new if c.matrix is None else np.ascontiguousarray(np.vstack([c.matrix, new]))
 
@@ -137,6 +144,19 @@ class InMemoryStore:
                 SearchHit(sub_ids[i], c.texts[rows[i]], dict(c.metadata[rows[i]]), float(sims[i]))
                 for i in top_k(sims, sub_ids, k)
             ]
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """BM25 (bm25s) over the chunk texts; the index is rebuilt after writes, on first use."""
+        node = filters.parse(where)
+        with self._c.lock:
+            c = self._c
+            if c.bm25 is None or c.bm25[0] != c.generation:
+                c.bm25 = (c.generation, Bm25Index(c.ids, c.texts))
+            index, rows = c.bm25[1], {id: i for i, id in enumerate(c.ids)}
+            ranked = index.search(text, len(c.ids) if node is not None else k)
+            hits = [KeywordHit(id, c.texts[rows[id]], dict(c.metadata[rows[id]]), score) for id, score in ranked
+                    if node is None or filters.matches(node, c.metadata[rows[id]])]
+        return hits[:k]
 
     def get(
         self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None

@@ -9,6 +9,7 @@ process's, seen through ``PRAGMA data_version``). Filters compile to SQL (JSON1)
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -19,10 +20,12 @@ from eddi_rag.db import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     Chunk,
+    KeywordHit,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -67,10 +70,22 @@ _SCHEMA = [
         kb TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL,
         dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (kb, id))""",
 ]
+# Full-text index kept in step with kb_chunks by triggers (SQLite's external-content FTS5 recipe).
+_FTS = [
+    "CREATE VIRTUAL TABLE kb_chunks_fts USING fts5(text, content='kb_chunks', content_rowid='rowid', tokenize='porter unicode61')",
+    """CREATE TRIGGER kb_chunks_fts_insert AFTER INSERT ON kb_chunks BEGIN
+        INSERT INTO kb_chunks_fts(rowid, text) VALUES (new.rowid, new.text); END""",
+    """CREATE TRIGGER kb_chunks_fts_delete AFTER DELETE ON kb_chunks BEGIN
+        INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, text) VALUES ('delete', old.rowid, old.text); END""",
+    """CREATE TRIGGER kb_chunks_fts_update AFTER UPDATE ON kb_chunks BEGIN
+        INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+        INSERT INTO kb_chunks_fts(rowid, text) VALUES (new.rowid, new.text); END""",
+    "INSERT INTO kb_chunks_fts(kb_chunks_fts) VALUES ('rebuild')",  # chunks written before the index existed
+]
 
 
 class SqliteStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -88,6 +103,9 @@ class SqliteStore:
         with self.db.transaction() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_chunks_fts'").fetchone():
+                for statement in _FTS:
+                    c.execute(statement)
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
         # Write counts shared by every store object on this file and KB, so an object built
@@ -102,8 +120,9 @@ class SqliteStore:
 
     def _insert(self, c, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
         check_dimension(self._dimension(c), matrix.shape[1], self.kb_id)
-        c.executemany(
-            "INSERT OR REPLACE INTO kb_chunks VALUES (?,?,?,?,?,?)",
+        c.executemany(  # an upsert that fires the UPDATE trigger (REPLACE would skip the DELETE one)
+            "INSERT INTO kb_chunks VALUES (?,?,?,?,?,?) ON CONFLICT (kb, id) DO UPDATE SET "
+            "text = excluded.text, metadata = excluded.metadata, dim = excluded.dim, vector = excluded.vector",
             [
                 (self.kb_id, ch.id, ch.text, json.dumps(ch.metadata), matrix.shape[1], matrix[i].tobytes())
                 for i, ch in enumerate(chunks)
@@ -199,6 +218,21 @@ class SqliteStore:
             [self.kb_id, *ids],
         )
         return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """SQLite FTS5 with its bm25() ranking (Porter stemming), filtered by ``where``."""
+        sql, params = to_sqlite(filters.parse(where), column="c.metadata")
+        terms = re.findall(r"\w+", text)
+        if not terms or k <= 0:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self.db.query(
+            "SELECT c.id, c.text, c.metadata, bm25(kb_chunks_fts) AS rank FROM kb_chunks_fts "
+            f"JOIN kb_chunks c ON c.rowid = kb_chunks_fts.rowid WHERE kb_chunks_fts MATCH ? AND c.kb = ? AND {sql} "
+            "ORDER BY rank, c.id LIMIT ?",
+            [match, self.kb_id, *params, k],
+        )
+        return [KeywordHit(r["id"], r["text"], json.loads(r["metadata"]), -float(r["rank"])) for r in rows]
 
     def get(
         self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None

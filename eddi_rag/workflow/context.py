@@ -106,6 +106,7 @@ class RagContextProvider:
                 "kbId": sel.kb.id,
                 "provider": cfg.embeddingProvider,
                 "storeType": cfg.storeType,
+                "searchMode": cfg.searchMode,
                 "maxResults": sel.max_results,
                 "minScore": sel.min_score,
                 "retrievedCount": len(hits),
