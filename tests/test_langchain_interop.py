@@ -19,19 +19,19 @@ from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.langchain_adapter import EddiVectorStore, KnowledgeBaseRetriever
 from eddi_rag.stores.base import StoreContext
 from eddi_rag.stores.memory import InMemoryStore
+from tests.conformance.test_store_conformance import BACKENDS
 
 
 class _StoreSuite(VectorStoreIntegrationTests):
+    """LangChain's suite over one backend, with the storeParameters the conformance suite uses."""
+
     backend = "in-memory"
 
     @pytest.fixture
-    def store_params(self, request) -> dict:
-        return {}
-
-    @pytest.fixture
-    def vectorstore(self, tmp_path, store_params):
+    def vectorstore(self, request, tmp_path):
         cls = registry.load(registry.STORES, self.backend)
-        store = cls(f"lc-{uuid.uuid4().hex[:8]}", store_params, StoreContext(Database(tmp_path / "lc.db"), tmp_path))
+        params = BACKENDS[self.backend](request)
+        store = cls(f"lc-{uuid.uuid4().hex[:8]}", params, StoreContext(Database(tmp_path / "lc.db"), tmp_path))
         try:
             yield EddiVectorStore(store, self.get_embeddings())
         finally:
@@ -46,48 +46,28 @@ class TestSqliteVectorStore(_StoreSuite):
     backend = "sqlite"
 
 
+class TestSqliteVecVectorStore(_StoreSuite):
+    backend = "sqlite-vec"
+
+
 class TestPgVectorVectorStore(_StoreSuite):
     backend = "pgvector"
-
-    @pytest.fixture
-    def store_params(self, pgvector_params) -> dict:
-        return pgvector_params
 
 
 class TestQdrantVectorStore(_StoreSuite):
     backend = "qdrant"
 
-    @pytest.fixture
-    def store_params(self) -> dict:
-        return {"path": ":memory:"}
-
-
-class TestSqliteVecVectorStore(_StoreSuite):
-    backend = "sqlite-vec"
-
 
 class TestChromaVectorStore(_StoreSuite):
     backend = "chroma"
-
-    @pytest.fixture
-    def store_params(self, chroma_params) -> dict:
-        return chroma_params
-
-
-class TestElasticsearchVectorStore(_StoreSuite):
-    backend = "elasticsearch"
-
-    @pytest.fixture
-    def store_params(self, elasticsearch_params) -> dict:
-        return elasticsearch_params
 
 
 class TestTypesenseVectorStore(_StoreSuite):
     backend = "typesense"
 
-    @pytest.fixture
-    def store_params(self, typesense_params) -> dict:
-        return typesense_params
+
+class TestElasticsearchVectorStore(_StoreSuite):
+    backend = "elasticsearch"
 
 
 class TestKnowledgeBaseRetriever(RetrieversIntegrationTests):

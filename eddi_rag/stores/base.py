@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -141,6 +141,18 @@ class OverwriteThenPrune:
             self._write(chunks)
         keep = {c.id for c in chunks}
         self._delete_ids([i for i in old if i not in keep])
+
+
+def overfetch(search: Callable[[int], list[SearchHit]], k: int, available: int, first: int | None = None) -> list[SearchHit]:
+    """The best k of ``search(n)``, asking for n > k candidates (so ties at the cut are broken by
+    id, and a filter applied after the engine's search still leaves k), tripling n until more than
+    k come back or all ``available`` candidates were asked for."""
+    n = min(available, 2 * k + 10 if first is None else first)
+    while True:
+        hits = search(max(n, 1))
+        if len(hits) > k or n >= available:
+            return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+        n = min(available, n * 3)
 
 
 def parameters_schema(properties: dict[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:

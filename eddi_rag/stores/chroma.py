@@ -33,6 +33,7 @@ from eddi_rag.stores.base import (
     check_dimension,
     check_vectors,
     normalise,
+    overfetch,
     parameters_schema,
 )
 
@@ -199,17 +200,14 @@ class ChromaStore(OverwriteThenPrune):
         q = normalise(vector)[0]
         check_dimension(dim, q.shape[0], self.kb_id)
         total = col.count()
-        fetch = min(total, 2 * k + 10)  # extra candidates: exact tie-breaking by id, and post-filtering
-        while True:
-            got = col.query(query_embeddings=[q], n_results=max(fetch, 1), where=native,
-                            include=["documents", "metadatas", "distances"])
-            hits = [SearchHit(i, got["documents"][0][n], json.loads(got["metadatas"][0][n][META]), 1.0 - float(got["distances"][0][n]))
-                    for n, i in enumerate(got["ids"][0])]
-            hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
-            if len(hits) > k or fetch >= total:
-                break
-            fetch = min(total, fetch * 3)
-        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+        def candidates(n: int) -> list[SearchHit]:
+            got = col.query(query_embeddings=[q], n_results=n, where=native, include=["documents", "metadatas", "distances"])
+            hits = [SearchHit(i, got["documents"][0][j], json.loads(got["metadatas"][0][j][META]), 1.0 - float(got["distances"][0][j]))
+                    for j, i in enumerate(got["ids"][0])]
+            return [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
+
+        return overfetch(candidates, k, total)
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:

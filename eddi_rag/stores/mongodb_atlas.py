@@ -34,6 +34,7 @@ from eddi_rag.stores.base import (
     check_dimension,
     check_vectors,
     normalise,
+    overfetch,
     parameters_schema,
     typed_fields,
 )
@@ -173,13 +174,11 @@ class MongoAtlasStore:
         q = normalise(vector)[0]
         check_dimension(dim, q.shape[0], self.kb_id)
         total = self.collection.estimated_document_count()
-        limit = min(total, 3 * (k + 16) if mql else k + 16)  # over-fetch: the filter runs after the search
-        while True:
-            hits = hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), max(limit, 1), self.num_candidates, mql))))
-            if len(hits) > k or limit >= total:
-                break
-            limit = min(total, limit * 3)
-        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+        def candidates(n: int) -> list[SearchHit]:
+            return hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), n, self.num_candidates, mql))))
+
+        return overfetch(candidates, k, total, first=3 * (k + 16) if mql else k + 16)  # 3×: the filter runs after the search
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:

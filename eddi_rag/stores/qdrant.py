@@ -35,6 +35,7 @@ from eddi_rag.stores.base import (
     check_dimension,
     check_vectors,
     normalise,
+    overfetch,
     parameters_schema,
 )
 
@@ -208,16 +209,13 @@ class QdrantStore(OverwriteThenPrune):
         check_dimension(dim, q.shape[0], self.kb_id)
         flt, rest = self._native_filter(node)
         total = self.client.count(self.collection, count_filter=flt, exact=True).count
-        fetch = min(total, 2 * k + 10)  # extra candidates: exact tie-breaking by id, and post-filtering
-        while True:
-            points = self.client.query_points(self.collection, query=q.tolist(), query_filter=flt, limit=max(fetch, 1),
-                                              with_payload=True).points
-            hits = [SearchHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
+
+        def candidates(n: int) -> list[SearchHit]:
+            points = self.client.query_points(self.collection, query=q.tolist(), query_filter=flt, limit=n, with_payload=True).points
+            return [SearchHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
                     if rest is None or filters.matches(rest, p.payload["metadata"])]
-            if len(hits) > k or fetch >= total:
-                break
-            fetch = min(total, fetch * 3)  # over-fetch until k pass the Python-side filter
-        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+        return overfetch(candidates, k, total)
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:

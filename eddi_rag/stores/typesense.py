@@ -35,6 +35,7 @@ from eddi_rag.stores.base import (
     check_dimension,
     check_vectors,
     normalise,
+    overfetch,
     parameters_schema,
 )
 
@@ -251,22 +252,20 @@ class TypesenseStore(OverwriteThenPrune):
         q = normalise(vector)[0]
         check_dimension(dim, q.shape[0], self.kb_id)
         total = self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"]
-        fetch = min(total, 2 * k + 10)
         vec = "[" + ",".join(repr(float(x)) for x in q) + "]"
-        while True:
+
+        def candidates(n: int) -> list[SearchHit]:
             # multi_search sends the query in the body: a 384-d vector is too long for a URL.
-            search = {"collection": self.name, **self._params(native, vector_query=f"embedding:({vec}, k:{max(fetch, 1)})",
-                                                              per_page=min(max(fetch, 1), _PAGE), exclude_fields="embedding")}
+            search = {"collection": self.name, **self._params(native, vector_query=f"embedding:({vec}, k:{n})", per_page=n,
+                                                              exclude_fields="embedding")}
             found = self.client.multi_search.perform({"searches": [search]}, {})["results"][0]
             if "error" in found:
                 raise RuntimeError(f"typesense search failed: {found['error']}")
             hits = [SearchHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
                               1.0 - float(h["vector_distance"])) for h in found["hits"]]
-            hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
-            if len(hits) > k or fetch >= min(total, _PAGE):
-                break
-            fetch = min(total, _PAGE, fetch * 3)
-        return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+            return [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
+
+        return overfetch(candidates, k, min(total, _PAGE))
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
