@@ -68,7 +68,7 @@ class Runtime:
             if "keyword_search" not in caps:
                 errors.append({"path": "$.searchMode", "value": config.searchMode,
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
-                                          f"(use in-memory, sqlite or elasticsearch, or searchMode 'vector')"})
+                                          f"(use in-memory, sqlite, pgvector or elasticsearch, or searchMode 'vector')"})
         if errors:
             raise ConfigValidationError(errors)
         return config

@@ -13,11 +13,14 @@ DOCS = {
 }
 
 
-@pytest.fixture(params=["in-memory", "sqlite"])
+@pytest.fixture(params=["in-memory", "sqlite", "pgvector"])
 def kb(request, runtime):
+    params = request.getfixturevalue("pgvector_params") if request.param == "pgvector" else {}
+
     def make(**cfg):
         id = runtime.resources.create("rags", runtime.validate_rag(
-            {"name": "payments", "embeddingProvider": "local", "storeType": request.param, "minScore": 0, **cfg}).to_json()).id
+            {"name": "payments", "embeddingProvider": "local", "storeType": request.param, "storeParameters": params,
+             "minScore": 0, **cfg}).to_json()).id
         for doc, text in DOCS.items():
             runtime.ingest(id, doc, text)
         return id

@@ -26,11 +26,13 @@ from psycopg import sql as pgsql
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     Chunk,
     DimensionMismatchError,
+    KeywordHit,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -104,7 +106,7 @@ def _floats(value: Any) -> list[float]:
 
 
 class PgVectorStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -142,6 +144,9 @@ class PgVectorStore:
         self._lock = threading.RLock()
         self._ident = pgsql.Identifier(self.table)
         self._dimension = self._existing_dimension()
+        if self._dimension is not None:  # tables made before full-text search existed get it now
+            with self._conn.cursor() as cur:
+                self._ensure_full_text(cur)
         if self._dimension and self.configured_dimension and self._dimension != self.configured_dimension:
             raise DimensionMismatchError(
                 f"table {self.table} holds {self._dimension}-dimensional vectors but storeParameters.dimension is "
@@ -167,10 +172,19 @@ class PgVectorStore:
                 "CREATE TABLE IF NOT EXISTS {} (id TEXT PRIMARY KEY, text TEXT NOT NULL, "
                 "metadata JSONB NOT NULL, embedding vector({}) NOT NULL)"
             ).format(self._ident, pgsql.Literal(dimension)))
+            self._ensure_full_text(cur)
             if self.index == "hnsw":
                 self._create_index(cur)
             self._dimension = dimension
         check_dimension(self._dimension, dimension, self.kb_id)
+
+    def _ensure_full_text(self, cur: psycopg.Cursor) -> None:
+        """A generated tsvector column with a GIN index: PostgreSQL's own full-text search."""
+        cur.execute(pgsql.SQL(
+            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED"
+        ).format(self._ident))
+        cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
+            pgsql.Identifier((self.table + "_tsv")[:MAX_IDENTIFIER]), self._ident))
 
     def _create_index(self, cur: psycopg.Cursor) -> None:
         cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
@@ -257,6 +271,20 @@ class PgVectorStore:
                 cur.execute(query, [q, *params, q, fetch, k])
                 rows = cur.fetchall()
         return [SearchHit(r[0], r[1], r[2], float(r[3])) for r in rows]
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """PostgreSQL full-text search (english configuration, any of the words), ranked by ts_rank_cd."""
+        cond, params = to_postgres(filters.parse(where))
+        terms = re.findall(r"\w+", text.lower())
+        if self._dimension is None or k <= 0 or not terms:
+            return []
+        query = pgsql.SQL(
+            "SELECT id, text, metadata, ts_rank_cd(tsv, q) AS rank FROM {}, to_tsquery('english', %s) AS q "
+            "WHERE tsv @@ q AND {} ORDER BY rank DESC, id LIMIT %s"
+        ).format(self._ident, cond)
+        with self._lock:
+            rows = self._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()
+        return [KeywordHit(r[0], r[1], r[2], float(r[3])) for r in rows]
 
     def get(
         self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
