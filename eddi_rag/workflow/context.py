@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,8 @@ from eddi_rag.stores.base import SearchHit
 from eddi_rag.workflow.traversal import DiscoveredKb
 
 log = logging.getLogger(__name__)
+
+MAX_PARALLEL = 8  # knowledge bases searched at once per turn
 
 
 @dataclass
@@ -90,12 +93,20 @@ class RagContextProvider:
         self.retriever, self.redact = retriever, redact
 
     def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str) -> RagResult:
+        """Search the selected KBs in parallel (a slow store does not hold up the others); the
+        trace and the context keep workflow order."""
         trace: list[dict[str, Any]] = []
         results: list[tuple[str, list[SearchHit]]] = []
-        for sel in select_knowledge_bases(task, discovered):
+        selections = select_knowledge_bases(task, discovered)
+        if not selections:
+            return RagResult(None, trace)
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(selections)), thread_name_prefix="eddi-rag-kb") as pool:
+            futures = [pool.submit(self.retriever.search, s.kb.id, s.kb.config, query, s.max_results, s.min_score)
+                       for s in selections]
+        for sel, future in zip(selections, futures):
             cfg = sel.kb.config
             try:
-                hits = self.retriever.search(sel.kb.id, cfg, query, sel.max_results, sel.min_score)
+                hits = future.result()
             except Exception as e:  # noqa: BLE001 - one failing KB never silences the others
                 error = self.redact(f"{type(e).__name__}: {e}")
                 log.warning("knowledge base %r failed: %s", cfg.name, error)
