@@ -94,9 +94,12 @@ class Runtime:
         try:
             report = self.stores.get(kb_id, config).health()
         except Exception as e:  # noqa: BLE001 - unreachable, missing secret, missing extra...
-            report = {"status": "error", "error": self.resolver.redact(f"{type(e).__name__}: {e}"), "details": {}}
-        return {"status": report["status"], "timestamp": timestamp, **({"error": report["error"]} if "error" in report else {}),
-                "storeType": config.storeType, "details": report.get("details", {})}
+            report = {"status": "error", "error": f"{type(e).__name__}: {e}"}
+        result = {"status": report["status"], "timestamp": timestamp, "storeType": config.storeType,
+                  "details": report.get("details", {})}
+        if "error" in report:  # engines' messages may quote connection details: never a resolved secret
+            result["error"] = self.resolver.redact(report["error"])
+        return result
 
     def drop_knowledge_base(self, kb_id: str) -> None:
         """Remove a KB's chunks from its store (permanent delete of its configuration)."""
