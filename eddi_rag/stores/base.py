@@ -182,6 +182,16 @@ def top_k(similarities: np.ndarray, ids: Sequence[str], k: int) -> list[int]:
     return sorted(candidates.tolist(), key=lambda i: (-float(similarities[i]), ids[i]))[:k]
 
 
+def query_vector(vector: Sequence[float], dim: int | None, k: int, kb_id: str) -> np.ndarray | None:
+    """The query as a unit float32 vector checked against the KB's dimension; None when there is
+    nothing to search (an empty KB, or k <= 0)."""
+    if dim is None or k <= 0:
+        return None
+    q = normalise(vector)[0]
+    check_dimension(dim, q.shape[0], kb_id)
+    return q
+
+
 def check_vectors(chunks: Sequence[Chunk]) -> np.ndarray:
     if any(c.vector is None for c in chunks):
         missing = next(c.id for c in chunks if c.vector is None)

@@ -34,8 +34,8 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    normalise,
     parameters_schema,
+    query_vector,
     typed_fields,
 )
 
@@ -152,7 +152,9 @@ class ElasticsearchStore(OverwriteThenPrune):
             self._write(chunks)
 
     def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
-        return [c.id for c in self.get(where)]
+        if self._dimension() is None:
+            return []
+        return [s["chunk_id"] for s in self._scan(self._query(filters.parse(where)), ["chunk_id"])]
 
     def _delete_ids(self, ids: list[str]) -> None:
         if ids:
@@ -180,10 +182,9 @@ class ElasticsearchStore(OverwriteThenPrune):
     def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
         node = filters.parse(where)
         dim = self._dimension()
-        if dim is None or k <= 0:
+        q = query_vector(vector, dim, k, self.kb_id)
+        if q is None:
             return []
-        q = normalise(vector)[0]
-        check_dimension(dim, q.shape[0], self.kb_id)
         fetch = k + 16  # a few extra so ties at the cut are broken by id
         knn: dict[str, Any] = {"field": "embedding", "query_vector": q.tolist(), "k": fetch,
                                "num_candidates": max(self.num_candidates, fetch)}
@@ -208,17 +209,23 @@ class ElasticsearchStore(OverwriteThenPrune):
             ids: Sequence[str] | None = None) -> list[Chunk]:
         if self._dimension() is None or (ids is not None and not ids):
             return []
-        query, out, after = self._query(filters.parse(where), ids), [], None
         wanted = None if limit is None else offset + limit
+        sources = self._scan(self._query(filters.parse(where), ids), ["chunk_id", "text", "metadata", "embedding"], wanted)
+        return [Chunk(s["chunk_id"], s["text"], s["metadata"], s["embedding"]) for s in sources[offset:wanted]]
+
+    def _scan(self, query: dict[str, Any], fields: list[str], wanted: int | None = None) -> list[dict[str, Any]]:
+        """``_source`` (just ``fields``) of the matching chunks in id order, paged with search_after;
+        stops once ``wanted`` are in hand."""
+        out, after = [], None
         while wanted is None or len(out) < wanted:
             extra = {"search_after": after} if after else {}
             hits = self.es.search(index=self.index, query=query, sort=[{"chunk_id": "asc"}], size=_PAGE,
-                                  source=["chunk_id", "text", "metadata", "embedding"], **extra)["hits"]["hits"]
-            out += [Chunk(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], h["_source"]["embedding"]) for h in hits]
+                                  source=fields, **extra)["hits"]["hits"]
+            out += [h["_source"] for h in hits]
             if len(hits) < _PAGE:
                 break
             after = hits[-1]["sort"]
-        return out[offset:wanted]
+        return out
 
     def count(self, where: dict[str, Any] | None = None) -> int:
         if self._dimension() is None:

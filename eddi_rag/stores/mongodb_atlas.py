@@ -33,9 +33,9 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    normalise,
     overfetch,
     parameters_schema,
+    query_vector,
     typed_fields,
 )
 
@@ -169,10 +169,9 @@ class MongoAtlasStore:
     def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
         mql = to_mql(filters.parse(where))
         dim = self._dimension()
-        if dim is None or k <= 0:
+        q = query_vector(vector, dim, k, self.kb_id)
+        if q is None:
             return []
-        q = normalise(vector)[0]
-        check_dimension(dim, q.shape[0], self.kb_id)
         total = self.collection.estimated_document_count()
 
         def candidates(n: int) -> list[SearchHit]:

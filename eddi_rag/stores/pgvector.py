@@ -37,8 +37,8 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    normalise,
     parameters_schema,
+    query_vector,
 )
 
 MAX_IDENTIFIER = 63
@@ -243,10 +243,9 @@ class PgVectorStore:
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
         node = filters.parse(where)
-        if self._dimension is None or k <= 0:
+        q = query_vector(vector, self._dimension, k, self.kb_id)
+        if q is None:
             return []
-        q = normalise(vector)[0]
-        check_dimension(self._dimension, q.shape[0], self.kb_id)
         cond, params = to_postgres(node)
         # The inner ORDER BY is the distance alone, so the HNSW index can serve it; a few
         # extra rows let the outer query break ties by id.

@@ -34,9 +34,9 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    normalise,
     overfetch,
     parameters_schema,
+    query_vector,
 )
 
 _NAMESPACE = uuid.UUID("6f1f6a52-7a3c-4a0e-9d0e-0c2f5f1b6e11")
@@ -203,10 +203,9 @@ class QdrantStore(OverwriteThenPrune):
     def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
         node = filters.parse(where)
         dim = self._dimension()
-        if dim is None or k <= 0:
+        q = query_vector(vector, dim, k, self.kb_id)
+        if q is None:
             return []
-        q = normalise(vector)[0]
-        check_dimension(dim, q.shape[0], self.kb_id)
         flt, rest = self._native_filter(node)
         total = self.client.count(self.collection, count_filter=flt, exact=True).count
 

@@ -31,8 +31,8 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    normalise,
     parameters_schema,
+    query_vector,
 )
 from eddi_rag.stores.sqlite import to_sqlite
 
@@ -142,10 +142,9 @@ class SqliteVecStore:
         node = filters.parse(where)
         with self._lock:
             dim = self._dimension()
-            if dim is None or k <= 0:
+            q = query_vector(vector, dim, k, self.kb_id)
+            if q is None:
                 return []
-            q = normalise(vector)[0]
-            check_dimension(dim, q.shape[0], self.kb_id)
             sql, params = to_sqlite(node, column="c.metadata")
             fetch = min(MAX_K, k + 16)  # a few extra so ties at the cut are broken by id
             rows = self.conn.execute(

@@ -34,9 +34,9 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    normalise,
     overfetch,
     parameters_schema,
+    query_vector,
 )
 
 _TYPED = {"string": "m_str__", "number": "m_num__", "bool": "m_bool__"}
@@ -247,10 +247,9 @@ class TypesenseStore(OverwriteThenPrune):
     def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
         native, rest, schema = self._plan(where)
         dim = self._dimension_of(schema)
-        if dim is None or k <= 0 or native == FALSE:
+        q = query_vector(vector, dim, k, self.kb_id)
+        if q is None or native == FALSE:
             return []
-        q = normalise(vector)[0]
-        check_dimension(dim, q.shape[0], self.kb_id)
         total = self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"]
         vec = "[" + ",".join(repr(float(x)) for x in q) + "]"
 
