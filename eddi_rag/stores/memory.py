@@ -30,6 +30,7 @@ from eddi_rag.stores.base import (
     top_k,
 )
 from eddi_rag.stores.bm25 import Bm25Index
+from eddi_rag.stores.masks import MetadataColumns
 
 
 @dataclass
@@ -41,11 +42,15 @@ class _Collection:
     lock: threading.RLock = field(default_factory=threading.RLock)
     generation: int = 0  # bumped by every write; keys the BM25 index below
     bm25: tuple[int, Bm25Index] | None = None
+    columns: tuple[int, MetadataColumns] | None = None  # filter columns of this generation
+
+    def mask(self, node: filters.Node | None) -> np.ndarray:
+        if self.columns is None or self.columns[0] != self.generation:
+            self.columns = (self.generation, MetadataColumns(self.metadata))
+        return self.columns[1].mask(node)
 
     def rows(self, node: filters.Node | None) -> np.ndarray:
-        if node is None:
-            return np.arange(len(self.ids))
-        return np.array([i for i, m in enumerate(self.metadata) if filters.matches(node, m)], dtype=np.int64)
+        return np.arange(len(self.ids)) if node is None else np.flatnonzero(self.mask(node))
 
 
 class InMemoryStore:
@@ -154,8 +159,9 @@ class InMemoryStore:
                 c.bm25 = (c.generation, Bm25Index(c.ids, c.texts))
             index, rows = c.bm25[1], {id: i for i, id in enumerate(c.ids)}
             ranked = index.search(text, len(c.ids) if node is not None else k)
+            allowed = None if node is None else c.mask(node)
             hits = [KeywordHit(id, c.texts[rows[id]], dict(c.metadata[rows[id]]), score) for id, score in ranked
-                    if node is None or filters.matches(node, c.metadata[rows[id]])]
+                    if allowed is None or allowed[rows[id]]]
         return hits[:k]
 
     def get(
