@@ -26,6 +26,7 @@ def build(params: dict[str, Any]):
 
 
 PROVIDER = EmbeddingProvider(
+    max_tokens=8191,
     name="azure-openai",
     build=build,
     default_model=DEFAULT_DEPLOYMENT,

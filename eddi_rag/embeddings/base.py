@@ -18,6 +18,7 @@ class EmbeddingProvider:
     required: tuple[str, ...] = ()
     default_model: str | None = None
     batch_size: int = 100  # most texts one API call may carry
+    max_tokens: int = 8191  # the model's input limit in tokens: markdown chunking keeps chunks within it
     remote: bool = True  # remote providers get batching, retries and dimension checks (guard.py)
     capabilities: frozenset[str] = field(default_factory=lambda: frozenset({"embeddings"}))
 

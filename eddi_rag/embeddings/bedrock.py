@@ -31,6 +31,7 @@ def build(params: dict[str, Any]):
 
 
 PROVIDER = EmbeddingProvider(
+    max_tokens=8192,
     name="bedrock",
     build=build,
     default_model=DEFAULT_MODEL,

@@ -70,13 +70,15 @@ class RedisVectorCache:
             pipe.execute()
 
 
-def open_cache(spec: str | None, db: Database) -> VectorCache:
-    """``None``/``sqlite``: the application's database; ``redis://...``: a Redis server."""
+def open_cache(spec: str | None, db: Database) -> VectorCache | None:
+    """``None``/``sqlite``: the application's database; ``redis://...``: a Redis server; ``none``: no cache."""
+    if spec == "none":
+        return None
     if spec in (None, "", "sqlite"):
         return SqliteVectorCache(db)
     if spec.startswith(("redis://", "rediss://", "unix://")):
         return RedisVectorCache(spec)
-    raise ValueError(f"unknown embedding cache {spec!r}: use 'sqlite' or a redis:// URL")
+    raise ValueError(f"unknown embedding cache {spec!r}: use 'sqlite', 'none' or a redis:// URL")
 
 
 class CachedEmbeddings(Embeddings):

@@ -21,6 +21,7 @@ def build(params: dict[str, Any]):
 
 
 PROVIDER = EmbeddingProvider(
+    max_tokens=512,
     name="cohere",
     build=build,
     default_model=DEFAULT_MODEL,

@@ -45,11 +45,13 @@ _SHARED = {
     "taskType": {"type": "string", "description": "e.g. RETRIEVAL_DOCUMENT"},
 }
 GEMINI = EmbeddingProvider(
+    max_tokens=2048,
     name="gemini", build=build_gemini, default_model=GEMINI_MODEL, required=("apiKey",), batch_size=100,
     parameters={"apiKey": {"type": "string"}, "model": {"type": "string", "default": GEMINI_MODEL}, **_SHARED},
 )
 GOOGLE = EmbeddingProvider(**{**GEMINI.__dict__, "name": "google"})
 VERTEX = EmbeddingProvider(
+    max_tokens=2048,
     name="vertex", build=build_vertex, default_model=VERTEX_MODEL, required=("project",), batch_size=100,
     parameters={
         "project": {"type": "string"},

@@ -121,6 +121,7 @@ def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
 
 PROVIDER = EmbeddingProvider(
     name="local",
+    max_tokens=256,  # maxLength overrides it
     build=build,
     remote=False,
     default_model=DEFAULT_MODEL,

@@ -28,6 +28,7 @@ def build(params: dict[str, Any]):
 
 
 PROVIDER = EmbeddingProvider(
+    max_tokens=8192,
     name="mistral",
     build=build,
     default_model=DEFAULT_MODEL,

@@ -23,6 +23,7 @@ def build(params: dict[str, Any]):
 
 
 PROVIDER = EmbeddingProvider(
+    max_tokens=2048,
     name="ollama",
     build=build,
     default_model=DEFAULT_MODEL,

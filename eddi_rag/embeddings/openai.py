@@ -32,6 +32,7 @@ def build(params: dict[str, Any]) -> OpenAIEmbeddings:
 
 
 PROVIDER = EmbeddingProvider(
+    max_tokens=8191,
     name="openai",
     build=build,
     default_model=DEFAULT_MODEL,

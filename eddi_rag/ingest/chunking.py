@@ -1,30 +1,201 @@
-"""Split a document into chunks with langchain-text-splitters, per ``chunkStrategy``."""
+"""Split a document into chunks, per ``chunkStrategy``.
+
+- ``recursive``: langchain-text-splitters' recursive splitter (``chunkSize``/``chunkOverlap`` in characters).
+- ``paragraph``: whole paragraphs packed up to ``chunkSize``; a paragraph longer than that is
+  packed by sentences. No overlap (a paragraph is never cut to share it).
+- ``sentence``: whole sentences (pysbd) packed up to ``chunkSize``, neighbours sharing trailing
+  sentences up to ``chunkOverlap`` characters.
+- ``markdown``: the whole document while it fits the embedding model's token limit; past it one
+  chunk per ``##`` section, a section still too long split at its ``###`` headings, what is still
+  too long packed by paragraphs (never mid-paragraph unless one paragraph alone is too long). No
+  overlap. Each chunk starts with its heading path (``# A > ## B``), also returned as ``section``.
+
+Only a single unit (sentence, or a paragraph without sentence ends) longer than the limit is cut
+inside, by the recursive splitter.
+"""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from eddi_rag.config import RagConfiguration
+from eddi_rag.ingest.tokens import TokenBudget, budget_for
 
-# Separators tried in order. "paragraph" never breaks inside a paragraph that fits;
-# "sentence" prefers sentence ends over other whitespace.
-_SEPARATORS = {
-    "recursive": ["\n\n", "\n", " ", ""],
-    "paragraph": ["\n\n", "\n", " ", ""],
-    "sentence": ["\n\n", "\n", r"(?<=[.!?])\s+", " ", ""],
-}
+STRATEGIES = ("recursive", "paragraph", "sentence", "markdown")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: str
+    section: str | None = None
 
 
 def split_text(text: str, config: RagConfiguration) -> list[str]:
+    return [p.text for p in split_document(text, config)]
+
+
+def split_document(text: str, config: RagConfiguration, budget: TokenBudget | None = None) -> list[Piece]:
     strategy = config.chunkStrategy
-    if strategy not in _SEPARATORS:
-        raise ValueError(f"chunkStrategy {strategy!r} is not supported; use one of {', '.join(_SEPARATORS)}")
-    splitter = RecursiveCharacterTextSplitter(
-        chunk_size=config.chunkSize,
-        chunk_overlap=0 if strategy == "paragraph" else config.chunkOverlap,
-        separators=_SEPARATORS[strategy],
-        is_separator_regex=strategy == "sentence",
-        keep_separator=strategy != "sentence",
-        strip_whitespace=True,
-    )
+    if strategy not in STRATEGIES:
+        raise ValueError(f"chunkStrategy {strategy!r} is not supported; use one of {', '.join(STRATEGIES)}")
+    if strategy == "markdown":
+        return _markdown(text, budget or budget_for(config))
+    size = config.chunkSize
+    if strategy == "recursive":
+        return [Piece(c) for c in _recursive(text, size, config.chunkOverlap, len)]
+    fits = lambda s: len(s) <= size  # noqa: E731
+    if strategy == "paragraph":
+        return [Piece(c) for c in _paragraphs(paragraphs(text), fits, size, len)]
+    units, seps = [], []
+    for p in paragraphs(text):
+        for n, unit in enumerate(_fitting(sentences(p), fits, size, len)):
+            units.append(unit)
+            seps.append(" " if n else "\n\n")
+    return [Piece(c) for c in pack(units, fits, seps, overlap=config.chunkOverlap)]
+
+
+# --- units -----------------------------------------------------------------------------
+
+
+def paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in _PARAGRAPH_BREAK.split(text) if p.strip()]
+
+
+@lru_cache(maxsize=1)
+def _segmenter():
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def sentences(paragraph: str) -> list[str]:
+    return [s.strip() for s in _segmenter().segment(paragraph) if s.strip()]
+
+
+def _recursive(text: str, size: int, overlap: int, length: Callable[[str], int]) -> list[str]:
+    splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap, length_function=length,
+                                              strip_whitespace=True)
     return [c for c in splitter.split_text(text) if c.strip()]
+
+
+def _fitting(units: list[str], fits: Callable[[str], bool], size: int, length: Callable[[str], int]) -> list[str]:
+    """Units that fit, a unit that does not cut by the recursive splitter."""
+    return [part for u in units for part in ([u] if fits(u) else _recursive(u, size, 0, length))]
+
+
+def pack(units: list[str], fits: Callable[[str], bool], sep: str | list[str], overlap: int = 0) -> list[str]:
+    """Greedily join consecutive units while ``fits``; ``sep`` goes between units (a list gives the
+    separator before each unit). Each new chunk repeats the previous chunk's trailing units
+    totalling at most ``overlap`` characters."""
+    seps = [sep] * len(units) if isinstance(sep, str) else sep
+    join = lambda idx: "".join((seps[i] if n else "") + units[i] for n, i in enumerate(idx))  # noqa: E731
+    chunks: list[str] = []
+    current: list[int] = []
+    for i in range(len(units)):
+        if current and not fits(join([*current, i])):
+            chunks.append(join(current))
+            kept: list[int] = []
+            for j in reversed(current):
+                if sum(len(units[k]) + 1 for k in kept) + len(units[j]) > overlap:
+                    break
+                kept.insert(0, j)
+            current = kept if kept and fits(join([*kept, i])) else []
+        current.append(i)
+    if current:
+        chunks.append(join(current))
+    return chunks
+
+
+def _paragraphs(paras: list[str], fits: Callable[[str], bool], size: int, length: Callable[[str], int]) -> list[str]:
+    """Paragraphs packed; one too long for a chunk on its own packed by its sentences."""
+    out: list[str] = []
+    run: list[str] = []
+    for p in paras:
+        if fits(p):
+            run.append(p)
+            continue
+        out += pack(run, fits, "\n\n")
+        run = []
+        out += pack(_fitting(sentences(p), fits, size, length), fits, " ")
+    return out + pack(run, fits, "\n\n")
+
+
+# --- markdown --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Section:
+    path: tuple[str, ...]  # ("# A", "## B")
+    start: int  # first content line, after the heading
+    end: int
+
+
+def _level(heading: str) -> int:
+    return len(heading) - len(heading.lstrip("#"))
+
+
+def _headings(text: str) -> list[tuple[int, int, int, str]]:
+    """(first line, line after, level, title) of every heading; code blocks are not headings."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(text)
+    return [
+        (tok.map[0], tok.map[1], int(tok.tag[1]), tokens[i + 1].content.strip())
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and tok.map
+    ]
+
+
+def _sections(heads: list[tuple[int, int, int, str]], start: int, end: int, parent: tuple[str, ...],
+              split_level: int) -> list[_Section]:
+    """Cut lines [start, end) at headings of level <= split_level; the text before the first cut
+    keeps ``parent`` as its path."""
+    cuts = [h for h in heads if start <= h[0] < end and h[2] <= split_level]
+    out = [_Section(parent, start, cuts[0][0] if cuts else end)]
+    path = parent
+    for i, (_, after, level, title) in enumerate(cuts):
+        path = tuple(p for p in path if _level(p) < level) + ("#" * level + " " + title,)
+        out.append(_Section(path, after, cuts[i + 1][0] if i + 1 < len(cuts) else end))
+    return out
+
+
+def _markdown(text: str, budget: TokenBudget) -> list[Piece]:
+    text = text.strip()
+    if budget.count(text) <= budget.limit:
+        return [Piece(text)]
+    lines = text.split("\n")
+    heads = _headings(text)
+    body = lambda s: "\n".join(lines[s.start : s.end]).strip()  # noqa: E731
+    pieces: list[Piece] = []
+    for h2 in _sections(heads, 0, len(lines), (), split_level=2):
+        if not body(h2):
+            continue
+        if budget.count(_prefix(h2.path) + body(h2)) <= budget.limit:
+            pieces.append(_piece(h2.path, body(h2)))
+            continue
+        for h3 in _sections(heads, h2.start, h2.end, h2.path, split_level=3):
+            text3 = body(h3)
+            prefix = _prefix(h3.path)
+            if not text3:
+                continue
+            if budget.count(prefix + text3) <= budget.limit:
+                pieces.append(_piece(h3.path, text3))
+                continue
+            fits = lambda s, p=prefix: budget.count(p + s) <= budget.limit  # noqa: E731
+            room = max(1, budget.limit - budget.count(prefix))
+            pieces += [_piece(h3.path, c) for c in _paragraphs(paragraphs(text3), fits, room, budget.count)]
+    return pieces
+
+
+def _prefix(path: tuple[str, ...]) -> str:
+    return " > ".join(path) + "\n\n" if path else ""
+
+
+def _piece(path: tuple[str, ...], body: str) -> Piece:
+    return Piece(_prefix(path) + body, " > ".join(path) or None)
