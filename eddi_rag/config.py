@@ -52,6 +52,10 @@ class RagConfiguration(BaseModel):
     searchMode: str = "vector"
     fusion: str = "weighted"
     vectorWeight: float = 0.7
+    maxDistance: float | None = None
+    recencyWindow: float = 0.01
+    ttlSeconds: float | None = None
+    requiredMetadata: list[str] = Field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

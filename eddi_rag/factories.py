@@ -62,6 +62,11 @@ def _key(*parts: Any) -> str:
     return json.dumps(parts, sort_keys=True, default=str)
 
 
+def embedding_key(config: RagConfiguration) -> str:
+    """Identifies the embedding model of a configuration (provider + unresolved parameters)."""
+    return _key(config.embeddingProvider, config.embeddingParameters)
+
+
 class EmbeddingModelFactory:
     """One model per (provider, parameters), wrapped in the persistent embedding cache."""
 
@@ -86,7 +91,8 @@ class EmbeddingModelFactory:
         return CachedEmbeddings(model, self.vectors, provider, str(name), params.get("dimensions"))
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
-        return self.get(config.embeddingProvider, config.embeddingParameters)
+        return self._cache.get_or_build(embedding_key(config), lambda: self._build(config.embeddingProvider,
+                                                                                    config.embeddingParameters))
 
 
 class EmbeddingStoreFactory:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.pipeline import KbGenerations, RagPipeline
 from eddi_rag.resources import SqliteResourceStore
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.secrets import SecretResolver
@@ -33,7 +35,7 @@ class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
                  embedding_cache: str | None = None):
         """``data_dir=None`` keeps everything in memory (tests, throwaway demos).
-        ``embedding_cache``: ``sqlite`` (default) or a ``redis://`` URL (env EDDI_RAG_EMBEDDING_CACHE)."""
+        ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE)."""
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.db = Database(self.data_dir / DB_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
@@ -41,11 +43,13 @@ class Runtime:
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
         self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver)
         self.stores = EmbeddingStoreFactory(StoreContext(self.db, self.data_dir), self.resolver)
-        self.ingestor = Ingestor(self.embeddings, self.stores)
+        self.generations = KbGenerations(self.db)
+        self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores)
         self.traversal = WorkflowTraversal(self.resources)
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.resolver.redact))
         self.jobs = IngestionQueue(self.db, self._run_job, self.resolver.redact)
+        self.pipeline = RagPipeline(self)
 
     def validate_rag(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered."""
@@ -84,8 +88,8 @@ class Runtime:
         return self.ingestor.ingest_text(kb_id, self.rag_config(kb_id, version), document, text, **kwargs).chunks
 
     def query(self, kb_id: str, query: str, max_results: int | None = None, min_score: float | None = None,
-              where: dict[str, Any] | None = None):
-        return self.retriever.search(kb_id, self.rag_config(kb_id), query, max_results, min_score, where)
+              where: dict[str, Any] | None = None, user_id: str | None = None):
+        return self.retriever.search(kb_id, self.rag_config(kb_id), query, max_results, min_score, where, user_id)
 
     def health(self, kb_id: str) -> dict[str, Any]:
         """{status, timestamp, error?, details} of a KB's store; never raises for store problems."""
@@ -105,6 +109,16 @@ class Runtime:
         """Remove a KB's chunks from its store (permanent delete of its configuration)."""
         self.stores.get(kb_id, self.rag_config(kb_id)).drop()
         self.stores.evict(kb_id)
+        self.generations.bump(kb_id)
+
+    def purge_expired(self, kb_id: str, now: float | None = None) -> int:
+        """Delete the KB's chunks whose time to live has passed; returns how many."""
+        when = time.time() if now is None else now
+        removed = self.stores.get(kb_id, self.rag_config(kb_id)).delete(
+            where={"expires": True, "expiresAt": {"$lte": when}})
+        if removed:
+            self.generations.bump(kb_id)
+        return removed
 
     def close(self) -> None:
         self.jobs.stop()

@@ -2,7 +2,8 @@ import pytest
 
 from eddi_rag.config import RagConfiguration
 from eddi_rag.ingest import pipeline
-from eddi_rag.ingest.chunking import split_text
+from eddi_rag.ingest.chunking import Piece, split_document, split_text
+from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.runtime import Runtime
 
 DOC = "\n\n".join(f"Paragraph {i}. " + f"Sentence about topic {i}. " * 12 for i in range(12))
@@ -18,6 +19,88 @@ def test_recursive_chunking_respects_size_and_overlap():
 def test_other_strategies_stay_within_size(strategy):
     chunks = split_text(DOC, RagConfiguration(name="x", chunkStrategy=strategy, chunkSize=300, chunkOverlap=0))
     assert chunks and all(len(c) <= 300 for c in chunks)
+
+
+GUIDE = """# Night trains
+
+Everything about travelling by night.
+
+## Booking
+
+""" + "Tickets open 180 days ahead and sell out fast in summer. " * 6 + """
+
+```
+## a code comment, not a heading
+```
+
+## On board
+
+### Sleeper cabins
+
+""" + "Cabins have one, two or three beds, with towels and water. " * 14 + """
+
+""" + "The attendant serves breakfast in the cabin before arrival. " * 14 + """
+
+### Seats
+
+Seats recline and cost less.
+"""
+
+
+def markdown(**overrides) -> RagConfiguration:
+    return RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="local", **overrides)
+
+
+def test_markdown_keeps_a_document_whole_while_it_fits_the_model():
+    short = "# Title\n\nOne short section.\n\n## Part\n\nAnother."
+    assert split_document(short, markdown()) == [Piece(short)]
+
+
+def test_markdown_splits_at_headings_with_the_heading_path():
+    budget = budget_for(markdown())
+    assert budget.tokenizer == "model" and budget.limit == 256 and budget.count(GUIDE) > 256
+    pieces = split_document(GUIDE, markdown())
+    assert [p.section for p in pieces] == [
+        "# Night trains", "# Night trains > ## Booking",
+        "# Night trains > ## On board > ### Sleeper cabins", "# Night trains > ## On board > ### Sleeper cabins",
+        "# Night trains > ## On board > ### Seats",
+    ]
+    assert all(p.text.startswith(p.section + "\n\n") and budget.count(p.text) <= 256 for p in pieces)
+    assert "## a code comment, not a heading" in pieces[1].text  # code blocks are not headings
+    cabins = pieces[2].text.split("\n\n", 1)[1]
+    assert cabins == ("Cabins have one, two or three beds, with towels and water. " * 14).strip()  # never mid-paragraph
+
+
+def test_markdown_counts_cl100k_tokens_offline_for_openai_models():
+    budget = budget_for(RagConfiguration(name="x", embeddingProvider="openai"))
+    assert budget.tokenizer == "cl100k_base" and budget.limit == 8191 and budget.count("hello world") == 2
+    whole = split_document(GUIDE, RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="openai"))
+    assert whole == [Piece(GUIDE.strip())]
+
+
+def test_paragraph_strategy_never_cuts_a_paragraph_that_fits():
+    paras = [f"Paragraph {i} " + "word " * (5 + 4 * i) for i in range(6)]
+    pieces = split_text("\n\n".join(paras), RagConfiguration(name="x", chunkStrategy="paragraph", chunkSize=150, chunkOverlap=0))
+    assert all(len(p) <= 150 for p in pieces)
+    assert sorted(q.strip() for p in pieces for q in p.split("\n\n")) == sorted(p.strip() for p in paras)
+
+
+def test_sentence_strategy_packs_whole_sentences_with_overlap():
+    text = " ".join(f"Sentence number {i} is here." for i in range(30))
+    pieces = split_text(text, RagConfiguration(name="x", chunkStrategy="sentence", chunkSize=120, chunkOverlap=40))
+    assert len(pieces) > 3 and all(len(p) <= 120 for p in pieces)
+    assert all(p.startswith("Sentence number") and p.endswith("is here.") for p in pieces)
+    assert all(a.split(". ")[-1] in b for a, b in zip(pieces, pieces[1:]))  # the last sentence opens the next chunk
+
+
+def test_chunks_carry_source_document_position_and_section(runtime):
+    kb = runtime.resources.create("rags", {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite",
+                                           "chunkStrategy": "markdown"}).id
+    runtime.ingest(kb, "night-trains.md", GUIDE)
+    chunks = runtime.stores.get(kb, runtime.rag_config(kb)).get({"document_id": "night-trains.md"})
+    assert [c.metadata["position_in_doc"] for c in chunks] == list(range(5))
+    assert chunks[2].metadata["section"] == "# Night trains > ## On board > ### Sleeper cabins"
+    assert all(c.metadata["source"] == "night-trains.md" for c in chunks)
 
 
 def rag(runtime: Runtime, **overrides) -> str:
@@ -36,6 +119,7 @@ def test_reingesting_a_document_replaces_its_chunks(runtime):
     assert store.count({"source": "other.md"}) == 1
     assert [c.text for c in store.get({"source": "guide.md"})] == ["A much shorter guide about tea."]
     meta = store.get({"source": "other.md"})[0].metadata
+    assert {k: meta.pop(k) for k in ("content_hash", "ingestedAt")}
     assert meta == {"source": "other.md", "kbId": kb, "document_id": "other.md", "position_in_doc": 0}
 
 
@@ -64,7 +148,7 @@ def test_ingestion_jobs_complete_or_fail_with_a_message(runtime):
     assert runtime.jobs.wait_idle(60)
     done = runtime.jobs.status(ok.id)
     assert done.status == "completed" and done.chunks == 1
-    assert runtime.jobs.status(bad.id).status == "failed: document 'blank.md' is empty"
+    assert runtime.jobs.status(bad.id).status == "failed: document 'blank.md': text is empty"
     assert runtime.jobs.status("nope") is None
 
 

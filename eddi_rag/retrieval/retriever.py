@@ -3,10 +3,16 @@
 Whatever the mode, every returned chunk carries its cosine relevance to the query (computed from
 its stored vector when only keyword search found it), so ``minScore`` keeps EDDI's meaning; the
 mode decides which chunks are candidates and in what order they come.
+
+Every search is scoped inside the store's own filter (so k results still come back): chunks of
+another user (``private``) and expired chunks (``expires`` and ``expiresAt`` <= now) are never
+candidates. Then ``maxDistance`` and ``minScore`` drop, and among scores within ``recencyWindow``
+of each other the newest chunk (``ingestedAt``) comes first.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -17,6 +23,33 @@ from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
 
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
+
+
+def scope(where: dict[str, Any] | None, user_id: str | None, now: float) -> dict[str, Any]:
+    """``where`` AND (not private OR this user's) AND (not expiring OR not yet expired)."""
+    mine = {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
+    alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
+    return {"$and": [mine, alive, *([where] if where else [])]}
+
+
+def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[SearchHit]:
+    """Hits whose scores lie within ``window`` of the best score of their run count as equal and
+    are ordered newest first (``ingestedAt``); runs keep score order."""
+    if window <= 0 or len(hits) < 2:
+        return hits
+    out: list[SearchHit] = []
+    run: list[SearchHit] = []
+    for hit in hits:
+        if run and run[0].score - hit.score > window:
+            out += sorted(run, key=_age)
+            run = []
+        run.append(hit)
+    return out + sorted(run, key=_age)
+
+
+def _age(hit: SearchHit) -> float:
+    stamp = hit.metadata.get("ingestedAt")
+    return -float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else 0.0
 
 
 class Retriever:
@@ -31,18 +64,24 @@ class Retriever:
         max_results: int | None = None,
         min_score: float | None = None,
         where: dict[str, Any] | None = None,
+        user_id: str | None = None,
+        vector: list[float] | None = None,
     ) -> list[SearchHit]:
+        """``vector``: the query's embedding when the caller already has it (one per model per turn)."""
         if not query or not query.strip():
             raise ValueError("query must not be empty")
         k = config.maxResults if max_results is None else max_results
         threshold = config.minScore if min_score is None else min_score
-        vector = self.embeddings.for_config(config).embed_query(query)
+        if vector is None:
+            vector = self.embeddings.for_config(config).embed_query(query)
         store = self.stores.get(kb_id, config)
+        scoped = scope(where, user_id, time.time())
         if config.searchMode == "vector":
-            hits = store.search(vector, k, where=where)
+            hits = store.search(vector, k, where=scoped)
         else:
-            hits = self._with_keywords(store, config, query, vector, k, where)
-        return [h for h in hits if h.score >= threshold]
+            hits = self._with_keywords(store, config, query, vector, k, scoped)
+        hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)]
+        return newest_first_among_equals(hits, config.recencyWindow)
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
                        k: int, where: dict[str, Any] | None) -> list[SearchHit]:
