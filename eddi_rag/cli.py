@@ -63,7 +63,9 @@ def serve(host, port, data_dir, bundles) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @data_dir_option
 @click.option("--version", default=0, type=int, help="Configuration version (0 = current).")
-def ingest(kb_id, files, data_dir, version) -> None:
+@click.option("--user", "user_id", default=None, help="Only this user's queries will see these documents.")
+@click.option("--ttl", "ttl_seconds", type=float, default=None, help="Seconds until the chunks expire (default: the KB's ttlSeconds).")
+def ingest(kb_id, files, data_dir, version, user_id, ttl_seconds) -> None:
     """Ingest FILES into knowledge base KB_ID (a document per file, named by its file name)."""
     from tqdm import tqdm
 
@@ -79,7 +81,8 @@ def ingest(kb_id, files, data_dir, version) -> None:
                     bar.update(done - bar.n)
 
                 text = Path(path).read_text(encoding="utf-8")
-                total += runtime.ingest(kb_id, Path(path).name, text, version=version, progress=progress)
+                total += runtime.ingest(kb_id, Path(path).name, text, version=version, progress=progress,
+                                        user_id=user_id, ttl_seconds=ttl_seconds)
     finally:
         runtime.close()
     click.echo(f"ingested {len(files)} document(s), {total} chunks, into {kb_id}")
@@ -92,14 +95,15 @@ def ingest(kb_id, files, data_dir, version) -> None:
 @click.option("-k", "--max-results", type=int, default=None, help="Default: the KB's maxResults.")
 @click.option("--min-score", type=float, default=None, help="Default: the KB's minScore.")
 @click.option("--where", default=None, help='Metadata filter, e.g. \'{"source": "refunds.md"}\'.')
+@click.option("--user", "user_id", default=None, help="Search as this user: their private chunks and shared ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def query(kb_id, question, data_dir, max_results, min_score, where, as_json) -> None:
+def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_json) -> None:
     """Search knowledge base KB_ID and print scored chunks."""
     from eddi_rag.runtime import Runtime
 
     runtime = Runtime(data_dir)
     try:
-        hits = runtime.query(kb_id, question, max_results, min_score, json.loads(where) if where else None)
+        hits = runtime.query(kb_id, question, max_results, min_score, json.loads(where) if where else None, user_id)
     finally:
         runtime.close()
     if as_json:
@@ -110,6 +114,21 @@ def query(kb_id, question, data_dir, max_results, min_score, where, as_json) -> 
     for i, h in enumerate(hits, 1):
         click.secho(f"[{i}] score={h.score:.4f}  source={h.metadata.get('source')}  id={h.id}", bold=True)
         click.echo("    " + h.text.replace("\n", "\n    "))
+
+
+@main.command()
+@click.argument("kb_id")
+@data_dir_option
+def purge(kb_id, data_dir) -> None:
+    """Delete the chunks of KB_ID whose time to live has passed."""
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        removed = runtime.purge_expired(kb_id)
+    finally:
+        runtime.close()
+    click.echo(f"removed {removed} expired chunk(s) from {kb_id}")
 
 
 @main.command()

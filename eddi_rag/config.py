@@ -107,6 +107,10 @@ class RagDefaults(BaseModel):
     minScore: float | None = Field(default=None, ge=0, le=1)
 
 
+NO_RELEVANT_CONTEXT = ("No passage in the knowledge bases is relevant to this question. Tell the user that "
+                       "you found nothing about it in the knowledge bases; do not make up an answer from them.")
+
+
 class LlmTaskRag(BaseModel):
     """RAG-related fields of an EDDI LLM task (``tasks[]`` of an llm configuration)."""
 
@@ -118,3 +122,6 @@ class LlmTaskRag(BaseModel):
     ragDefaults: RagDefaults | None = None
     httpCallRag: str | None = None
     maxRagContextChars: int | None = 20000
+    # Put under "## Relevant Context:" when the knowledge bases answered but no passage passed;
+    # empty: say nothing.
+    noRelevantContextMessage: str = NO_RELEVANT_CONTEXT

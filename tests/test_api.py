@@ -167,3 +167,26 @@ def test_kb_health(client, pgvector_params):
     health = client.get(f"{BASE}/{id}/health").json()
     assert health["status"] == "error" and "OperationalError" in health["error"]
     assert client.get(f"{BASE}/nope/health").status_code == 404
+
+
+def test_documents_retrieve_and_purge_over_http(client):
+    id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "sqlite",
+                                       "requiredMetadata": ["lang"]}))
+    r = client.post(f"{BASE}/{id}/documents", json={"documents": [
+        {"document_id": "rail", "text": "The night train to Vienna leaves at 22:10.", "metadata": {"lang": "en"}},
+        {"document_id": "old", "text": "The night train to Vienna left at 21:00 last year.", "metadata": {"lang": "en"},
+         "expires_at": 1.0},
+        {"document_id": "nolang", "text": "Bonjour."},
+    ]})
+    result = r.json()
+    assert r.status_code == 200 and (result["documents_processed"], result["documents_failed"]) == (2, 1)
+    assert result["errors"] == [{"document_id": "nolang", "error": "document 'nolang': missing required metadata lang"}]
+    r = client.post(f"{BASE}/{id}/retrieve", json={"query": "night train to Vienna", "maxChunks": 3})
+    context = r.json()
+    assert r.status_code == 200 and context["meets_threshold"] and not context["cached"]
+    assert [c["metadata"]["document_id"] for c in context["chunks"]] == ["rail"]  # "old" has expired
+    assert client.post(f"{BASE}/{id}/retrieve", json={"query": "night train to Vienna", "maxChunks": 3}).json()["cached"]
+    r = client.post(f"{BASE}/{id}/retrieve", json={"query": "x" * 2001})
+    assert r.status_code == 400 and "2001 characters" in r.json()["error"]
+    assert client.post(f"{BASE}/{id}/purge").json() == {"kbId": id, "removed": 1}
+    assert client.post(f"{BASE}/{id}/retrieve", json={"query": "night train to Vienna", "maxChunks": 3}).json()["cached"] is False

@@ -65,6 +65,13 @@ def test_cli_load_ingest_query(tmp_path):
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert hits[0]["source"] == "pets.md" and 0 <= hits[0]["score"] <= 1
+    private = tmp_path / "mine.md"
+    private.write_text("My cat Tiger flies with me in the cabin every summer.")
+    assert eddi_rag("ingest", "travel-policies", str(private), "--data-dir", data, "--user", "ann", "--ttl", "3600").returncode == 0
+    for user, sees in (("ann", True), ("bob", False)):
+        result = eddi_rag("query", "travel-policies", "cat Tiger", "--data-dir", data, "--min-score", "0", "--json", "--user", user)
+        assert ("mine.md" in [h["source"] for h in json.loads(result.stdout)]) is sees
+    assert "removed 0 expired chunk(s) from travel-policies" in eddi_rag("purge", "travel-policies", "--data-dir", data).stdout
     missing = eddi_rag("query", "nope", "q", "--data-dir", data)
     assert missing.returncode != 0 and "not found" in missing.stderr
 

@@ -5,10 +5,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from langchain_openai import ChatOpenAI
 
-from eddi_rag.config import LlmTaskRag
+from eddi_rag.config import NO_RELEVANT_CONTEXT, LlmTaskRag
 from eddi_rag.resources import resource_uri
 from eddi_rag.stores.base import SearchHit
-from eddi_rag.workflow.context import format_context, select_knowledge_bases
+from eddi_rag.workflow.context import format_context, merge, select_knowledge_bases
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.steps import UndeployableWorkflowError, check_deployable
 from eddi_rag.workflow.traversal import DiscoveredKb, RagConfiguration
@@ -126,27 +126,46 @@ def hit(id, text, source, section=None, sim=0.5):
 
 
 def test_context_format_is_exact():
-    text, omitted = format_context([
-        ("Trains", [hit("1", "Night train at 22:10.", "rail.md"), hit("2", "Platform 4.\n", "rail.md", "Departures")]),
-        ("Food", [hit("3", "Goulash until 21:00.", "menu.md")]),
-    ], 20000)
+    passages = merge([
+        ("Trains", [hit("1", "Night train at 22:10.", "rail.md", sim=0.9), hit("2", "Platform 4.\n", "rail.md", "Departures", 0.5)]),
+        ("Food", [hit("3", "Goulash until 21:00.", "menu.md", sim=0.7)]),
+    ], None)
+    text, sources, omitted = format_context(passages, 20000)
     assert omitted == 0
-    assert text == (
+    assert text == (  # merged by score; a header whenever the KB changes
         "### Source: Trains\n\n"
-        "[1] rail.md\nNight train at 22:10.\n\n"
-        "[2] rail.md, Departures\nPlatform 4.\n\n"
+        "[Source 1: rail.md]\nNight train at 22:10.\n\n"
         "### Source: Food\n\n"
-        "[3] menu.md\nGoulash until 21:00."
+        "[Source 2: menu.md]\nGoulash until 21:00.\n\n"
+        "### Source: Trains\n\n"
+        "[Source 3: rail.md, Departures]\nPlatform 4."
     )
+    assert sources[2] == {"n": 3, "label": "[Source 3: rail.md, Departures]", "chunkId": "2", "kb": "Trains",
+                          "source": "rail.md", "section": "Departures"}
+
+
+def test_merge_orders_every_kb_by_score_and_limits_after():
+    results = [("A", [hit("a1", "x", "a", sim=0.9), hit("a2", "x", "a", sim=0.1)]), ("B", [hit("b1", "x", "b", sim=0.5)])]
+    assert [p.hit.id for p in merge(results, 2)] == ["a1", "b1"]
+    tie = [("A", [hit("z", "x", "a", sim=0.5)]), ("B", [hit("a", "x", "b", sim=0.5)])]
+    assert [p.kb for p in merge(tie, None)] == ["A", "B"]  # equal scores: workflow order
+
+
+def test_citation_labels_name_page_or_cell_when_there_is_no_section():
+    page = SearchHit("1", "t", {"source": "report.pdf", "page": 3}, 0.5)
+    cell = SearchHit("2", "t", {"source": "prices.xlsx", "cell": "Sheet1!B4"}, 0.5)
+    text, _, _ = format_context(merge([("KB", [page, cell])], None), None)
+    assert "[Source 1: report.pdf, page 3]" in text and "[Source 2: prices.xlsx, Sheet1!B4]" in text
 
 
 def test_context_cap_skips_passages_with_a_visible_marker():
-    results = [("KB", [hit("1", "a" * 50, "x.md"), hit("2", "b" * 500, "y.md"), hit("3", "c" * 20, "z.md")])]
-    text, omitted = format_context(results, 120)
-    assert omitted == 1
-    assert "bbbb" not in text and "aaaa" in text and "cccc" in text
-    assert text.endswith("[1 more passage(s) omitted: maxRagContextChars=120 reached]")
-    assert format_context(results, 0)[1] == 0 and format_context(results, None)[1] == 0
+    results = merge([("KB", [hit("1", "a" * 50, "x.md", sim=0.9), hit("2", "b" * 500, "y.md", sim=0.8),
+                             hit("3", "c" * 20, "z.md", sim=0.7)])], None)
+    text, sources, omitted = format_context(results, 140)
+    assert omitted == 1 and [s["chunkId"] for s in sources] == ["1", "3"]
+    assert "bbbb" not in text and "aaaa" in text and "[Source 2: z.md]\ncccc" in text
+    assert text.endswith("[1 more passage(s) omitted: maxRagContextChars=140 reached]")
+    assert format_context(results, 0)[2] == 0 and format_context(results, None)[2] == 0
 
 
 # --- the LlmTask hook ------------------------------------------------------------------
@@ -160,7 +179,7 @@ def test_explicit_kbs_give_context_and_traces(world):
     task = {**TASK, "knowledgeBases": [{"name": "Trains"}, {"name": "Food", "maxResults": 1}]}
     turn = runtime.llm_task.execute(memory, task, None)
     assert turn.answer is None
-    assert turn.system_message.startswith("You are a rail assistant.\n\n## Relevant Context:\n### Source: Trains\n\n[1] rail.md\n")
+    assert turn.system_message.startswith("You are a rail assistant.\n\n## Relevant Context:\n### Source: Trains\n\n[Source 1: rail.md]\n")
     assert "Pets" not in turn.system_message
     trace = memory.get("rag:trace:answer")
     assert [t["kb"] for t in trace] == ["Trains", "Food"]
@@ -178,9 +197,10 @@ def test_auto_mode_searches_every_workflow_kb(world):
     runtime.llm_task.execute(memory, {"enableWorkflowRag": True, "ragDefaults": {"minScore": 0.0}}, None)
     trace = memory.get("rag:trace:default")  # no task id
     assert [t["kb"] for t in trace] == ["Trains", "Food", "Pets"]
-    context = memory.get("rag:context:default")  # grouped by KB, in workflow order, as EDDI does
-    assert context.index("### Source: Trains") < context.index("### Source: Food") < context.index("### Source: Pets")
-    assert "[3] pets.md\nDogs travel free" in context
+    context = memory.get("rag:context:default")  # merged by score: the dog passage first
+    assert context.startswith("### Source: Pets\n\n[Source 1: pets.md]\nDogs travel free")
+    assert "### Source: Trains" in context and "### Source: Food" in context
+    assert all(c["injected"] for t in trace for c in t["chunks"])
 
 
 def test_a_failing_kb_is_traced_and_the_others_still_answer(world):
@@ -195,13 +215,19 @@ def test_a_failing_kb_is_traced_and_the_others_still_answer(world):
     assert "rail.md" in turn.system_message
 
 
-def test_no_chunks_means_no_context_entry(world):
+def test_no_chunks_means_no_context_entry_and_an_instruction_to_say_so(world):
     runtime, agent, _ = world
     memory = ConversationMemory(agent, user_input="quantum chromodynamics lecture notes")
     turn = runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains", "minScore": 0.99}]}, None)
-    assert turn.system_message == "You are a rail assistant."
+    assert turn.system_message == "You are a rail assistant.\n\n## Relevant Context:\n" + NO_RELEVANT_CONTEXT
     assert memory.get("rag:trace:answer")[0]["retrievedCount"] == 0
     assert "rag:context:answer" not in memory.data
+    custom = {**TASK, "knowledgeBases": [{"name": "Trains", "minScore": 0.99}], "noRelevantContextMessage": "Say: no idea."}
+    assert runtime.llm_task.execute(ConversationMemory(agent, user_input="quarks"), custom, None).system_message.endswith(
+        "## Relevant Context:\nSay: no idea.")
+    silent = {**custom, "noRelevantContextMessage": ""}
+    assert runtime.llm_task.execute(ConversationMemory(agent, user_input="quarks"), silent, None).system_message == \
+        "You are a rail assistant."
 
 
 def test_no_user_input_means_no_rag(world):
@@ -312,3 +338,74 @@ def test_httpcall_rag_injects_nothing_on_errors_or_unknown_names(runtime):
         failing.close()
     memory = ConversationMemory(agent, user_input="q")  # server gone: connection refused
     assert runtime.llm_task.execute(memory, {**TASK, "httpCallRag": "search"}, None).system_message == "You are a rail assistant."
+
+
+# --- conversation-aware queries, one embedding per model, user scoping, citations ---------------
+
+def test_follow_ups_search_with_the_accumulated_topic(world):
+    runtime, agent, _ = world
+    task = {**TASK, "knowledgeBases": [{"name": "Pets", "minScore": 0.0}, {"name": "Trains", "minScore": 0.0}]}
+    memory = ConversationMemory(agent, user_input="Tell me about the night train to Vienna")
+    runtime.llm_task.execute(memory, task, None)
+    assert memory.get("rag:trace:answer")[0]["queryStrategy"] == "raw"
+    assert memory.get("rag:topic") == "Tell me about the night train to Vienna"
+    memory.history += [("user", memory.user_input), ("assistant", "It leaves at 22:10.")]
+    memory.user_input = "and can my dog come?"
+    runtime.llm_task.execute(memory, task, None)
+    assert memory.get("rag:trace:answer")[0]["queryStrategy"] == "contextualised"
+    assert memory.get("rag:topic") == "Tell me about the night train to Vienna and can my dog come?"
+
+
+def test_one_query_embedding_per_model_per_turn(tmp_path, openai_server):
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(tmp_path / "data", embedding_cache="none")
+    try:
+        params = {"apiKey": "sk-test", "baseUrl": openai_server.base_url, "dimensions": 16}
+        kbs = [make_kb(runtime, name, {f"{name}.md": f"{name} facts."}, embeddingProvider="openai",
+                       embeddingParameters=params, minScore=0.0) for name in ("A", "B", "C")]
+        local = make_kb(runtime, "L", {"l.md": "Local facts."}, minScore=0.0)
+        agent = make_agent(runtime, [step(resource_uri("rags", kb, 1)) for kb in [*kbs, local]])
+        openai_server.requests.clear()
+        memory = ConversationMemory(agent, user_input="facts please")
+        runtime.llm_task.execute(memory, {**TASK, "enableWorkflowRag": True}, None)
+        assert [r["json"]["input"] for r in openai_server.calls("/embeddings")] == [["facts please"]]
+        assert [t["retrievedCount"] for t in memory.get("rag:trace:answer")] == [1, 1, 1, 1]
+    finally:
+        runtime.close()
+
+
+def test_a_user_never_sees_another_users_chunks_in_a_turn(runtime):
+    from eddi_rag.ingest.pipeline import Document
+
+    kb = make_kb(runtime, "Notes", {}, minScore=0.0)
+    runtime.pipeline.ingest([Document("a", "Alice's locker code is 4711.", user_id="alice"),
+                             Document("b", "Bob's locker code is 0815.", user_id="bob")], context_key=kb)
+    agent = make_agent(runtime, [step(resource_uri("rags", kb, 1))])
+    memory = ConversationMemory(agent, user_input="What is Bob's locker code?", user_id="alice")
+    turn = runtime.llm_task.execute(memory, {**TASK, "enableWorkflowRag": True}, None)
+    assert "4711" in turn.system_message and "0815" not in turn.system_message
+
+
+def test_citations_are_checked_against_the_injected_passages(world, openai_server, caplog):
+    runtime, agent, _ = world
+    openai_server.answer = "It leaves at 22:10 [Source 1: rail.md]; dogs ride free [Source 2]; see also [Source 7: atlas.md]."
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.base_url, api_key="sk", max_retries=0)
+    memory = ConversationMemory(agent, user_input="night train to Vienna with my dog")
+    task = {**TASK, "knowledgeBases": [{"name": "Trains", "minScore": 0.0}, {"name": "Pets", "minScore": 0.0}]}
+    turn = runtime.llm_task.execute(memory, task, model)
+    citations = memory.get("rag:citations:answer")
+    assert [(c["cited"], c["known"]) for c in citations] == [
+        ("[Source 1: rail.md]", True), ("[Source 2]", True), ("[Source 7: atlas.md]", False)]
+    assert citations[0]["chunkId"] == turn.sources[0]["chunkId"] and citations[0]["kb"] == turn.sources[0]["kb"]
+    assert "cites [Source 7: atlas.md], which is not among the 2 injected passages" in caplog.text
+
+
+def test_a_citation_naming_another_document_is_flagged():
+    from eddi_rag.workflow.conversation import check_citations
+
+    sources = [{"n": 1, "label": "[Source 1: rail.md, Departures]", "chunkId": "c1", "kb": "T", "source": "rail.md",
+                "section": "Departures"}]
+    found = check_citations("See [Source 1: rail.md, departures] and [Source 1: menu.md] and [1].", sources, "t")
+    assert [(c["cited"], c["known"]) for c in found] == [
+        ("[Source 1: rail.md, departures]", True), ("[Source 1: menu.md]", False), ("[1]", True)]

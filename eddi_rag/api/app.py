@@ -21,6 +21,7 @@ from eddi_rag.resources import (
     ResourceRef,
     VersionConflictError,
 )
+from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.runtime import Runtime
 from eddi_rag.stores.filters import FilterError
 
@@ -30,6 +31,21 @@ class QueryRequest(BaseModel):
     maxResults: int | None = Field(default=None, ge=1, le=1000)
     minScore: float | None = Field(default=None, ge=0, le=1)
     where: dict[str, Any] | None = None
+    userId: str | None = None
+
+
+class RetrieveRequest(BaseModel):
+    """The retrieve contract: validation of the query itself is the contract's (InvalidQueryError → 400)."""
+
+    query: str
+    maxChunks: int = Field(default=5, ge=1, le=1000)
+    minRelevance: float = Field(default=0.6, ge=0, le=1)
+    userId: str | None = None
+    where: dict[str, Any] | None = None
+
+
+class DocumentsRequest(BaseModel):
+    documents: list[Any] = Field(min_length=1)
 
 
 def _created(ref: ResourceRef, status: int = 201) -> Response:
@@ -61,6 +77,14 @@ def create_app(runtime: Runtime) -> FastAPI:
     @app.exception_handler(FilterError)
     async def bad_filter(_: Request, e: FilterError):
         return JSONResponse({"error": str(e)}, status_code=400)
+
+    @app.exception_handler(InvalidQueryError)
+    async def bad_query(_: Request, e: InvalidQueryError):
+        return JSONResponse({"error": str(e)}, status_code=400)
+
+    @app.exception_handler(VectorDBUnavailableError)
+    async def store_down(_: Request, e: VectorDBUnavailableError):
+        return JSONResponse({"error": str(e)}, status_code=503)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -115,8 +139,24 @@ def create_app(runtime: Runtime) -> FastAPI:
     @app.post("/ragstore/rags/{id}/query")
     def query(id: str, body: QueryRequest) -> dict[str, Any]:
         config = runtime.rag_config(id)
-        hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where)
+        hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where, body.userId)
         return {"kbId": id, "name": config.name, "query": body.query, "results": [h.to_json() for h in hits]}
+
+    @app.post("/ragstore/rags/{id}/retrieve")
+    def retrieve(id: str, body: RetrieveRequest) -> dict[str, Any]:
+        """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
+        return runtime.pipeline.retrieve(body.query, id, body.maxChunks, body.minRelevance, user_id=body.userId,
+                                         where=body.where).to_json()
+
+    @app.post("/ragstore/rags/{id}/documents")
+    def ingest_documents(id: str, body: DocumentsRequest) -> dict[str, Any]:
+        """Upsert documents by document_id, synchronously: an IngestionResult with per-document errors."""
+        return runtime.pipeline.ingest(body.documents, id).to_json()
+
+    @app.post("/ragstore/rags/{id}/purge")
+    def purge(id: str) -> dict[str, Any]:
+        """Delete the chunks whose time to live has passed."""
+        return {"kbId": id, "removed": runtime.purge_expired(id)}
 
     for kind, (_, store, collection) in RESOURCE_TYPES.items():
         _resource_routes(app, runtime, kind, f"/{store}/{collection}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddi_rag.config import LlmTaskRag
+from eddi_rag.factories import embedding_key
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.stores.base import SearchHit
 from eddi_rag.workflow.traversal import DiscoveredKb
@@ -29,6 +30,8 @@ class KbSelection:
 class RagResult:
     context: str | None
     trace: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)  # what each [Source n] label stands for
+    searched: bool = False  # at least one knowledge base answered
 
 
 def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> list[KbSelection]:
@@ -59,50 +62,96 @@ def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> 
     return []
 
 
-def _label(hit: SearchHit) -> str:
-    source = str(hit.metadata.get("source") or "unknown source")
-    where = hit.metadata.get("section") or hit.metadata.get("page")
+def source_label(hit: SearchHit) -> str:
+    """What a citation names: the document, and where in it when known (section, page, sheet!cell)."""
+    m = hit.metadata
+    source = str(m.get("source") or "unknown source")
+    where = m.get("section") or (f"page {m['page']}" if m.get("page") is not None else None) or m.get("cell")
     return f"{source}, {where}" if where else source
 
 
-def format_context(results: list[tuple[str, list[SearchHit]]], max_chars: int | None) -> tuple[str, int]:
-    """The ``## Relevant Context:`` body (DESIGN §3). Returns (text, number of passages omitted).
+@dataclass
+class Passage:
+    kb: str
+    hit: SearchHit
+
+
+def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list[Passage]:
+    """Every KB's hits in one list by score (ties: workflow order, then id), cut to ``limit``."""
+    ranked = sorted(
+        ((kb_index, Passage(kb, h)) for kb_index, (kb, hits) in enumerate(results) for h in hits),
+        key=lambda p: (-p[1].hit.score, p[0], p[1].hit.id),
+    )
+    return [p for _, p in ranked][:limit]
+
+
+def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str, list[dict[str, Any]], int]:
+    """The ``## Relevant Context:`` body (DESIGN §3): a ``### Source: <kb>`` header whenever the KB
+    changes, then ``[Source n: <document>, <section>]`` and the passage. Returns (text, the sources
+    injected as {n, label, chunkId, kb, source, section}, number of passages omitted).
 
     A passage that would push the text past ``max_chars`` is skipped (later, shorter ones may
     still fit); a closing marker line says how many were omitted and why."""
     limit = max_chars if max_chars and max_chars > 0 else None
-    text, omitted, n, current_kb = "", 0, 0, None
-    for kb_name, hits in results:
-        for hit in hits:
-            # Each passage ends with a blank line, which also separates it from the next header.
-            header = f"### Source: {kb_name}\n\n" if kb_name != current_kb else ""
-            passage = f"[{n + 1}] {_label(hit)}\n{hit.text.strip()}\n\n"
-            if limit is not None and len((text + header + passage).strip()) > limit:
-                omitted += 1
-                continue
-            text += header + passage
-            current_kb, n = kb_name, n + 1
+    text, omitted, current_kb = "", 0, None
+    sources: list[dict[str, Any]] = []
+    for p in passages:
+        n = len(sources) + 1
+        label = f"[Source {n}: {source_label(p.hit)}]"
+        # Each passage ends with a blank line, which also separates it from the next header.
+        header = f"### Source: {p.kb}\n\n" if p.kb != current_kb else ""
+        passage = f"{label}\n{p.hit.text.strip()}\n\n"
+        if limit is not None and len((text + header + passage).strip()) > limit:
+            omitted += 1
+            continue
+        text += header + passage
+        current_kb = p.kb
+        sources.append({"n": n, "label": label, "chunkId": p.hit.id, "kb": p.kb,
+                        "source": p.hit.metadata.get("source"), "section": p.hit.metadata.get("section")})
     text = text.strip()
     if omitted:
         text += f"\n\n[{omitted} more passage(s) omitted: maxRagContextChars={max_chars} reached]"
-    return text, omitted
+    return text, sources, omitted
 
 
 class RagContextProvider:
     def __init__(self, retriever: Retriever, redact: Callable[[str], str] = lambda s: s):
         self.retriever, self.redact = retriever, redact
 
-    def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str) -> RagResult:
-        """Search the selected KBs in parallel (a slow store does not hold up the others); the
-        trace and the context keep workflow order."""
+    def _embed_once_per_model(self, selections: list[KbSelection], query: str) -> dict[str, Any]:
+        """One query embedding per embedding model (provider + parameters) for the whole turn; a
+        model that fails maps to its exception."""
+        vectors: dict[str, Any] = {}
+        for sel in selections:
+            key = embedding_key(sel.kb.config)
+            if key not in vectors:
+                try:
+                    vectors[key] = self.retriever.embeddings.for_config(sel.kb.config).embed_query(query)
+                except Exception as e:  # noqa: BLE001 - reported on every KB using this model
+                    vectors[key] = e
+        return vectors
+
+    def _search(self, sel: KbSelection, query: str, vector: Any, user_id: str | None) -> list[SearchHit]:
+        if isinstance(vector, Exception):
+            raise vector
+        return self.retriever.search(sel.kb.id, sel.kb.config, query, sel.max_results, sel.min_score,
+                                     user_id=user_id, vector=vector)
+
+    def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str,
+                 user_id: str | None = None, strategy: str = "raw") -> RagResult:
+        """Search the selected KBs in parallel (a slow store does not hold up the others), then
+        merge their hits by score and keep the best ``max(maxResults)``; the trace keeps workflow
+        order and marks which chunks were injected."""
         trace: list[dict[str, Any]] = []
         results: list[tuple[str, list[SearchHit]]] = []
         selections = select_knowledge_bases(task, discovered)
         if not selections:
             return RagResult(None, trace)
+        vectors = self._embed_once_per_model(selections, query)
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(selections)), thread_name_prefix="eddi-rag-kb") as pool:
-            futures = [pool.submit(self.retriever.search, s.kb.id, s.kb.config, query, s.max_results, s.min_score)
+            futures = [pool.submit(self._search, s, query, vectors[embedding_key(s.kb.config)], user_id)
                        for s in selections]
+        answered = []
         for sel, future in zip(selections, futures):
             cfg = sel.kb.config
             try:
@@ -112,12 +161,14 @@ class RagContextProvider:
                 log.warning("knowledge base %r failed: %s", cfg.name, error)
                 trace.append({"kb": cfg.name, "error": error})
                 continue
+            answered.append(sel)
             trace.append({
                 "kb": cfg.name,
                 "kbId": sel.kb.id,
                 "provider": cfg.embeddingProvider,
                 "storeType": cfg.storeType,
                 "searchMode": cfg.searchMode,
+                "queryStrategy": strategy,
                 "maxResults": sel.max_results,
                 "minScore": sel.min_score,
                 "retrievedCount": len(hits),
@@ -125,9 +176,13 @@ class RagContextProvider:
                     {"id": h.id, "score": round(h.score, 6), "source": h.metadata.get("source")} for h in hits
                 ],
             })
-            if hits:
-                results.append((cfg.name, hits))
-        if not results:
-            return RagResult(None, trace)
-        context, _ = format_context(results, task.maxRagContextChars)
-        return RagResult(context, trace)
+            results.append((cfg.name, hits))
+        passages = merge(results, max((s.max_results for s in answered), default=0))
+        if not passages:
+            return RagResult(None, trace, searched=bool(answered))
+        context, sources, _ = format_context(passages, task.maxRagContextChars)
+        injected = {s["chunkId"] for s in sources}
+        for entry in trace:
+            for chunk in entry.get("chunks", []):
+                chunk["injected"] = chunk["id"] in injected
+        return RagResult(context, trace, sources, searched=True)

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from eddi_rag.config import LlmTaskRag
 from eddi_rag.workflow.context import RagContextProvider
+from eddi_rag.workflow.conversation import check_citations, query_for_turn, remember_topic
 from eddi_rag.workflow.httpcall import call_for_context
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import Discovery, WorkflowTraversal
@@ -29,6 +30,8 @@ class TurnResult:
     messages: list[BaseMessage]
     answer: str | None = None
     discovery: Discovery = field(default_factory=Discovery)
+    sources: list[dict[str, Any]] = field(default_factory=list)  # the passages injected, by [Source n]
+    task_id: str = "default"
 
 
 def task_id(task: dict[str, Any]) -> str:
@@ -51,6 +54,7 @@ class LlmTaskHook:
         system = system_prompt(task)
         query = (memory.user_input or "").strip()
         discovery = Discovery()
+        sources: list[dict[str, Any]] = []
         wants_rag = bool(rag.knowledgeBases) or rag.enableWorkflowRag or bool(rag.httpCallRag)
         if query and wants_rag:
             try:
@@ -66,12 +70,18 @@ class LlmTaskHook:
                 except Exception as e:  # noqa: BLE001
                     log.warning("httpCallRag %r failed: %s", rag.httpCallRag, self.provider.redact(str(e)))
             try:
-                found = self.provider.retrieve(rag, discovery.knowledge_bases, query)
+                search_text, strategy = query_for_turn(memory)
+                log.info("task %s searches with the %s query strategy", tid, strategy)
+                found = self.provider.retrieve(rag, discovery.knowledge_bases, search_text, memory.user_id, strategy)
                 if found.trace:
                     memory.set(f"rag:trace:{tid}", found.trace)
+                    remember_topic(memory, search_text)
                 if found.context:
                     system += "\n\n## Relevant Context:\n" + found.context
                     memory.set(f"rag:context:{tid}", found.context)
+                    sources = found.sources
+                elif found.searched and rag.noRelevantContextMessage:
+                    system += "\n\n## Relevant Context:\n" + rag.noRelevantContextMessage
             except Exception as e:  # noqa: BLE001
                 log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
@@ -79,7 +89,7 @@ class LlmTaskHook:
             messages.append(HumanMessage(text) if role == "user" else AIMessage(text))
         if memory.user_input:
             messages.append(HumanMessage(memory.user_input))
-        return TurnResult(system, messages, discovery=discovery)
+        return TurnResult(system, messages, discovery=discovery, sources=sources, task_id=tid)
 
     def execute(self, memory: ConversationMemory, task: dict[str, Any], chat_model: BaseChatModel | None) -> TurnResult:
         turn = self.prepare(memory, task)
@@ -88,6 +98,9 @@ class LlmTaskHook:
         reply = chat_model.invoke(turn.messages)
         turn.answer = reply.content if isinstance(reply.content, str) else str(reply.content)
         memory.set("output", turn.answer)
+        citations = check_citations(turn.answer, turn.sources, turn.task_id)
+        if citations or turn.sources:
+            memory.set(f"rag:citations:{turn.task_id}", citations)
         if memory.user_input:
             memory.history.append(("user", memory.user_input))
         memory.history.append(("assistant", turn.answer))

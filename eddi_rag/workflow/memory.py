@@ -12,6 +12,7 @@ class ConversationMemory:
     agent_id: str
     agent_version: int = 0
     user_input: str | None = None
+    user_id: str | None = None  # retrieval only returns this user's private chunks (and shared ones)
     history: list[tuple[str, str]] = field(default_factory=list)  # (role, text): "user" | "assistant"
     data: dict[str, Any] = field(default_factory=dict)
 
