@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import typesense
 from typesense.exceptions import ObjectNotFound
 
@@ -78,8 +79,10 @@ def _combine(parts: list[str], joiner: str) -> str:
     return parts[0] if len(parts) == 1 else "(" + f" {joiner} ".join(parts) + ")"
 
 
-def _leaf(field: str, op: str, values: list[Any], fields: set[str]) -> str:
-    """One comparison of one field with values of one type."""
+def _leaf(field: str, op: str, values: list[Any], fields: set[str], approx: list[bool]) -> str:
+    """One comparison of one field with values of one type. Typesense keeps numbers as 32-bit
+    floats: a numeric comparison runs on float32(value), which selects a superset (rounding is
+    monotonic), and ``approx`` records that the exact filter must run again on the results."""
     path = _TYPED[filters.value_kind(values[0])] + field
     negated = op in ("$ne", "$nin")
     if path not in fields:
@@ -88,6 +91,10 @@ def _leaf(field: str, op: str, values: list[Any], fields: set[str]) -> str:
         raise _Unsupported
     if isinstance(values[0], (int, float)) and not isinstance(values[0], bool) and negated:
         raise _Unsupported  # Typesense 0.24 has no != for numbers
+    if filters.value_kind(values[0]) == "number":
+        approx.append(True)
+        values = [float(np.float32(v)) for v in values]
+        op = {"$gt": "$gte", "$lt": "$lte"}.get(op, op)  # x > v only implies float32(x) >= float32(v)
     if op in ("$gt", "$gte", "$lt", "$lte"):
         if isinstance(values[0], str):
             raise _Unsupported
@@ -96,17 +103,19 @@ def _leaf(field: str, op: str, values: list[Any], fields: set[str]) -> str:
     return f"{path}:{'!=' if negated else '='}{listed}"
 
 
-def to_typesense(node: filters.Node | None, fields: set[str]) -> str | None:
-    """A ``filter_by`` string, TRUE/FALSE, or None when Typesense cannot express the filter."""
+def to_typesense(node: filters.Node | None, fields: set[str]) -> tuple[str | None, bool]:
+    """(a ``filter_by`` string or TRUE/FALSE, or None when Typesense cannot express the filter;
+    whether it is only a superset that the exact filter must narrow)."""
+    approx: list[bool] = []
     try:
-        return TRUE if node is None else _compile(node, fields)
+        return (TRUE if node is None else _compile(node, fields, approx)), bool(approx)
     except _Unsupported:
-        return None
+        return None, True
 
 
-def _compile(node: filters.Node, fields: set[str]) -> str:
+def _compile(node: filters.Node, fields: set[str], approx: list[bool]) -> str:
     if isinstance(node, (filters.And, filters.Or)):
-        return _combine([_compile(n, fields) for n in node.children], "&&" if isinstance(node, filters.And) else "||")
+        return _combine([_compile(n, fields, approx) for n in node.children], "&&" if isinstance(node, filters.And) else "||")
     if not _SAFE_FIELD.match(node.field):
         raise _Unsupported
     if node.op in ("$in", "$nin"):
@@ -115,9 +124,9 @@ def _compile(node: filters.Node, fields: set[str]) -> str:
         by_kind: dict[str, list[Any]] = {}
         for v in node.value:
             by_kind.setdefault(filters.value_kind(v), []).append(v)
-        parts = [_leaf(node.field, node.op, vs, fields) for vs in by_kind.values()]
+        parts = [_leaf(node.field, node.op, vs, fields, approx) for vs in by_kind.values()]
         return _combine(parts, "||" if node.op == "$in" else "&&")
-    return _leaf(node.field, node.op, [node.value], fields)
+    return _leaf(node.field, node.op, [node.value], fields, approx)
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
@@ -171,8 +180,8 @@ class TypesenseStore(OverwriteThenPrune):
         """(filter_by or TRUE/FALSE, what still runs in Python, the collection schema)."""
         node, schema = filters.parse(where), self._schema()
         fields = {f["name"] for f in schema["fields"]} if schema else set()
-        native = to_typesense(node, fields)
-        return (TRUE, node, schema) if native is None else (native, None, schema)
+        native, approx = to_typesense(node, fields)
+        return (TRUE if native is None else native), (node if approx else None), schema
 
     @staticmethod
     def _params(native: str, **extra: Any) -> dict[str, Any]:

@@ -289,3 +289,33 @@ def test_random_filters_match_the_reference(make, where):
     node = filters.parse(where)
     expected = sorted(c.id for c in chunks if filters.matches(node, c.metadata))
     assert ids(store.get(where=where)) == expected, where
+
+
+def test_user_scoping_and_expiry_hold_in_the_engine(store):
+    """The retriever's scope filter (a user sees shared chunks and their own private ones, never
+    another user's; expired chunks never) is answered exactly, inside each engine."""
+    from eddi_rag.retrieval.retriever import scope
+
+    now = 1_800_000_000.0
+    rows = {
+        "shared": {},
+        "alice": {"user_id": "alice", "private": True},
+        "bob": {"user_id": "bob", "private": True},
+        "bob-shared-looking": {"user_id": "bob", "private": True, "source": "handbook.md"},
+        "expired": {"expires": True, "expiresAt": now - 1},
+        "alive": {"expires": True, "expiresAt": now + 60},
+        "alice-expired": {"user_id": "alice", "private": True, "expires": True, "expiresAt": now - 60},
+    }
+    store.upsert([Chunk(id, f"the locker code of {id}", {"source": "notes.md", **meta}, vec(1, i / 10))
+                  for i, (id, meta) in enumerate(rows.items())])
+    seen = {
+        user: sorted(h.id for h in store.search(vec(1), 10, where=scope(None, user, now)))
+        for user in ("alice", "bob", "carol", None)
+    }
+    assert seen["alice"] == ["alice", "alive", "shared"]
+    assert seen["bob"] == ["alive", "bob", "bob-shared-looking", "shared"]
+    assert seen["carol"] == seen[None] == ["alive", "shared"]
+    narrowed = store.search(vec(1), 10, where=scope({"source": "handbook.md"}, "alice", now))
+    assert narrowed == []  # asking for bob's document by name does not reach it
+    if "keyword_search" in store.capabilities:
+        assert sorted(h.id for h in store.keyword_search("locker code", 10, where=scope(None, "alice", now))) == seen["alice"]
