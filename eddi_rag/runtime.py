@@ -31,6 +31,13 @@ from eddi_rag.workflow.traversal import WorkflowTraversal
 DB_FILE = "eddi-rag.db"
 
 
+def _has_keyword_search(store_type: str) -> bool:
+    try:
+        return "keyword_search" in registry.load(registry.STORES, store_type).capabilities
+    except registry.ProviderUnavailableError:
+        return False
+
+
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
                  embedding_cache: str | None = None):
@@ -70,9 +77,10 @@ class Runtime:
             except registry.ProviderUnavailableError:
                 caps = {"keyword_search"}  # cannot tell without the extra; building the store will
             if "keyword_search" not in caps:
+                capable = [n for n in registry.store_types() if _has_keyword_search(n)]
                 errors.append({"path": "$.searchMode", "value": config.searchMode,
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
-                                          f"(use in-memory, sqlite, pgvector or elasticsearch, or searchMode 'vector')"})
+                                          f"(use {', '.join(capable)}, or searchMode 'vector')"})
         if errors:
             raise ConfigValidationError(errors)
         return config

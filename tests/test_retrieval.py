@@ -13,9 +13,12 @@ DOCS = {
 }
 
 
-@pytest.fixture(params=["in-memory", "sqlite", "pgvector"])
+SERVED = {"pgvector": "pgvector_params", "typesense": "typesense_params"}  # stores needing a running server
+
+
+@pytest.fixture(params=["in-memory", "sqlite", "sqlite-vec", "pgvector", "typesense"])
 def kb(request, runtime):
-    params = request.getfixturevalue("pgvector_params") if request.param == "pgvector" else {}
+    params = request.getfixturevalue(SERVED[request.param]) if request.param in SERVED else {}
 
     def make(**cfg):
         id = runtime.resources.create("rags", runtime.validate_rag(

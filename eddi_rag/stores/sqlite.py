@@ -70,18 +70,37 @@ _SCHEMA = [
         kb TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL,
         dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (kb, id))""",
 ]
-# Full-text index kept in step with kb_chunks by triggers (SQLite's external-content FTS5 recipe).
-_FTS = [
-    "CREATE VIRTUAL TABLE kb_chunks_fts USING fts5(text, content='kb_chunks', content_rowid='rowid', tokenize='porter unicode61')",
-    """CREATE TRIGGER kb_chunks_fts_insert AFTER INSERT ON kb_chunks BEGIN
-        INSERT INTO kb_chunks_fts(rowid, text) VALUES (new.rowid, new.text); END""",
-    """CREATE TRIGGER kb_chunks_fts_delete AFTER DELETE ON kb_chunks BEGIN
-        INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, text) VALUES ('delete', old.rowid, old.text); END""",
-    """CREATE TRIGGER kb_chunks_fts_update AFTER UPDATE ON kb_chunks BEGIN
-        INSERT INTO kb_chunks_fts(kb_chunks_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-        INSERT INTO kb_chunks_fts(rowid, text) VALUES (new.rowid, new.text); END""",
-    "INSERT INTO kb_chunks_fts(kb_chunks_fts) VALUES ('rebuild')",  # chunks written before the index existed
-]
+
+
+def fts_statements(table: str) -> list[str]:
+    """A full-text index ``<table>_fts`` over ``table.text``, kept in step by triggers (SQLite's
+    external-content FTS5 recipe; Porter stemming). ``table`` needs a rowid."""
+    fts = f"{table}_fts"
+    return [
+        f"CREATE VIRTUAL TABLE {fts} USING fts5(text, content='{table}', content_rowid='rowid', tokenize='porter unicode61')",
+        f"""CREATE TRIGGER {fts}_insert AFTER INSERT ON {table} BEGIN
+            INSERT INTO {fts}(rowid, text) VALUES (new.rowid, new.text); END""",
+        f"""CREATE TRIGGER {fts}_delete AFTER DELETE ON {table} BEGIN
+            INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.rowid, old.text); END""",
+        f"""CREATE TRIGGER {fts}_update AFTER UPDATE ON {table} BEGIN
+            INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.rowid, old.text);
+            INSERT INTO {fts}(rowid, text) VALUES (new.rowid, new.text); END""",
+        f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",  # rows written before the index existed
+    ]
+
+
+def keyword_query(table: str, kb_id: str, text: str, k: int, where: dict[str, Any] | None) -> tuple[str, list[Any]] | None:
+    """(SQL, parameters) ranking the KB's rows of ``table`` by FTS5 bm25() for any of the query's
+    words, filtered by ``where``; None when there is nothing to search. Columns: id, text,
+    metadata, rank (lower is better)."""
+    terms = re.findall(r"\w+", text)
+    if not terms or k <= 0:
+        return None
+    sql, params = to_sqlite(filters.parse(where), column="c.metadata")
+    fts = f"{table}_fts"
+    query = (f"SELECT c.id, c.text, c.metadata, bm25({fts}) AS rank FROM {fts} JOIN {table} c ON c.rowid = {fts}.rowid "
+             f"WHERE {fts} MATCH ? AND c.kb = ? AND {sql} ORDER BY rank, c.id LIMIT ?")
+    return query, [" OR ".join(f'"{t}"' for t in terms), kb_id, *params, k]
 
 
 class SqliteStore:
@@ -104,7 +123,7 @@ class SqliteStore:
             for statement in _SCHEMA:
                 c.execute(statement)
             if not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_chunks_fts'").fetchone():
-                for statement in _FTS:
+                for statement in fts_statements("kb_chunks"):
                     c.execute(statement)
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
@@ -221,17 +240,10 @@ class SqliteStore:
 
     def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
         """SQLite FTS5 with its bm25() ranking (Porter stemming), filtered by ``where``."""
-        sql, params = to_sqlite(filters.parse(where), column="c.metadata")
-        terms = re.findall(r"\w+", text)
-        if not terms or k <= 0:
+        planned = keyword_query("kb_chunks", self.kb_id, text, k, where)
+        if planned is None:
             return []
-        match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self.db.query(
-            "SELECT c.id, c.text, c.metadata, bm25(kb_chunks_fts) AS rank FROM kb_chunks_fts "
-            f"JOIN kb_chunks c ON c.rowid = kb_chunks_fts.rowid WHERE kb_chunks_fts MATCH ? AND c.kb = ? AND {sql} "
-            "ORDER BY rank, c.id LIMIT ?",
-            [match, self.kb_id, *params, k],
-        )
+        rows = self.db.query(*planned)
         return [KeywordHit(r["id"], r["text"], json.loads(r["metadata"]), -float(r["rank"])) for r in rows]
 
     def get(

@@ -1,4 +1,4 @@
-"""``sqlite-vec``: KNN inside SQLite with the sqlite-vec extension (a ``vec0`` table per KB).
+"""``sqlite-vec``: KNN inside SQLite with the sqlite-vec extension (a ``vec0`` table per KB), keyword search with FTS5.
 
 Python's bundled sqlite3 here cannot load extensions, so this backend talks to SQLite through
 ``apsw``. Chunk text and metadata live in an ordinary table beside the vectors; filters compile
@@ -23,10 +23,12 @@ import sqlite_vec
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     Chunk,
+    KeywordHit,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -34,7 +36,7 @@ from eddi_rag.stores.base import (
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.sqlite import to_sqlite
+from eddi_rag.stores.sqlite import fts_statements, keyword_query, to_sqlite
 
 MAX_K = 4096  # sqlite-vec's limit on k
 _SCHEMA = [
@@ -54,11 +56,15 @@ def _connect(path: str) -> apsw.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
     for statement in _SCHEMA:
         conn.execute(statement)
+    with conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_chunks_fts'").fetchone():
+            for statement in fts_statements("vec_chunks"):
+                conn.execute(statement)
     return conn
 
 
 class SqliteVecStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -155,6 +161,15 @@ class SqliteVecStore:
             ).fetchall()
         hits = [SearchHit(r[0], r[1], json.loads(r[2]), 1.0 - float(r[3])) for r in rows]
         return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """SQLite FTS5 bm25() over the chunk texts (the same index recipe as the ``sqlite`` store)."""
+        planned = keyword_query("vec_chunks", self.kb_id, text, k, where)
+        if planned is None:
+            return []
+        with self._lock:
+            rows = self.conn.execute(*planned).fetchall()
+        return [KeywordHit(r[0], r[1], json.loads(r[2]), -float(r[3])) for r in rows]
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:

@@ -26,10 +26,12 @@ from typesense.exceptions import ObjectNotFound
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     Chunk,
+    KeywordHit,
     OverwriteThenPrune,
     SearchHit,
     StoreContext,
@@ -139,7 +141,7 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
 
 
 class TypesenseStore(OverwriteThenPrune):
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -274,6 +276,21 @@ class TypesenseStore(OverwriteThenPrune):
             return [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
 
         return overfetch(candidates, k, min(total, _PAGE))
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """Typesense's own full-text search on the chunk text, ranked by its ``text_match``; words
+        are dropped from the query until k chunks match (so any word can find a chunk)."""
+        native, rest, schema = self._plan(where)
+        if schema is None or native == FALSE or k <= 0 or not text.strip():
+            return []
+        n = min(_PAGE, k if rest is None else 3 * k + 10)
+        found = self.client.collections[self.name].documents.search(self._params(
+            native, q=text, query_by="text", per_page=n, prefix="false", drop_tokens_threshold=n,
+            exclude_fields="embedding"))
+        hits = [KeywordHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
+                           float(h["text_match"])) for h in found["hits"]]
+        hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
+        return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
