@@ -15,13 +15,13 @@ from pydantic import BaseModel, Field
 
 from eddi_rag import __version__, registry
 from eddi_rag.config import ConfigValidationError, load_schema
+from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.resources import (
     RESOURCE_TYPES,
     ResourceNotFoundError,
     ResourceRef,
     VersionConflictError,
 )
-from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.runtime import Runtime
 from eddi_rag.stores.filters import FilterError
 

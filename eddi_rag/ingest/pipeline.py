@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddi_rag.config import RagConfiguration
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, embedding_key
+from eddi_rag.factories import (
+    EmbeddingModelFactory,
+    EmbeddingStoreFactory,
+    embedding_key,
+)
 from eddi_rag.ingest.chunking import split_document
 from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.stores.base import Chunk

@@ -25,9 +25,9 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
+    filtered_top_k,
     normalise,
     parameters_schema,
-    top_k,
 )
 from eddi_rag.stores.bm25 import Bm25Index
 from eddi_rag.stores.masks import MetadataColumns
@@ -135,20 +135,8 @@ class InMemoryStore:
                 return []
             q = normalise(vector)[0]
             check_dimension(c.matrix.shape[1], q.shape[0], self.kb_id)
-            if node is None:
-                sims = c.matrix @ q
-                ids = c.ids
-                picks = top_k(sims, ids, k)
-                return [SearchHit(ids[i], c.texts[i], dict(c.metadata[i]), float(sims[i])) for i in picks]
-            rows = c.rows(node)
-            if not len(rows):
-                return []
-            sims = c.matrix[rows] @ q
-            sub_ids = [c.ids[r] for r in rows]
-            return [
-                SearchHit(sub_ids[i], c.texts[rows[i]], dict(c.metadata[rows[i]]), float(sims[i]))
-                for i in top_k(sims, sub_ids, k)
-            ]
+            picks = filtered_top_k(c.matrix, q, c.ids, k, None if node is None else c.rows(node))
+            return [SearchHit(c.ids[i], c.texts[i], dict(c.metadata[i]), sim) for i, sim in picks]
 
     def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
         """BM25 (bm25s) over the chunk texts; the index is rebuilt after writes, on first use."""

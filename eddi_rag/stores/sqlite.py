@@ -30,10 +30,11 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
+    filtered_top_k,
     normalise,
     parameters_schema,
-    top_k,
 )
+from eddi_rag.stores.masks import MetadataColumns
 
 
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
@@ -127,6 +128,7 @@ class SqliteStore:
                     c.execute(statement)
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
+        self._filter_columns: tuple[list[str], MetadataColumns] | None = None
         # Write counts shared by every store object on this file and KB, so an object built
         # after a cache eviction and the one it replaced never serve each other stale vectors.
         self._generations = context.state.setdefault("sqlite-generations", {})
@@ -216,18 +218,20 @@ class SqliteStore:
             return []
         q = normalise(vector)[0]
         check_dimension(matrix.shape[1], q.shape[0], self.kb_id)
-        if node is None:
-            sims, cand_ids, rows = matrix @ q, ids, None
-        else:
-            sql, params = to_sqlite(node)
-            allowed = {r["id"] for r in self.db.query(f"SELECT id FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])}
-            rows = np.array([i for i, id in enumerate(ids) if id in allowed], dtype=np.int64)
-            if not len(rows):
-                return []
-            sims, cand_ids = matrix[rows] @ q, [ids[i] for i in rows]
-        picks = top_k(sims, cand_ids, k)
-        found = self._load([cand_ids[i] for i in picks])
-        return [SearchHit(cand_ids[i], *found[cand_ids[i]], float(sims[i])) for i in picks if cand_ids[i] in found]
+        rows = None if node is None else np.flatnonzero(self._columns(ids).mask(node))
+        picks = filtered_top_k(matrix, q, ids, k, rows)
+        found = self._load([ids[i] for i, _ in picks])
+        return [SearchHit(ids[i], *found[ids[i]], sim) for i, sim in picks if ids[i] in found]
+
+    def _columns(self, ids: list[str]) -> MetadataColumns:
+        """Every chunk's metadata as filter columns, in the cached matrix's row order; rebuilt
+        when the KB changes (a filtered search then costs vector operations, not SQL per row)."""
+        with self._lock:
+            if self._filter_columns is None or self._filter_columns[0] is not ids:  # keyed on the cached id list itself
+                rows = self.db.query("SELECT id, metadata FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,))
+                by_id = {r["id"]: json.loads(r["metadata"]) for r in rows}
+                self._filter_columns = (ids, MetadataColumns([by_id.get(i, {}) for i in ids]))
+            return self._filter_columns[1]
 
     def _load(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         if not ids:

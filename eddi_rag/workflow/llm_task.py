@@ -16,7 +16,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from eddi_rag.config import LlmTaskRag
 from eddi_rag.workflow.context import RagContextProvider
-from eddi_rag.workflow.conversation import check_citations, query_for_turn, remember_topic
+from eddi_rag.workflow.conversation import (
+    check_citations,
+    query_for_turn,
+    remember_topic,
+)
 from eddi_rag.workflow.httpcall import call_for_context
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import Discovery, WorkflowTraversal
@@ -82,7 +86,7 @@ class LlmTaskHook:
                     sources = found.sources
                 elif found.searched and rag.noRelevantContextMessage:
                     system += "\n\n## Relevant Context:\n" + rag.noRelevantContextMessage
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
                 log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         for role, text in memory.history:
