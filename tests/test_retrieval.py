@@ -16,9 +16,11 @@ DOCS = {
 SERVED = {"pgvector": "pgvector_params", "typesense": "typesense_params"}  # stores needing a running server
 
 
-@pytest.fixture(params=["in-memory", "sqlite", "sqlite-vec", "pgvector", "typesense"])
+@pytest.fixture(params=["in-memory", "sqlite", "sqlite-vec", "pgvector", "typesense", "qdrant"])
 def kb(request, runtime):
     params = request.getfixturevalue(SERVED[request.param]) if request.param in SERVED else {}
+    if request.param == "qdrant":
+        params = {"path": ":memory:"}  # qdrant-client's local mode
 
     def make(**cfg):
         id = runtime.resources.create("rags", runtime.validate_rag(
@@ -58,9 +60,8 @@ def test_every_mode_reports_cosine_relevance_so_min_score_keeps_its_meaning(runt
 
 
 def test_hybrid_needs_a_store_with_keyword_search(runtime):
-    with pytest.raises(ConfigValidationError, match=r"\$.searchMode: 'hybrid' needs keyword search; storeType 'qdrant'"):
-        runtime.validate_rag({"name": "kb", "embeddingProvider": "local", "storeType": "qdrant",
-                              "storeParameters": {"path": ":memory:"}, "searchMode": "hybrid"})
+    with pytest.raises(ConfigValidationError, match=r"\$.searchMode: 'hybrid' needs keyword search; storeType 'chroma'"):
+        runtime.validate_rag({"name": "kb", "embeddingProvider": "local", "storeType": "chroma", "searchMode": "hybrid"})
 
 
 def test_filters_apply_in_every_mode(runtime, kb):

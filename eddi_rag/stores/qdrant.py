@@ -25,10 +25,12 @@ from qdrant_client import QdrantClient, models
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     Chunk,
+    KeywordHit,
     OverwriteThenPrune,
     SearchHit,
     StoreContext,
@@ -92,7 +94,7 @@ def to_qdrant(node: filters.Node) -> models.Filter:
 
 
 class QdrantStore(OverwriteThenPrune):
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -166,6 +168,7 @@ class QdrantStore(OverwriteThenPrune):
         if dim is None:
             self.client.create_collection(self.collection, vectors_config=models.VectorParams(
                 size=matrix.shape[1], distance=models.Distance.COSINE))
+            self._text_index()
         last = {c.id: i for i, c in enumerate(chunks)}
         for start in range(0, len(chunks), _PAGE):
             batch = [chunks[i] for i in sorted(last.values())[start : start + _PAGE]]
@@ -173,6 +176,13 @@ class QdrantStore(OverwriteThenPrune):
                 models.PointStruct(id=str(uuid.uuid5(_NAMESPACE, c.id)), vector=matrix[last[c.id]].tolist(), payload=_payload(c))
                 for c in batch
             ])
+
+    def _text_index(self) -> None:
+        """Qdrant's full-text index on the chunk text, with BM25 scoring (its default tokenizer:
+        lowercased words, so local mode can score it too)."""
+        self.client.create_payload_index(self.collection, "text", field_schema=models.TextIndexParams(
+            type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True,
+            scoring=models.TextScoringParams(type=models.TextScoringType.BM25)))
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
@@ -215,6 +225,24 @@ class QdrantStore(OverwriteThenPrune):
                     if rest is None or filters.matches(rest, p.payload["metadata"])]
 
         return overfetch(candidates, k, total)
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        """Qdrant's native BM25 over the text index (a query scores on any of its words)."""
+        node = filters.parse(where)
+        if k <= 0 or not text.strip() or self._dimension() is None:
+            return []
+        if "text" not in (self.client.get_collection(self.collection).payload_schema or {}):
+            self._text_index()  # a collection made before keyword search existed
+        flt, rest = self._native_filter(node)
+        limit = k if rest is None else 3 * k + 10
+        while True:
+            points = self.client.query_points(self.collection, query=models.TextQuery(text=text), using="text",
+                                              query_filter=flt, limit=limit, with_payload=True).points
+            hits = [KeywordHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
+                    if rest is None or filters.matches(rest, p.payload["metadata"])]
+            if len(hits) >= k or len(points) < limit:
+                return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
+            limit *= 3
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
