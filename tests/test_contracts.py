@@ -58,6 +58,14 @@ def test_ingest_returns_an_ingestion_result(runtime):
     assert meta["author"] == "ann" and meta["source"] == "tea" and meta["position_in_doc"] == 0
 
 
+def test_chunks_longer_than_the_model_input_are_warned_about(runtime):
+    k = kb(runtime, chunkStrategy="recursive", chunkSize=4000, chunkOverlap=0)
+    result = runtime.pipeline.ingest([Document("long", " ".join(f"word{i}" for i in range(600)))], context_key=k)
+    assert result.documents_processed == 1
+    assert result.warnings == ["document 'long': 2 chunk(s) exceed the embedding model's 256-token input and are "
+                               "truncated when embedded; lower chunkSize"]
+
+
 @pytest.mark.parametrize("metadata, message", [
     ({"kbId": "other"}, "metadata.kbId is reserved"),
     ({"tags": ["a", "b"]}, "metadata.tags must be a string, number or boolean"),
