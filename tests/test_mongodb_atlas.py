@@ -47,3 +47,19 @@ def test_filters_compile_to_mql_on_typed_fields():
 def test_parameters_and_names():
     assert collection_name("kb.1") == "eddi_kb_kb_1"
     assert MongoAtlasStore.connection_schema()["required"] == ["connectionString"]
+
+
+def test_keyword_search_uses_atlas_search_with_the_documented_shapes():
+    # https://www.mongodb.com/docs/atlas/atlas-search/text/ and .../atlas-search/create-index/
+    from eddi_rag.stores.mongodb_atlas import keyword_pipeline, search_indexes
+
+    pipeline = keyword_pipeline("text_index", "night train", 5, {"m_str.source": {"$eq": "a.md"}})
+    assert pipeline[0] == {"$search": {"index": "text_index", "text": {"query": "night train", "path": "text"}}}
+    assert pipeline[1] == {"$match": {"m_str.source": {"$eq": "a.md"}}} and pipeline[2] == {"$limit": 5}
+    assert pipeline[3]["$project"]["score"] == {"$meta": "searchScore"}
+    assert [stage for stage in keyword_pipeline("t", "q", 5, {}) if "$match" in stage] == []
+    vector, text = (m.document for m in search_indexes("vector_index", "text_index", 384))
+    assert vector == {"name": "vector_index", "type": "vectorSearch", "definition": {"fields": [
+        {"type": "vector", "path": "embedding", "numDimensions": 384, "similarity": "cosine"}]}}
+    assert text == {"name": "text_index", "type": "search", "definition": {"mappings": {
+        "dynamic": False, "fields": {"text": {"type": "string", "analyzer": "lucene.english"}}}}}

@@ -5,7 +5,8 @@ kept whole and again in typed fields (``m_str``/``m_num``/``m_bool``), so MQL fi
 meaning (no "3" == 3, missing fields only match ``$ne``/``$nin``, as MongoDB already does).
 ``$vectorSearch`` can only pre-filter on fields declared in its index, so filters run as a
 ``$match`` after it, over-fetching (3×, then more) until k chunks pass. Writes of one
-``replace`` happen in a transaction (Atlas clusters are replica sets).
+``replace`` happen in a transaction (Atlas clusters are replica sets). Keyword search is Atlas
+Search (Lucene BM25, English analyzer) over a ``search`` index on ``text``, filtered by a ``$match``.
 
 storeParameters: ``connectionString``, ``databaseName`` (``eddi``), ``collectionName``
 (``eddi_kb_<sanitised id>``), ``indexName`` (``vector_index``), ``numCandidates`` (100).
@@ -24,11 +25,13 @@ from pymongo.operations import SearchIndexModel
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
+    KEYWORD_SEARCH,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
     TYPED_FIELDS,
     Chunk,
+    KeywordHit,
     SearchHit,
     StoreContext,
     check_dimension,
@@ -78,6 +81,25 @@ def search_pipeline(index: str, vector: list[float], limit: int, num_candidates:
     return pipeline
 
 
+def search_indexes(vector_index: str, text_index: str, dim: int) -> list[SearchIndexModel]:
+    return [
+        SearchIndexModel(definition={"fields": [{"type": "vector", "path": "embedding", "numDimensions": dim,
+                                                 "similarity": "cosine"}]}, name=vector_index, type="vectorSearch"),
+        SearchIndexModel(definition={"mappings": {"dynamic": False, "fields": {
+            "text": {"type": "string", "analyzer": "lucene.english"}}}}, name=text_index, type="search"),
+    ]
+
+
+def keyword_pipeline(index: str, text: str, limit: int, where: dict[str, Any]) -> list[dict[str, Any]]:
+    """Atlas Search ``$search`` (a ``text`` operator: any of the words, BM25-ranked), then our filter."""
+    return [
+        {"$search": {"index": index, "text": {"query": text, "path": "text"}}},
+        *([{"$match": where}] if where else []),
+        {"$limit": limit},
+        {"$project": {"text": 1, "metadata": 1, "score": {"$meta": "searchScore"}}},
+    ]
+
+
 def hits_from(documents: list[dict[str, Any]]) -> list[SearchHit]:
     """Atlas's cosine ``vectorSearchScore`` is (1 + cos) / 2, EDDI's relevance: cos = 2s - 1."""
     return [SearchHit(str(d["_id"]), d["text"], d["metadata"], 2.0 * float(d["score"]) - 1.0) for d in documents]
@@ -88,7 +110,7 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
 
 
 class MongoAtlasStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -97,6 +119,7 @@ class MongoAtlasStore:
             "databaseName": {"type": "string", "default": "eddi"},
             "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
             "indexName": {"type": "string", "default": "vector_index"},
+            "textIndexName": {"type": "string", "default": "text_index"},
             "numCandidates": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
         }, ("connectionString",))
 
@@ -110,6 +133,7 @@ class MongoAtlasStore:
         self.db = self.client[str(params.get("databaseName", "eddi"))]
         self.collection = self.db[str(params.get("collectionName") or collection_name(kb_id))]
         self.index = str(params.get("indexName", "vector_index"))
+        self.text_index = str(params.get("textIndexName", "text_index"))
         self.num_candidates = int(params.get("numCandidates", 100))
         self._meta = self.db["eddi_kb_meta"]
 
@@ -118,17 +142,16 @@ class MongoAtlasStore:
         return None if doc is None else int(doc["dimension"])
 
     def _ensure_index(self, dim: int, wait_seconds: float = 120) -> None:
-        """Create the vectorSearch index and wait until Atlas says it is queryable."""
+        """Create the vectorSearch and text search indexes and wait until Atlas says they are queryable."""
         if self.collection.name not in self.db.list_collection_names():
             self.db.create_collection(self.collection.name)  # a search index needs an existing collection
-        self.collection.create_search_index(SearchIndexModel(
-            definition={"fields": [{"type": "vector", "path": "embedding", "numDimensions": dim, "similarity": "cosine"}]},
-            name=self.index, type="vectorSearch"))
+        self.collection.create_search_indexes(search_indexes(self.index, self.text_index, dim))
         deadline = time.monotonic() + wait_seconds
-        while not any(i.get("queryable") for i in self.collection.list_search_indexes(self.index)):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Atlas search index {self.index!r} on {self.collection.name} not queryable after {wait_seconds:.0f} s")
-            time.sleep(1)
+        for name in (self.index, self.text_index):
+            while not any(i.get("queryable") for i in self.collection.list_search_indexes(name)):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"Atlas search index {name!r} on {self.collection.name} not queryable after {wait_seconds:.0f} s")
+                time.sleep(1)
         self._meta.replace_one({"_id": self.collection.name}, {"_id": self.collection.name, "dimension": dim}, upsert=True)
 
     # -- writes ---------------------------------------------------------------------------
@@ -178,6 +201,13 @@ class MongoAtlasStore:
             return hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), n, self.num_candidates, mql))))
 
         return overfetch(candidates, k, total, first=3 * (k + 16) if mql else k + 16)  # 3×: the filter runs after the search
+
+    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+        mql = to_mql(filters.parse(where))
+        if k <= 0 or not text.strip() or self._dimension() is None:
+            return []
+        found = self.collection.aggregate(keyword_pipeline(self.text_index, text, k, mql))
+        return [KeywordHit(str(d["_id"]), d["text"], d["metadata"], float(d["score"])) for d in found]
 
     def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
