@@ -69,10 +69,18 @@ def test_chunks_longer_than_the_model_input_are_warned_about(runtime):
 @pytest.mark.parametrize("metadata, message", [
     ({"kbId": "other"}, "metadata.kbId is reserved"),
     ({"tags": ["a", "b"]}, "metadata.tags must be a string, number or boolean"),
+    ({"ttl_seconds": "3600"}, "ttl_seconds must be a number of seconds, got '3600'"),
+    ({"ttl_seconds": -5}, "ttl_seconds must be positive, got -5"),
+    ({"expires_at": "tomorrow"}, "expires_at must be a number of seconds"),
+    ({"user_id": ""}, "user_id must be a non-empty string"),
 ])
-def test_bad_metadata_is_rejected_with_its_name(runtime, metadata, message):
-    result = runtime.pipeline.ingest([{"document_id": "d", "text": TEA, "metadata": metadata}], context_key=kb(runtime))
+def test_bad_documents_are_rejected_with_the_field_named(runtime, metadata, message):
+    fields = metadata if "metadata" not in str(message) else {"metadata": metadata}
+    k = kb(runtime)
+    runtime.pipeline.ingest([Document("d", "The old version.")], context_key=k)
+    result = runtime.pipeline.ingest([{"document_id": "d", "text": TEA, **fields}], context_key=k)
     assert result.documents_failed == 1 and message in result.errors[0]["error"]
+    assert [c.text for c in runtime.stores.get(k, runtime.rag_config(k)).get()] == ["The old version."]  # untouched
 
 
 def test_unchanged_chunks_are_not_embedded_again(uncached, openai_server):

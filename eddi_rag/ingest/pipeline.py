@@ -86,6 +86,12 @@ def check_document(doc: Document, config: RagConfiguration) -> None:
         if not isinstance(value, (str, int, float, bool)):  # what every engine stores and filters on
             raise DocumentError(f"document {doc.document_id!r}: metadata.{key} must be a string, number or "
                                 f"boolean, not {json.dumps(value, default=str)[:60]}")
+    for name in ("ttl_seconds", "expires_at"):
+        value = getattr(doc, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise DocumentError(f"document {doc.document_id!r}: {name} must be a number of seconds, got {value!r}")
+    if doc.source is not None and not isinstance(doc.source, str):
+        raise DocumentError(f"document {doc.document_id!r}: source must be a string, got {doc.source!r}")
     ttl = config.ttlSeconds if doc.ttl_seconds is None else doc.ttl_seconds
     if ttl is not None and ttl <= 0:
         raise DocumentError(f"document {doc.document_id!r}: ttl_seconds must be positive, got {ttl}")
