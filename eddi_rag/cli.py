@@ -160,13 +160,23 @@ def doctor(data_dir) -> None:
               help="Repeatable; default: all four.")
 @click.option("--cache-dir", default=os.path.join(DEFAULT_DATA_DIR, "eval-cache"), show_default=True,
               type=click.Path(file_okay=False), help="Where document vectors are cached between runs.")
-def evaluate(corpus, queries, qrels, modes, cache_dir) -> None:
+@click.option("--pipeline", is_flag=True, help="Measure the product end to end: ingest with chunking, retrieve per mode.")
+@click.option("--chunk-strategy", default="recursive", type=click.Choice(["recursive", "paragraph", "sentence", "markdown"]),
+              show_default=True, help="--pipeline: how documents are chunked.")
+@click.option("--chunk-size", default=512, show_default=True, type=int, help="--pipeline: chunkSize (characters).")
+@click.option("--chunk-overlap", default=64, show_default=True, type=int, help="--pipeline: chunkOverlap.")
+def evaluate(corpus, queries, qrels, modes, cache_dir, pipeline, chunk_strategy, chunk_size, chunk_overlap) -> None:
     """nDCG@10, Recall@10/100 and MRR@10 of the offline model, BM25 and their fusions on BEIR data."""
-    from eddi_rag.eval import MODES, format_table, load_beir
+    from eddi_rag.eval import MODES, evaluate_pipeline, format_table, load_beir
     from eddi_rag.eval import evaluate as run
 
     data = load_beir(Path(corpus), Path(queries), Path(qrels))
-    results = run(data, list(modes) or list(MODES), Path(cache_dir), progress=lambda m: click.echo(m, err=True))
+    say = lambda m: click.echo(m, err=True)  # noqa: E731
+    if pipeline:
+        chunking = {"chunkStrategy": chunk_strategy, "chunkSize": chunk_size, "chunkOverlap": chunk_overlap}
+        results = evaluate_pipeline(data, list(modes) or list(MODES), Path(cache_dir), chunking, progress=say)
+    else:
+        results = run(data, list(modes) or list(MODES), Path(cache_dir), progress=say)
     click.echo(f"{len(data.docs)} documents, {len(data.queries)} judged queries\n")
     click.echo(format_table(results))
 

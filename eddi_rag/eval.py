@@ -6,15 +6,20 @@ Documents are embedded whole (title + text, truncated by the model at 256 tokens
 model; vectors are cached on disk, so a second run embeds nothing. Modes: ``vector`` (cosine over
 the in-memory store), ``keyword`` (BM25, bm25s), ``hybrid`` (weighted 0.7/0.3 of min-max
 normalised scores) and ``rrf`` (reciprocal rank fusion, k=60).
+
+``--pipeline`` measures the product end to end instead: the ingest contract with a chunking
+strategy, the Retriever in each mode, each document ranked by its best chunk.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import ir_measures
 import numpy as np
@@ -23,6 +28,7 @@ from ir_measures import RR, R, nDCG
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
+from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.bm25 import Bm25Index
@@ -91,3 +97,46 @@ def format_table(results: dict[str, dict[str, float]]) -> str:
     lines = ["| mode | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     lines += [f"| {mode} | " + " | ".join(f"{scores[n]:.4f}" for n in names) + " |" for mode, scores in results.items()]
     return "\n".join(lines)
+
+
+def evaluate_pipeline(data: Beir, modes: list[str], cache_dir: Path, chunking: dict[str, Any],
+                      progress: Callable[[str], None] = lambda _: None) -> dict[str, dict[str, float]]:
+    """The same measures through the product itself: documents ingested by the ingest contract
+    (chunked per ``chunking``, embedded, into a sqlite store kept in ``cache_dir``), queries answered
+    by the Retriever in each search mode, and a document ranked by its best chunk."""
+    from eddi_rag.ingest.pipeline import Document
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(Path(cache_dir) / "pipeline")
+    try:
+        digest = hashlib.sha256(json.dumps([sorted(data.docs), chunking], sort_keys=True).encode()).hexdigest()[:12]
+        kb_id = f"eval-{digest}"
+        raw = {"name": kb_id, "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0, "recencyWindow": 0,
+               **chunking}
+        try:
+            runtime.resources.read("rags", kb_id)
+        except ResourceNotFoundError:
+            runtime.resources.create("rags", runtime.validate_rag(raw).to_json(), id=kb_id)
+        config = runtime.rag_config(kb_id)
+        if runtime.stores.get(kb_id, config).count() == 0:
+            ids = list(data.docs)
+            for start in range(0, len(ids), 500):
+                progress(f"ingesting documents {start + 1}-{min(start + 500, len(ids))} of {len(ids)} ({chunking})...")
+                result = runtime.pipeline.ingest([Document(i, data.docs[i]) for i in ids[start : start + 500]], kb_id)
+                if result.errors:
+                    raise RuntimeError(f"ingestion failed: {result.errors[:3]}")
+        model = runtime.embeddings.for_config(config)
+        runs: dict[str, list[ir_measures.ScoredDoc]] = {m: [] for m in modes}
+        progress(f"searching {len(data.queries)} queries...")
+        for qid, text in data.queries.items():
+            vector = model.embed_query(text)
+            for mode in modes:
+                cfg = config.model_copy(update={"searchMode": "hybrid" if mode == "rrf" else mode,
+                                                "fusion": "rrf" if mode == "rrf" else "weighted"})
+                hits = runtime.retriever.search(kb_id, cfg, text, 3 * DEPTH, 0.0, vector=vector)
+                ranked = list(dict.fromkeys(h.metadata["document_id"] for h in hits))[:DEPTH]
+                runs[mode] += [ir_measures.ScoredDoc(qid, doc, float(DEPTH - rank)) for rank, doc in enumerate(ranked)]
+        return {mode: {str(m): float(v) for m, v in ir_measures.calc_aggregate(MEASURES, data.qrels, runs[mode]).items()}
+                for mode in modes}
+    finally:
+        runtime.close()

@@ -63,3 +63,16 @@ def test_eval_command(beir, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "6 documents, 3 judged queries" in out.stdout
     assert "| mode | nDCG@10 | R@10 | R@100 | RR@10 |" in out.stdout and "| hybrid |" in out.stdout
+
+
+@pytest.mark.parametrize("strategy", ["recursive", "markdown"])
+def test_the_pipeline_eval_runs_the_product_end_to_end(beir, tmp_path, strategy):
+    from eddi_rag.eval import evaluate_pipeline
+
+    data = load_beir(beir / "corpus.jsonl", beir / "queries.jsonl", beir / "qrels.tsv")
+    chunking = {"chunkStrategy": strategy, "chunkSize": 40, "chunkOverlap": 0}
+    results = evaluate_pipeline(data, ["vector", "keyword", "hybrid", "rrf"], tmp_path / "c", chunking)
+    assert all(scores["R@10"] == 1.0 for scores in results.values()), results
+    assert results["vector"]["RR@10"] == 1.0
+    again = evaluate_pipeline(data, ["vector"], tmp_path / "c", chunking)  # the KB is kept: nothing re-ingested
+    assert again["vector"] == results["vector"]

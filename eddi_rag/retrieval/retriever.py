@@ -6,8 +6,8 @@ mode decides which chunks are candidates and in what order they come.
 
 Every search is scoped inside the store's own filter (so k results still come back): chunks of
 another user (``private``) and expired chunks (``expires`` and ``expiresAt`` <= now) are never
-candidates. Then ``maxDistance`` and ``minScore`` drop, and among scores within ``recencyWindow``
-of each other the newest chunk (``ingestedAt``) comes first.
+candidates. Then ``maxDistance`` and ``minScore`` drop, and (vector mode) among scores within
+``recencyWindow`` of each other the newest chunk (``ingestedAt``) comes first.
 """
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ class Retriever:
         else:
             hits = self._with_keywords(store, config, query, vector, k, scoped)
         hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)]
-        return newest_first_among_equals(hits, config.recencyWindow)
+        if config.searchMode == "vector":  # fused orders are not score orders: there, recency has no runs to act on
+            hits = newest_first_among_equals(hits, config.recencyWindow)
+        return hits
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
                        k: int, where: dict[str, Any] | None) -> list[SearchHit]:
