@@ -8,6 +8,7 @@ process's, seen through ``PRAGMA data_version``). Filters compile to SQL (JSON1)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -73,20 +74,31 @@ _SCHEMA = [
 ]
 
 
-def fts_statements(table: str) -> list[str]:
-    """A full-text index ``<table>_fts`` over ``table.text``, kept in step by triggers (SQLite's
-    external-content FTS5 recipe; Porter stemming). ``table`` needs a rowid."""
-    fts = f"{table}_fts"
+def fts_name(table: str, kb_id: str) -> str:
+    return f"{table}_fts_{hashlib.sha256(kb_id.encode()).hexdigest()[:16]}"
+
+
+def fts_setup(table: str, kb_id: str) -> list[tuple[str, tuple[Any, ...]]]:
+    """Statements giving one KB its own full-text index over ``table.text`` (so BM25 statistics
+    are the KB's, not the file's), kept in step by triggers (SQLite's external-content FTS5
+    recipe; Porter stemming); run them when ``fts_name`` does not exist yet. Dropping a KB deletes
+    its rows (the triggers empty its index) and keeps the empty index, so every store object on
+    the file stays consistent. Also removes the file-wide index older versions kept."""
+    fts = fts_name(table, kb_id)
+    kb = "'" + kb_id.replace("'", "''") + "'"
+    legacy = f"{table}_fts"
     return [
-        f"CREATE VIRTUAL TABLE {fts} USING fts5(text, content='{table}', content_rowid='rowid', tokenize='porter unicode61')",
-        f"""CREATE TRIGGER {fts}_insert AFTER INSERT ON {table} BEGIN
-            INSERT INTO {fts}(rowid, text) VALUES (new.rowid, new.text); END""",
-        f"""CREATE TRIGGER {fts}_delete AFTER DELETE ON {table} BEGIN
-            INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.rowid, old.text); END""",
-        f"""CREATE TRIGGER {fts}_update AFTER UPDATE ON {table} BEGIN
+        *[(f"DROP TRIGGER IF EXISTS {legacy}_{event}", ()) for event in ("insert", "delete", "update")],
+        (f"DROP TABLE IF EXISTS {legacy}", ()),
+        (f"CREATE VIRTUAL TABLE {fts} USING fts5(text, content='{table}', content_rowid='rowid', tokenize='porter unicode61')", ()),
+        (f"""CREATE TRIGGER {fts}_i AFTER INSERT ON {table} WHEN new.kb = {kb} BEGIN
+            INSERT INTO {fts}(rowid, text) VALUES (new.rowid, new.text); END""", ()),
+        (f"""CREATE TRIGGER {fts}_d AFTER DELETE ON {table} WHEN old.kb = {kb} BEGIN
+            INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.rowid, old.text); END""", ()),
+        (f"""CREATE TRIGGER {fts}_u AFTER UPDATE ON {table} WHEN new.kb = {kb} BEGIN
             INSERT INTO {fts}({fts}, rowid, text) VALUES ('delete', old.rowid, old.text);
-            INSERT INTO {fts}(rowid, text) VALUES (new.rowid, new.text); END""",
-        f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",  # rows written before the index existed
+            INSERT INTO {fts}(rowid, text) VALUES (new.rowid, new.text); END""", ()),
+        (f"INSERT INTO {fts}(rowid, text) SELECT rowid, text FROM {table} WHERE kb = ?", (kb_id,)),  # rows written before
     ]
 
 
@@ -98,7 +110,7 @@ def keyword_query(table: str, kb_id: str, text: str, k: int, where: dict[str, An
     if not terms or k <= 0:
         return None
     sql, params = to_sqlite(filters.parse(where), column="c.metadata")
-    fts = f"{table}_fts"
+    fts = fts_name(table, kb_id)
     query = (f"SELECT c.id, c.text, c.metadata, bm25({fts}) AS rank FROM {fts} JOIN {table} c ON c.rowid = {fts}.rowid "
              f"WHERE {fts} MATCH ? AND c.kb = ? AND {sql} ORDER BY rank, c.id LIMIT ?")
     return query, [" OR ".join(f'"{t}"' for t in terms), kb_id, *params, k]
@@ -123,9 +135,9 @@ class SqliteStore:
         with self.db.transaction() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
-            if not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_chunks_fts'").fetchone():
-                for statement in fts_statements("kb_chunks"):
-                    c.execute(statement)
+            if not c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_name("kb_chunks", kb_id),)).fetchone():
+                for statement, args in fts_setup("kb_chunks", kb_id):
+                    c.execute(statement, args)
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
         self._filter_columns: tuple[list[str], MetadataColumns] | None = None

@@ -36,7 +36,7 @@ from eddi_rag.stores.base import (
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.sqlite import fts_statements, keyword_query, to_sqlite
+from eddi_rag.stores.sqlite import fts_name, fts_setup, keyword_query, to_sqlite
 
 MAX_K = 4096  # sqlite-vec's limit on k
 _SCHEMA = [
@@ -56,10 +56,6 @@ def _connect(path: str) -> apsw.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
     for statement in _SCHEMA:
         conn.execute(statement)
-    with conn:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_chunks_fts'").fetchone():
-            for statement in fts_statements("vec_chunks"):
-                conn.execute(statement)
     return conn
 
 
@@ -78,6 +74,10 @@ class SqliteVecStore:
             conns[path] = (_connect(path), threading.RLock())
         self.conn, self._lock = conns[path]
         self.table = "vec_kb_" + re.sub(r"[^A-Za-z0-9_]", "_", kb_id)
+        with self._lock, self.conn:
+            if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_name("vec_chunks", kb_id),)).fetchone():
+                for statement, args in fts_setup("vec_chunks", kb_id):
+                    self.conn.execute(statement, args)
 
     def _dimension(self) -> int | None:
         row = self.conn.execute("SELECT dim FROM vec_kbs WHERE kb=?", (self.kb_id,)).fetchone()

@@ -319,3 +319,17 @@ def test_user_scoping_and_expiry_hold_in_the_engine(store):
     assert narrowed == []  # asking for bob's document by name does not reach it
     if "keyword_search" in store.capabilities:
         assert sorted(h.id for h in store.keyword_search("locker code", 10, where=scope(None, "alice", now))) == seen["alice"]
+
+
+def test_keyword_statistics_belong_to_each_knowledge_base(make):
+    """BM25 of one KB must not change when another KB (on the same file or server) grows."""
+    a = make("kb-a")
+    if "keyword_search" not in a.capabilities:
+        pytest.skip(f"{type(a).__name__} declares no keyword_search")
+    a.upsert([Chunk("a1", "vienna night train", {}, vec(1)), Chunk("a2", "dining car goulash", {}, vec(0, 1))])
+    before = [(h.id, h.bm25) for h in a.keyword_search("vienna train", 2)]
+    b = make("kb-b")
+    b.upsert([Chunk(f"b{i}", "vienna " * 5 + f"train {i}", {}, vec(1, i)) for i in range(30)])
+    after = [(h.id, h.bm25) for h in a.keyword_search("vienna train", 2)]
+    assert [i for i, _ in after] == [i for i, _ in before] == ["a1"]
+    assert after[0][1] == pytest.approx(before[0][1])
