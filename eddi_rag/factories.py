@@ -63,7 +63,8 @@ def _key(*parts: Any) -> str:
 
 
 def embedding_key(config: RagConfiguration) -> str:
-    """Identifies the embedding model of a configuration (provider + unresolved parameters)."""
+    """Identifies the embedding model of a configuration (provider + unresolved parameters); the
+    factory caches models under the same key."""
     return _key(config.embeddingProvider, config.embeddingParameters)
 
 
@@ -91,8 +92,7 @@ class EmbeddingModelFactory:
         return CachedEmbeddings(model, self.vectors, provider, str(name), params.get("dimensions"))
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
-        return self._cache.get_or_build(embedding_key(config), lambda: self._build(config.embeddingProvider,
-                                                                                    config.embeddingParameters))
+        return self.get(config.embeddingProvider, config.embeddingParameters)
 
 
 class EmbeddingStoreFactory:

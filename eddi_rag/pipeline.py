@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import TTLCache
 
+from eddi_rag.config import validate_rag_configuration
 from eddi_rag.db import Database
 from eddi_rag.ingest.pipeline import Document, DocumentError
 
@@ -131,7 +132,7 @@ class RagPipeline:
             hit = self._cache.get(key)
         if hit is not None:
             return replace(hit, cached=True)
-        config = rt.rag_config(context_key)
+        config = validate_rag_configuration(raw_config)
         vector = rt.embeddings.for_config(config).embed_query(query)
         try:
             hits = rt.retriever.search(context_key, config, query, max_chunks, 0.0, where, user_id, vector)

@@ -23,7 +23,7 @@ from eddi_rag.pipeline import KbGenerations, RagPipeline
 from eddi_rag.resources import SqliteResourceStore
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.secrets import SecretResolver
-from eddi_rag.stores.base import StoreContext
+from eddi_rag.stores.base import KEYWORD_SEARCH, StoreContext
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.llm_task import LlmTaskHook
 from eddi_rag.workflow.traversal import WorkflowTraversal
@@ -31,11 +31,12 @@ from eddi_rag.workflow.traversal import WorkflowTraversal
 DB_FILE = "eddi-rag.db"
 
 
-def _has_keyword_search(store_type: str) -> bool:
+def _has_keyword_search(store_type: str) -> bool | None:
+    """Whether the store type declares keyword search; None when its extra is not installed."""
     try:
-        return "keyword_search" in registry.load(registry.STORES, store_type).capabilities
+        return KEYWORD_SEARCH in registry.load(registry.STORES, store_type).capabilities
     except registry.ProviderUnavailableError:
-        return False
+        return None
 
 
 class Runtime:
@@ -72,11 +73,8 @@ class Runtime:
             else:
                 errors += registry.validate_parameters(group, value, params)
         if config.searchMode != "vector" and config.storeType in registry.store_types():
-            try:
-                caps = registry.load(registry.STORES, config.storeType).capabilities
-            except registry.ProviderUnavailableError:
-                caps = {"keyword_search"}  # cannot tell without the extra; building the store will
-            if "keyword_search" not in caps:
+            # Without the store's extra we cannot tell; building the store will.
+            if _has_keyword_search(config.storeType) is False:
                 capable = [n for n in registry.store_types() if _has_keyword_search(n)]
                 errors.append({"path": "$.searchMode", "value": config.searchMode,
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "

@@ -21,6 +21,7 @@ from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
+from eddi_rag.stores.filters import value_kind
 
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
@@ -49,7 +50,7 @@ def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[Sear
 
 def _age(hit: SearchHit) -> float:
     stamp = hit.metadata.get("ingestedAt")
-    return -float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else 0.0
+    return -float(stamp) if value_kind(stamp) == "number" else 0.0
 
 
 class Retriever:

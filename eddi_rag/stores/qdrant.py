@@ -133,10 +133,14 @@ class QdrantStore(OverwriteThenPrune):
         )
 
     # -- helpers --------------------------------------------------------------------------
-    def _dimension(self) -> int | None:
+    def _info(self) -> models.CollectionInfo | None:
         if not self.client.collection_exists(self.collection):
             return None
-        return int(self.client.get_collection(self.collection).config.params.vectors.size)
+        return self.client.get_collection(self.collection)
+
+    def _dimension(self) -> int | None:
+        info = self._info()
+        return None if info is None else int(info.config.params.vectors.size)
 
     def _native_filter(self, node: filters.Node | None) -> tuple[models.Filter | None, filters.Node | None]:
         """(filter Qdrant applies, filter we still apply in Python)."""
@@ -229,9 +233,10 @@ class QdrantStore(OverwriteThenPrune):
     def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
         """Qdrant's native BM25 over the text index (a query scores on any of its words)."""
         node = filters.parse(where)
-        if k <= 0 or not text.strip() or self._dimension() is None:
+        info = self._info()
+        if k <= 0 or not text.strip() or info is None:
             return []
-        if "text" not in (self.client.get_collection(self.collection).payload_schema or {}):
+        if "text" not in (info.payload_schema or {}):
             self._text_index()  # a collection made before keyword search existed
         flt, rest = self._native_filter(node)
         limit = k if rest is None else 3 * k + 10
