@@ -165,32 +165,31 @@ def _sections(heads: list[tuple[int, int, int, str]], start: int, end: int, pare
     return out
 
 
+DEEPEST_CUT = 3  # sections are cut at ## and then ###; deeper headings stay inside their section
+
+
 def _markdown(text: str, budget: TokenBudget) -> list[Piece]:
     text = text.strip()
     if budget.count(text) <= budget.limit:
         return [Piece(text)]
     lines = text.split("\n")
     heads = _headings(text)
-    body = lambda s: "\n".join(lines[s.start : s.end]).strip()  # noqa: E731
-    pieces: list[Piece] = []
-    for h2 in _sections(heads, 0, len(lines), (), split_level=2):
-        if not body(h2):
-            continue
-        if budget.count(_prefix(h2.path) + body(h2)) <= budget.limit:
-            pieces.append(_piece(h2.path, body(h2)))
-            continue
-        for h3 in _sections(heads, h2.start, h2.end, h2.path, split_level=3):
-            text3 = body(h3)
-            prefix = _prefix(h3.path)
-            if not text3:
-                continue
-            if budget.count(prefix + text3) <= budget.limit:
-                pieces.append(_piece(h3.path, text3))
-                continue
-            fits = lambda s, p=prefix: budget.count(p + s) <= budget.limit  # noqa: E731
-            room = max(1, budget.limit - budget.count(prefix))
-            pieces += [_piece(h3.path, c) for c in _paragraphs(paragraphs(text3), fits, room, budget.count)]
-    return pieces
+
+    def split(section: _Section, level: int) -> list[Piece]:
+        """The section whole if it fits, else its subsections cut at ``level``, else paragraphs."""
+        body = "\n".join(lines[section.start : section.end]).strip()
+        prefix = _prefix(section.path)
+        if not body:
+            return []
+        if budget.count(prefix + body) <= budget.limit:
+            return [_piece(section.path, body)]
+        if level <= DEEPEST_CUT:
+            return [p for sub in _sections(heads, section.start, section.end, section.path, level) for p in split(sub, level + 1)]
+        fits = lambda s: budget.count(prefix + s) <= budget.limit  # noqa: E731
+        room = max(1, budget.limit - budget.count(prefix))
+        return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, budget.count)]
+
+    return [p for section in _sections(heads, 0, len(lines), (), split_level=2) for p in split(section, 3)]
 
 
 def _prefix(path: tuple[str, ...]) -> str:
