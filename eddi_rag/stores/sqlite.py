@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,6 +78,14 @@ def fts_name(table: str, kb_id: str) -> str:
     return f"{table}_fts_{hashlib.sha256(kb_id.encode()).hexdigest()[:16]}"
 
 
+def ensure_fts(execute: Callable[..., Any], table: str, kb_id: str) -> None:
+    """Give the KB its full-text index unless it has one; ``execute`` is a connection's (sqlite3
+    or apsw), called inside the caller's transaction."""
+    if not execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_name(table, kb_id),)).fetchone():
+        for statement, args in fts_setup(table, kb_id):
+            execute(statement, args)
+
+
 def fts_setup(table: str, kb_id: str) -> list[tuple[str, tuple[Any, ...]]]:
     """Statements giving one KB its own full-text index over ``table.text`` (so BM25 statistics
     are the KB's, not the file's), kept in step by triggers (SQLite's external-content FTS5
@@ -135,9 +143,7 @@ class SqliteStore:
         with self.db.transaction() as c:
             for statement in _SCHEMA:
                 c.execute(statement)
-            if not c.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_name("kb_chunks", kb_id),)).fetchone():
-                for statement, args in fts_setup("kb_chunks", kb_id):
-                    c.execute(statement, args)
+            ensure_fts(c.execute, "kb_chunks", kb_id)
         self._lock = threading.Lock()
         self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
         self._filter_columns: tuple[list[str], MetadataColumns] | None = None

@@ -36,7 +36,7 @@ from eddi_rag.stores.base import (
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.sqlite import fts_name, fts_setup, keyword_query, to_sqlite
+from eddi_rag.stores.sqlite import ensure_fts, keyword_query, to_sqlite
 
 MAX_K = 4096  # sqlite-vec's limit on k
 _SCHEMA = [
@@ -75,9 +75,7 @@ class SqliteVecStore:
         self.conn, self._lock = conns[path]
         self.table = "vec_kb_" + re.sub(r"[^A-Za-z0-9_]", "_", kb_id)
         with self._lock, self.conn:
-            if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (fts_name("vec_chunks", kb_id),)).fetchone():
-                for statement, args in fts_setup("vec_chunks", kb_id):
-                    self.conn.execute(statement, args)
+            ensure_fts(self.conn.execute, "vec_chunks", kb_id)
 
     def _dimension(self) -> int | None:
         row = self.conn.execute("SELECT dim FROM vec_kbs WHERE kb=?", (self.kb_id,)).fetchone()
