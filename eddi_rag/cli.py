@@ -44,7 +44,9 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
 @data_dir_option
 @click.option("--load", "bundles", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Load a resource folder (like examples/workflows) at start-up.")
-def serve(host, port, data_dir, bundles) -> None:
+@click.option("--max-upload-mb", type=float, default=None,
+              help="Largest document body accepted, in MB (default: env EDDI_RAG_MAX_UPLOAD_MB, else 50).")
+def serve(host, port, data_dir, bundles, max_upload_mb) -> None:
     """Serve the REST API (OpenAPI at /docs)."""
     import uvicorn
 
@@ -55,37 +57,53 @@ def serve(host, port, data_dir, bundles) -> None:
     runtime = Runtime(data_dir)
     for folder in bundles:
         load_bundle(runtime.resources, folder)
-    uvicorn.run(create_app(runtime), host=host, port=port)
+    limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
+    uvicorn.run(create_app(runtime, max_upload_bytes=limit), host=host, port=port)
 
 
 @main.command()
 @click.argument("kb_id")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @data_dir_option
 @click.option("--version", default=0, type=int, help="Configuration version (0 = current).")
 @click.option("--user", "user_id", default=None, help="Only this user's queries will see these documents.")
 @click.option("--ttl", "ttl_seconds", type=float, default=None, help="Seconds until the chunks expire (default: the KB's ttlSeconds).")
-def ingest(kb_id, files, data_dir, version, user_id, ttl_seconds) -> None:
-    """Ingest FILES into knowledge base KB_ID (a document per file, named by its file name)."""
+def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
+    """Ingest files and folders (recursively) into knowledge base KB_ID: PDF, DOCX, PPTX, XLSX, CSV,
+    HTML, Markdown and text, one document per file, named by its path under the folder given."""
     from tqdm import tqdm
 
+    from eddi_rag.ingest.loaders import FORMATS
     from eddi_rag.runtime import Runtime
 
+    extensions = {ext for f in FORMATS.values() for ext in f.extensions}
+    files: list[tuple[Path, str]] = []
+    for given in map(Path, paths):
+        if given.is_dir():
+            files += [(f, f.relative_to(given).as_posix()) for f in sorted(given.rglob("*"))
+                      if f.is_file() and f.suffix.lower() in extensions
+                      and not any(p.startswith(".") for p in f.relative_to(given).parts)]
+        else:
+            files.append((given, given.name))
     runtime = Runtime(data_dir)
-    total = 0
+    chunks, failures = 0, []
     try:
-        for path in files:
-            with tqdm(desc=Path(path).name, unit="chunk", file=sys.stderr, leave=True) as bar:
-                def progress(done: int, todo: int, bar=bar) -> None:
-                    bar.total = todo
-                    bar.update(done - bar.n)
-
-                text = Path(path).read_text(encoding="utf-8")
-                total += runtime.ingest(kb_id, Path(path).name, text, version=version, progress=progress,
-                                        user_id=user_id, ttl_seconds=ttl_seconds)
+        runtime.rag_config(kb_id, version)  # an unknown KB fails before any work
+        with tqdm(files, desc="ingesting", unit="file", file=sys.stderr) as bar:
+            for path, name in bar:
+                bar.set_postfix_str(name[-40:])
+                try:
+                    chunks += runtime.ingest_file(kb_id, name, path.read_bytes(), None, version=version,
+                                                  user_id=user_id, ttl_seconds=ttl_seconds)
+                except ValueError as e:  # unsupported type, unreadable file, rejected document
+                    failures.append((name, str(e)))
     finally:
         runtime.close()
-    click.echo(f"ingested {len(files)} document(s), {total} chunks, into {kb_id}")
+    click.echo(f"ingested {len(files) - len(failures)} document(s), {chunks} chunks, into {kb_id}")
+    for name, reason in failures:
+        click.echo(f"failed: {name}: {reason.removeprefix(f'{name}: ')}", err=True)
+    if failures:
+        sys.exit(1)
 
 
 @main.command()

@@ -18,6 +18,7 @@ from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.ingest.jobs import IngestionQueue
+from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.pipeline import KbGenerations, RagPipeline
 from eddi_rag.resources import SqliteResourceStore
@@ -86,8 +87,15 @@ class Runtime:
     def rag_config(self, kb_id: str, version: int = 0) -> RagConfiguration:
         return validate_rag_configuration(self.resources.read("rags", kb_id, version))
 
-    def _run_job(self, kb_id: str, version: int, document: str, text: str) -> int:
-        return self.ingestor.ingest_text(kb_id, self.rag_config(kb_id, version), document, text).chunks
+    def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str) -> int:
+        return self.ingestor.ingest_file(kb_id, self.rag_config(kb_id, version), document, data, fmt).chunks
+
+    def ingest_file(self, kb_id: str, document: str, data: bytes, content_type: str | None = None,
+                    version: int = 0, **kwargs: Any) -> int:
+        """Ingest a file synchronously (the CLI): its type detected from the bytes, ``content_type``
+        and ``document``'s extension. Raises UnsupportedFileTypeError / UnreadableDocumentError."""
+        fmt = detect(data, content_type, document)
+        return self.ingestor.ingest_file(kb_id, self.rag_config(kb_id, version), document, data, fmt, **kwargs).chunks
 
     def ingest(self, kb_id: str, document: str, text: str, version: int = 0, **kwargs: Any) -> int:
         """Ingest synchronously (the CLI and demo); the API queues jobs instead."""

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from eddi_rag.config import RagConfiguration
 from eddi_rag.ingest.tokens import TokenBudget, budget_for
+
+if TYPE_CHECKING:
+    from eddi_rag.ingest.loaders import Part
 
 STRATEGIES = ("recursive", "paragraph", "sentence", "markdown")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
@@ -34,10 +38,51 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 class Piece:
     text: str
     section: str | None = None
+    citation: dict[str, Any] = field(default_factory=dict)  # page, slide, sheet, row(s), cell(s) of its part
 
 
 def split_text(text: str, config: RagConfiguration) -> list[str]:
     return [p.text for p in split_document(text, config)]
+
+
+def fits_for(config: RagConfiguration, budget: TokenBudget) -> Callable[[str], bool]:
+    """Whether a text fits one chunk: the model's token limit for ``markdown``, else ``chunkSize`` characters."""
+    if config.chunkStrategy == "markdown":
+        return lambda s: budget.count(s) <= budget.limit
+    return lambda s: len(s) <= config.chunkSize
+
+
+def split_parts(parts: list[Part], config: RagConfiguration, budget: TokenBudget | None = None) -> list[Piece]:
+    """Chunk each part of a loaded file on its own (a chunk never spans two pages, slides or row
+    groups) and give every chunk its part's citation. A Markdown part is chunked by ``markdown``
+    as one text; under the other strategies it is first cut at every heading, so each chunk
+    still knows its ``section``."""
+    budget = budget or budget_for(config)
+    out: list[Piece] = []
+    for part in parts:
+        if part.markdown and config.chunkStrategy == "markdown":
+            pieces = _markdown(part.text, budget)
+        elif part.markdown:
+            pieces = [Piece(p.text, " > ".join(s.path) or None) for s in markdown_sections(part.text)
+                      for p in split_document(s.text, config, budget)]
+        else:
+            pieces = split_document(part.text, config, budget)
+        out += [Piece(p.text, p.section, {**part.metadata, **p.citation}) for p in pieces]
+    return out
+
+
+@dataclass(frozen=True)
+class Section:
+    path: tuple[str, ...]  # ("# A", "## B")
+    text: str  # from its heading line to the next heading
+
+
+def markdown_sections(text: str) -> list[Section]:
+    """The text cut at every heading (any level; not inside code blocks), each with its heading path."""
+    lines = text.split("\n")
+    sections = _sections(_headings(text), 0, len(lines), (), split_level=6)
+    bodies = ("\n".join(lines[s.heading:s.end]).strip() for s in sections)
+    return [Section(s.path, body) for s, body in zip(sections, bodies) if body]
 
 
 def split_document(text: str, config: RagConfiguration, budget: TokenBudget | None = None) -> list[Piece]:
@@ -134,6 +179,7 @@ class _Section:
     path: tuple[str, ...]  # ("# A", "## B")
     start: int  # first content line, after the heading
     end: int
+    heading: int  # the heading's first line (= start where there is no heading)
 
 
 def _level(heading: str) -> int:
@@ -157,11 +203,11 @@ def _sections(heads: list[tuple[int, int, int, str]], start: int, end: int, pare
     """Cut lines [start, end) at headings of level <= split_level; the text before the first cut
     keeps ``parent`` as its path."""
     cuts = [h for h in heads if start <= h[0] < end and h[2] <= split_level]
-    out = [_Section(parent, start, cuts[0][0] if cuts else end)]
+    out = [_Section(parent, start, cuts[0][0] if cuts else end, start)]
     path = parent
-    for i, (_, after, level, title) in enumerate(cuts):
+    for i, (first, after, level, title) in enumerate(cuts):
         path = tuple(p for p in path if _level(p) < level) + ("#" * level + " " + title,)
-        out.append(_Section(path, after, cuts[i + 1][0] if i + 1 < len(cuts) else end))
+        out.append(_Section(path, after, cuts[i + 1][0] if i + 1 < len(cuts) else end, first))
     return out
 
 

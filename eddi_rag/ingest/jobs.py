@@ -21,7 +21,10 @@ log = logging.getLogger(__name__)
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS ingestion_jobs (
     id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, version INTEGER NOT NULL, document TEXT NOT NULL,
-    status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL)"""
+    status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL,
+    format TEXT)"""
+# ``body`` holds the file's bytes (a BLOB) or, in jobs written before files were supported, text;
+# ``format`` is what loaders.detect decided (NULL in those older jobs: plain text).
 
 PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
 
@@ -44,25 +47,29 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-# run(kb_id, version, document, text) -> number of chunks written
-Runner = Callable[[str, int, str, str], int]
+# run(kb_id, version, document, body, format) -> number of chunks written
+Runner = Callable[[str, int, str, bytes, str], int]
 
 
 class IngestionQueue:
     def __init__(self, db: Database, run: Runner, redact: Callable[[str], str] = lambda s: s):
         self.db, self.run, self.redact = db, run, redact
         db.execute(_SCHEMA)
+        if "format" not in {r["name"] for r in db.query("PRAGMA table_info(ingestion_jobs)")}:
+            db.execute("ALTER TABLE ingestion_jobs ADD COLUMN format TEXT")
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition()
         self._busy = 0
 
-    def submit(self, kb_id: str, version: int, document: str, text: str) -> Job:
+    def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text") -> Job:
         job = Job(secrets.token_hex(12), kb_id, version, document, PENDING)
         now = _now()
+        data = body.encode("utf-8") if isinstance(body, str) else body
         self.db.execute(
-            "INSERT INTO ingestion_jobs VALUES (?,?,?,?,?,?,NULL,?,?)",
-            (job.id, kb_id, version, document, PENDING, text, now, now),
+            "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
+            "format) VALUES (?,?,?,?,?,?,NULL,?,?,?)",
+            (job.id, kb_id, version, document, PENDING, data, now, now, fmt),
         )
         with self._idle:
             self._busy += 1
@@ -90,7 +97,9 @@ class IngestionQueue:
         r = rows[0]
         self._set(job_id, PROCESSING)
         try:
-            chunks = self.run(r["kb_id"], r["version"], r["document"], r["body"] or "")
+            body = r["body"] or b""
+            chunks = self.run(r["kb_id"], r["version"], r["document"],
+                              body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text")
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
             message = self.redact(str(e))
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)

@@ -23,7 +23,9 @@ from eddi_rag.factories import (
     EmbeddingStoreFactory,
     embedding_key,
 )
-from eddi_rag.ingest.chunking import split_document
+from eddi_rag.ingest import loaders
+from eddi_rag.ingest.chunking import fits_for, split_parts
+from eddi_rag.ingest.loaders import Part
 from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.stores.base import Chunk
 
@@ -46,6 +48,7 @@ class Document:
     user_id: str | None = None  # only this user's queries will see its chunks
     ttl_seconds: float | None = None  # default: the KB's ttlSeconds
     expires_at: float | None = None  # epoch seconds; wins over ttl_seconds
+    parts: list[Part] | None = None  # a loaded file's pages/slides/rows with their citations (default: the text)
 
 
 @dataclass
@@ -115,6 +118,15 @@ class Ingestor:
     ) -> IngestReport:
         return self.ingest(kb_id, config, Document(document, text, **fields), progress)
 
+    def ingest_file(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
+                    progress: Callable[[int, int], None] | None = None, **fields: Any) -> IngestReport:
+        """Ingest a file already detected as ``fmt`` (``loaders.detect``): its parts are chunked
+        one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...).
+        Raises UnreadableDocumentError (encrypted, corrupt, no text) before anything is stored."""
+        parts = loaders.load(fmt, data, document, fits_for(config, budget_for(config)))
+        text = "\n\n".join(p.text for p in parts)
+        return self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
+
     def ingest(self, kb_id: str, config: RagConfiguration, doc: Document,
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
         """Replace the chunks of ``doc`` in the KB. Chunks whose text (and model) did not change
@@ -123,7 +135,7 @@ class Ingestor:
         check_document(doc, config)
         store = self.stores.get(kb_id, config)
         budget = budget_for(config)
-        pieces = split_document(doc.text, config, budget)
+        pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
         model_key = embedding_key(config)
         hashes = [content_hash(model_key, p.text) for p in pieces]
         stored = {c.metadata.get("content_hash"): c.vector for c in store.get({"document_id": doc.document_id})
@@ -147,7 +159,7 @@ class Ingestor:
             common.update(expiresAt=float(expires), expires=True)
         chunks = []
         for i, (piece, digest) in enumerate(zip(pieces, hashes)):
-            meta = {**common, "position_in_doc": i, "content_hash": digest}
+            meta = {**common, **piece.citation, "position_in_doc": i, "content_hash": digest}
             if piece.section:
                 meta["section"] = piece.section
             chunks.append(Chunk(chunk_id(kb_id, doc.document_id, i), piece.text, meta, vectors[i]))

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from eddi_rag.db import Database
+from eddi_rag.citations import source_label
 from eddi_rag.stores import filters
 
 # Capability names a backend may declare.
@@ -54,6 +55,7 @@ class SearchHit:
             "similarity": round(self.similarity, 6),
             "distance": round(self.distance, 6),
             "source": self.metadata.get("source"),
+            "citation": source_label(self.metadata),
             "metadata": self.metadata,
         }
 

@@ -1,0 +1,88 @@
+"""Request bodies that are files: size-limited, type-detected, raw or ``multipart/form-data``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from eddi_rag.ingest.loaders import detect
+
+DEFAULT_MAX_UPLOAD_MB = 50
+MAX_FILES = 100  # file parts in one multipart request
+
+
+class PayloadTooLargeError(ValueError):
+    """A body over the upload limit (HTTP 413)."""
+
+
+class BadUploadError(ValueError):
+    """A malformed upload (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Upload:
+    name: str
+    data: bytes
+    format: str
+
+
+def max_upload_bytes() -> int:
+    """The configured limit (env EDDI_RAG_MAX_UPLOAD_MB, default 50)."""
+    raw = os.environ.get("EDDI_RAG_MAX_UPLOAD_MB", str(DEFAULT_MAX_UPLOAD_MB))
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ValueError(f"EDDI_RAG_MAX_UPLOAD_MB must be a number of megabytes, got {raw!r}") from None
+    return int(mb * 1024 * 1024)
+
+
+def _too_large(what: str, limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"{what} is larger than the upload limit of {limit} bytes "
+                                f"({limit / 1024 / 1024:g} MB; EDDI_RAG_MAX_UPLOAD_MB)")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused as soon as it passes ``limit`` (nothing more is read)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _too_large("the request body", limit)
+    data = bytearray()
+    async for piece in request.stream():
+        data += piece
+        if len(data) > limit:
+            raise _too_large("the request body", limit)
+    return bytes(data)
+
+
+def is_multipart(request: Request) -> bool:
+    return request.headers.get("content-type", "").lower().startswith("multipart/form-data")
+
+
+async def read_multipart(request: Request, limit: int) -> list[Upload]:
+    """Every ``file`` part, each within ``limit`` and of a supported type; any refusal refuses
+    them all (nothing is queued)."""
+    form = await request.form(max_files=MAX_FILES, max_fields=100)
+    try:
+        files = [f for f in form.getlist("file") if hasattr(f, "read")]
+        if not files:
+            raise BadUploadError("the multipart body has no 'file' part (send each file as a part named 'file')")
+        uploads = []
+        for f in files:
+            name = (f.filename or "").strip() or "unnamed"
+            if f.size is not None and f.size > limit:
+                raise _too_large(f"file {name!r}", limit)
+            data = await f.read()
+            if len(data) > limit:
+                raise _too_large(f"file {name!r}", limit)
+            if not data.strip():
+                raise BadUploadError(f"file {name!r} is empty")
+            try:
+                fmt = detect(data, f.content_type, name)
+            except ValueError as e:
+                raise type(e)(f"file {name!r}: {e}") from e
+            uploads.append(Upload(name, data, fmt))
+        return uploads
+    finally:
+        await form.close()

@@ -1,0 +1,119 @@
+"""Files in: decide what a body is, then extract its text as parts that carry citation metadata.
+
+The type is decided from the content (magic bytes), the declared Content-Type and the file name's
+extension together (``detect``): a body whose bytes are a PDF is a PDF whatever it is called; a body
+declared or named as a binary format whose bytes are not that format, a binary body of any other
+type, or bytes that are not UTF-8 text, is refused with ``UnsupportedFileTypeError`` naming what
+was detected and what is supported. Among text formats the Content-Type wins when it is specific,
+then the extension, then a look at the content (``<html``), else plain text.
+
+``load`` returns ``Part``s: the text of a page, a slide, a group of spreadsheet rows, or a whole
+Markdown text (``markdown=True``: its headings give each chunk its ``section``), each with the
+citation metadata that names where it came from (``page``, ``slide``, ``sheet``/``row``/``cell``
+or ``cells``, ``row``/``rows``). A file that is encrypted, corrupt or holds no extractable text
+raises ``UnreadableDocumentError`` with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+import filetype
+
+
+@dataclass(frozen=True)
+class Part:
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)  # citation: page, slide, sheet, row(s), cell(s)
+    markdown: bool = False  # Markdown text: headings give sections
+
+
+class UnsupportedFileTypeError(ValueError):
+    """The body is of no supported type (HTTP 415)."""
+
+
+class UnreadableDocumentError(ValueError):
+    """A file of a supported type that cannot be read: encrypted, corrupt, or without text."""
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    media_type: str
+    extensions: tuple[str, ...]
+    binary: bool  # recognised by its magic bytes (else: UTF-8 text)
+
+
+FORMATS = {f.name: f for f in (
+    Format("pdf", "application/pdf", (".pdf",), True),
+    Format("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", (".docx",), True),
+    Format("pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", (".pptx",), True),
+    Format("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", (".xlsx", ".xlsm"), True),
+    Format("csv", "text/csv", (".csv",), False),
+    Format("html", "text/html", (".html", ".htm", ".xhtml"), False),
+    Format("markdown", "text/markdown", (".md", ".markdown"), False),
+    Format("text", "text/plain", (".txt", ".text"), False),
+)}
+_BY_MEDIA_TYPE = {f.media_type: f for f in FORMATS.values()} | {
+    "application/xhtml+xml": FORMATS["html"], "text/x-markdown": FORMATS["markdown"],
+    "application/csv": FORMATS["csv"], "application/vnd.ms-excel.sheet.macroenabled.12": FORMATS["xlsx"],
+}
+_BY_EXTENSION = {ext: f for f in FORMATS.values() for ext in f.extensions}
+_UNSPECIFIC = {"", "text/plain", "application/octet-stream", "binary/octet-stream"}
+
+
+def supported() -> str:
+    return ", ".join(f"{f.name} ({' '.join(f.extensions)})" for f in FORMATS.values())
+
+
+def _refuse(detected: str) -> UnsupportedFileTypeError:
+    return UnsupportedFileTypeError(f"unsupported file type: detected {detected}; supported: {supported()}")
+
+
+def detect(data: bytes, content_type: str | None = None, filename: str | None = None) -> str:
+    """The format name of ``data``; raises UnsupportedFileTypeError."""
+    declared_type = (content_type or "").split(";")[0].strip().lower()
+    declared = _BY_MEDIA_TYPE.get(declared_type)
+    named = _BY_EXTENSION.get(PurePath(filename or "").suffix.lower())
+    magic = filetype.guess(data[:8192]) if data else None
+    if magic is not None:
+        found = _BY_MEDIA_TYPE.get(magic.mime.lower())
+        if found is not None and found.binary:
+            return found.name
+        if magic.mime == "application/zip" and named and named.binary and named.name != "pdf":
+            return named.name  # an OOXML file whose parts filetype did not recognise: its parser decides
+        raise _refuse(f"{magic.mime} (.{magic.extension})")
+    claimed = next((f for f in (declared, named) if f is not None and f.binary), None)
+    if claimed is not None:
+        raise _refuse(f"content that is not {claimed.name} (declared {declared_type or 'no Content-Type'}, "
+                      f"name {filename or 'none'})")
+    if b"\x00" in data[:8192]:
+        raise _refuse("binary data of unknown type")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise _refuse(f"bytes that are neither a known binary format nor UTF-8 text (invalid UTF-8 at byte {e.start})") from e
+    if declared is not None and declared_type not in _UNSPECIFIC:
+        return declared.name
+    if named is not None:
+        return named.name
+    if text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
+        return "html"
+    return "text"
+
+
+def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+    """Extract ``data`` (already detected as ``fmt``) into parts. ``fits`` tells table loaders how
+    many rows one chunk may hold. Raises UnreadableDocumentError; no parts means no text."""
+    if fmt not in FORMATS:
+        raise _refuse(repr(fmt))
+    module = importlib.import_module(f"{__name__}.{fmt}")
+    return [p for p in module.load(data, name, fits) if p.text.strip()]
+
+
+def decode_text(data: bytes) -> str:
+    return data.decode("utf-8-sig")

@@ -1,0 +1,37 @@
+"""HTML: the main content (``<main>``, ``<article>`` or the body, without scripts, styles,
+navigation, headers, footers, asides and forms) converted to Markdown, so headings become the
+section path. The page ``<title>`` heads it when the content has no ``<h1>``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from eddi_rag.ingest.loaders import Part, decode_text
+
+NOISE = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe", "svg",
+         "button", "dialog")
+
+
+def to_markdown(html: str) -> str:
+    from bs4 import BeautifulSoup
+    from markdownify import markdownify
+
+    soup = BeautifulSoup(html, "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup.find_all(NOISE):
+        tag.decompose()
+    for tag in soup.select('[role="navigation"], [role="banner"], [role="contentinfo"], [aria-hidden="true"]'):
+        tag.decompose()
+    main = soup.find("main") or soup.find(attrs={"role": "main"}) or soup.find("article") or soup.body or soup
+    text = markdownify(str(main), heading_style="ATX", bullets="-", strip=["img"]).strip()
+    lines = [line.rstrip() for line in text.splitlines()]
+    text = "\n".join(lines)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    if title and main.find("h1") is None:
+        text = f"# {title}\n\n{text}"
+    return text
+
+
+def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+    return [Part(to_markdown(decode_text(data)), markdown=True)]

@@ -1,0 +1,69 @@
+"""Tables as text that explains itself: each row written as ``header: value`` lines, consecutive
+rows packed into one part while it fits a chunk, cited by the rows (and cells) it holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eddi_rag.ingest.loaders import Part
+
+
+@dataclass(frozen=True)
+class Row:
+    number: int  # spreadsheet numbering: the header row is 1
+    text: str
+    first_col: int = 1  # 1-based columns of the first and last non-empty cells
+    last_col: int = 1
+
+
+def row_lines(header: Sequence[str], values: Sequence[Any]) -> list[str]:
+    """``header: value`` for every non-empty value; a column without a header is named by its letter."""
+    from openpyxl.utils import get_column_letter
+
+    lines = []
+    for i, value in enumerate(values):
+        text = format_value(value)
+        if text:
+            name = (header[i].strip() if i < len(header) and header[i] else "") or f"Column {get_column_letter(i + 1)}"
+            lines.append(f"{name}: {text}")
+    return lines
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value).strip()
+
+
+def pack_rows(rows: list[Row], lead: str, fits: Callable[[str], bool],
+              cite: Callable[[list[Row]], dict[str, Any]]) -> list[Part]:
+    """Consecutive rows under ``lead`` (e.g. ``Sheet: Stocks``) while the text fits; a row too
+    long alone gets a part of its own (the chunker cuts it, keeping its citation)."""
+    parts: list[Part] = []
+    group: list[Row] = []
+
+    def text(rows_: list[Row]) -> str:
+        return "\n\n".join([lead, *(r.text for r in rows_)])
+
+    for row in rows:
+        if group and not fits(text([*group, row])):
+            parts.append(Part(text(group), cite(group)))
+            group = []
+        group.append(row)
+    if group:
+        parts.append(Part(text(group), cite(group)))
+    return parts
+
+
+def row_span(rows: list[Row]) -> dict[str, Any]:
+    """``row`` (the first) and, for several, ``rows`` as ``12-14``."""
+    out: dict[str, Any] = {"row": rows[0].number}
+    if len(rows) > 1:
+        out["rows"] = f"{rows[0].number}-{rows[-1].number}"
+    return out

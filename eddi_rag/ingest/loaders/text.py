@@ -1,0 +1,11 @@
+"""Plain text: one part, as sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from eddi_rag.ingest.loaders import Part, decode_text
+
+
+def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+    return [Part(decode_text(data))]

@@ -1,0 +1,55 @@
+"""XLSX (openpyxl, cached values): per sheet, row 1 is the header; each later row is written as
+``header: value`` lines. Cited as ``sheet``, ``row`` and ``cell`` (one cell, ``C12``) or
+``cells`` (``A12:C12``, ``A12:C14`` for packed rows)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders.rows import Row, format_value, pack_rows, row_lines, row_span
+
+
+def _cite(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
+    from openpyxl.utils import get_column_letter
+
+    def cite(rows: list[Row]) -> dict[str, Any]:
+        first = min(r.first_col for r in rows)
+        last = max(r.last_col for r in rows)
+        top, bottom = rows[0].number, rows[-1].number
+        meta: dict[str, Any] = {"sheet": sheet, **row_span(rows)}
+        if first == last and top == bottom:
+            meta["cell"] = f"{get_column_letter(first)}{top}"
+        else:
+            meta["cells"] = f"{get_column_letter(first)}{top}:{get_column_letter(last)}{bottom}"
+        return meta
+
+    return cite
+
+
+def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+    from openpyxl import load_workbook
+
+    try:
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:
+        raise UnreadableDocumentError(f"{name}: corrupt or unreadable XLSX ({type(e).__name__}: {e})") from e
+    parts: list[Part] = []
+    try:
+        for sheet in book.worksheets:
+            values = sheet.iter_rows(values_only=True)
+            header = [format_value(v) for v in next(values, ())]
+            rows = []
+            for number, row in enumerate(values, 2):
+                filled = [i for i, v in enumerate(row) if format_value(v)]
+                if filled:
+                    rows.append(Row(number, "\n".join(row_lines(header, row)), filled[0] + 1, filled[-1] + 1))
+            if not rows and any(header):  # a sheet that is only a header row: keep it, it is content too
+                rows.append(Row(1, " | ".join(h for h in header if h), 1, len(header)))
+            parts += pack_rows(rows, f"Sheet: {sheet.title}", fits, _cite(sheet.title))
+    finally:
+        book.close()
+    return parts

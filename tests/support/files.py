@@ -1,0 +1,92 @@
+"""Real office files made by the tests with the writers of the same libraries' ecosystems
+(fpdf2, python-docx, python-pptx, openpyxl, pypdf): nothing mocked, nothing committed."""
+
+from __future__ import annotations
+
+import io
+
+
+def pdf(pages: list[str]) -> bytes:
+    from fpdf import FPDF
+
+    doc = FPDF()
+    doc.set_font("Helvetica", size=11)
+    for text in pages:
+        doc.add_page()
+        doc.multi_cell(0, 6, text)
+    return bytes(doc.output())
+
+
+def scanned_pdf(pages: int = 2) -> bytes:
+    """Pages with drawings only: what a scan without OCR looks like to a text extractor."""
+    from fpdf import FPDF
+
+    doc = FPDF()
+    for _ in range(pages):
+        doc.add_page()
+        doc.rect(20, 20, 100, 60, style="F")
+    return bytes(doc.output())
+
+
+def encrypted_pdf(text: str, password: str = "s3cret") -> bytes:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf([text]))))
+    writer.encrypt(user_password=password, owner_password=password)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def docx(blocks: list[tuple[str, str]]) -> bytes:
+    """blocks: (style, text) with style "h1".."h3", "p", or "table" (text = rows joined by \\n, cells by |)."""
+    import docx as python_docx
+
+    doc = python_docx.Document()
+    for style, text in blocks:
+        if style.startswith("h"):
+            doc.add_heading(text, level=int(style[1]))
+        elif style == "table":
+            rows = [r.split("|") for r in text.split("\n")]
+            table = doc.add_table(rows=len(rows), cols=len(rows[0]))
+            for r, row in enumerate(rows):
+                for c, value in enumerate(row):
+                    table.cell(r, c).text = value
+        else:
+            doc.add_paragraph(text)
+    out = io.BytesIO()
+    doc.save(out)
+    return out.getvalue()
+
+
+def pptx(slides: list[tuple[str, str]], notes: dict[int, str] | None = None) -> bytes:
+    from pptx import Presentation
+
+    deck = Presentation()
+    for n, (title, body) in enumerate(slides, 1):
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text = body
+        if notes and n in notes:
+            slide.notes_slide.notes_text_frame.text = notes[n]
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def xlsx(sheets: dict[str, list[list[object]]]) -> bytes:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    book.remove(book.active)
+    for name, rows in sheets.items():
+        sheet = book.create_sheet(name)
+        for row in rows:
+            sheet.append(row)
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+       b"\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82")

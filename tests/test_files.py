@@ -1,0 +1,226 @@
+"""Real documents in (PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown, text) through REST and the CLI,
+with their citation metadata; junk refused. Every file is made by the test with a real writer."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from eddi_rag.api.app import create_app
+from eddi_rag.ingest.loaders import UnsupportedFileTypeError, detect
+from eddi_rag.runtime import Runtime
+from eddi_rag.workflow.context import format_context, merge
+from tests.support import files
+from tests.test_api import BASE, kb_id, wait_for
+from tests.test_cli_demo import eddi_rag
+
+XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+STOCKS = {"Stocks": [["Product", "Quantity", "Warehouse"], ["Anvil", 12, "Lyon"], ["Rocket skates", 3, "Paris"],
+                     [None, None, 440]],
+          "Prices": [["Product", "Price EUR"], ["Anvil", 99.5]]}
+
+
+@pytest.fixture
+def api(tmp_path):
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime, max_upload_bytes=200_000)) as c:
+        c.kb = kb_id(c.post(BASE, json={"name": "docs", "embeddingProvider": "local", "storeType": "sqlite",
+                                        "chunkSize": 400, "chunkOverlap": 0, "minScore": 0}))
+        yield c
+    runtime.close()
+
+
+def ingest(api, name: str, data: bytes, content_type: str | None = None) -> dict:
+    headers = {"Content-Type": content_type} if content_type else {}
+    r = api.post(f"{BASE}/{api.kb}/ingest?documentName={name}", content=data, headers=headers)
+    assert r.status_code == 202, r.text
+    return wait_for(api, f"{BASE}/{api.kb}/ingestion/{r.json()['ingestionId']}/status")
+
+
+def chunks_of(api, name: str) -> list:
+    runtime = api.app.state.runtime
+    return runtime.stores.get(api.kb, runtime.rag_config(api.kb)).get({"document_id": name})
+
+
+def query(api, text: str, k: int = 3) -> list[dict]:
+    r = api.post(f"{BASE}/{api.kb}/query", json={"query": text, "maxResults": k})
+    assert r.status_code == 200, r.text
+    return r.json()["results"]
+
+
+def test_pdf_pages_are_cited(api):
+    data = files.pdf(["Quarterly report.", "Sales grew in Lyon.", "Anvil returns fell by 12 percent in March."])
+    assert ingest(api, "rapport.pdf", data, "application/pdf")["status"] == "completed"
+    assert sorted(c.metadata["page"] for c in chunks_of(api, "rapport.pdf")) == [1, 2, 3]
+    best = query(api, "How much did anvil returns fall?")[0]
+    assert best["citation"] == "rapport.pdf, page 3" and best["metadata"]["page"] == 3
+
+
+def test_xlsx_rows_explain_themselves_and_cite_sheet_and_cells(api):
+    assert ingest(api, "production.xlsx", files.xlsx(STOCKS), XLSX_TYPE)["status"] == "completed"
+    by_sheet = {c.metadata["sheet"]: c for c in chunks_of(api, "production.xlsx")}
+    stocks = by_sheet["Stocks"]
+    assert "Product: Rocket skates\nQuantity: 3\nWarehouse: Paris" in stocks.text and stocks.text.startswith("Sheet: Stocks")
+    assert stocks.metadata["row"] == 2 and stocks.metadata["cells"] == "A2:C4"
+    assert by_sheet["Prices"].metadata["cells"] == "A2:B2"
+    best = query(api, "price of an anvil in euros")[0]
+    assert best["citation"] == "production.xlsx, Prices!A2:B2"
+
+
+def test_a_one_cell_row_is_cited_by_its_cell(api):
+    small = Runtime(None)
+    try:
+        kb = small.resources.create("rags", {"name": "s", "embeddingProvider": "local", "chunkSize": 40, "chunkOverlap": 0}).id
+        small.ingest_file(kb, "production.xlsx", files.xlsx(STOCKS), XLSX_TYPE)
+        chunks = small.stores.get(kb, small.rag_config(kb)).get({"sheet": "Stocks"})
+        total = next(c for c in chunks if "Warehouse: 440" in c.text)
+        assert total.metadata["cell"] == "C4" and total.metadata["row"] == 4 and "cells" not in total.metadata
+        text, sources, _ = format_context(merge([("KB", small.query(kb, "warehouse 440", min_score=0))], 1), None)
+        assert "[Source 1: production.xlsx, Stocks!C4]" in text and sources[0]["location"] == "Stocks!C4"
+    finally:
+        small.close()
+
+
+def test_docx_sections_come_from_heading_styles_and_tables_become_lines(api):
+    data = files.docx([("h1", "Handbook"), ("p", "Welcome to Acme."), ("h2", "Refunds"),
+                       ("p", "Refunds are paid within 30 days."), ("h2", "Prices"),
+                       ("table", "Item|Price\nAnvil|99\nRope|5")])
+    assert ingest(api, "handbook.docx", data)["status"] == "completed"  # no Content-Type: the bytes decide
+    sections = {c.metadata.get("section"): c.text for c in chunks_of(api, "handbook.docx")}
+    assert "Refunds are paid within 30 days." in sections["# Handbook > ## Refunds"]
+    assert "Item: Rope\nPrice: 5" in sections["# Handbook > ## Prices"]
+    assert query(api, "when are refunds paid")[0]["citation"] == "handbook.docx, # Handbook > ## Refunds"
+
+
+def test_pptx_slides_and_notes(api):
+    data = files.pptx([("Roadmap", "Version 2 ships in May."), ("Risks", "Chip supply is short.")],
+                      notes={2: "Mention the second supplier."})
+    assert ingest(api, "deck.pptx", data)["status"] == "completed"
+    slides = {c.metadata["slide"]: c for c in chunks_of(api, "deck.pptx")}
+    assert slides[2].text == "Risks\n\nChip supply is short.\n\nNotes: Mention the second supplier."
+    assert slides[1].metadata["slideTitle"] == "Roadmap"
+    assert query(api, "chip supply risk")[0]["citation"] == "deck.pptx, slide 2"
+
+
+def test_csv_rows_use_spreadsheet_numbering(api):
+    data = b"city;trains per day\nLyon;40\nParis;120\n"
+    assert ingest(api, "trains.csv", data, "text/csv")["status"] == "completed"
+    (chunk,) = chunks_of(api, "trains.csv")
+    assert chunk.metadata["row"] == 2 and chunk.metadata["rows"] == "2-3"
+    assert "city: Paris\ntrains per day: 120" in chunk.text
+
+
+def test_html_keeps_the_main_content_and_its_headings(api):
+    page = b"""<!doctype html><html><head><title>Help</title><style>p{color:red}</style>
+    <script>var secret = "tracking";</script></head><body><nav><a href="/">Home</a> | <a href="/x">Menu link</a></nav>
+    <main><h1>Help centre</h1><p>Start here.</p><h2>Baggage</h2><p>One bag of 23 kg is included.</p></main>
+    <footer>Copyright footer text</footer></body></html>"""
+    assert ingest(api, "help.html", page, "text/html; charset=utf-8")["status"] == "completed"
+    chunks = chunks_of(api, "help.html")
+    text = "\n".join(c.text for c in chunks)
+    assert "One bag of 23 kg" in text and "Start here." in text
+    assert not any(s in text for s in ("tracking", "color:red", "Menu link", "Copyright footer"))
+    assert {c.metadata.get("section") for c in chunks} == {"# Help centre", "# Help centre > ## Baggage"}
+
+
+def test_text_and_markdown_keep_working_on_the_eddi_path(api):
+    assert ingest(api, "notes.txt", "Plain notes about tea. Ünïcode kept.".encode(), "text/plain")["status"] == "completed"
+    assert chunks_of(api, "notes.txt")[0].text == "Plain notes about tea. Ünïcode kept."
+    assert ingest(api, "guide.md", b"# Guide\n\nIntro.\n\n## Tea\n\nGreen tea.", "text/plain")["status"] == "completed"
+    assert {c.metadata.get("section") for c in chunks_of(api, "guide.md")} == {"# Guide", "# Guide > ## Tea"}
+
+
+@pytest.mark.parametrize("name,data,content_type,detected", [
+    ("noise.bin", bytes(range(256)) * 20, "application/octet-stream", "binary data of unknown type"),
+    ("latin1.txt", "caf\xe9 cr\xe8me".encode("latin-1"), "text/plain", "invalid UTF-8 at byte 3"),
+    ("photo.png", files.PNG, "image/png", "detected image/png"),
+    ("report.pdf", b"this is not a pdf at all", "application/pdf", "not pdf (declared application/pdf"),
+    ("sheet.xlsx", b"hello", None, "not xlsx"),
+])
+def test_junk_is_refused_with_415_naming_what_was_found(api, name, data, content_type, detected):
+    headers = {"Content-Type": content_type} if content_type else {}
+    r = api.post(f"{BASE}/{api.kb}/ingest?documentName={name}", content=data, headers=headers)
+    assert r.status_code == 415, r.text
+    assert detected in r.json()["error"] and "supported: pdf (.pdf), docx (.docx)" in r.json()["error"]
+    assert chunks_of(api, name) == []
+
+
+@pytest.mark.parametrize("name,data,reason", [
+    ("scan.pdf", files.scanned_pdf(3), "failed: scan.pdf: the PDF has 3 page(s) but no extractable text"),
+    ("locked.pdf", files.encrypted_pdf("Secret plans."), "failed: locked.pdf: the PDF is encrypted"),
+    ("broken.pdf", files.pdf(["Some text that will be cut."])[:400], "failed: broken.pdf: corrupt or unreadable PDF"),
+    ("broken.docx", files.docx([("p", "Text")])[:300], "failed: broken.docx: corrupt or unreadable DOCX"),
+])
+def test_unreadable_files_fail_the_job_with_the_reason_and_index_nothing(api, name, data, reason):
+    status = ingest(api, name, data)
+    assert status["status"].startswith(reason), status
+    assert chunks_of(api, name) == []
+
+
+def test_a_failed_file_leaves_the_previous_version_whole(api):
+    assert ingest(api, "rapport.pdf", files.pdf(["Version one text."]))["status"] == "completed"
+    assert ingest(api, "rapport.pdf", files.scanned_pdf())["status"].startswith("failed:")
+    assert [c.text for c in chunks_of(api, "rapport.pdf")] == ["Version one text."]
+
+
+def test_bodies_over_the_limit_are_413(api):
+    big = files.pdf(["x"]) + b" " * 200_001
+    r = api.post(f"{BASE}/{api.kb}/ingest?documentName=big.pdf", content=big)
+    assert r.status_code == 413 and "200000 bytes" in r.json()["error"]
+    r = api.post(f"{BASE}/{api.kb}/ingest", files=[("file", ("big.txt", b"a" * 200_001, "text/plain"))])
+    assert r.status_code == 413 and "'big.txt'" in r.json()["error"]
+
+
+def test_multipart_ingests_each_file_as_its_own_job(api):
+    parts = [("file", ("rapport.pdf", files.pdf(["Anvils are heavy."]), "application/pdf")),
+             ("file", ("production.xlsx", files.xlsx(STOCKS), XLSX_TYPE)),
+             ("file", ("readme.md", b"# Readme\n\nHello.", "text/markdown"))]
+    r = api.post(f"{BASE}/{api.kb}/ingest", files=parts)
+    assert r.status_code == 202, r.text
+    jobs = r.json()["ingestions"]
+    assert [j["documentName"] for j in jobs] == ["rapport.pdf", "production.xlsx", "readme.md"]
+    for job in jobs:
+        assert wait_for(api, f"{BASE}/{api.kb}/ingestion/{job['ingestionId']}/status")["status"] == "completed"
+    assert chunks_of(api, "production.xlsx") and chunks_of(api, "readme.md")[0].metadata["section"] == "# Readme"
+
+
+def test_multipart_with_one_bad_file_queues_none(api):
+    parts = [("file", ("ok.md", b"# Fine", "text/markdown")), ("file", ("evil.png", files.PNG, "image/png"))]
+    r = api.post(f"{BASE}/{api.kb}/ingest", files=parts)
+    assert r.status_code == 415 and "file 'evil.png'" in r.json()["error"]
+    assert chunks_of(api, "ok.md") == []
+    r = api.post(f"{BASE}/{api.kb}/ingest", files=[("other", ("a.md", b"x", "text/markdown"))])
+    assert r.status_code == 400 and "'file' part" in r.json()["error"]
+
+
+def test_detect_uses_content_type_then_extension_then_content():
+    assert detect(b"a,b\n1,2", "text/plain", "t.csv") == "csv"
+    assert detect(b"a,b\n1,2", "text/csv", "t.txt") == "csv"
+    assert detect(b"<!DOCTYPE html><p>x", None, None) == "html"
+    assert detect(b"# T", "text/plain", "notes.md") == "markdown"
+    assert detect(files.pdf(["x"]), "text/plain", "notes.txt") == "pdf"  # the bytes win
+    with pytest.raises(UnsupportedFileTypeError):
+        detect(b"\x00\x01binary", None, "x.txt")
+
+
+def test_cli_ingests_files_and_folders_recursively(tmp_path):
+    data = str(tmp_path / "data")
+    assert eddi_rag("load", "examples/workflows", "--data-dir", data).returncode == 0
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "rapport.pdf").write_bytes(files.pdf(["Refunds take 30 days.", "Pets travel in the cabin."]))
+    (folder / "sub" / "stock.xlsx").write_bytes(files.xlsx(STOCKS))
+    (folder / "sub" / "scan.pdf").write_bytes(files.scanned_pdf())
+    (folder / "photo.png").write_bytes(files.PNG)  # not a supported extension: not picked up from a folder
+    (folder / ".hidden.md").write_text("# hidden")
+    single = tmp_path / "deck.pptx"
+    single.write_bytes(files.pptx([("Pets", "Dogs up to 8 kg.")]))
+    result = eddi_rag("ingest", "travel-policies", str(folder), str(single), "--data-dir", data)
+    assert result.returncode == 1  # the scan failed, the others landed
+    assert "ingested 3 document(s)" in result.stdout
+    assert "failed: sub/scan.pdf: the PDF has 2 page(s) but no extractable text" in result.stderr
+    assert "ingesting" in result.stderr and "4/4" in result.stderr  # one progress bar over the files
+    out = eddi_rag("query", "travel-policies", "how long do refunds take", "--data-dir", data, "--json",
+                   "--min-score", "0").stdout
+    assert '"citation": "rapport.pdf, page 1"' in out
