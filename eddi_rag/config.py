@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,6 +56,9 @@ class RagConfiguration(BaseModel):
     recencyWindow: float = 0.01
     ttlSeconds: float | None = None
     requiredMetadata: list[str] = Field(default_factory=list)
+    contextExpansion: str = "none"
+    expansionNeighbors: int = 1
+    maxPassageChars: int = 4000
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -122,6 +125,8 @@ class LlmTaskRag(BaseModel):
     ragDefaults: RagDefaults | None = None
     httpCallRag: str | None = None
     maxRagContextChars: int | None = 20000
+    # none | neighbors | section; None: each knowledge base's own contextExpansion
+    contextExpansion: Literal["none", "neighbors", "section"] | None = None
     # Put under "## Relevant Context:" when the knowledge bases answered but no passage passed;
     # empty: say nothing.
     noRelevantContextMessage: str = NO_RELEVANT_CONTEXT

@@ -44,6 +44,7 @@ class RetrievedChunk:
     relevance_score: float  # (cosine + 1) / 2, as minScore
     position_in_doc: int | None
     metadata: dict[str, Any]
+    passage: str | None = None  # what reaches the model for it (contextExpansion; one per document)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class KbGenerations:
         self.db.execute("INSERT INTO kb_generations VALUES (?, 1) ON CONFLICT(kb_id) DO UPDATE SET n = n + 1", (kb_id,))
 
 
-_DOCUMENT_FIELDS = {f.name for f in fields(Document)}
+_DOCUMENT_FIELDS = {f.name for f in fields(Document)} - {"parts"}  # parts come from file loaders
 
 
 def as_document(raw: Document | dict[str, Any]) -> Document:
@@ -115,7 +116,8 @@ class RagPipeline:
         self._lock = threading.Lock()
 
     def retrieve(self, query: str, context_key: str, max_chunks: int = 5, min_relevance: float = 0.6, *,
-                 user_id: str | None = None, where: dict[str, Any] | None = None) -> RAGContext:
+                 user_id: str | None = None, where: dict[str, Any] | None = None,
+                 expansion: str | None = None) -> RAGContext:
         if not isinstance(query, str) or not query.strip():
             raise InvalidQueryError("query is empty")
         if len(query) > MAX_QUERY_CHARS:
@@ -127,7 +129,7 @@ class RagPipeline:
         rt = self.runtime
         raw_config = rt.resources.read("rags", context_key)  # ResourceNotFoundError for an unknown key
         key = (context_key, rt.generations.get(context_key), json.dumps(raw_config, sort_keys=True), query,
-               max_chunks, min_relevance, user_id, json.dumps(where, sort_keys=True))
+               max_chunks, min_relevance, user_id, json.dumps(where, sort_keys=True), expansion)
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None:
@@ -136,15 +138,18 @@ class RagPipeline:
         vector = rt.embeddings.for_config(config).embed_query(query)
         try:
             hits = rt.retriever.search(context_key, config, query, max_chunks, 0.0, where, user_id, vector)
+            avg = sum(h.score for h in hits) / len(hits) if hits else 0.0
+            meets = bool(hits) and avg >= min_relevance
+            kept = [h for h in hits if meets and h.score >= min_relevance]
+            passages = rt.retriever.passages(context_key, config, kept, expansion, user_id)
         except ValueError:
             raise  # a bad filter or a dimension mismatch: the request's or the configuration's fault
         except Exception as e:  # noqa: BLE001 - the engine is down, refused us, or timed out
             raise VectorDBUnavailableError(rt.resolver.redact(
                 f"knowledge base {context_key!r}: {config.storeType} store unavailable: {type(e).__name__}: {e}")) from e
-        avg = sum(h.score for h in hits) / len(hits) if hits else 0.0
-        meets = bool(hits) and avg >= min_relevance
-        chunks = [RetrievedChunk(h.id, h.text, round(h.score, 6), h.metadata.get("position_in_doc"), h.metadata)
-                  for h in hits if meets and h.score >= min_relevance]
+        text_of = {h.id: p.text for p in passages for h in p.hits}
+        chunks = [RetrievedChunk(h.id, h.text, round(h.score, 6), h.metadata.get("position_in_doc"), h.metadata,
+                                 text_of.get(h.id)) for h in kept]
         result = RAGContext(uuid.uuid4().hex, uuid.uuid4().hex, context_key, query, chunks, round(avg, 6), meets)
         with self._lock:
             self._cache[key] = result

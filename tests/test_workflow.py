@@ -141,7 +141,7 @@ def test_context_format_is_exact():
         "[Source 3: rail.md, Departures]\nPlatform 4."
     )
     assert sources[2] == {"n": 3, "label": "[Source 3: rail.md, Departures]", "chunkId": "2", "kb": "Trains",
-                          "source": "rail.md", "section": "Departures"}
+                          "source": "rail.md", "section": "Departures", "location": "Departures"}
 
 
 def test_merge_orders_every_kb_by_score_and_limits_after():

@@ -7,14 +7,17 @@ same versioned CRUD under their EDDI paths.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Body, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from eddi_rag import __version__, registry
+from eddi_rag.api import uploads
+from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError, is_multipart, read_body, read_multipart
 from eddi_rag.config import ConfigValidationError, load_schema
+from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError, detect
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.resources import (
     RESOURCE_TYPES,
@@ -26,12 +29,16 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.stores.filters import FilterError
 
 
+Expansion = Literal["none", "neighbors", "section"]
+
+
 class QueryRequest(BaseModel):
     query: str = Field(min_length=1, max_length=2000)
     maxResults: int | None = Field(default=None, ge=1, le=1000)
     minScore: float | None = Field(default=None, ge=0, le=1)
     where: dict[str, Any] | None = None
     userId: str | None = None
+    contextExpansion: Expansion | None = None  # default: the KB's
 
 
 class RetrieveRequest(BaseModel):
@@ -42,6 +49,7 @@ class RetrieveRequest(BaseModel):
     minRelevance: float = Field(default=0.6, ge=0, le=1)
     userId: str | None = None
     where: dict[str, Any] | None = None
+    contextExpansion: Expansion | None = None  # default: the KB's
 
 
 class DocumentsRequest(BaseModel):
@@ -52,7 +60,8 @@ def _created(ref: ResourceRef, status: int = 201) -> Response:
     return Response(status_code=status, headers={"Location": ref.uri, "X-Resource-URI": ref.uri})
 
 
-def create_app(runtime: Runtime) -> FastAPI:
+def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI:
+    """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.jobs.start()
@@ -61,6 +70,7 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
 
     @app.exception_handler(ResourceNotFoundError)
     async def not_found(_: Request, e: ResourceNotFoundError):
@@ -76,6 +86,22 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     @app.exception_handler(FilterError)
     async def bad_filter(_: Request, e: FilterError):
+        return JSONResponse({"error": str(e)}, status_code=400)
+
+    @app.exception_handler(UnsupportedFileTypeError)
+    async def unsupported_type(_: Request, e: UnsupportedFileTypeError):
+        return JSONResponse({"error": str(e)}, status_code=415)
+
+    @app.exception_handler(UnreadableDocumentError)
+    async def unreadable(_: Request, e: UnreadableDocumentError):
+        return JSONResponse({"error": str(e)}, status_code=422)
+
+    @app.exception_handler(PayloadTooLargeError)
+    async def too_large(_: Request, e: PayloadTooLargeError):
+        return JSONResponse({"error": str(e)}, status_code=413)
+
+    @app.exception_handler(BadUploadError)
+    async def bad_upload(_: Request, e: BadUploadError):
         return JSONResponse({"error": str(e)}, status_code=400)
 
     @app.exception_handler(InvalidQueryError)
@@ -119,14 +145,24 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     @app.post("/ragstore/rags/{id}/ingest", status_code=202)
     async def ingest(id: str, request: Request, version: int = 0, documentName: str = "unnamed", kbId: str | None = None):
+        """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
+        extension helps decide its type), or ``multipart/form-data`` with one or more ``file``
+        parts (one ingestion each). 413 over the upload limit, 415 for an unsupported type."""
         runtime.rag_config(id, version)  # 404 for an unknown config or version
         version = version or runtime.resources.current_version("rags", id)
-        text = (await request.body()).decode("utf-8", errors="replace")
-        if not text.strip():
-            raise HTTPException(400, "the request body (the document text) is empty")
+        limit = app.state.max_upload_bytes
+        if is_multipart(request):
+            jobs = [(u.name, runtime.jobs.submit(id, version, u.name, u.data, u.format))
+                    for u in await read_multipart(request, limit)]
+            return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
+                                               for name, j in jobs]}
         if not documentName.strip():
             raise HTTPException(400, "documentName must not be blank")
-        job = runtime.jobs.submit(id, version, documentName, text)
+        data = await read_body(request, limit)
+        if not data.strip():
+            raise HTTPException(400, "the request body (the document) is empty")
+        fmt = detect(data, request.headers.get("content-type"), documentName)
+        job = runtime.jobs.submit(id, version, documentName, data, fmt)
         return {"ingestionId": job.id, "kbId": id, "status": job.status}
 
     @app.get("/ragstore/rags/{id}/ingestion/{ingestion_id}/status")
@@ -140,13 +176,18 @@ def create_app(runtime: Runtime) -> FastAPI:
     def query(id: str, body: QueryRequest) -> dict[str, Any]:
         config = runtime.rag_config(id)
         hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where, body.userId)
-        return {"kbId": id, "name": config.name, "query": body.query, "results": [h.to_json() for h in hits]}
+        passages = runtime.retriever.passages(id, config, hits, body.contextExpansion, body.userId)
+        text_of = {h.id: p.text for p in passages for h in p.hits}
+        return {"kbId": id, "name": config.name, "query": body.query,
+                "contextExpansion": body.contextExpansion or config.contextExpansion,
+                "results": [{**h.to_json(), "passage": text_of.get(h.id)} for h in hits],
+                "passages": [p.to_json() for p in passages]}
 
     @app.post("/ragstore/rags/{id}/retrieve")
     def retrieve(id: str, body: RetrieveRequest) -> dict[str, Any]:
         """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
         return runtime.pipeline.retrieve(body.query, id, body.maxChunks, body.minRelevance, user_id=body.userId,
-                                         where=body.where).to_json()
+                                         where=body.where, expansion=body.contextExpansion).to_json()
 
     @app.post("/ragstore/rags/{id}/documents")
     def ingest_documents(id: str, body: DocumentsRequest) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.retrieval.expansion import Passage, expand
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
 from eddi_rag.stores.filters import value_kind
@@ -85,6 +86,14 @@ class Retriever:
         if config.searchMode == "vector":  # fused orders are not score orders: there, recency has no runs to act on
             hits = newest_first_among_equals(hits, config.recencyWindow)
         return hits
+
+    def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
+                 user_id: str | None = None) -> list[Passage]:
+        """The passages that reach the model for ``hits`` (``mode``: default the KB's contextExpansion),
+        one per document, ordered by their best hit; surrounding chunks in the same user/expiry scope."""
+        return expand(self.stores.get(kb_id, config), hits, mode or config.contextExpansion,
+                      neighbors=config.expansionNeighbors, max_chars=config.maxPassageChars,
+                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time()))
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
                        k: int, where: dict[str, Any] | None) -> list[SearchHit]:

@@ -10,6 +10,8 @@ from typing import Any
 
 from eddi_rag.config import LlmTaskRag
 from eddi_rag.factories import embedding_key
+from eddi_rag import citations
+from eddi_rag.retrieval import expansion
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.stores.base import SearchHit
 from eddi_rag.workflow.traversal import DiscoveredKb
@@ -63,17 +65,19 @@ def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> 
 
 
 def source_label(hit: SearchHit) -> str:
-    """What a citation names: the document, and where in it when known (section, page, sheet!cell)."""
-    m = hit.metadata
-    source = str(m.get("source") or "unknown source")
-    where = m.get("section") or (f"page {m['page']}" if m.get("page") is not None else None) or m.get("cell")
-    return f"{source}, {where}" if where else source
+    """What a citation names: the document, and where in it when known (section, page, sheet!cell...)."""
+    return citations.source_label(hit.metadata)
 
 
 @dataclass
 class Passage:
     kb: str
-    hit: SearchHit
+    hit: SearchHit  # the best hit of the passage
+    expanded: expansion.Passage | None = None  # the document's hits and the span around them (contextExpansion)
+
+    @property
+    def text(self) -> str:
+        return self.expanded.text if self.expanded is not None else self.hit.text.strip()
 
 
 def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list[Passage]:
@@ -100,14 +104,17 @@ def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str,
         label = f"[Source {n}: {source_label(p.hit)}]"
         # Each passage ends with a blank line, which also separates it from the next header.
         header = f"### Source: {p.kb}\n\n" if p.kb != current_kb else ""
-        passage = f"{label}\n{p.hit.text.strip()}\n\n"
+        passage = f"{label}\n{p.text}\n\n"
         if limit is not None and len((text + header + passage).strip()) > limit:
             omitted += 1
             continue
         text += header + passage
         current_kb = p.kb
         sources.append({"n": n, "label": label, "chunkId": p.hit.id, "kb": p.kb,
-                        "source": p.hit.metadata.get("source"), "section": p.hit.metadata.get("section")})
+                        "source": p.hit.metadata.get("source"), "section": p.hit.metadata.get("section"),
+                        "location": citations.location(p.hit.metadata)})
+        if p.expanded is not None:
+            sources[-1].update(hits=[h.id for h in p.expanded.hits], span=p.expanded.span)
     text = text.strip()
     if omitted:
         text += f"\n\n[{omitted} more passage(s) omitted: maxRagContextChars={max_chars} reached]"
@@ -180,9 +187,38 @@ class RagContextProvider:
         passages = merge(results, max((s.max_results for s in answered), default=0))
         if not passages:
             return RagResult(None, trace, searched=bool(answered))
+        passages = self._expand(passages, answered, task.contextExpansion, user_id, trace)
         context, sources, _ = format_context(passages, task.maxRagContextChars)
-        injected = {s["chunkId"] for s in sources}
+        injected = {hit for s in sources for hit in s.get("hits", [s["chunkId"]])}
         for entry in trace:
             for chunk in entry.get("chunks", []):
                 chunk["injected"] = chunk["id"] in injected
+            entry_sources = [s for s in sources if s["kb"] == entry["kb"] and "span" in s]
+            if entry_sources:  # what was injected around the hits: replayable by chunk position
+                entry["passages"] = [{"n": s["n"], "hits": s["hits"], "span": s["span"]} for s in entry_sources]
         return RagResult(context, trace, sources, searched=True)
+
+    def _expand(self, passages: list[Passage], answered: list[KbSelection], mode: str | None, user_id: str | None,
+                trace: list[dict[str, Any]]) -> list[Passage]:
+        """Each KB's merged hits become passages (contextExpansion of the task, else of the KB): one
+        per document, at the rank of its best hit. A KB whose expansion fails keeps its bare hits."""
+        rank = {(p.kb, p.hit.id): i for i, p in enumerate(passages)}
+        out: list[tuple[int, Passage]] = []
+        for sel in answered:
+            cfg = sel.kb.config
+            hits = [p.hit for p in passages if p.kb == cfg.name]
+            if not hits:
+                continue
+            if (mode or cfg.contextExpansion) == "none":
+                out += [(rank[(cfg.name, h.id)], Passage(cfg.name, h)) for h in hits]
+                continue
+            try:
+                expanded = self.retriever.passages(sel.kb.id, cfg, hits, mode, user_id)
+            except Exception as e:  # noqa: BLE001 - the search answered; the bare hits still help
+                error = self.redact(f"{type(e).__name__}: {e}")
+                log.warning("knowledge base %r: context expansion failed: %s", cfg.name, error)
+                next(t for t in trace if t.get("kbId") == sel.kb.id)["expansionError"] = error
+                out += [(rank[(cfg.name, h.id)], Passage(cfg.name, h)) for h in hits]
+                continue
+            out += [(rank[(cfg.name, x.best.id)], Passage(cfg.name, x.best, x)) for x in expanded]
+        return [p for _, p in sorted(out, key=lambda pair: pair[0])]

@@ -1,0 +1,145 @@
+"""Small-to-big: match on small chunks, hand the model the complete passage around them.
+
+``contextExpansion``:
+- ``none``: each hit is its own passage (its chunk's text);
+- ``neighbors``: the hit plus ``expansionNeighbors`` chunks before and after it in its document;
+- ``section``: the hit's enclosing section by heading path: chunks of its own (deepest) section
+  first, then those sharing a shorter path, up to its ``##`` section (the whole document when it
+  has no headings), nearest first.
+
+Hits from one document become one passage: their chunks and the expansion around them, in
+document order, within ``maxPassageChars`` (the hits themselves come first, so a budget smaller
+than the span keeps the best matches; a gap between kept chunks is shown as ``[…]``). Chunks
+overlapping their neighbour (``chunkOverlap``) are joined without repeating the overlap, and a
+heading path a Markdown chunk repeats is shown once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit
+
+MODES = ("none", "neighbors", "section")
+SECTION_WINDOW = 64  # chunks either side of a hit considered for its section
+MIN_OVERLAP = 10  # shorter common runs between neighbours are not treated as chunkOverlap
+GAP = "\n\n[…]\n\n"
+
+
+@dataclass
+class Passage:
+    """What reaches the model for one document: its hits (best first) and the chunks injected."""
+
+    hits: list[SearchHit]
+    chunks: list[Chunk] = field(default_factory=list)  # in document order
+    text: str = ""
+
+    @property
+    def best(self) -> SearchHit:
+        return self.hits[0]
+
+    @property
+    def span(self) -> list[int]:
+        """First and last ``position_in_doc`` injected."""
+        positions = [_position(c) for c in self.chunks] or [_position(h) for h in self.hits]
+        return [min(positions), max(positions)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "source": self.best.metadata.get("source"),
+                "hits": [h.id for h in self.hits], "chunks": [c.id for c in self.chunks], "span": self.span}
+
+
+def _position(item: Chunk | SearchHit) -> int:
+    value = item.metadata.get("position_in_doc")
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _path(item: Chunk | SearchHit) -> tuple[str, ...]:
+    section = item.metadata.get("section")
+    return tuple(section.split(" > ")) if isinstance(section, str) and section else ()
+
+
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _join(chunks: list[Chunk], overlap: int) -> str:
+    """Chunk texts in document order: overlap with the previous chunk dropped, a repeated heading
+    path prefix dropped, ``[…]`` where positions skip."""
+    out = ""
+    prev: Chunk | None = None
+    for chunk in chunks:
+        text = chunk.text.strip()
+        if prev is None:
+            out = text
+        elif _position(chunk) != _position(prev) + 1:
+            out += GAP + text
+        else:
+            section = chunk.metadata.get("section")
+            if section and section == prev.metadata.get("section") and text.startswith(section):
+                text = text[len(section):].lstrip("\n")
+            shared = _overlap(prev.text.strip(), text, overlap)
+            out += text[shared:] if shared else "\n\n" + text  # overlapping chunks: the original text again
+        prev = chunk
+    return out
+
+
+def _overlap(before: str, after: str, limit: int) -> int:
+    for k in range(min(len(before), len(after), limit), MIN_OVERLAP - 1, -1):
+        if before.endswith(after[:k]):
+            return k
+    return 0
+
+
+def group_by_document(hits: list[SearchHit]) -> list[list[SearchHit]]:
+    """Hits grouped by document, groups in the order of their best hit, hits best first."""
+    groups: dict[Any, list[SearchHit]] = {}
+    for hit in hits:
+        groups.setdefault(hit.metadata.get("document_id", hit.id), []).append(hit)
+    return list(groups.values())
+
+
+def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 1, max_chars: int = 4000,
+           overlap: int = 0, where: dict[str, Any] | None = None) -> list[Passage]:
+    """One passage per document among ``hits`` (ordered by their best hit). ``where`` scopes the
+    chunks fetched around the hits (the same user and expiry scope as the search)."""
+    if mode not in MODES:
+        raise ValueError(f"contextExpansion {mode!r} is not supported; use one of {', '.join(MODES)}")
+    if mode == "none":
+        return [Passage([h], [Chunk(h.id, h.text, h.metadata)], h.text.strip()) for h in hits]
+    passages = []
+    for group in group_by_document(hits):
+        document = group[0].metadata.get("document_id")
+        positions = [_position(h) for h in group]
+        reach = neighbors if mode == "neighbors" else SECTION_WINDOW
+        around = {"document_id": document, "position_in_doc": {"$gte": min(positions) - reach, "$lte": max(positions) + reach}}
+        fetched = {c.id: c for c in store.get(where={"$and": [around, where]} if where else around)} if document else {}
+        chunks = {h.id: fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group}
+        candidates = [c for c in fetched.values() if c.id not in chunks]
+        if mode == "neighbors":
+            candidates = [c for c in candidates if min(abs(_position(c) - p) for p in positions) <= neighbors]
+            order = lambda c: (min(abs(_position(c) - p) for p in positions), _position(c))  # noqa: E731
+        else:
+            paths = [_path(h) for h in group]
+            floor = [min(2, len(p)) for p in paths]  # never above the hit's ## section
+            candidates = [c for c in candidates if any(_common(_path(c), p) >= f for p, f in zip(paths, floor))]
+            order = lambda c: (-max(_common(_path(c), p) for p in paths),  # noqa: E731
+                               min(abs(_position(c) - p) for p in positions), _position(c))
+        kept = [chunks[h.id] for h in group[:1]]  # the best hit, whatever the budget
+        size = len(kept[0].text)
+        for chunk in [chunks[h.id] for h in group[1:]]:  # the other hits, while they fit
+            if size + len(chunk.text) <= max_chars:
+                kept.append(chunk)
+                size += len(chunk.text)
+        for chunk in sorted(candidates, key=order):  # then the surroundings, nearest first, until one does not fit
+            if size + len(chunk.text) > max_chars:
+                break
+            kept.append(chunk)
+            size += len(chunk.text)
+        kept.sort(key=_position)
+        passages.append(Passage(group, kept, _join(kept, overlap)))
+    return passages
