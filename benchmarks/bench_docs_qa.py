@@ -4,8 +4,9 @@ whole-``##``-section baselines in the same run (the data set's README defines th
     .venv/bin/python benchmarks/bench_docs_qa.py [--data ../shared/data/claude-docs-qa] [--budget 12000]
 
 Every figure is hit@5: for each question the product's top 5 results, the text that would reach the
-model for each (its passage: one per document, in the order returned), joined and cut at ``budget``
-characters; a hit when it holds at least half of the distinct words of the reference passages.
+model for each (its passage: one per document, in the order returned, grown within the context
+budget the query names), joined and cut at ``budget`` characters; a hit when it holds at least half
+of the distinct words of the reference passages.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ CHUNKINGS = {
     "paragraph 512": {"chunkStrategy": "paragraph", "chunkSize": 512, "chunkOverlap": 0},
 }
 EXPANSIONS = {"none": {"contextExpansion": "none"},
-              "neighbors 1": {"contextExpansion": "neighbors", "expansionNeighbors": 1},
-              "section 2000": {"contextExpansion": "section", "maxPassageChars": 2000},
-              "section 4000": {"contextExpansion": "section", "maxPassageChars": 4000}}
+              "neighbors 1": {"contextExpansion": "neighbors", "expansionNeighbors": 1, "maxPassageChars": 12000},
+              "neighbors 4": {"contextExpansion": "neighbors", "expansionNeighbors": 4, "maxPassageChars": 12000},
+              "section": {"contextExpansion": "section", "maxPassageChars": 12000},
+              "section, 4000 per passage": {"contextExpansion": "section", "maxPassageChars": 4000}}
 
 
 def words(text: str) -> set[str]:
@@ -72,7 +74,7 @@ class Bench:
     def score(self, kb: str) -> float:
         hits = 0
         for q in self.qa:
-            r = self.client.post(f"{BASE}/{kb}/query", json={"query": q["question"]})
+            r = self.client.post(f"{BASE}/{kb}/query", json={"query": q["question"], "maxContextChars": self.budget})
             assert r.status_code == 200, r.text
             context = "\n\n".join(p["text"] for p in r.json()["passages"])
             hits += hit(context, q["reference_passages"], self.budget)
@@ -83,7 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/claude-docs-qa"))
     parser.add_argument("--budget", type=int, default=12000)
-    parser.add_argument("--chunking", action="append", choices=list(CHUNKINGS), help="default: all")
+    parser.add_argument("--chunking", action="append", choices=list(CHUNKINGS), help="repeatable; default: all")
+    parser.add_argument("--mode", action="append", choices=list(MODES), help="repeatable; default: all")
     args = parser.parse_args()
     data = Path(args.data)
     qa = [json.loads(line) for line in (data / "qa.jsonl").read_text().splitlines() if line.strip()]
@@ -115,7 +118,7 @@ def main() -> None:
                 assert not failed, failed
                 count = runtime.stores.get(kb, runtime.rag_config(kb)).count()
                 say(f"{chunking}: {count} chunks in {time.perf_counter() - started:.1f} s")
-                for mode, cfg in MODES.items():
+                for mode, cfg in ((m, MODES[m]) for m in args.mode or MODES):
                     for expansion, ecfg in EXPANSIONS.items():
                         bench.configure(kb, {**cfg, **ecfg})
                         rows.append((chunking, count, mode, expansion, bench.score(kb)))

@@ -20,6 +20,8 @@ from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, VectorCache
 from eddi_rag.embeddings.guard import GuardedEmbeddings
+from eddi_rag.retrieval import rerankers
+from eddi_rag.retrieval.rerankers import Reranker
 from eddi_rag.secrets import SecretResolver, resolve_parameters
 from eddi_rag.stores.base import KnowledgeStore, StoreContext
 
@@ -93,6 +95,20 @@ class EmbeddingModelFactory:
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
         return self.get(config.embeddingProvider, config.embeddingParameters)
+
+
+class RerankerFactory:
+    """One reranker per (kind, parameters): a cross-encoder's ONNX session loads once."""
+
+    def __init__(self, resolver: SecretResolver | None = None, **cache_args: Any):
+        self.resolver = resolver or SecretResolver()
+        self._cache: BoundedCache[Any] = BoundedCache(**cache_args)
+
+    def for_config(self, config: RagConfiguration) -> Reranker | None:
+        if config.reranker == "none":
+            return None
+        return self._cache.get_or_build(_key(config.reranker, config.rerankerParameters), lambda: rerankers.build(
+            config.reranker, resolve_parameters(config.rerankerParameters, self.resolver)))
 
 
 class EmbeddingStoreFactory:

@@ -70,10 +70,23 @@ def test_neighbors_merge_one_documents_hits_in_document_order(store):
     assert [h.id for h in p.hits] == ["a-006", "a-002"] and p.span == [1, 7]
 
 
-def test_the_budget_keeps_hits_first_then_the_nearest(store):
+def test_the_budget_bounds_the_expansion_never_the_hits(store):
     hits = [as_hit(store.get(ids=["a-005"])[0], 0.9)]
     (p,) = expand(store, hits, "neighbors", neighbors=3, max_chars=3 * 34)
     assert [c.metadata["position_in_doc"] for c in p.chunks] == [4, 5, 6]
+    far = [as_hit(c, 0.9) for c in store.get(ids=["a-000", "a-009"])]
+    (p,) = expand(store, far, "neighbors", neighbors=3, max_chars=100)
+    assert [c.metadata["position_in_doc"] for c in p.chunks] == [0, 1, 9]
+
+
+def test_a_context_budget_grows_the_best_passage_first_and_keeps_every_hit(store):
+    hits = [as_hit(store.get(ids=["a-005"])[0], 0.9), as_hit(store.get(ids=["g-002"])[0], 0.8)]
+    sentence, other = len(hits[0].text), len(hits[1].text)  # 32 and 33 characters
+    first, second = expand(store, hits, "neighbors", neighbors=3, max_chars=10_000, total_chars=other + 3 * sentence + 10)
+    assert [c.metadata["position_in_doc"] for c in first.chunks] == [4, 5, 6]  # the room left after g-002's own chunk
+    assert [c.id for c in second.chunks] == ["g-002"]
+    unbounded = expand(store, hits, "neighbors", neighbors=3, max_chars=10_000)
+    assert len(unbounded[0].chunks) == 7 and len(unbounded[1].chunks) == 5
 
 
 def test_section_takes_the_enclosing_section_and_shows_its_heading_once(store):

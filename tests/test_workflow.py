@@ -151,6 +151,12 @@ def test_merge_orders_every_kb_by_score_and_limits_after():
     assert [p.kb for p in merge(tie, None)] == ["A", "B"]  # equal scores: workflow order
 
 
+def test_merge_keeps_each_kbs_own_order():
+    fused = [hit("f1", "x", "a", sim=0.2), hit("f2", "x", "a", sim=0.9)]  # a fused/reranked order, not by score
+    other = [hit("o1", "x", "b", sim=0.5)]
+    assert [p.hit.id for p in merge([("A", fused), ("B", other)], None)] == ["o1", "f1", "f2"]
+
+
 def test_citation_labels_name_page_or_cell_when_there_is_no_section():
     page = SearchHit("1", "t", {"source": "report.pdf", "page": 3}, 0.5)
     cell = SearchHit("2", "t", {"source": "prices.xlsx", "cell": "Sheet1!B4"}, 0.5)

@@ -8,8 +8,11 @@
   has no headings), nearest first.
 
 Hits from one document become one passage: their chunks and the expansion around them, in
-document order, within ``maxPassageChars`` (the hits themselves come first, so a budget smaller
-than the span keeps the best matches; a gap between kept chunks is shown as ``[…]``). Chunks
+document order. Every hit is kept (expansion only ever adds to what ``none`` would give); then
+surrounding chunks, nearest first, while the passage stays within ``maxPassageChars`` and, given a
+context budget, within what is left of it once every later passage's own hits are counted: the
+best passages grow first, and no hit loses its place to another's surroundings. A gap between
+kept chunks is shown as ``[…]``. Chunks
 overlapping their neighbour (``chunkOverlap``) are joined without repeating the overlap, and a
 heading path a Markdown chunk repeats is shown once.
 """
@@ -32,8 +35,11 @@ class Passage:
     """What reaches the model for one document: its hits (best first) and the chunks injected."""
 
     hits: list[SearchHit]
-    chunks: list[Chunk] = field(default_factory=list)  # in document order
+    chunks: list[Chunk] = field(default_factory=list)  # in document order once filled
     text: str = ""
+    candidates: list[Chunk] = field(default_factory=list, repr=False)  # what it may grow by, best first
+    max_chars: int = 4000
+    overlap: int = 0
 
     @property
     def best(self) -> SearchHit:
@@ -103,14 +109,15 @@ def group_by_document(hits: list[SearchHit]) -> list[list[SearchHit]]:
     return list(groups.values())
 
 
-def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 1, max_chars: int = 4000,
+def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 1, max_chars: int = 4000,
            overlap: int = 0, where: dict[str, Any] | None = None) -> list[Passage]:
-    """One passage per document among ``hits`` (ordered by their best hit). ``where`` scopes the
-    chunks fetched around the hits (the same user and expiry scope as the search)."""
+    """One passage per document among ``hits`` (ordered by their best hit), holding its hits' chunks
+    and, as ``candidates``, the chunks it may grow by, best first. ``where`` scopes the chunks
+    fetched around the hits (the same user and expiry scope as the search)."""
     if mode not in MODES:
         raise ValueError(f"contextExpansion {mode!r} is not supported; use one of {', '.join(MODES)}")
     if mode == "none":
-        return [Passage([h], [Chunk(h.id, h.text, h.metadata)], h.text.strip()) for h in hits]
+        return [Passage([h], [Chunk(h.id, h.text, h.metadata)], max_chars=max_chars, overlap=overlap) for h in hits]
     passages = []
     for group in group_by_document(hits):
         document = group[0].metadata.get("document_id")
@@ -118,8 +125,8 @@ def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
         reach = neighbors if mode == "neighbors" else SECTION_WINDOW
         around = {"document_id": document, "position_in_doc": {"$gte": min(positions) - reach, "$lte": max(positions) + reach}}
         fetched = {c.id: c for c in store.get(where={"$and": [around, where]} if where else around)} if document else {}
-        chunks = {h.id: fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group}
-        candidates = [c for c in fetched.values() if c.id not in chunks]
+        chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
+        candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
         if mode == "neighbors":
             candidates = [c for c in candidates if min(abs(_position(c) - p) for p in positions) <= neighbors]
             order = lambda c: (min(abs(_position(c) - p) for p in positions), _position(c))  # noqa: E731
@@ -129,17 +136,35 @@ def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
             candidates = [c for c in candidates if any(_common(_path(c), p) >= f for p, f in zip(paths, floor))]
             order = lambda c: (-max(_common(_path(c), p) for p in paths),  # noqa: E731
                                min(abs(_position(c) - p) for p in positions), _position(c))
-        kept = [chunks[h.id] for h in group[:1]]  # the best hit, whatever the budget
-        size = len(kept[0].text)
-        for chunk in [chunks[h.id] for h in group[1:]]:  # the other hits, while they fit
-            if size + len(chunk.text) <= max_chars:
-                kept.append(chunk)
-                size += len(chunk.text)
-        for chunk in sorted(candidates, key=order):  # then the surroundings, nearest first, until one does not fit
-            if size + len(chunk.text) > max_chars:
-                break
-            kept.append(chunk)
-            size += len(chunk.text)
-        kept.sort(key=_position)
-        passages.append(Passage(group, kept, _join(kept, overlap)))
+        passages.append(Passage(group, chunks, candidates=sorted(candidates, key=order), max_chars=max_chars,
+                                overlap=overlap))
     return passages
+
+
+def fill(passages: list[Passage], total_chars: int | None = None) -> list[Passage]:
+    """Grow each passage, in order, by its candidates (nearest first, until one does not fit) within
+    its ``max_chars`` and, when ``total_chars`` is given, within what the passages after it still
+    need for their own hits, so every hit keeps its place in the context."""
+    sizes = [sum(len(c.text) for c in p.chunks) for p in passages]
+    used = 0
+    for i, p in enumerate(passages):
+        room = p.max_chars
+        if total_chars is not None:
+            room = min(room, total_chars - used - sum(sizes[i + 1:]))
+        size = sizes[i]
+        for chunk in p.candidates:
+            if size + len(chunk.text) > room:
+                break
+            p.chunks.append(chunk)
+            size += len(chunk.text)
+        p.chunks.sort(key=_position)
+        p.text = _join(p.chunks, p.overlap)
+        used += size
+    return passages
+
+
+def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 1, max_chars: int = 4000,
+           overlap: int = 0, where: dict[str, Any] | None = None, total_chars: int | None = None) -> list[Passage]:
+    """``gather`` then ``fill``: the passages that reach the model for ``hits``."""
+    return fill(gather(store, hits, mode, neighbors=neighbors, max_chars=max_chars, overlap=overlap, where=where),
+                total_chars)

@@ -13,14 +13,16 @@ candidates. Then ``maxDistance`` and ``minScore`` drop, and (vector mode) among 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from eddi_rag.config import RagConfiguration
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
-from eddi_rag.retrieval.expansion import Passage, expand
+from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
+from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
+from eddi_rag.retrieval.rerankers import Reranker
 from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
 from eddi_rag.stores.filters import value_kind
 
@@ -54,9 +56,27 @@ def _age(hit: SearchHit) -> float:
     return -float(stamp) if value_kind(stamp) == "number" else 0.0
 
 
+class Hits(list):
+    """Search results, best first; ``rerank`` (when a reranker ran) records the order before and after."""
+
+    rerank: dict[str, Any] | None = None
+
+
+def rerank(reranker: Reranker, query: str, candidates: list[SearchHit], k: int) -> Hits:
+    """The ``k`` best candidates by the reranker's score (ties: the search's order); each hit keeps
+    its cosine ``score`` (minScore's meaning) and gains ``rerank_score``."""
+    scores = reranker.scores(query, [h.text for h in candidates]) if candidates else []
+    order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))[:k]
+    kept = Hits(replace(candidates[i], rerank_score=round(scores[i], 6)) for i in order)
+    kept.rerank = {"reranker": reranker.name, "before": [h.id for h in candidates], "after": [h.id for h in kept]}
+    return kept
+
+
 class Retriever:
-    def __init__(self, embeddings: EmbeddingModelFactory, stores: EmbeddingStoreFactory):
+    def __init__(self, embeddings: EmbeddingModelFactory, stores: EmbeddingStoreFactory,
+                 rerankers: RerankerFactory | None = None):
         self.embeddings, self.stores = embeddings, stores
+        self.rerankers = rerankers or RerankerFactory()
 
     def search(
         self,
@@ -78,22 +98,32 @@ class Retriever:
             vector = self.embeddings.for_config(config).embed_query(query)
         store = self.stores.get(kb_id, config)
         scoped = scope(where, user_id, time.time())
+        reranker = self.rerankers.for_config(config)
+        fetch = k * config.rerankCandidates if reranker is not None else k
         if config.searchMode == "vector":
-            hits = store.search(vector, k, where=scoped)
+            hits = store.search(vector, fetch, where=scoped)
         else:
-            hits = self._with_keywords(store, config, query, vector, k, scoped)
+            hits = self._with_keywords(store, config, query, vector, fetch, scoped)
         hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)]
+        if reranker is not None:
+            return rerank(reranker, query, hits, k)
         if config.searchMode == "vector":  # fused orders are not score orders: there, recency has no runs to act on
             hits = newest_first_among_equals(hits, config.recencyWindow)
-        return hits
+        return Hits(hits)
 
-    def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
-                 user_id: str | None = None) -> list[Passage]:
-        """The passages that reach the model for ``hits`` (``mode``: default the KB's contextExpansion),
-        one per document, ordered by their best hit; surrounding chunks in the same user/expiry scope."""
-        return expand(self.stores.get(kb_id, config), hits, mode or config.contextExpansion,
+    def gather(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
+               user_id: str | None = None) -> list[Passage]:
+        """The passages for ``hits`` before they grow (``expansion.gather``; ``mode``: default the KB's
+        contextExpansion); surrounding chunks in the same user/expiry scope as the search."""
+        return gather(self.stores.get(kb_id, config), hits, mode or config.contextExpansion,
                       neighbors=config.expansionNeighbors, max_chars=config.maxPassageChars,
                       overlap=config.chunkOverlap, where=scope(None, user_id, time.time()))
+
+    def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
+                 user_id: str | None = None, total_chars: int | None = None) -> list[Passage]:
+        """The passages that reach the model for ``hits``, one per document, ordered by their best
+        hit, grown within ``total_chars`` when given."""
+        return fill(self.gather(kb_id, config, hits, mode, user_id), total_chars)
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
                        k: int, where: dict[str, Any] | None) -> list[SearchHit]:

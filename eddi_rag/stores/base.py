@@ -38,6 +38,7 @@ class SearchHit:
     text: str
     metadata: dict[str, Any]
     similarity: float
+    rerank_score: float | None = None  # a reranker's relevance, when one reordered the results
 
     @property
     def score(self) -> float:
@@ -56,6 +57,7 @@ class SearchHit:
             "distance": round(self.distance, 6),
             "source": self.metadata.get("source"),
             "citation": source_label(self.metadata),
+            **({"rerankScore": self.rerank_score} if self.rerank_score is not None else {}),
             "metadata": self.metadata,
         }
 

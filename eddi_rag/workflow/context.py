@@ -19,6 +19,7 @@ from eddi_rag.workflow.traversal import DiscoveredKb
 log = logging.getLogger(__name__)
 
 MAX_PARALLEL = 8  # knowledge bases searched at once per turn
+LABEL_ROOM = 120  # characters kept per passage for its [Source n: ...] label and ### Source header
 
 
 @dataclass
@@ -81,12 +82,19 @@ class Passage:
 
 
 def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list[Passage]:
-    """Every KB's hits in one list by score (ties: workflow order, then id), cut to ``limit``."""
-    ranked = sorted(
-        ((kb_index, Passage(kb, h)) for kb_index, (kb, hits) in enumerate(results) for h in hits),
-        key=lambda p: (-p[1].hit.score, p[0], p[1].hit.id),
-    )
-    return [p for _, p in ranked][:limit]
+    """Every KB's hits in one list, cut to ``limit``: each KB keeps its own order (a fused or
+    reranked order is not a score order), and across KBs the next hit with the best score comes
+    first (ties: workflow order, then id). For score-ordered lists this is a sort by score."""
+    heads = [0] * len(results)
+    out: list[Passage] = []
+    while limit is None or len(out) < limit:
+        waiting = [(-hits[heads[i]].score, i, hits[heads[i]].id) for i, (_, hits) in enumerate(results) if heads[i] < len(hits)]
+        if not waiting:
+            break
+        _, i, _ = min(waiting)
+        out.append(Passage(results[i][0], results[i][1][heads[i]]))
+        heads[i] += 1
+    return out
 
 
 def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str, list[dict[str, Any]], int]:
@@ -182,12 +190,13 @@ class RagContextProvider:
                 "chunks": [
                     {"id": h.id, "score": round(h.score, 6), "source": h.metadata.get("source")} for h in hits
                 ],
+                **({"rerank": hits.rerank} if getattr(hits, "rerank", None) else {}),
             })
             results.append((cfg.name, hits))
         passages = merge(results, max((s.max_results for s in answered), default=0))
         if not passages:
             return RagResult(None, trace, searched=bool(answered))
-        passages = self._expand(passages, answered, task.contextExpansion, user_id, trace)
+        passages = self._expand(passages, answered, task.contextExpansion, user_id, trace, task.maxRagContextChars)
         context, sources, _ = format_context(passages, task.maxRagContextChars)
         injected = {hit for s in sources for hit in s.get("hits", [s["chunkId"]])}
         for entry in trace:
@@ -199,9 +208,11 @@ class RagContextProvider:
         return RagResult(context, trace, sources, searched=True)
 
     def _expand(self, passages: list[Passage], answered: list[KbSelection], mode: str | None, user_id: str | None,
-                trace: list[dict[str, Any]]) -> list[Passage]:
+                trace: list[dict[str, Any]], max_chars: int | None) -> list[Passage]:
         """Each KB's merged hits become passages (contextExpansion of the task, else of the KB): one
-        per document, at the rank of its best hit. A KB whose expansion fails keeps its bare hits."""
+        per document, at the rank of its best hit; then they grow, best first, within the context
+        budget (``maxRagContextChars``, less room for the labels) so that no hit is crowded out.
+        A KB whose expansion fails keeps its bare hits."""
         rank = {(p.kb, p.hit.id): i for i, p in enumerate(passages)}
         out: list[tuple[int, Passage]] = []
         for sel in answered:
@@ -213,12 +224,15 @@ class RagContextProvider:
                 out += [(rank[(cfg.name, h.id)], Passage(cfg.name, h)) for h in hits]
                 continue
             try:
-                expanded = self.retriever.passages(sel.kb.id, cfg, hits, mode, user_id)
+                gathered = self.retriever.gather(sel.kb.id, cfg, hits, mode, user_id)
             except Exception as e:  # noqa: BLE001 - the search answered; the bare hits still help
                 error = self.redact(f"{type(e).__name__}: {e}")
                 log.warning("knowledge base %r: context expansion failed: %s", cfg.name, error)
                 next(t for t in trace if t.get("kbId") == sel.kb.id)["expansionError"] = error
                 out += [(rank[(cfg.name, h.id)], Passage(cfg.name, h)) for h in hits]
                 continue
-            out += [(rank[(cfg.name, x.best.id)], Passage(cfg.name, x.best, x)) for x in expanded]
-        return [p for _, p in sorted(out, key=lambda pair: pair[0])]
+            out += [(rank[(cfg.name, x.best.id)], Passage(cfg.name, x.best, x)) for x in gathered]
+        ordered = [p for _, p in sorted(out, key=lambda pair: pair[0])]
+        budget = max_chars - LABEL_ROOM * len(ordered) if max_chars and max_chars > 0 else None
+        expansion.fill([p.expanded for p in ordered if p.expanded is not None], budget)
+        return ordered
