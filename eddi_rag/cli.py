@@ -106,6 +106,37 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
         sys.exit(1)
 
 
+@main.group()
+def sources() -> None:
+    """Keep knowledge bases in sync with their sources (folders, websites, sitemaps)."""
+
+
+@sources.command("run")
+@click.argument("kb_id")
+@click.argument("source_id", required=False)
+@data_dir_option
+def sources_run(kb_id, source_id, data_dir) -> None:
+    """Run SOURCE_ID of KB_ID (default: every source of it) and print what changed."""
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    failed = False
+    try:
+        ids = [source_id] if source_id else [s.effective_id for s in runtime.rag_config(kb_id).sources]
+        if not ids:
+            click.echo(f"knowledge base {kb_id} has no sources")
+        for sid in ids:
+            run = runtime.sources.run(kb_id, sid)
+            click.echo(f"{sid}: {run.status}  added {run.added}, updated {run.updated}, unchanged {run.unchanged}, "
+                       f"deleted {run.deleted}, failed {run.failed}" + (f"  ({run.error})" if run.error else ""))
+            for failure in run.failures:
+                click.echo(f"  failed: {failure['document']}: {failure['reason']}", err=True)
+            failed |= run.status != "COMPLETED" or bool(run.failed)
+    finally:
+        runtime.close()
+    sys.exit(1 if failed else 0)
+
+
 @main.command()
 @click.argument("kb_id")
 @click.argument("question")

@@ -34,6 +34,65 @@ def load_schema(name: str = SCHEMA_FILE) -> dict[str, Any]:
     return schema
 
 
+class FolderSource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    path: str
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the path under the folder; * crosses folders
+    exclude: list[str] = Field(default_factory=list)
+
+
+class WebSource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    startUrl: str
+    maxDepth: int = 2  # links followed from the start page
+    maxPages: int = 100
+    respectRobotsTxt: bool = True
+    include: list[str] = Field(default_factory=list)  # globs on the URL path; empty: every page of the site
+    exclude: list[str] = Field(default_factory=list)
+
+
+class SitemapSource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    url: str
+    maxPages: int = 1000
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+SOURCE_TYPES = ("folder", "web", "sitemap")
+
+
+class IngestionSource(BaseModel):
+    """Where a knowledge base's documents come from and are kept in sync with (EDDI's ``sources[]``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None  # given on save; EDDI's effectiveId: the id, else the name's slug
+    name: str
+    folder: FolderSource | None = None
+    web: WebSource | None = None
+    sitemap: SitemapSource | None = None
+    schedule: str | None = None  # cron (5 fields), e.g. "0 3 * * *"
+
+    @property
+    def type(self) -> str:
+        return next(t for t in SOURCE_TYPES if getattr(self, t) is not None)
+
+    @property
+    def effective_id(self) -> str:
+        return self.id or slug(self.name)
+
+
+def slug(name: str) -> str:
+    out = "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out or "source"
+
+
 class RagConfiguration(BaseModel):
     """EDDI's ``ai.labs.rag`` resource. Unknown keys are ignored, as EDDI does."""
 
@@ -59,6 +118,13 @@ class RagConfiguration(BaseModel):
     contextExpansion: str = "none"
     expansionNeighbors: int = 1
     maxPassageChars: int = 4000
+    reranker: str = "none"
+    rerankerParameters: dict[str, Any] = Field(default_factory=dict)
+    rerankCandidates: int = 4
+    sources: list[IngestionSource] = Field(default_factory=list)
+
+    def source(self, source_id: str) -> IngestionSource | None:
+        return next((s for s in self.sources if s.effective_id == source_id), None)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -72,10 +138,49 @@ def _schema_errors(data: Any, schema: dict[str, Any]) -> list[dict[str, Any]]:
     return errors
 
 
+def _source_errors(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What JSON Schema cannot say: ids unique, a cron that parses."""
+    from croniter import croniter
+
+    errors, seen = [], {}
+    for i, source in enumerate(sources):
+        sid = source.get("id") or slug(source["name"])
+        if sid in seen:
+            errors.append({"path": f"$.sources[{i}].id", "value": sid,
+                           "message": f"source id {sid!r} is also the id of sources[{seen[sid]}]; give each source its own id or name"})
+        seen.setdefault(sid, i)
+        cron = source.get("schedule")
+        if cron and not croniter.is_valid(cron):
+            errors.append({"path": f"$.sources[{i}].schedule", "value": cron,
+                           "message": f"{cron!r} is not a cron expression (5 fields: minute hour day month weekday)"})
+    return errors
+
+
+def with_source_ids(data: dict[str, Any]) -> dict[str, Any]:
+    """The configuration as it is saved: every source has its stable ``id`` (kept when given, else
+    its name's slug, which a later save without ids gives again)."""
+    if not isinstance(data.get("sources"), list):
+        return data
+    return {**data, "sources": [{**s, "id": s.get("id") or slug(s["name"])} if isinstance(s, dict) and s.get("name") else s
+                                for s in data["sources"]]}
+
+
+def _explain(error: dict[str, Any]) -> dict[str, Any]:
+    """A source's oneOf failure, said plainly."""
+    value = error["value"]
+    if error["path"].startswith("$.sources[") and "is not valid under any of the given schemas" in error["message"] \
+            and isinstance(value, dict):
+        kinds = [k for k in SOURCE_TYPES if k in value]
+        return {**error, "message": f"a source needs exactly one of {', '.join(SOURCE_TYPES)}; "
+                                    f"this one has {', '.join(kinds) if kinds else 'none'}"}
+    return error
+
+
 def validate_rag_configuration(data: Any) -> RagConfiguration:
     """Validate raw JSON against the schema (plus cross-field rules) and build the model."""
-    errors = _schema_errors(data, load_schema())
+    errors = [_explain(e) for e in _schema_errors(data, load_schema())]
     if not errors:
+        errors += _source_errors(data.get("sources") or [])
         size, overlap = data.get("chunkSize", 512), data.get("chunkOverlap", 64)
         if overlap >= size:
             errors.append({

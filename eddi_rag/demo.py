@@ -3,6 +3,7 @@ the LlmTask hook, and show what an auditor would see."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from urllib.parse import parse_qs, urlparse
 import click
 
 from eddi_rag.bundle import load_bundle
+from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.llm_task import task_id
 from eddi_rag.workflow.memory import ConversationMemory
@@ -82,7 +84,8 @@ def _section(title: str) -> None:
 def run_demo(data_dir: str | None = None, llm: str | None = None, base_url: str | None = None,
              model: str | None = None, questions: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="eddi-rag-demo-") as tmp, notices_service(EXAMPLES / "service-notices.json") as notices_url:
-        runtime = Runtime(data_dir or tmp)
+        # The stand-in notices service runs on loopback: the demo allows it (a server does not by default).
+        runtime = Runtime(data_dir or tmp, outbound=OutboundPolicy((ipaddress.ip_network("127.0.0.0/8"),)))
         try:
             _run(runtime, notices_url, chat_model(llm, base_url, model), questions or QUESTIONS)
         finally:

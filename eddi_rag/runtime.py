@@ -16,14 +16,17 @@ from eddi_rag.config import (
 )
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.pipeline import KbGenerations, RagPipeline
 from eddi_rag.resources import SqliteResourceStore
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.secrets import SecretResolver
+from eddi_rag.sources.schedule import SourceScheduler
+from eddi_rag.sources.sync import SourceSync
 from eddi_rag.stores.base import KEYWORD_SEARCH, StoreContext
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.llm_task import LlmTaskHook
@@ -42,9 +45,11 @@ def _has_keyword_search(store_type: str) -> bool | None:
 
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
-                 embedding_cache: str | None = None):
+                 embedding_cache: str | None = None, outbound: OutboundPolicy | None = None):
         """``data_dir=None`` keeps everything in memory (tests, throwaway demos).
-        ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE)."""
+        ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE).
+        ``outbound``: which addresses web sources and httpCall RAG may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
+        self.outbound = outbound or OutboundPolicy.from_env()
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.db = Database(self.data_dir / DB_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
@@ -54,11 +59,14 @@ class Runtime:
         self.stores = EmbeddingStoreFactory(StoreContext(self.db, self.data_dir), self.resolver)
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
-        self.retriever = Retriever(self.embeddings, self.stores)
+        self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver))
         self.traversal = WorkflowTraversal(self.resources)
-        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.resolver.redact))
+        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.resolver.redact),
+                                    self.outbound.client(timeout=10))
         self.jobs = IngestionQueue(self.db, self._run_job, self.resolver.redact)
         self.pipeline = RagPipeline(self)
+        self.sources = SourceSync(self)
+        self.scheduler = SourceScheduler(self)
 
     def validate_rag(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered."""
@@ -135,5 +143,6 @@ class Runtime:
         return removed
 
     def close(self) -> None:
+        self.scheduler.stop()
         self.jobs.stop()
         self.db.close()

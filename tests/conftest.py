@@ -7,6 +7,21 @@ from eddi_rag.runtime import Runtime
 from tests.support.openai_server import OpenAIStandIn
 
 
+@pytest.fixture(autouse=True, scope="session")
+def loopback_allowed():
+    """The tests' servers all run on 127.0.0.1: the outbound guard allows loopback here (a server
+    allows no private network by default)."""
+    import os
+
+    before = os.environ.get("EDDI_RAG_OUTBOUND_ALLOW")
+    os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = "127.0.0.0/8"
+    yield
+    if before is None:
+        os.environ.pop("EDDI_RAG_OUTBOUND_ALLOW", None)
+    else:
+        os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = before
+
+
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch):
     """Keep the real retry policy (3 attempts, exponential) but with millisecond waits."""

@@ -14,9 +14,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from eddi_rag import __version__, registry
-from eddi_rag.api import uploads
+from eddi_rag.api import sources, uploads
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError, is_multipart, read_body, read_multipart
-from eddi_rag.config import ConfigValidationError, load_schema
+from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError, detect
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.resources import (
@@ -26,6 +26,8 @@ from eddi_rag.resources import (
     VersionConflictError,
 )
 from eddi_rag.runtime import Runtime
+from eddi_rag.sources.folder import FolderNotAllowedError
+from eddi_rag.sources.sync import SourceBusyError, SourceNotFoundError
 from eddi_rag.stores.filters import FilterError
 
 
@@ -39,6 +41,7 @@ class QueryRequest(BaseModel):
     where: dict[str, Any] | None = None
     userId: str | None = None
     contextExpansion: Expansion | None = None  # default: the KB's
+    maxContextChars: int | None = Field(default=None, ge=1)  # the passages grow within this budget
 
 
 class RetrieveRequest(BaseModel):
@@ -65,7 +68,9 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.jobs.start()
+        runtime.scheduler.start()
         yield
+        runtime.scheduler.stop()
         runtime.jobs.stop()
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
@@ -102,6 +107,18 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
 
     @app.exception_handler(BadUploadError)
     async def bad_upload(_: Request, e: BadUploadError):
+        return JSONResponse({"error": str(e)}, status_code=400)
+
+    @app.exception_handler(SourceNotFoundError)
+    async def no_source(_: Request, e: SourceNotFoundError):
+        return JSONResponse({"error": str(e)}, status_code=404)
+
+    @app.exception_handler(SourceBusyError)
+    async def source_busy(_: Request, e: SourceBusyError):
+        return JSONResponse({"error": str(e)}, status_code=409)
+
+    @app.exception_handler(FolderNotAllowedError)
+    async def folder_refused(_: Request, e: FolderNotAllowedError):
         return JSONResponse({"error": str(e)}, status_code=400)
 
     @app.exception_handler(InvalidQueryError)
@@ -176,7 +193,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
     def query(id: str, body: QueryRequest) -> dict[str, Any]:
         config = runtime.rag_config(id)
         hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where, body.userId)
-        passages = runtime.retriever.passages(id, config, hits, body.contextExpansion, body.userId)
+        passages = runtime.retriever.passages(id, config, hits, body.contextExpansion, body.userId, body.maxContextChars)
         text_of = {h.id: p.text for p in passages for h in p.hits}
         return {"kbId": id, "name": config.name, "query": body.query,
                 "contextExpansion": body.contextExpansion or config.contextExpansion,
@@ -199,6 +216,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
         """Delete the chunks whose time to live has passed."""
         return {"kbId": id, "removed": runtime.purge_expired(id)}
 
+    app.include_router(sources.router)
     for kind, (_, store, collection) in RESOURCE_TYPES.items():
         _resource_routes(app, runtime, kind, f"/{store}/{collection}")
     return app
@@ -207,13 +225,14 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
 def _resource_routes(app: FastAPI, runtime: Runtime, kind: str, base: str) -> None:
     resources = runtime.resources
     validate = runtime.validate_rag if kind == "rags" else (lambda data: data)
+    prepare = with_source_ids if kind == "rags" else (lambda data: data)  # what is saved
     tag = [kind]
 
     def check(data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
         validate(data)
-        return data
+        return prepare(data)
 
     @app.get(f"{base}/descriptors", tags=tag)
     def descriptors(filter: str = "", index: int = Query(0, ge=0), limit: int = Query(20, ge=1, le=1000)):

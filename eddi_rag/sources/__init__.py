@@ -1,0 +1,32 @@
+"""Sources a knowledge base is kept in sync with: a folder, a website, a sitemap.
+
+Each kind lists its documents (``Listing``: items, and whether the listing is complete); the sync
+engine (``sync.py``) reconciles the knowledge base with it."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Item:
+    document_id: str  # the store's document id
+    name: str  # what citations show; its extension helps decide the type
+    fetch: Callable[[], tuple[bytes, str | None]]  # the bytes and their Content-Type
+
+
+@dataclass
+class Listing:
+    items: list[Item] = field(default_factory=list)
+    complete: bool = True  # every document of the source was seen: those not listed are gone
+    failures: list[dict[str, str]] = field(default_factory=list)  # {document, reason} met while listing
+    notes: list[str] = field(default_factory=list)  # why the listing is not complete
+
+
+def selected(path: str, include: list[str], exclude: list[str]) -> bool:
+    """``path`` matches an include glob (none: everything) and no exclude glob; ``*`` crosses ``/``."""
+    if include and not any(fnmatch.fnmatchcase(path, g) for g in include):
+        return False
+    return not any(fnmatch.fnmatchcase(path, g) for g in exclude)

@@ -1,0 +1,62 @@
+"""A sitemap: the page URLs of a ``urlset`` (nested ``sitemapindex`` files followed, three levels
+at most), on the sitemap's own site, selected by include/exclude globs on the URL path, at most
+``maxPages``. Pages are fetched when the sync engine asks for them."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from urllib.parse import urlsplit
+
+import httpx
+
+from eddi_rag.config import SitemapSource
+from eddi_rag.outbound import OutboundBlockedError
+from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources.web import fetch, same_site
+
+MAX_NESTING = 3
+
+
+def _locs(xml: bytes) -> tuple[str, list[str]]:
+    """(root element name, the <loc> texts); raises ValueError for anything but a sitemap."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as e:
+        raise ValueError(f"not a sitemap: {e}") from e
+    kind = root.tag.rsplit("}", 1)[-1]
+    if kind not in ("urlset", "sitemapindex"):
+        raise ValueError(f"not a sitemap: the root element is <{kind}>")
+    return kind, [el.text.strip() for el in root.iter() if el.tag.rsplit("}", 1)[-1] == "loc" and el.text]
+
+
+def _page(client: httpx.Client, url: str):
+    return lambda: fetch(client, url)
+
+
+def listing(source_id: str, spec: SitemapSource, client: httpx.Client) -> Listing:
+    out = Listing()
+    pages: list[str] = []
+    todo, level = [spec.url], 0
+    while todo and level <= MAX_NESTING:
+        nested = []
+        for url in todo:
+            try:
+                kind, locs = _locs(fetch(client, url)[0])
+            except (ValueError, httpx.HTTPError, OutboundBlockedError) as e:
+                out.failures.append({"document": url, "reason": str(e) or type(e).__name__})
+                out.complete = False
+                continue
+            (nested if kind == "sitemapindex" else pages).extend(loc for loc in locs if same_site(loc, spec.url))
+        todo, level = nested, level + 1
+    if todo:
+        out.complete = False
+        out.notes.append(f"sitemap indexes nested deeper than {MAX_NESTING} levels were not read")
+    for url in dict.fromkeys(pages):
+        if not selected(urlsplit(url).path or "/", spec.include, spec.exclude):
+            continue
+        if len(out.items) >= spec.maxPages:
+            out.complete = False
+            out.notes.append(f"maxPages ({spec.maxPages}) reached")
+            break
+        out.items.append(Item(url, url, _page(client, url)))
+    return out
