@@ -115,9 +115,9 @@ class RagConfiguration(BaseModel):
     recencyWindow: float = 0.01
     ttlSeconds: float | None = None
     requiredMetadata: list[str] = Field(default_factory=list)
-    contextExpansion: str = "none"
-    expansionNeighbors: int = 1
-    maxPassageChars: int = 4000
+    contextExpansion: str = "neighbors"  # chosen from the claude-docs-qa figures (README)
+    expansionNeighbors: int = 4
+    maxPassageChars: int = 12000
     reranker: str = "none"
     rerankerParameters: dict[str, Any] = Field(default_factory=dict)
     rerankCandidates: int = 4

@@ -156,5 +156,9 @@ def test_the_llm_task_gets_one_passage_per_document_and_traces_the_span(runtime)
     assert all(c["injected"] for c in entry["chunks"] if c["id"] in passage["hits"])
     assert turn.system_message.endswith(context)
     memory = ConversationMemory(agent, user_input="When do night trains leave Vienna and is there breakfast?")
-    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}]}, None)  # the KB's default: none
-    assert memory.get("rag:context:answer").count("[Source ") == 3
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}], "contextExpansion": "none"}, None)
+    assert memory.get("rag:context:answer").count("[Source ") == 3  # the task's override: each hit alone
+    memory = ConversationMemory(agent, user_input="When do night trains leave Vienna and is there breakfast?")
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}]}, None)  # the KB's default: neighbors
+    context = memory.get("rag:context:answer")
+    assert context.count("[Source ") == 1 and "goulash" in context  # the short guide fits whole around its hits

@@ -59,6 +59,18 @@ class DocumentsRequest(BaseModel):
     documents: list[Any] = Field(min_length=1)
 
 
+# Errors whose answer is {"error": message}, and their status: one table for the whole API.
+STATUS: dict[type[Exception], int] = {
+    ResourceNotFoundError: 404, SourceNotFoundError: 404,
+    FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400,
+    SourceBusyError: 409,
+    PayloadTooLargeError: 413,
+    UnsupportedFileTypeError: 415,
+    UnreadableDocumentError: 422,
+    VectorDBUnavailableError: 503,
+}
+
+
 def _created(ref: ResourceRef, status: int = 201) -> Response:
     return Response(status_code=status, headers={"Location": ref.uri, "X-Resource-URI": ref.uri})
 
@@ -77,10 +89,6 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
     app.state.runtime = runtime
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
 
-    @app.exception_handler(ResourceNotFoundError)
-    async def not_found(_: Request, e: ResourceNotFoundError):
-        return JSONResponse({"error": str(e)}, status_code=404)
-
     @app.exception_handler(VersionConflictError)
     async def conflict(_: Request, e: VersionConflictError):
         return JSONResponse({"error": str(e), "currentVersion": e.current}, status_code=409)
@@ -89,45 +97,12 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
     async def invalid(_: Request, e: ConfigValidationError):
         return JSONResponse({"error": "invalid configuration", "errors": e.errors}, status_code=400)
 
-    @app.exception_handler(FilterError)
-    async def bad_filter(_: Request, e: FilterError):
-        return JSONResponse({"error": str(e)}, status_code=400)
+    async def error_body(_: Request, e: Exception):
+        status = next(STATUS[c] for c in type(e).__mro__ if c in STATUS)  # subclasses answer as their base
+        return JSONResponse({"error": str(e)}, status_code=status)
 
-    @app.exception_handler(UnsupportedFileTypeError)
-    async def unsupported_type(_: Request, e: UnsupportedFileTypeError):
-        return JSONResponse({"error": str(e)}, status_code=415)
-
-    @app.exception_handler(UnreadableDocumentError)
-    async def unreadable(_: Request, e: UnreadableDocumentError):
-        return JSONResponse({"error": str(e)}, status_code=422)
-
-    @app.exception_handler(PayloadTooLargeError)
-    async def too_large(_: Request, e: PayloadTooLargeError):
-        return JSONResponse({"error": str(e)}, status_code=413)
-
-    @app.exception_handler(BadUploadError)
-    async def bad_upload(_: Request, e: BadUploadError):
-        return JSONResponse({"error": str(e)}, status_code=400)
-
-    @app.exception_handler(SourceNotFoundError)
-    async def no_source(_: Request, e: SourceNotFoundError):
-        return JSONResponse({"error": str(e)}, status_code=404)
-
-    @app.exception_handler(SourceBusyError)
-    async def source_busy(_: Request, e: SourceBusyError):
-        return JSONResponse({"error": str(e)}, status_code=409)
-
-    @app.exception_handler(FolderNotAllowedError)
-    async def folder_refused(_: Request, e: FolderNotAllowedError):
-        return JSONResponse({"error": str(e)}, status_code=400)
-
-    @app.exception_handler(InvalidQueryError)
-    async def bad_query(_: Request, e: InvalidQueryError):
-        return JSONResponse({"error": str(e)}, status_code=400)
-
-    @app.exception_handler(VectorDBUnavailableError)
-    async def store_down(_: Request, e: VectorDBUnavailableError):
-        return JSONResponse({"error": str(e)}, status_code=503)
+    for error in STATUS:
+        app.add_exception_handler(error, error_body)
 
     @app.get("/health")
     def health() -> dict[str, Any]:

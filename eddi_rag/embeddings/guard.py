@@ -44,6 +44,19 @@ def is_retryable(exc: BaseException) -> bool:
     )
 
 
+def retrying(what: str) -> Retrying:
+    """The retry policy of every remote call: 3 attempts, exponential waits, on 429/5xx/connection errors."""
+    return Retrying(
+        stop=stop_after_attempt(ATTEMPTS),
+        wait=wait_exponential(multiplier=BACKOFF_SECONDS, max=30),
+        retry=retry_if_exception(is_retryable),
+        reraise=True,
+        before_sleep=lambda state: log.warning(
+            "%s: attempt %d failed (%s), retrying", what, state.attempt_number, state.outcome.exception()
+        ),
+    )
+
+
 class GuardedEmbeddings(Embeddings):
     def __init__(self, inner: Embeddings, provider: str, batch_size: int = 100, dimensions: int | None = None):
         self.inner, self.provider = inner, provider
@@ -51,16 +64,7 @@ class GuardedEmbeddings(Embeddings):
         self.model_name = getattr(inner, "model_name", None) or getattr(inner, "model", None) or getattr(inner, "model_id", None)
 
     def _call(self, fn: Any, *args: Any) -> Any:
-        retrying = Retrying(
-            stop=stop_after_attempt(ATTEMPTS),
-            wait=wait_exponential(multiplier=BACKOFF_SECONDS, max=30),
-            retry=retry_if_exception(is_retryable),
-            reraise=True,
-            before_sleep=lambda state: log.warning(
-                "%s embeddings: attempt %d failed (%s), retrying", self.provider, state.attempt_number, state.outcome.exception()
-            ),
-        )
-        return retrying(fn, *args)
+        return retrying(f"{self.provider} embeddings")(fn, *args)
 
     def _check(self, vectors: list[list[float]], expected_count: int) -> list[list[float]]:
         if len(vectors) != expected_count:

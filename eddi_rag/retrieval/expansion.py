@@ -38,7 +38,7 @@ class Passage:
     chunks: list[Chunk] = field(default_factory=list)  # in document order once filled
     text: str = ""
     candidates: list[Chunk] = field(default_factory=list, repr=False)  # what it may grow by, best first
-    max_chars: int = 4000
+    max_chars: int = 12000
     overlap: int = 0
 
     @property
@@ -109,7 +109,7 @@ def group_by_document(hits: list[SearchHit]) -> list[list[SearchHit]]:
     return list(groups.values())
 
 
-def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 1, max_chars: int = 4000,
+def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 4, max_chars: int = 12000,
            overlap: int = 0, where: dict[str, Any] | None = None) -> list[Passage]:
     """One passage per document among ``hits`` (ordered by their best hit), holding its hits' chunks
     and, as ``candidates``, the chunks it may grow by, best first. ``where`` scopes the chunks
@@ -163,7 +163,7 @@ def fill(passages: list[Passage], total_chars: int | None = None) -> list[Passag
     return passages
 
 
-def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 1, max_chars: int = 4000,
+def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 4, max_chars: int = 12000,
            overlap: int = 0, where: dict[str, Any] | None = None, total_chars: int | None = None) -> list[Passage]:
     """``gather`` then ``fill``: the passages that reach the model for ``hits``."""
     return fill(gather(store, hits, mode, neighbors=neighbors, max_chars=max_chars, overlap=overlap, where=where),

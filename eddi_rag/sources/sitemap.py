@@ -5,6 +5,7 @@ at most), on the sitemap's own site, selected by include/exclude globs on the UR
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -29,11 +30,9 @@ def _locs(xml: bytes) -> tuple[str, list[str]]:
     return kind, [el.text.strip() for el in root.iter() if el.tag.rsplit("}", 1)[-1] == "loc" and el.text]
 
 
-def _page(client: httpx.Client, url: str):
-    return lambda: fetch(client, url)
-
-
-def listing(source_id: str, spec: SitemapSource, client: httpx.Client) -> Listing:
+def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
+            page: Callable[[str], Callable[[], tuple[bytes, str | None]]]) -> Listing:
+    """``client`` reads the sitemaps now; ``page(url)`` gives the fetch of a page, called later."""
     out = Listing()
     pages: list[str] = []
     todo, level = [spec.url], 0
@@ -58,5 +57,5 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client) -> Listin
             out.complete = False
             out.notes.append(f"maxPages ({spec.maxPages}) reached")
             break
-        out.items.append(Item(url, url, _page(client, url)))
+        out.items.append(Item(url, url, page(url)))
     return out

@@ -112,12 +112,8 @@ class SourceSync:
             return folder.listing(sid, source.folder)
         with self.rt.outbound.client() as client:
             if source.web is not None:
-                listed = web.listing(sid, source.web, client)
-            else:
-                listed = sitemap.listing(sid, source.sitemap, client)
-                # sitemap pages are fetched later, after this client closes: give them their own
-                listed.items = [Item(i.document_id, i.name, self._fetch_url(i.document_id)) for i in listed.items]
-        return listed
+                return web.listing(sid, source.web, client)
+            return sitemap.listing(sid, source.sitemap, client, self._fetch_url)  # pages are fetched later
 
     def _fetch_url(self, url: str):
         def fetch() -> tuple[bytes, str | None]:

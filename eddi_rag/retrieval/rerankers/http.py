@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
 from eddi_rag.embeddings import guard
 
 
@@ -49,10 +47,7 @@ class HttpReranker:
         if not documents:
             return []
         body = {"model": self.model, "query": query, "documents": documents, self.api.top: len(documents)}
-        retrying = Retrying(stop=stop_after_attempt(guard.ATTEMPTS), reraise=True,
-                            wait=wait_exponential(multiplier=guard.BACKOFF_SECONDS, max=30),
-                            retry=retry_if_exception(guard.is_retryable))
-        answer = retrying(self._post, body)
+        answer = guard.retrying(f"{self.name} rerank")(self._post, body)
         rows = answer.get(self.api.results)
         if not isinstance(rows, list):
             raise ValueError(f"{self.name} rerank answered without a result list: {str(answer)[:200]}")
