@@ -1,0 +1,49 @@
+"""One place maps the product's errors to HTTP statuses."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
+from eddi_rag.config import ConfigValidationError
+from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
+from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
+from eddi_rag.resources import ResourceNotFoundError, VersionConflictError
+from eddi_rag.sources.folder import FolderNotAllowedError
+from eddi_rag.sources.sync import SourceBusyError, SourceNotFoundError
+from eddi_rag.stores.filters import FilterError
+
+# Errors whose answer is {"error": message}, and their status. A subclass answers as its base.
+STATUS: dict[type[Exception], int] = {
+    ResourceNotFoundError: 404, SourceNotFoundError: 404,
+    FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400,
+    SourceBusyError: 409,
+    PayloadTooLargeError: 413,
+    UnsupportedFileTypeError: 415,
+    UnreadableDocumentError: 422,
+    VectorDBUnavailableError: 503,
+}
+
+
+def status_of(error: Exception) -> int:
+    return next(STATUS[c] for c in type(error).__mro__ if c in STATUS)
+
+
+async def _plain(_: Request, e: Exception) -> JSONResponse:
+    return JSONResponse({"error": str(e)}, status_code=status_of(e))
+
+
+async def _conflict(_: Request, e: VersionConflictError) -> JSONResponse:
+    return JSONResponse({"error": str(e), "currentVersion": e.current}, status_code=409)
+
+
+async def _invalid(_: Request, e: ConfigValidationError) -> JSONResponse:
+    return JSONResponse({"error": "invalid configuration", "errors": e.errors}, status_code=400)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(VersionConflictError, _conflict)
+    app.add_exception_handler(ConfigValidationError, _invalid)
+    for error in STATUS:
+        app.add_exception_handler(error, _plain)

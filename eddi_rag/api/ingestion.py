@@ -1,0 +1,62 @@
+"""Documents into a knowledge base: files and text (queued jobs), the ingest contract, purge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from eddi_rag.api.deps import RuntimeDep
+from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
+from eddi_rag.ingest.loaders import detect
+
+router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"])
+
+
+class DocumentsRequest(BaseModel):
+    documents: list[Any] = Field(min_length=1)
+
+
+@router.post("/ingest", status_code=202)
+async def ingest(id: str, request: Request, runtime: RuntimeDep, version: int = 0, documentName: str = "unnamed",
+                 kbId: str | None = None):
+    """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
+    extension helps decide its type), or ``multipart/form-data`` with one or more ``file``
+    parts (one ingestion each). 413 over the upload limit, 415 for an unsupported type."""
+    runtime.rag_config(id, version)  # 404 for an unknown config or version
+    version = version or runtime.resources.current_version("rags", id)
+    limit = request.app.state.max_upload_bytes
+    if is_multipart(request):
+        jobs = [(u.name, runtime.jobs.submit(id, version, u.name, u.data, u.format))
+                for u in await read_multipart(request, limit)]
+        return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
+                                           for name, j in jobs]}
+    if not documentName.strip():
+        raise HTTPException(400, "documentName must not be blank")
+    data = await read_body(request, limit)
+    if not data.strip():
+        raise HTTPException(400, "the request body (the document) is empty")
+    fmt = detect(data, request.headers.get("content-type"), documentName)
+    job = runtime.jobs.submit(id, version, documentName, data, fmt)
+    return {"ingestionId": job.id, "kbId": id, "status": job.status}
+
+
+@router.get("/ingestion/{ingestion_id}/status")
+def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    job = runtime.jobs.status(ingestion_id)
+    if job is None or job.kb_id != id:
+        raise HTTPException(404, f"no ingestion {ingestion_id} for knowledge base {id}")
+    return job.to_json()
+
+
+@router.post("/documents")
+def ingest_documents(id: str, body: DocumentsRequest, runtime: RuntimeDep) -> dict[str, Any]:
+    """Upsert documents by document_id, synchronously: an IngestionResult with per-document errors."""
+    return runtime.pipeline.ingest(body.documents, id).to_json()
+
+
+@router.post("/purge")
+def purge(id: str, runtime: RuntimeDep) -> dict[str, Any]:
+    """Delete the chunks whose time to live has passed."""
+    return {"kbId": id, "removed": runtime.purge_expired(id)}

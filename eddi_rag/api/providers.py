@@ -1,0 +1,37 @@
+"""Liveness, and the registered stores and embedding providers with their parameter schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from eddi_rag import __version__, registry
+
+router = APIRouter()
+
+
+@router.get("/health")
+def health() -> dict[str, Any]:
+    return {"status": "ok", "version": __version__}
+
+
+@router.get("/providers", tags=["providers"])
+def providers() -> dict[str, Any]:
+    """Registered stores and embedding providers with their capabilities."""
+    return {kind: [{k: v for k, v in registry.describe(group, n).items() if k != "schema"} for n in registry.names(group)]
+            for kind, group in registry.KINDS.items()}
+
+
+@router.get("/providers/{kind}/{name}/schema", tags=["providers"])
+def provider_schema(kind: str, name: str) -> dict[str, Any]:
+    """The JSON Schema of storeParameters (kind=stores) or embeddingParameters (kind=embeddings)."""
+    if kind not in registry.KINDS:
+        raise HTTPException(404, f"unknown provider kind {kind!r}; use stores or embeddings")
+    try:
+        described = registry.describe(registry.KINDS[kind], name)
+    except registry.UnknownProviderError as e:
+        raise HTTPException(404, str(e)) from e
+    if not described["available"]:
+        raise HTTPException(503, described["error"])
+    return described["schema"]

@@ -1,0 +1,74 @@
+"""EDDI's versioned resources: /ragstore/rags and the other kinds the plugin reads (agents,
+workflows, httpcalls, llm configs), each with the same CRUD, descriptors and URIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Query
+from fastapi.responses import Response
+
+from eddi_rag.api.deps import RuntimeDep
+from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
+from eddi_rag.resources import RESOURCE_TYPES, ResourceNotFoundError, ResourceRef
+from eddi_rag.runtime import Runtime
+
+
+def _created(ref: ResourceRef, status: int = 201) -> Response:
+    return Response(status_code=status, headers={"Location": ref.uri, "X-Resource-URI": ref.uri})
+
+
+def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
+    """What is saved: a JSON object, valid for its kind (rags: schema, registry, parameters; sources get ids)."""
+    if not isinstance(data, dict):
+        raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
+    if kind != "rags":
+        return data
+    runtime.validate_rag(data)
+    return with_source_ids(data)
+
+
+def resource_router(kind: str) -> APIRouter:
+    _, store, collection = RESOURCE_TYPES[kind]
+    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind])
+
+    if kind == "rags":
+        @router.get("/jsonSchema")
+        def json_schema() -> dict[str, Any]:
+            return load_schema()
+
+    @router.get("/descriptors")
+    def descriptors(runtime: RuntimeDep, filter: str = "", index: int = Query(0, ge=0),
+                    limit: int = Query(20, ge=1, le=1000)):
+        return [d.__dict__ for d in runtime.resources.descriptors(kind, filter, index, limit)]
+
+    @router.post("", status_code=201)
+    def create(runtime: RuntimeDep, data: Any = Body(...)):
+        return _created(runtime.resources.create(kind, _checked(runtime, kind, data)))
+
+    @router.get("/{id}")
+    def read(id: str, runtime: RuntimeDep, version: int = Query(0, ge=0)):
+        return runtime.resources.read(kind, id, version)
+
+    @router.put("/{id}")
+    def update(id: str, runtime: RuntimeDep, version: int = Query(..., ge=1), data: Any = Body(...)):
+        ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data))
+        if kind == "rags":
+            runtime.stores.evict(id)
+        return _created(ref, 200)
+
+    @router.post("/{id}", status_code=201)
+    def duplicate(id: str, runtime: RuntimeDep, version: int = Query(0, ge=0)):
+        return _created(runtime.resources.duplicate(kind, id, version))
+
+    @router.delete("/{id}")
+    def delete(id: str, runtime: RuntimeDep, version: int = Query(0, ge=0), permanent: bool = False):
+        if kind == "rags" and permanent:
+            try:
+                runtime.drop_knowledge_base(id)
+            except ResourceNotFoundError:
+                pass  # already soft-deleted: its config is gone, nothing we can open to drop
+        runtime.resources.delete(kind, id, version, permanent)
+        return Response(status_code=200)
+
+    return router
