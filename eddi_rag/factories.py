@@ -84,14 +84,15 @@ class EmbeddingModelFactory:
 
     def _build(self, provider: str, params: dict[str, Any]) -> Embeddings:
         spec = registry.load(registry.EMBEDDINGS, provider)
-        model = spec.build(resolve_parameters(params, self.resolver))
+        resolved = registry.prepare_parameters(registry.EMBEDDINGS, provider, resolve_parameters(params, self.resolver))
+        model = spec.build(resolved)
         if spec.remote:
-            dims = params.get("dimensions")
+            dims = resolved.get("dimensions")
             model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None)
         if self.vectors is None:
             return model
-        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(params.get("model", ""))
-        return CachedEmbeddings(model, self.vectors, provider, str(name), params.get("dimensions"))
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
+        return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"))
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
         return self.get(config.embeddingProvider, config.embeddingParameters)
@@ -124,7 +125,8 @@ class EmbeddingStoreFactory:
 
     def _build(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
         cls = registry.load(registry.STORES, config.storeType)
-        return cls(kb_id, resolve_parameters(config.storeParameters, self.resolver), self.context)
+        params = resolve_parameters(config.storeParameters, self.resolver)
+        return cls(kb_id, registry.prepare_parameters(registry.STORES, config.storeType, params), self.context)
 
     def evict(self, kb_id: str) -> None:
         self._cache.invalidate(lambda k: json.loads(k)[1] == kb_id)

@@ -13,6 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from eddi_rag.parameters import ALIAS, normalise
 from eddi_rag.secrets import REFERENCE
 
 STORES, EMBEDDINGS = "eddi_rag.stores", "eddi_rag.embeddings"
@@ -101,12 +102,22 @@ def describe(group: str, name: str) -> dict[str, Any]:
 def _allow_references(schema: dict[str, Any]) -> dict[str, Any]:
     """Any parameter may be a secret reference instead of its declared type."""
     reference = {"type": "string", "pattern": REFERENCE.pattern}
-    props = {k: {"anyOf": [v, reference]} for k, v in schema.get("properties", {}).items()}
+    props = {k: {"anyOf": [v, reference]} for k, v in schema.get("properties", {}).items() if ALIAS not in v}
     return {**schema, "properties": props}
 
 
+def prepare_parameters(group: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as the provider takes them: EDDI's aliases renamed, strings coerced to the declared
+    types (call it on resolved parameters). Raises ValueError naming the parameter."""
+    out, errors = normalise(load(group, name).connection_schema(), params, _PARAMS[group])
+    if errors:
+        raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
+    return out
+
+
 def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Errors ({path, message, value}) of ``params`` against the provider's connection schema."""
+    """Errors ({path, message, value}) of ``params`` against the provider's connection schema
+    (after EDDI's aliases are renamed and strings coerced to the declared types)."""
     field = _PARAMS[group]
     try:
         schema = load(group, name).connection_schema()
@@ -118,7 +129,10 @@ def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[d
          "message": f"unknown parameter {key!r} for {_FIELD[group]} {name!r}; known: {', '.join(known) or 'none'}"}
         for key, value in params.items() if key not in known
     ]
-    checked = {k: v for k, v in params.items() if k in known}
+    checked, coercion = normalise(schema, {k: v for k, v in params.items() if k in known}, field)
+    errors += coercion
+    bad = {e["path"].rsplit(".", 1)[-1] for e in coercion}
+    checked = {k: v for k, v in checked.items() if k not in bad}
     for err in Draft202012Validator(_allow_references(schema)).iter_errors(checked):
         path = f"$.{field}" + err.json_path[1:]
         message = err.message

@@ -68,7 +68,7 @@ def test_schema_errors_are_400_with_paths(client):
 @pytest.mark.parametrize("config, path, says", [
     ({"storeParameters": {"colour": "red"}}, "$.storeParameters.colour", "unknown parameter 'colour'"),
     ({"storeType": "pgvector", "storeParameters": {"host": "db"}}, "$.storeParameters", "needs one of: url or password"),
-    ({"storeType": "pgvector", "storeParameters": {"url": "postgresql://x", "port": "high"}}, "$.storeParameters.port", "'high' is not of type 'integer'"),
+    ({"storeType": "pgvector", "storeParameters": {"url": "postgresql://x", "port": "high"}}, "$.storeParameters.port", "'high' cannot be read as integer"),
     ({"embeddingProvider": "openai"}, "$.embeddingParameters", "'apiKey' is a required property"),
     ({"embeddingParameters": {"batchSize": 0}}, "$.embeddingParameters.batchSize", "0 is less than the minimum of 1"),
 ])

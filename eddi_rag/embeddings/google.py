@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_google_genai import GoogleGenerativeAIEmbeddings
 
+from eddi_rag.parameters import alias
 from eddi_rag.embeddings.base import EmbeddingProvider
 
 GEMINI_MODEL = "gemini-embedding-2"
@@ -41,6 +42,7 @@ def build_vertex(params: dict[str, Any]):
 
 _SHARED = {
     "dimensions": {"type": "integer", "minimum": 1, "description": "Sent as outputDimensionality."},
+    "outputDimensionality": alias("dimensions"),
     "baseUrl": {"type": "string", "description": "API endpoint override."},
     "taskType": {"type": "string", "description": "e.g. RETRIEVAL_DOCUMENT"},
 }

@@ -6,6 +6,7 @@ from typing import Any
 
 from langchain_openai import OpenAIEmbeddings
 
+from eddi_rag.parameters import alias
 from eddi_rag.embeddings.base import EmbeddingProvider
 
 DEFAULT_MODEL = "text-embedding-3-small"
@@ -16,7 +17,7 @@ def build(params: dict[str, Any]) -> OpenAIEmbeddings:
     if not api_key:
         raise ValueError("embeddingParameters.apiKey is required for the openai provider (e.g. \"${env:OPENAI_API_KEY}\")")
     kwargs: dict[str, Any] = {
-        "model": params.get("model") or params.get("modelName") or DEFAULT_MODEL,
+        "model": params.get("model") or DEFAULT_MODEL,
         "api_key": api_key,
         # Sending raw strings: the token-length check would download tiktoken files (DESIGN §6).
         "check_embedding_ctx_length": False,
@@ -40,7 +41,7 @@ PROVIDER = EmbeddingProvider(
     parameters={
         "apiKey": {"type": "string", "description": "Use a reference: ${env:OPENAI_API_KEY} or ${eddivault:KEY}."},
         "model": {"type": "string", "default": DEFAULT_MODEL},
-        "modelName": {"type": "string", "description": "Alias of model."},
+        "modelName": alias("model"),
         "dimensions": {"type": "integer", "minimum": 1},
         "baseUrl": {"type": "string", "description": "Any OpenAI-compatible endpoint."},
         "timeout": {"type": "number", "exclusiveMinimum": 0},

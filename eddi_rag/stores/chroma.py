@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlsplit
 from collections.abc import Sequence
 from typing import Any
 
 import chromadb
 from chromadb.errors import NotFoundError
 
+from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
@@ -82,23 +84,43 @@ def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     return {**flat, META: json.dumps(metadata)}
 
 
+def with_base_url(params: dict[str, Any]) -> dict[str, Any]:
+    """EDDI's ``baseUrl`` (``http://host:port``) as host, port and ssl; explicit ones must agree."""
+    if not params.get("baseUrl"):
+        return params
+    url = urlsplit(str(params["baseUrl"]))
+    given = {"host": url.hostname or "localhost", "port": url.port or (443 if url.scheme == "https" else 8000),
+             "ssl": url.scheme == "https"}
+    for key, value in given.items():
+        if key in params and params[key] != value:
+            raise ValueError(f"storeParameters.baseUrl says {key} {value!r} but storeParameters.{key} is {params[key]!r}")
+    return {**params, **given}
+
+
 class ChromaStore(OverwriteThenPrune):
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
         return parameters_schema({
+            "baseUrl": {"type": "string", "pattern": "^https?://",
+                        "description": "EDDI's: http(s)://host:port, in place of host, port and ssl."},
             "host": {"type": "string", "default": "localhost"},
             "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 8000},
             "ssl": {"type": "boolean", "default": False},
             "authToken": {"type": "string", "description": "Sent as Authorization: Bearer; use a reference."},
             "tenant": {"type": "string", "default": "default_tenant"},
+            "tenantName": alias("tenant"),
             "database": {"type": "string", "default": "default_database"},
+            "databaseName": alias("database"),
+            "apiVersion": {"enum": ["V2", "v2"], "default": "V2",
+                           "description": "EDDI's: the Chroma API spoken; only v2 (Chroma 0.6+) is."},
             "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
         })
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
+        params = with_base_url(params)
         self.name = str(params.get("collectionName") or collection_name(kb_id))
         clients = context.state.setdefault("chroma-clients", {})
         key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))

@@ -19,6 +19,7 @@ from typing import Any
 
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
+from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
@@ -87,11 +88,13 @@ class ElasticsearchStore(OverwriteThenPrune):
     def connection_schema(cls) -> dict[str, Any]:
         return parameters_schema({
             "url": {"type": "string", "description": "e.g. https://es.example:9200"},
+            "serverUrl": alias("url"),
             "host": {"type": "string", "default": "localhost"},
             "port": {"type": "integer", "minimum": 1, "maximum": 65535, "default": 9200},
             "useTls": {"type": "boolean", "default": False},
             "apiKey": {"type": "string", "description": "Use a reference: ${eddivault:KEY}."},
             "username": {"type": "string"},
+            "userName": alias("username"),
             "password": {"type": "string"},
             "indexName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
             "numCandidates": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},

@@ -23,6 +23,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql as pgsql
 
+from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,
@@ -119,6 +120,7 @@ class PgVectorStore:
                 "user": {"type": "string", "default": "postgres"},
                 "password": {"type": "string", "description": "Use a reference: ${eddivault:KEY}."},
                 "tableName": {"type": "string", "maxLength": MAX_IDENTIFIER, "description": "Default eddi_kb_<sanitised id>."},
+                "table": alias("tableName"),
                 "dimension": {"type": "integer", "minimum": 1, "maximum": 16000},
                 "index": {"enum": ["hnsw", "none"], "default": "hnsw"},
                 "efSearch": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
