@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag import registry
+from eddi_rag.collections import Collections
 from eddi_rag.config import (
     ConfigValidationError,
     RagConfiguration,
@@ -66,6 +67,7 @@ class Runtime:
         self.jobs = IngestionQueue(self.db, self._run_job, self.resolver.redact)
         self.pipeline = RagPipeline(self)
         self.sources = SourceSync(self)
+        self.collections = Collections(self.db, self.stores)
         self.scheduler = SourceScheduler(self)
 
     def validate_rag(self, data: Any) -> RagConfiguration:

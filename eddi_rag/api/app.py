@@ -1,5 +1,5 @@
 """The REST API (FastAPI), composed of one router per area: providers, resources (EDDI's
-/ragstore/rags and the other kinds the plugin reads), ingestion, retrieval, sources; errors are
+/ragstore/rags and the other kinds the plugin reads), ingestion, retrieval, sources, collections; errors are
 mapped to statuses in one place (``errors.py``)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from eddi_rag import __version__
-from eddi_rag.api import errors, ingestion, providers, retrieval, sources, uploads
+from eddi_rag.api import collections, errors, ingestion, providers, retrieval, sources, uploads
 from eddi_rag.api.resources import resource_router
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
@@ -29,7 +29,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
     app.state.runtime = runtime
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
     errors.install(app)
-    for router in (providers.router, ingestion.router, retrieval.router, sources.router):
+    for router in (providers.router, ingestion.router, retrieval.router, sources.router, collections.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
+from eddi_rag.collections import CollectionExistsError, CollectionNotFoundError, CollectionRequestError
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
@@ -16,9 +17,9 @@ from eddi_rag.stores.filters import FilterError
 
 # Errors whose answer is {"error": message}, and their status. A subclass answers as its base.
 STATUS: dict[type[Exception], int] = {
-    ResourceNotFoundError: 404, SourceNotFoundError: 404,
-    FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400,
-    SourceBusyError: 409,
+    ResourceNotFoundError: 404, SourceNotFoundError: 404, CollectionNotFoundError: 404,
+    FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400, CollectionRequestError: 400,
+    SourceBusyError: 409, CollectionExistsError: 409,
     PayloadTooLargeError: 413,
     UnsupportedFileTypeError: 415,
     UnreadableDocumentError: 422,

@@ -1,0 +1,162 @@
+"""Collections (the rag-providers spec's wrapper API): named sets of documents that arrive with
+their embeddings already computed, kept in the same stores as knowledge bases and queried by
+metadata alone. A collection's metadata (and its ``embedding_provider`` / ``embedding_model``,
+kept as metadata, never validated) lives in the embedded database; its documents in the store
+named by ``EDDI_RAG_COLLECTIONS_STORE`` (default ``sqlite``, the data directory's file)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+from datetime import datetime, timezone
+from typing import Any
+
+from eddi_rag.config import RagConfiguration
+from eddi_rag.db import Database
+from eddi_rag.factories import EmbeddingStoreFactory
+from eddi_rag.stores.base import Chunk, KnowledgeStore
+
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_SCHEMA = """CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, metadata TEXT NOT NULL,
+    dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL)"""
+
+
+class CollectionNotFoundError(LookupError):
+    pass
+
+
+class CollectionExistsError(ValueError):
+    pass
+
+
+class CollectionRequestError(ValueError):
+    """A request the spec answers with 400 and a message."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _embedding_error(n: int, embedding: Any) -> str | None:
+    if not isinstance(embedding, list) or not embedding:
+        return f"Invalid embedding format for document {n}: embedding must be a non-empty array of numbers"
+    for i, x in enumerate(embedding):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            return (f"Invalid embedding format for document {n}: element {i} is {json.dumps(x)[:40]}, "
+                    f"not a finite number")
+    return None
+
+
+class Collections:
+    def __init__(self, db: Database, stores: EmbeddingStoreFactory, store_type: str | None = None):
+        self.db, self.stores = db, stores
+        self.store_type = store_type or os.environ.get("EDDI_RAG_COLLECTIONS_STORE", "sqlite")
+        db.execute(_SCHEMA)
+
+    def _store(self, name: str) -> KnowledgeStore:
+        config = RagConfiguration(name=f"collection {name}", embeddingProvider="none", storeType=self.store_type)
+        return self.stores.get(f"collection:{name}", config)
+
+    def _row(self, name: str):
+        rows = self.db.query("SELECT * FROM collections WHERE name=?", (name,))
+        if not rows:
+            raise CollectionNotFoundError(f"Collection '{name}' not found")
+        return rows[0]
+
+    def _describe(self, row) -> dict[str, Any]:
+        return {"name": row["name"], "metadata": json.loads(row["metadata"]), "dimension": row["dimension"],
+                "count": self._store(row["name"]).count(), "created_on": row["created_on"],
+                "last_modified_on": row["last_modified_on"]}
+
+    # -- collections ------------------------------------------------------------------------
+    def create(self, name: Any, metadata: Any = None, embedding_provider: Any = None,
+               embedding_model: Any = None) -> dict[str, Any]:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise CollectionRequestError("Collection name is required: 1-128 letters, digits, '.', '_' or '-', "
+                                         f"starting with a letter or digit (got {json.dumps(name)[:60]})")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise CollectionRequestError("metadata must be an object")
+        meta = dict(metadata or {})
+        for key, value in (("embedding_provider", embedding_provider), ("embedding_model", embedding_model)):
+            if value is not None:
+                meta[key] = value
+        now = _now()
+        with self.db.transaction() as conn:
+            if conn.execute("SELECT 1 FROM collections WHERE name=?", (name,)).fetchone():
+                raise CollectionExistsError(f"Collection '{name}' already exists")
+            conn.execute("INSERT INTO collections VALUES (?,?,NULL,?,?)", (name, json.dumps(meta), now, now))
+        return self.get(name)
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self._describe(self._row(name))
+
+    def all(self) -> list[dict[str, Any]]:
+        return [self._describe(r) for r in self.db.query("SELECT * FROM collections ORDER BY name")]
+
+    def set_metadata(self, name: str, metadata: Any) -> dict[str, Any]:
+        self._row(name)
+        if not isinstance(metadata, dict):
+            raise CollectionRequestError("metadata must be an object")
+        self.db.execute("UPDATE collections SET metadata=?, last_modified_on=? WHERE name=?",
+                        (json.dumps(metadata), _now(), name))
+        return self.get(name)
+
+    def delete(self, name: str) -> None:
+        self._row(name)
+        self._store(name).drop()
+        self.stores.evict(f"collection:{name}")
+        self.db.execute("DELETE FROM collections WHERE name=?", (name,))
+
+    # -- documents --------------------------------------------------------------------------
+    def add(self, name: str, documents: Any) -> dict[str, Any]:
+        """Store documents with their pre-computed embeddings; all or nothing."""
+        row = self._row(name)
+        if not isinstance(documents, list) or not documents:
+            raise CollectionRequestError("Documents array is required")
+        if any(not isinstance(d, dict) or d.get("embedding") is None for d in documents):
+            raise CollectionRequestError("All documents must include pre-computed embeddings")
+        chunks, first = [], None
+        for n, doc in enumerate(documents):
+            error = _embedding_error(n, doc["embedding"])
+            if error:
+                raise CollectionRequestError(error)
+            dims = len(doc["embedding"])
+            if first is None:
+                first = dims
+            elif dims != first:
+                raise CollectionRequestError(f"Embedding dimension mismatch: document 0 has {first} dimensions, "
+                                             f"document {n} has {dims}")
+            text, metadata = doc.get("text"), doc.get("metadata") or {}
+            if not isinstance(text, str) or not text.strip():
+                raise CollectionRequestError(f"Document {n}: text is required")
+            if not isinstance(metadata, dict) or any(not isinstance(v, (str, int, float, bool)) for v in metadata.values()):
+                raise CollectionRequestError(f"Document {n}: metadata must be an object of strings, numbers or booleans")
+            doc_id = doc.get("id") or secrets.token_hex(12)
+            chunks.append(Chunk(str(doc_id), text, metadata, [float(x) for x in doc["embedding"]]))
+        if row["dimension"] is not None and row["dimension"] != first:
+            raise CollectionRequestError(f"Embedding dimension mismatch: collection '{name}' holds "
+                                         f"{row['dimension']}-dimensional embeddings, these have {first}")
+        self._store(name).upsert(chunks)
+        self.db.execute("UPDATE collections SET dimension=?, last_modified_on=? WHERE name=?", (first, _now(), name))
+        return {"success": True, "collection": name, "count": len(chunks), "ids": [c.id for c in chunks]}
+
+    def documents(self, name: str, where: str | None = None, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
+        """``{documents: [{id, text, metadata}], count, total}`` matching ``where`` (JSON text), in id order."""
+        self._row(name)
+        try:
+            parsed = json.loads(where) if where not in (None, "") else None
+        except ValueError:
+            raise CollectionRequestError("Invalid 'where' filter: must be valid JSON") from None
+        if parsed is not None and not isinstance(parsed, dict):
+            raise CollectionRequestError("Invalid 'where' filter: must be a JSON object")
+        if offset < 0:
+            raise CollectionRequestError("offset must be 0 or more")
+        size = DEFAULT_LIMIT if limit is None else max(1, min(int(limit), MAX_LIMIT))
+        store = self._store(name)
+        chunks = store.get(parsed, limit=size, offset=offset)
+        return {"documents": [{"id": c.id, "text": c.text, "metadata": c.metadata} for c in chunks],
+                "count": len(chunks), "total": store.count(parsed)}
