@@ -46,15 +46,23 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
               help="Load a resource folder (like examples/workflows) at start-up.")
 @click.option("--max-upload-mb", type=float, default=None,
               help="Largest document body accepted, in MB (default: env EDDI_RAG_MAX_UPLOAD_MB, else 50).")
-def serve(host, port, data_dir, bundles, max_upload_mb) -> None:
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without any credential configured.")
+def serve(host, port, data_dir, bundles, max_upload_mb, insecure) -> None:
     """Serve the REST API (OpenAPI at /docs)."""
     import uvicorn
 
     from eddi_rag.api.app import create_app
+    from eddi_rag.auth.oidc import OidcConfig
     from eddi_rag.bundle import load_bundle
     from eddi_rag.runtime import Runtime
 
     runtime = Runtime(data_dir)
+    if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
+        runtime.close()
+        raise click.ClickException(
+            f"refusing to serve {host} with no credential configured: anyone who reaches the port could read and "
+            f"delete every knowledge base. Create a key (eddi-rag keys create --tenant T --role admin), configure "
+            f"OIDC (EDDI_RAG_OIDC_JWKS_URL), or pass --insecure.")
     for folder in bundles:
         load_bundle(runtime.resources, folder)
     limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
@@ -104,6 +112,81 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
         click.echo(f"failed: {name}: {reason.removeprefix(f'{name}: ')}", err=True)
     if failures:
         sys.exit(1)
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@main.group()
+def keys() -> None:
+    """API keys: who may call the REST API, in which tenant, with which role."""
+
+
+@keys.command("create")
+@click.option("--tenant", required=True, help="The tenant the key acts in.")
+@click.option("--role", required=True, type=click.Choice(["admin", "editor", "viewer"]))
+@click.option("--user", default=None, help="Bind the key to a user: it retrieves and ingests as that user.")
+@click.option("--name", default=None, help="A label to recognise the key by.")
+@click.option("--act-for-users", is_flag=True, help="A service key (the agent runtime's): may name any userId.")
+@data_dir_option
+def keys_create(tenant, role, user, name, act_for_users, data_dir) -> None:
+    """Create a key; its secret is printed once, alone on the last line."""
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        info, secret = runtime.keys.create(tenant, role, user, name, act_for_users)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        runtime.close()
+    click.echo(f"created key {info.id} (tenant {info.tenant}, role {info.role}"
+               + (f", user {info.user}" if info.user else "") + (", acts for users" if info.actsForUsers else "")
+               + "). Its secret, shown only now:")
+    click.echo(secret)
+
+
+@keys.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's keys.")
+@data_dir_option
+def keys_list(tenant, data_dir) -> None:
+    """Every key (never its secret)."""
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        rows = runtime.keys.list(tenant)
+    finally:
+        runtime.close()
+    click.echo(f"{'ID':14} {'TENANT':14} {'ROLE':8} {'USER':12} {'NAME':16} {'CREATED':26} REVOKED")
+    for k in rows:
+        click.echo(f"{k.id:14} {k.tenant:14} {k.role:8} {(k.user or ('*' if k.actsForUsers else '-')):12} "
+                   f"{(k.name or '-'):16} {k.createdOn:26} {k.revokedOn or '-'}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@data_dir_option
+def keys_revoke(key_id, data_dir) -> None:
+    """Revoke a key: it is refused from now on."""
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(data_dir)
+    try:
+        info = runtime.keys.revoke(key_id)
+    except LookupError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        runtime.close()
+    click.echo(f"revoked key {info.id} (tenant {info.tenant}, role {info.role})")
 
 
 @main.group()

@@ -14,6 +14,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.factories import EmbeddingStoreFactory
@@ -21,8 +22,8 @@ from eddi_rag.stores.base import Chunk, KnowledgeStore
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_SCHEMA = """CREATE TABLE IF NOT EXISTS collections (name TEXT PRIMARY KEY, metadata TEXT NOT NULL,
-    dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL)"""
+_SCHEMA = """CREATE TABLE IF NOT EXISTS collections (tenant TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL,
+    dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, PRIMARY KEY (tenant, name))"""
 
 
 class CollectionNotFoundError(LookupError):
@@ -57,24 +58,24 @@ class Collections:
         self.store_type = store_type or os.environ.get("EDDI_RAG_COLLECTIONS_STORE", "sqlite")
         db.execute(_SCHEMA)
 
-    def _store(self, name: str) -> KnowledgeStore:
+    def _store(self, tenant: str, name: str) -> KnowledgeStore:
         config = RagConfiguration(name=f"collection {name}", embeddingProvider="none", storeType=self.store_type)
-        return self.stores.get(f"collection:{name}", config)
+        return self.stores.get(f"collection:{tenant}/{name}", config)
 
-    def _row(self, name: str):
-        rows = self.db.query("SELECT * FROM collections WHERE name=?", (name,))
+    def _row(self, tenant: str, name: str):
+        rows = self.db.query("SELECT * FROM collections WHERE tenant=? AND name=?", (tenant, name))
         if not rows:
             raise CollectionNotFoundError(f"Collection '{name}' not found")
         return rows[0]
 
     def _describe(self, row) -> dict[str, Any]:
         return {"name": row["name"], "metadata": json.loads(row["metadata"]), "dimension": row["dimension"],
-                "count": self._store(row["name"]).count(), "created_on": row["created_on"],
+                "count": self._store(row["tenant"], row["name"]).count(), "created_on": row["created_on"],
                 "last_modified_on": row["last_modified_on"]}
 
     # -- collections ------------------------------------------------------------------------
     def create(self, name: Any, metadata: Any = None, embedding_provider: Any = None,
-               embedding_model: Any = None) -> dict[str, Any]:
+               embedding_model: Any = None, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         if not isinstance(name, str) or not _NAME.match(name):
             raise CollectionRequestError("Collection name is required: 1-128 letters, digits, '.', '_' or '-', "
                                          f"starting with a letter or digit (got {json.dumps(name)[:60]})")
@@ -86,35 +87,35 @@ class Collections:
                 meta[key] = value
         now = _now()
         with self.db.transaction() as conn:
-            if conn.execute("SELECT 1 FROM collections WHERE name=?", (name,)).fetchone():
+            if conn.execute("SELECT 1 FROM collections WHERE tenant=? AND name=?", (tenant, name)).fetchone():
                 raise CollectionExistsError(f"Collection '{name}' already exists")
-            conn.execute("INSERT INTO collections VALUES (?,?,NULL,?,?)", (name, json.dumps(meta), now, now))
-        return self.get(name)
+            conn.execute("INSERT INTO collections VALUES (?,?,?,NULL,?,?)", (tenant, name, json.dumps(meta), now, now))
+        return self.get(name, tenant)
 
-    def get(self, name: str) -> dict[str, Any]:
-        return self._describe(self._row(name))
+    def get(self, name: str, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+        return self._describe(self._row(tenant, name))
 
-    def all(self) -> list[dict[str, Any]]:
-        return [self._describe(r) for r in self.db.query("SELECT * FROM collections ORDER BY name")]
+    def all(self, tenant: str = DEFAULT_TENANT) -> list[dict[str, Any]]:
+        return [self._describe(r) for r in self.db.query("SELECT * FROM collections WHERE tenant=? ORDER BY name", (tenant,))]
 
-    def set_metadata(self, name: str, metadata: Any) -> dict[str, Any]:
-        self._row(name)
+    def set_metadata(self, name: str, metadata: Any, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+        self._row(tenant, name)
         if not isinstance(metadata, dict):
             raise CollectionRequestError("metadata must be an object")
-        self.db.execute("UPDATE collections SET metadata=?, last_modified_on=? WHERE name=?",
-                        (json.dumps(metadata), _now(), name))
-        return self.get(name)
+        self.db.execute("UPDATE collections SET metadata=?, last_modified_on=? WHERE tenant=? AND name=?",
+                        (json.dumps(metadata), _now(), tenant, name))
+        return self.get(name, tenant)
 
-    def delete(self, name: str) -> None:
-        self._row(name)
-        self._store(name).drop()
-        self.stores.evict(f"collection:{name}")
-        self.db.execute("DELETE FROM collections WHERE name=?", (name,))
+    def delete(self, name: str, tenant: str = DEFAULT_TENANT) -> None:
+        self._row(tenant, name)
+        self._store(tenant, name).drop()
+        self.stores.evict(f"collection:{tenant}/{name}")
+        self.db.execute("DELETE FROM collections WHERE tenant=? AND name=?", (tenant, name))
 
     # -- documents --------------------------------------------------------------------------
-    def add(self, name: str, documents: Any) -> dict[str, Any]:
+    def add(self, name: str, documents: Any, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         """Store documents with their pre-computed embeddings; all or nothing."""
-        row = self._row(name)
+        row = self._row(tenant, name)
         if not isinstance(documents, list) or not documents:
             raise CollectionRequestError("Documents array is required")
         if any(not isinstance(d, dict) or d.get("embedding") is None for d in documents):
@@ -140,13 +141,15 @@ class Collections:
         if row["dimension"] is not None and row["dimension"] != first:
             raise CollectionRequestError(f"Embedding dimension mismatch: collection '{name}' holds "
                                          f"{row['dimension']}-dimensional embeddings, these have {first}")
-        self._store(name).upsert(chunks)
-        self.db.execute("UPDATE collections SET dimension=?, last_modified_on=? WHERE name=?", (first, _now(), name))
+        self._store(tenant, name).upsert(chunks)
+        self.db.execute("UPDATE collections SET dimension=?, last_modified_on=? WHERE tenant=? AND name=?",
+                        (first, _now(), tenant, name))
         return {"success": True, "collection": name, "count": len(chunks), "ids": [c.id for c in chunks]}
 
-    def documents(self, name: str, where: str | None = None, limit: int | None = None, offset: int = 0) -> dict[str, Any]:
+    def documents(self, name: str, where: str | None = None, limit: int | None = None, offset: int = 0,
+                  tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         """``{documents: [{id, text, metadata}], count, total}`` matching ``where`` (JSON text), in id order."""
-        self._row(name)
+        self._row(tenant, name)
         try:
             parsed = json.loads(where) if where not in (None, "") else None
         except ValueError:
@@ -156,7 +159,7 @@ class Collections:
         if offset < 0:
             raise CollectionRequestError("offset must be 0 or more")
         size = DEFAULT_LIMIT if limit is None else max(1, min(int(limit), MAX_LIMIT))
-        store = self._store(name)
+        store = self._store(tenant, name)
         chunks = store.get(parsed, limit=size, offset=offset)
         return {"documents": [{"id": c.id, "text": c.text, "metadata": c.metadata} for c in chunks],
                 "count": len(chunks), "total": store.count(parsed)}

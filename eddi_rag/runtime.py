@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag import registry
+from eddi_rag.auth.keys import KeyStore
 from eddi_rag.collections import Collections
 from eddi_rag.config import (
     ConfigValidationError,
@@ -68,6 +69,7 @@ class Runtime:
         self.pipeline = RagPipeline(self)
         self.sources = SourceSync(self)
         self.collections = Collections(self.db, self.stores)
+        self.keys = KeyStore(self.db)
         self.scheduler = SourceScheduler(self)
 
     def validate_rag(self, data: Any) -> RagConfiguration:

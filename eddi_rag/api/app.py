@@ -9,14 +9,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from eddi_rag import __version__
-from eddi_rag.api import collections, errors, ingestion, providers, retrieval, sources, uploads
+from eddi_rag.api import collections, errors, ingestion, keys, providers, retrieval, sources, uploads
+from eddi_rag.api.deps import Authenticator
+from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.api.resources import resource_router
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 
 
-def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI:
-    """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB)."""
+def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None) -> FastAPI:
+    """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
+    ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.jobs.start()
@@ -28,8 +31,10 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None) -> FastAPI
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
+    oidc = oidc or OidcConfig.from_env()
+    app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
     errors.install(app)
-    for router in (providers.router, ingestion.router, retrieval.router, sources.router, collections.router):
+    for router in (providers.router, ingestion.router, retrieval.router, sources.router, collections.router, keys.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -1,4 +1,4 @@
-"""What every router takes from the app: the Runtime."""
+"""What routes take from the app: the Runtime, and the caller's Principal at the role a route needs."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from eddi_rag.auth import TRUSTED, AuthError, ForbiddenError, Principal
+from eddi_rag.auth.keys import PREFIX, KeyStore
+from eddi_rag.auth.oidc import OidcVerifier
+from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.runtime import Runtime
 
 
@@ -14,3 +18,57 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+class Authenticator:
+    """Auth is on once a key exists or OIDC is configured; until then every caller is TRUSTED."""
+
+    def __init__(self, keys: KeyStore, oidc: OidcVerifier | None = None):
+        self.keys, self.oidc = keys, oidc
+
+    def enabled(self) -> bool:
+        return self.oidc is not None or self.keys.any()
+
+    def principal(self, request: Request) -> Principal:
+        if not self.enabled():
+            return TRUSTED
+        header = request.headers.get("authorization", "")
+        scheme, _, credential = header.partition(" ")
+        credential = credential.strip() if scheme.lower() == "bearer" else request.headers.get("x-api-key", "").strip()
+        if not credential:
+            raise AuthError("a credential is required: Authorization: Bearer <API key or OIDC token>")
+        if credential.startswith(PREFIX + "_") or self.oidc is None:
+            return self.keys.authenticate(credential)
+        return self.oidc.authenticate(credential)
+
+
+def principal_of(request: Request) -> Principal:
+    """The caller, authenticated once per request."""
+    if not hasattr(request.state, "principal"):
+        request.state.principal = request.app.state.auth.principal(request)
+    return request.state.principal
+
+
+def own(runtime: Runtime, caller: Principal, kind: str, id: str) -> None:
+    """Another tenant's resource does not exist for the caller: 404, as for a missing one."""
+    if runtime.resources.tenant_of(kind, id) != caller.tenant:
+        raise ResourceNotFoundError(f"{kind}/{id} not found")
+
+
+def kb_of_tenant(id: str, request: Request) -> None:
+    """Router dependency for /ragstore/rags/{id}/...: the knowledge base must be the caller's tenant's."""
+    own(get_runtime(request), principal_of(request), "rags", id)
+
+
+def require(role: str):
+    def dependency(request: Request) -> Principal:
+        principal = principal_of(request)
+        if not principal.allows(role):
+            raise ForbiddenError(f"role {principal.role!r} may not do this; it needs {role!r} or above")
+        return principal
+    return dependency
+
+
+Viewer = Annotated[Principal, Depends(require("viewer"))]
+Editor = Annotated[Principal, Depends(require("editor"))]
+Admin = Annotated[Principal, Depends(require("admin"))]

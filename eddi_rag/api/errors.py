@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
+from eddi_rag.auth import AuthError, ForbiddenError
 from eddi_rag.collections import CollectionExistsError, CollectionNotFoundError, CollectionRequestError
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
@@ -19,6 +20,7 @@ from eddi_rag.stores.filters import FilterError
 STATUS: dict[type[Exception], int] = {
     ResourceNotFoundError: 404, SourceNotFoundError: 404, CollectionNotFoundError: 404,
     FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400, CollectionRequestError: 400,
+    AuthError: 401, ForbiddenError: 403,
     SourceBusyError: 409, CollectionExistsError: 409,
     PayloadTooLargeError: 413,
     UnsupportedFileTypeError: 415,
@@ -32,7 +34,9 @@ def status_of(error: Exception) -> int:
 
 
 async def _plain(_: Request, e: Exception) -> JSONResponse:
-    return JSONResponse({"error": str(e)}, status_code=status_of(e))
+    status = status_of(e)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": str(e)}, status_code=status, headers=headers)
 
 
 async def _conflict(_: Request, e: VersionConflictError) -> JSONResponse:

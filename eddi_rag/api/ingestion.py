@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, Field
 
-from eddi_rag.api.deps import RuntimeDep
+from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
 from eddi_rag.ingest.loaders import detect
 
-router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"])
+router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)])
 
 
 class DocumentsRequest(BaseModel):
@@ -19,7 +19,7 @@ class DocumentsRequest(BaseModel):
 
 
 @router.post("/ingest", status_code=202)
-async def ingest(id: str, request: Request, runtime: RuntimeDep, version: int = 0, documentName: str = "unnamed",
+async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: int = 0, documentName: str = "unnamed",
                  kbId: str | None = None):
     """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
     extension helps decide its type), or ``multipart/form-data`` with one or more ``file``
@@ -43,7 +43,7 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, version: int = 
 
 
 @router.get("/ingestion/{ingestion_id}/status")
-def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep) -> dict[str, Any]:
+def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     job = runtime.jobs.status(ingestion_id)
     if job is None or job.kb_id != id:
         raise HTTPException(404, f"no ingestion {ingestion_id} for knowledge base {id}")
@@ -51,12 +51,15 @@ def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep) -> dict[st
 
 
 @router.post("/documents")
-def ingest_documents(id: str, body: DocumentsRequest, runtime: RuntimeDep) -> dict[str, Any]:
-    """Upsert documents by document_id, synchronously: an IngestionResult with per-document errors."""
-    return runtime.pipeline.ingest(body.documents, id).to_json()
+def ingest_documents(id: str, body: DocumentsRequest, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Upsert documents by document_id, synchronously: an IngestionResult with per-document errors.
+    A credential bound to a user ingests as that user; only one acting for users may name another."""
+    documents = [{**d, "user_id": caller.user_for(d.get("user_id"))} if isinstance(d, dict) and
+                 (caller.user_id or d.get("user_id") is not None) else d for d in body.documents]
+    return runtime.pipeline.ingest(documents, id).to_json()
 
 
 @router.post("/purge")
-def purge(id: str, runtime: RuntimeDep) -> dict[str, Any]:
+def purge(id: str, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
     """Delete the chunks whose time to live has passed."""
     return {"kbId": id, "removed": runtime.purge_expired(id)}

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 
 from eddi_rag import __version__, registry
+from eddi_rag.api.deps import Viewer
 
 router = APIRouter()
 
@@ -17,14 +18,14 @@ def health() -> dict[str, Any]:
 
 
 @router.get("/providers", tags=["providers"])
-def providers() -> dict[str, Any]:
+def providers(caller: Viewer) -> dict[str, Any]:
     """Registered stores and embedding providers with their capabilities."""
     return {kind: [{k: v for k, v in registry.describe(group, n).items() if k != "schema"} for n in registry.names(group)]
             for kind, group in registry.KINDS.items()}
 
 
 @router.get("/providers/{kind}/{name}/schema", tags=["providers"])
-def provider_schema(kind: str, name: str) -> dict[str, Any]:
+def provider_schema(kind: str, name: str, caller: Viewer) -> dict[str, Any]:
     """The JSON Schema of storeParameters (kind=stores) or embeddingParameters (kind=embeddings)."""
     if kind not in registry.KINDS:
         raise HTTPException(404, f"unknown provider kind {kind!r}; use stores or embeddings")

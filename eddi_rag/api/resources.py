@@ -8,7 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
 
-from eddi_rag.api.deps import RuntimeDep
+from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, own
+from eddi_rag.auth import ForbiddenError
 from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
 from eddi_rag.resources import RESOURCE_TYPES, ResourceNotFoundError, ResourceRef
 from eddi_rag.runtime import Runtime
@@ -34,35 +35,41 @@ def resource_router(kind: str) -> APIRouter:
 
     if kind == "rags":
         @router.get("/jsonSchema")
-        def json_schema() -> dict[str, Any]:
+        def json_schema(caller: Viewer) -> dict[str, Any]:
             return load_schema()
 
     @router.get("/descriptors")
-    def descriptors(runtime: RuntimeDep, filter: str = "", index: int = Query(0, ge=0),
+    def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: int = Query(0, ge=0),
                     limit: int = Query(20, ge=1, le=1000)):
-        return [d.__dict__ for d in runtime.resources.descriptors(kind, filter, index, limit)]
+        return [d.__dict__ for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
 
     @router.post("", status_code=201)
-    def create(runtime: RuntimeDep, data: Any = Body(...)):
-        return _created(runtime.resources.create(kind, _checked(runtime, kind, data)))
+    def create(runtime: RuntimeDep, caller: Editor, data: Any = Body(...)):
+        return _created(runtime.resources.create(kind, _checked(runtime, kind, data), tenant=caller.tenant))
 
     @router.get("/{id}")
-    def read(id: str, runtime: RuntimeDep, version: int = Query(0, ge=0)):
+    def read(id: str, runtime: RuntimeDep, caller: Viewer, version: int = Query(0, ge=0)):
+        own(runtime, caller, kind, id)
         return runtime.resources.read(kind, id, version)
 
     @router.put("/{id}")
-    def update(id: str, runtime: RuntimeDep, version: int = Query(..., ge=1), data: Any = Body(...)):
+    def update(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(..., ge=1), data: Any = Body(...)):
+        own(runtime, caller, kind, id)
         ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data))
         if kind == "rags":
             runtime.stores.evict(id)
         return _created(ref, 200)
 
     @router.post("/{id}", status_code=201)
-    def duplicate(id: str, runtime: RuntimeDep, version: int = Query(0, ge=0)):
+    def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(0, ge=0)):
+        own(runtime, caller, kind, id)
         return _created(runtime.resources.duplicate(kind, id, version))
 
     @router.delete("/{id}")
-    def delete(id: str, runtime: RuntimeDep, version: int = Query(0, ge=0), permanent: bool = False):
+    def delete(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(0, ge=0), permanent: bool = False):
+        own(runtime, caller, kind, id)
+        if permanent and not caller.allows("admin"):
+            raise ForbiddenError(f"role {caller.role!r} may not delete permanently; it needs 'admin'")
         if kind == "rags" and permanent:
             try:
                 runtime.drop_knowledge_base(id)

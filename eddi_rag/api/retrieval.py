@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from eddi_rag.api.deps import RuntimeDep
+from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
 
-router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"])
+router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)])
 
 Expansion = Literal["none", "neighbors", "section"]
 
@@ -36,10 +36,13 @@ class RetrieveRequest(BaseModel):
 
 
 @router.post("/query")
-def query(id: str, body: QueryRequest, runtime: RuntimeDep) -> dict[str, Any]:
+def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """Scored chunks and their passages; ``userId`` only for credentials acting for users (a
+    credential bound to a user always searches as that user)."""
+    user = caller.user_for(body.userId)
     config = runtime.rag_config(id)
-    hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where, body.userId)
-    passages = runtime.retriever.passages(id, config, hits, body.contextExpansion, body.userId, body.maxContextChars)
+    hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where, user)
+    passages = runtime.retriever.passages(id, config, hits, body.contextExpansion, user, body.maxContextChars)
     text_of = {h.id: p.text for p in passages for h in p.hits}
     return {"kbId": id, "name": config.name, "query": body.query,
             "contextExpansion": body.contextExpansion or config.contextExpansion,
@@ -48,12 +51,12 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep) -> dict[str, Any]:
 
 
 @router.post("/retrieve")
-def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep) -> dict[str, Any]:
+def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
-    return runtime.pipeline.retrieve(body.query, id, body.maxChunks, body.minRelevance, user_id=body.userId,
+    return runtime.pipeline.retrieve(body.query, id, body.maxChunks, body.minRelevance, user_id=caller.user_for(body.userId),
                                      where=body.where, expansion=body.contextExpansion).to_json()
 
 
 @router.get("/health")
-def kb_health(id: str, runtime: RuntimeDep) -> dict[str, Any]:
+def kb_health(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     return runtime.health(id)

@@ -8,6 +8,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.db import Database
 from eddi_rag.resources.base import (
     RESOURCE_TYPES,
@@ -52,6 +53,8 @@ class SqliteResourceStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     c.execute(statement)
+            if "tenant" not in {r["name"] for r in c.execute("PRAGMA table_info(resources)").fetchall()}:
+                c.execute(f"ALTER TABLE resources ADD COLUMN tenant TEXT NOT NULL DEFAULT '{DEFAULT_TENANT}'")
 
     # -- helpers --------------------------------------------------------------------------
     def _head(self, kind: str, id: str) -> Any:
@@ -62,8 +65,9 @@ class SqliteResourceStore:
         return rows[0]
 
     # -- protocol -------------------------------------------------------------------------
-    def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None) -> ResourceRef:
-        """Create version 1. ``id`` lets an import keep readable ids; it must be unused."""
+    def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None,
+               tenant: str = DEFAULT_TENANT) -> ResourceRef:
+        """Create version 1 in ``tenant``. ``id`` lets an import keep readable ids; it must be unused."""
         _check_kind(kind)
         if id is not None and not _ID.fullmatch(id):
             raise ValueError(f"invalid resource id {id!r}: use 1-64 letters, digits, '-' or '_'")
@@ -73,10 +77,20 @@ class SqliteResourceStore:
                 raise ValueError(f"{kind}/{id} already exists")
             c.execute("INSERT INTO resource_versions VALUES (?,?,?,?,?)", (kind, id, 1, json.dumps(data), now))
             c.execute(
-                "INSERT INTO resources VALUES (?,?,?,?,?,?,?,0)",
-                (kind, id, 1, str(data.get("name", "")), description or str(data.get("description", "")), now, now),
+                "INSERT INTO resources (kind, id, current_version, name, description, created_on, last_modified_on, "
+                "deleted, tenant) VALUES (?,?,?,?,?,?,?,0,?)",
+                (kind, id, 1, str(data.get("name", "")), description or str(data.get("description", "")), now, now,
+                 tenant),
             )
         return ResourceRef(kind, id, 1)
+
+    def tenant_of(self, kind: str, id: str) -> str:
+        """The tenant a resource belongs to (soft-deleted ones too)."""
+        _check_kind(kind)
+        rows = self.db.query("SELECT tenant FROM resources WHERE kind=? AND id=?", (kind, id))
+        if not rows:
+            raise ResourceNotFoundError(f"{kind}/{id} not found")
+        return rows[0]["tenant"]
 
     def current_version(self, kind: str, id: str) -> int:
         return self._head(kind, id)["current_version"]
@@ -107,7 +121,7 @@ class SqliteResourceStore:
 
     def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
         head = self._head(kind, id)
-        return self.create(kind, self.read(kind, id, version), head["description"])
+        return self.create(kind, self.read(kind, id, version), head["description"], tenant=head["tenant"])
 
     def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None:
         with self.db.transaction() as c:
@@ -123,13 +137,14 @@ class SqliteResourceStore:
                 raise VersionConflictError(kind, id, version, head["current_version"])
             c.execute("UPDATE resources SET deleted=1, last_modified_on=? WHERE kind=? AND id=?", (_now(), kind, id))
 
-    def descriptors(self, kind: str, filter: str = "", index: int = 0, limit: int = 20) -> list[Descriptor]:
-        """Newest first; ``index`` is a page number of ``limit`` entries, as in EDDI."""
+    def descriptors(self, kind: str, filter: str = "", index: int = 0, limit: int = 20,
+                    tenant: str | None = None) -> list[Descriptor]:
+        """Newest first; ``index`` is a page number of ``limit`` entries, as in EDDI; ``tenant``: only its own."""
         _check_kind(kind)
         rows = self.db.query(
             "SELECT * FROM resources WHERE kind=? AND deleted=0 AND (name LIKE ? OR description LIKE ?)"
-            " ORDER BY last_modified_on DESC, id LIMIT ? OFFSET ?",
-            (kind, f"%{filter}%", f"%{filter}%", max(0, limit), max(0, index) * max(0, limit)),
+            " AND (? IS NULL OR tenant=?) ORDER BY last_modified_on DESC, id LIMIT ? OFFSET ?",
+            (kind, f"%{filter}%", f"%{filter}%", tenant, tenant, max(0, limit), max(0, index) * max(0, limit)),
         )
         return [
             Descriptor(

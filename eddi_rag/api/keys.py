@@ -1,0 +1,41 @@
+"""API keys of the caller's tenant (admin): list, create (the secret is in the answer, once), revoke."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel
+
+from eddi_rag.api.deps import Admin, RuntimeDep
+
+router = APIRouter(prefix="/keys", tags=["keys"])
+
+
+class KeyRequest(BaseModel):
+    role: str
+    user: str | None = None
+    name: str | None = None
+    actsForUsers: bool = False
+
+
+@router.get("")
+def list_keys(runtime: RuntimeDep, caller: Admin) -> list[dict[str, Any]]:
+    return [k.to_json() for k in runtime.keys.list(caller.tenant)]
+
+
+@router.post("", status_code=201)
+def create_key(body: KeyRequest, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
+    try:
+        info, secret = runtime.keys.create(caller.tenant, body.role, body.user, body.name, body.actsForUsers)
+    except ValueError as e:
+        raise HTTPException(400, str(e)) from e
+    return {**info.to_json(), "key": secret}
+
+
+@router.delete("/{key_id}")
+def revoke_key(key_id: str, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
+    try:
+        return runtime.keys.revoke(key_id, caller.tenant).to_json()
+    except LookupError as e:
+        raise HTTPException(404, str(e)) from e

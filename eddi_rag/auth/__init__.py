@@ -1,0 +1,44 @@
+"""Who may do what: API keys (stored hashed) and OIDC bearer tokens give a ``Principal`` — a
+tenant, a role (viewer < editor < admin, as EDDI's eddi-viewer / eddi-editor / eddi-admin) and
+optionally a user. Auth is on as soon as a key exists or OIDC is configured; in-process callers
+(the Python API, the LlmTask hook) never pass through it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROLES = ("viewer", "editor", "admin")
+DEFAULT_TENANT = "default"
+
+
+class AuthError(Exception):
+    """No credential, or a bad one (HTTP 401)."""
+
+
+class ForbiddenError(Exception):
+    """A credential whose role or binding does not allow this (HTTP 403)."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    role: str
+    user_id: str | None = None  # retrieves as this user; None: shared chunks only (unless acting for users)
+    acts_for_users: bool = False  # may name any user (the agent runtime's service credential)
+    subject: str = ""  # key id or token subject, for logs
+
+    def allows(self, role: str) -> bool:
+        return ROLES.index(self.role) >= ROLES.index(role)
+
+    def user_for(self, requested: str | None) -> str | None:
+        """The user a request retrieves or ingests as: a bound user always; another user only for
+        credentials that act for users."""
+        if self.acts_for_users:
+            return requested
+        if requested is not None and requested != self.user_id:
+            raise ForbiddenError(f"this credential may not act for user {requested!r}"
+                                 + (f" (it is bound to {self.user_id!r})" if self.user_id else ""))
+        return self.user_id
+
+
+TRUSTED = Principal(DEFAULT_TENANT, "admin", None, True, "in-process")  # auth off: everything, one tenant

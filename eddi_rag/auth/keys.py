@@ -1,0 +1,99 @@
+"""API keys: ``erk_<id>_<secret>``; only a SHA-256 of the whole key is kept (the secret is 256
+random bits, so a fast hash is what such keys need), compared in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from eddi_rag.auth import ROLES, AuthError, Principal
+from eddi_rag.db import Database
+
+PREFIX = "erk"
+_SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL,
+    user_id TEXT, acts_for_users INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT NOT NULL,
+    created_on TEXT NOT NULL, revoked_on TEXT)"""
+
+
+@dataclass
+class KeyInfo:
+    id: str
+    tenant: str
+    role: str
+    user: str | None
+    actsForUsers: bool
+    name: str | None
+    createdOn: str
+    revokedOn: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class KeyStore:
+    def __init__(self, db: Database):
+        self.db = db
+        db.execute(_SCHEMA)
+
+    def create(self, tenant: str, role: str, user: str | None = None, name: str | None = None,
+               acts_for_users: bool = False) -> tuple[KeyInfo, str]:
+        """A new key: (its info, the secret — shown once, never stored)."""
+        if role not in ROLES:
+            raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
+        if not tenant or not tenant.strip():
+            raise ValueError("tenant is required")
+        if acts_for_users and user:
+            raise ValueError("a key bound to a user cannot act for other users")
+        key_id = secrets.token_hex(6)
+        secret = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.db.execute("INSERT INTO api_keys VALUES (?,?,?,?,?,?,?,?,NULL)",
+                        (key_id, tenant, role, user, int(acts_for_users), name, _hash(secret), now))
+        return self.get(key_id), secret
+
+    def get(self, key_id: str) -> KeyInfo:
+        rows = self.db.query("SELECT * FROM api_keys WHERE id=?", (key_id,))
+        if not rows:
+            raise LookupError(f"no key {key_id!r}")
+        return self._info(rows[0])
+
+    @staticmethod
+    def _info(r) -> KeyInfo:
+        return KeyInfo(r["id"], r["tenant"], r["role"], r["user_id"], bool(r["acts_for_users"]), r["name"],
+                       r["created_on"], r["revoked_on"])
+
+    def list(self, tenant: str | None = None) -> list[KeyInfo]:
+        rows = self.db.query("SELECT * FROM api_keys WHERE (? IS NULL OR tenant=?) ORDER BY created_on, id",
+                             (tenant, tenant))
+        return [self._info(r) for r in rows]
+
+    def revoke(self, key_id: str, tenant: str | None = None) -> KeyInfo:
+        info = self.get(key_id)
+        if tenant is not None and info.tenant != tenant:
+            raise LookupError(f"no key {key_id!r}")
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.db.execute("UPDATE api_keys SET revoked_on=COALESCE(revoked_on, ?) WHERE id=?", (now, key_id))
+        return self.get(key_id)
+
+    def any(self) -> bool:
+        return bool(self.db.query("SELECT 1 FROM api_keys LIMIT 1"))
+
+    def authenticate(self, key: str) -> Principal:
+        parts = key.split("_")
+        if len(parts) < 3 or parts[0] != PREFIX:
+            raise AuthError("not an eddi-rag API key")
+        rows = self.db.query("SELECT * FROM api_keys WHERE id=?", (parts[1],))
+        if not rows or not hmac.compare_digest(rows[0]["hash"], _hash(key)):
+            raise AuthError("unknown API key")
+        r = rows[0]
+        if r["revoked_on"]:
+            raise AuthError("this API key was revoked")
+        return Principal(r["tenant"], r["role"], r["user_id"], bool(r["acts_for_users"]), f"key {r['id']}")
