@@ -43,6 +43,19 @@ def runtime(tmp_path):
 
 
 @pytest.fixture
+def client(tmp_path):
+    """The REST API over a fresh runtime (FastAPI's test client: the real app, no port)."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime)) as c:
+        yield c
+    runtime.close()
+
+
+@pytest.fixture
 def openai_server():
     with OpenAIStandIn() as server:
         yield server

@@ -1,20 +1,9 @@
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 
-from eddi_rag.api.app import create_app
-from eddi_rag.runtime import Runtime
 
 BASE = "/ragstore/rags"
-
-
-@pytest.fixture
-def client(tmp_path):
-    runtime = Runtime(tmp_path)
-    with TestClient(create_app(runtime)) as c:
-        yield c
-    runtime.close()
 
 
 def kb_id(response) -> str:

@@ -5,18 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 
-from eddi_rag.api.app import create_app
-from eddi_rag.runtime import Runtime
-
-
-@pytest.fixture
-def client(tmp_path):
-    runtime = Runtime(tmp_path)
-    with TestClient(create_app(runtime)) as c:
-        yield c
-    runtime.close()
 
 
 def doc(text: str, emb=(0.1, 0.2, 0.3), **metadata):

@@ -7,22 +7,11 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from fastapi.testclient import TestClient
 
 from eddi_rag import registry
-from eddi_rag.api.app import create_app
-from eddi_rag.runtime import Runtime
 from tests.test_api import BASE, kb_id
 
 DOC = "The night train to Vienna leaves at 22:10 from platform 4."
-
-
-@pytest.fixture
-def client(tmp_path):
-    runtime = Runtime(tmp_path)
-    with TestClient(create_app(runtime)) as c:
-        yield c
-    runtime.close()
 
 
 def eddi_pgvector(url: str) -> dict[str, str]:
