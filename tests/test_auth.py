@@ -54,6 +54,8 @@ def test_no_credential_or_a_bad_one_is_401_health_stays_open(world):
     assert world.get(f"{BASE}/descriptors", headers=as_("erk_nope_nope")).status_code == 401
     assert world.get(f"{BASE}/descriptors", headers=as_("random-garbage")).status_code == 401
     assert world.get(f"{BASE}/descriptors", headers={"X-API-Key": world.keys["viewer"]}).status_code == 200
+    assert world.get("/openapi.json").status_code == 401 and world.get("/docs").status_code == 401
+    assert world.get("/openapi.json", headers=as_(world.keys["viewer"])).status_code == 200
 
 
 def test_a_revoked_key_is_refused(world):

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from eddi_rag import __version__
 from eddi_rag.api import collections, errors, ingestion, keys, providers, retrieval, sources, uploads
-from eddi_rag.api.deps import Authenticator
+from eddi_rag.api.deps import Authenticator, principal_of
+from eddi_rag.auth import AuthError
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.api.resources import resource_router
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
+
+
+DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 
 
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None) -> FastAPI:
@@ -34,6 +38,17 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     oidc = oidc or OidcConfig.from_env()
     app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
     errors.install(app)
+
+    @app.middleware("http")
+    async def documentation_wants_a_credential(request: Request, call_next):
+        """FastAPI's own /openapi.json and /docs: like every endpoint but /health, once auth is on."""
+        if request.url.path in DOCUMENTATION:
+            try:
+                principal_of(request)
+            except AuthError as e:
+                return await errors.answer(request, e)
+        return await call_next(request)
+
     for router in (providers.router, ingestion.router, retrieval.router, sources.router, collections.router, keys.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query

@@ -33,7 +33,8 @@ def status_of(error: Exception) -> int:
     return next(STATUS[c] for c in type(error).__mro__ if c in STATUS)
 
 
-async def _plain(_: Request, e: Exception) -> JSONResponse:
+async def answer(_: Request, e: Exception) -> JSONResponse:
+    """The {"error": message} answer of an error in the table."""
     status = status_of(e)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": str(e)}, status_code=status, headers=headers)
@@ -51,4 +52,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(VersionConflictError, _conflict)
     app.add_exception_handler(ConfigValidationError, _invalid)
     for error in STATUS:
-        app.add_exception_handler(error, _plain)
+        app.add_exception_handler(error, answer)
