@@ -36,8 +36,10 @@ def check_folder(path: str) -> Path:
     return folder
 
 
-def _reader(path: Path):
-    return lambda: (path.read_bytes(), None)
+def item(source_id: str, folder: Path, rel: str) -> Item:
+    """The document at ``rel`` (a posix path under ``folder``): id ``<source id>/<rel>``, cited as ``rel``."""
+    path = folder / rel
+    return Item(f"{source_id}/{rel}", rel, lambda: (path.read_bytes(), None))
 
 
 def listing(source_id: str, spec: FolderSource) -> Listing:
@@ -48,5 +50,5 @@ def listing(source_id: str, spec: FolderSource) -> Listing:
         if any(part.startswith(".") for part in path.relative_to(folder).parts) or not path.is_file():
             continue
         if path.suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude):
-            out.items.append(Item(f"{source_id}/{rel}", rel, _reader(path)))
+            out.items.append(item(source_id, folder, rel))
     return out

@@ -23,7 +23,6 @@ import secrets
 import threading
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eddi_rag.config import IngestionSource, RagConfiguration
@@ -124,8 +123,7 @@ class SourceSync:
     def _item(self, source: IngestionSource, document_id: str, name: str) -> Item:
         """A document of the source fetched alone (retries)."""
         if source.folder is not None:
-            path = folder.check_folder(source.folder.path) / name
-            return Item(document_id, name, lambda: (Path(path).read_bytes(), None))
+            return folder.item(source.effective_id, folder.check_folder(source.folder.path), name)
         return Item(document_id, name, self._fetch_url(document_id))
 
     def _state(self, kb_id: str, source_id: str) -> dict[str, Any]:
@@ -204,15 +202,7 @@ class SourceSync:
             for item in listed.items:
                 self._one(kb_id, config, sid, item, state.get(item.document_id), run)
             if listed.complete:
-                seen = {i.document_id for i in listed.items}
-                store = self.rt.stores.get(kb_id, config)
-                for gone in sorted(set(state) - seen):
-                    store.delete(where={"document_id": gone})
-                    self.rt.db.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=? AND document_id=?",
-                                       (kb_id, sid, gone))
-                    run.deleted += 1
-                if run.deleted:
-                    self.rt.generations.bump(kb_id)
+                run.deleted = self._remove(kb_id, config, sid, sorted(set(state) - {i.document_id for i in listed.items}))
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("source %s of %s failed: %s", sid, kb_id, e)
@@ -287,12 +277,15 @@ class SourceSync:
         """Remove every document of the source from the knowledge base; returns how many."""
         config, source = self.source(kb_id, source_id)
         sid = source.effective_id
+        return self._remove(kb_id, config, sid, list(self._state(kb_id, sid)))
+
+    def _remove(self, kb_id: str, config: RagConfiguration, source_id: str, document_ids: list[str]) -> int:
+        """Take documents of the source out of the knowledge base and forget them; returns how many."""
         store = self.rt.stores.get(kb_id, config)
-        state = self._state(kb_id, sid)
-        for document_id in state:
+        for document_id in document_ids:
             store.delete(where={"document_id": document_id})
             self.rt.db.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=? AND document_id=?",
-                               (kb_id, sid, document_id))
-        if state:
+                               (kb_id, source_id, document_id))
+        if document_ids:
             self.rt.generations.bump(kb_id)
-        return len(state)
+        return len(document_ids)
