@@ -162,3 +162,18 @@ def test_the_llm_task_gets_one_passage_per_document_and_traces_the_span(runtime)
     runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}]}, None)  # the KB's default: neighbors
     context = memory.get("rag:context:answer")
     assert context.count("[Source ") == 1 and "goulash" in context  # the short guide fits whole around its hits
+
+
+def test_expansion_leaves_room_for_another_kbs_bare_hits(runtime):
+    guide = "# Night trains\n\n" + "\n\n".join(f"Night train fact {i}: sleeper cabins are quiet." for i in range(30))
+    notes = "Night train notes: " + "the Vienna sleeper leaves at 22:10 and arrives at 07:40 in the morning. " * 3
+    g = make_kb(runtime, "Guide", {}, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, minScore=0, maxResults=1)
+    runtime.ingest_file(g, "guide.md", guide.encode())
+    n = make_kb(runtime, "Notes", {"notes.md": notes}, minScore=0, maxResults=2, contextExpansion="none")
+    agent = make_agent(runtime, [step(resource_uri("rags", g, 1), RAG), step(resource_uri("rags", n, 1), RAG)])
+    memory = ConversationMemory(agent, user_input="night train sleeper")
+    task = {**TASK, "knowledgeBases": [{"name": "Guide"}, {"name": "Notes"}], "maxRagContextChars": 600}
+    runtime.llm_task.execute(memory, task, None)
+    context = memory.get("rag:context:answer")
+    assert "omitted" not in context and "notes.md" in context and "22:10" in context  # the bare hit kept its room
+    assert context.count("Night train fact") > 1  # and the guide still grew around its hit

@@ -13,7 +13,7 @@ from eddi_rag.factories import embedding_key
 from eddi_rag import citations
 from eddi_rag.retrieval import expansion
 from eddi_rag.retrieval.retriever import Retriever
-from eddi_rag.stores.base import SearchHit
+from eddi_rag.stores.base import Chunk, SearchHit
 from eddi_rag.workflow.traversal import DiscoveredKb
 
 log = logging.getLogger(__name__)
@@ -234,5 +234,7 @@ class RagContextProvider:
             out += [(rank[(cfg.name, x.best.id)], Passage(cfg.name, x.best, x)) for x in gathered]
         ordered = [p for _, p in sorted(out, key=lambda pair: pair[0])]
         budget = max_chars - LABEL_ROOM * len(ordered) if max_chars and max_chars > 0 else None
-        expansion.fill([p.expanded for p in ordered if p.expanded is not None], budget)
+        # every passage takes its room in the budget; a bare hit is a passage that cannot grow
+        expansion.fill([p.expanded or expansion.Passage([p.hit], [Chunk(p.hit.id, p.hit.text, p.hit.metadata)])
+                        for p in ordered], budget)
         return ordered
