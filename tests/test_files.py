@@ -224,3 +224,28 @@ def test_cli_ingests_files_and_folders_recursively(tmp_path):
     out = eddi_rag("query", "travel-policies", "how long do refunds take", "--data-dir", data, "--json",
                    "--min-score", "0").stdout
     assert '"citation": "rapport.pdf, page 1"' in out
+
+
+def test_tables_in_docx_and_pptx_read_as_header_value_lines():
+    import io
+
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    from eddi_rag.ingest import loaders
+
+    deck = Presentation()
+    for title, cells in (("Prices", [["Anvil", "Rope", "Skates"]]), ("Stock", [["Item", "Qty"], ["Anvil", "12"]])):
+        slide = deck.slides.add_slide(deck.slide_layouts[5])
+        slide.shapes.title.text = title
+        table = slide.shapes.add_table(len(cells), len(cells[0]), Inches(1), Inches(2), Inches(6), Inches(1)).table
+        for r, row in enumerate(cells):
+            for c, value in enumerate(row):
+                table.cell(r, c).text = value
+    out = io.BytesIO()
+    deck.save(out)
+    slides = [p.text for p in loaders.load("pptx", out.getvalue(), "deck.pptx", lambda s: True)]
+    assert slides == ["Prices\n\nAnvil | Rope | Skates", "Stock\n\nItem: Anvil\nQty: 12"]  # a header-only table keeps every cell
+    docx = files.docx([("table", "Item|Qty\nAnvil|12"), ("table", "Only|A|Header")])
+    (part,) = loaders.load("docx", docx, "t.docx", lambda s: True)
+    assert part.text == "Item: Anvil\nQty: 12\n\nOnly | A | Header"

@@ -10,7 +10,7 @@ import zipfile
 from collections.abc import Callable
 
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
-from eddi_rag.ingest.loaders.rows import row_lines
+from eddi_rag.ingest.loaders.rows import table_blocks
 
 _HEADING = re.compile(r"^(?:heading|überschrift|titre)\s*(\d)$", re.I)
 
@@ -33,10 +33,7 @@ def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
     blocks: list[str] = []
     for item in document.iter_inner_content():
         if isinstance(item, Table):
-            rows = [[cell.text.strip() for cell in row.cells] for row in item.rows]
-            if rows:
-                header = rows[0]
-                blocks += ["\n".join(row_lines(header, row)) for row in rows[1:]] or [" | ".join(header)]
+            blocks += table_blocks([[cell.text.strip() for cell in row.cells] for row in item.rows])
             continue
         text = item.text.strip()
         if not text:

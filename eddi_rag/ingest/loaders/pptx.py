@@ -8,7 +8,7 @@ import zipfile
 from collections.abc import Callable
 
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
-from eddi_rag.ingest.loaders.rows import row_lines
+from eddi_rag.ingest.loaders.rows import table_blocks
 
 
 def _shape_texts(shapes) -> list[str]:
@@ -17,8 +17,7 @@ def _shape_texts(shapes) -> list[str]:
         if getattr(shape, "shape_type", None) == 6 and hasattr(shape, "shapes"):  # a group
             out += _shape_texts(shape.shapes)
         elif getattr(shape, "has_table", False) and shape.has_table:
-            rows = [[cell.text.strip() for cell in row.cells] for row in shape.table.rows]
-            out += ["\n".join(row_lines(rows[0], row)) for row in rows[1:]] if len(rows) > 1 else [" | ".join(r[0] for r in rows)]
+            out += table_blocks([[cell.text.strip() for cell in row.cells] for row in shape.table.rows])
         elif getattr(shape, "has_text_frame", False) and shape.has_text_frame and shape.text_frame.text.strip():
             out.append(shape.text_frame.text.strip())
     return out

@@ -31,6 +31,15 @@ def row_lines(header: Sequence[str], values: Sequence[Any]) -> list[str]:
     return lines
 
 
+def table_blocks(rows: list[list[str]]) -> list[str]:
+    """A table (first row = header) as one ``header: value`` block per data row; a table that is
+    only a header row as its cells joined by `` | ``."""
+    if not rows:
+        return []
+    header = rows[0]
+    return ["\n".join(row_lines(header, row)) for row in rows[1:]] or [" | ".join(h for h in header if h)]
+
+
 def format_value(value: Any) -> str:
     if value is None:
         return ""
