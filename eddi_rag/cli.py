@@ -93,9 +93,8 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
                       and not any(p.startswith(".") for p in f.relative_to(given).parts)]
         else:
             files.append((given, given.name))
-    runtime = Runtime(data_dir)
     chunks, failures = 0, []
-    try:
+    with Runtime(data_dir) as runtime:
         runtime.rag_config(kb_id, version)  # an unknown KB fails before any work
         with tqdm(files, desc="ingesting", unit="file", file=sys.stderr) as bar:
             for path, name in bar:
@@ -105,8 +104,6 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
                                                   user_id=user_id, ttl_seconds=ttl_seconds)
                 except ValueError as e:  # unsupported type, unreadable file, rejected document
                     failures.append((name, str(e)))
-    finally:
-        runtime.close()
     click.echo(f"ingested {len(files) - len(failures)} document(s), {chunks} chunks, into {kb_id}")
     for name, reason in failures:
         click.echo(f"failed: {name}: {reason.removeprefix(f'{name}: ')}", err=True)
@@ -141,13 +138,11 @@ def keys_create(tenant, role, user, name, act_for_users, data_dir) -> None:
     """Create a key; its secret is printed once, alone on the last line."""
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
     try:
-        info, secret = runtime.keys.create(tenant, role, user, name, act_for_users)
+        with Runtime(data_dir) as runtime:
+            info, secret = runtime.keys.create(tenant, role, user, name, act_for_users)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
-    finally:
-        runtime.close()
     click.echo(f"created key {info.id} (tenant {info.tenant}, role {info.role}"
                + (f", user {info.user}" if info.user else "") + (", acts for users" if info.actsForUsers else "")
                + "). Its secret, shown only now:")
@@ -161,11 +156,8 @@ def keys_list(tenant, data_dir) -> None:
     """Every key (never its secret)."""
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
-    try:
+    with Runtime(data_dir) as runtime:
         rows = runtime.keys.list(tenant)
-    finally:
-        runtime.close()
     click.echo(f"{'ID':14} {'TENANT':14} {'ROLE':8} {'USER':12} {'NAME':16} {'CREATED':26} REVOKED")
     for k in rows:
         click.echo(f"{k.id:14} {k.tenant:14} {k.role:8} {(k.user or ('*' if k.actsForUsers else '-')):12} "
@@ -179,13 +171,11 @@ def keys_revoke(key_id, data_dir) -> None:
     """Revoke a key: it is refused from now on."""
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
     try:
-        info = runtime.keys.revoke(key_id)
+        with Runtime(data_dir) as runtime:
+            info = runtime.keys.revoke(key_id)
     except LookupError as e:
         raise click.ClickException(str(e)) from e
-    finally:
-        runtime.close()
     click.echo(f"revoked key {info.id} (tenant {info.tenant}, role {info.role})")
 
 
@@ -202,9 +192,8 @@ def sources_run(kb_id, source_id, data_dir) -> None:
     """Run SOURCE_ID of KB_ID (default: every source of it) and print what changed."""
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
     failed = False
-    try:
+    with Runtime(data_dir) as runtime:
         ids = [source_id] if source_id else [s.effective_id for s in runtime.rag_config(kb_id).sources]
         if not ids:
             click.echo(f"knowledge base {kb_id} has no sources")
@@ -215,8 +204,6 @@ def sources_run(kb_id, source_id, data_dir) -> None:
             for failure in run.failures:
                 click.echo(f"  failed: {failure['document']}: {failure['reason']}", err=True)
             failed |= run.status != "COMPLETED" or bool(run.failed)
-    finally:
-        runtime.close()
     sys.exit(1 if failed else 0)
 
 
@@ -233,11 +220,8 @@ def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_
     """Search knowledge base KB_ID and print scored chunks."""
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
-    try:
+    with Runtime(data_dir) as runtime:
         hits = runtime.query(kb_id, question, max_results, min_score, json.loads(where) if where else None, user_id)
-    finally:
-        runtime.close()
     if as_json:
         click.echo(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
         return
@@ -255,11 +239,8 @@ def purge(kb_id, data_dir) -> None:
     """Delete the chunks of KB_ID whose time to live has passed."""
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
-    try:
+    with Runtime(data_dir) as runtime:
         removed = runtime.purge_expired(kb_id)
-    finally:
-        runtime.close()
     click.echo(f"removed {removed} expired chunk(s) from {kb_id}")
 
 
@@ -270,11 +251,8 @@ def doctor(data_dir) -> None:
     from eddi_rag.doctor import format_table, run_doctor
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
-    try:
+    with Runtime(data_dir) as runtime:
         checks = run_doctor(runtime)
-    finally:
-        runtime.close()
     if not checks:
         click.echo(f"no knowledge bases in {data_dir}")
         return
@@ -321,12 +299,9 @@ def load(folder, data_dir) -> None:
     from eddi_rag.bundle import load_bundle
     from eddi_rag.runtime import Runtime
 
-    runtime = Runtime(data_dir)
-    try:
+    with Runtime(data_dir) as runtime:
         for ref in load_bundle(runtime.resources, folder):
             click.echo(ref.uri)
-    finally:
-        runtime.close()
 
 
 if __name__ == "__main__":

@@ -146,6 +146,12 @@ class Runtime:
             self.generations.bump(kb_id)
         return removed
 
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def close(self) -> None:
         self.scheduler.stop()
         self.jobs.stop()
