@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body, Query
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from eddi_rag.api.deps import Editor, RuntimeDep, Viewer
 
@@ -44,7 +44,7 @@ def delete(name: str, runtime: RuntimeDep, caller: Editor):
 @router.post("/{name}/documents")
 def add_documents(name: str, runtime: RuntimeDep, caller: Editor, body: Any = Body(None)):
     documents = body.get("documents") if isinstance(body, dict) else None
-    return JSONResponse(runtime.collections.add(name, documents, caller.tenant), status_code=200)
+    return runtime.collections.add(name, documents, caller.tenant)
 
 
 @router.get("/{name}/documents")
