@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from eddi_rag.config import (
 )
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
+from eddi_rag.feedback import FeedbackLog
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.loaders import detect
@@ -31,10 +33,12 @@ from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
 from eddi_rag.stores.base import KEYWORD_SEARCH, StoreContext
 from eddi_rag.workflow.context import RagContextProvider
-from eddi_rag.workflow.llm_task import LlmTaskHook
+from eddi_rag.workflow.llm_task import LlmTaskHook, choose_task
+from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import WorkflowTraversal
 
 DB_FILE = "eddi-rag.db"
+DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
 
 
 def _has_keyword_search(store_type: str) -> bool | None:
@@ -70,6 +74,7 @@ class Runtime:
         self.sources = SourceSync(self)
         self.collections = Collections(self.db, self.stores)
         self.keys = KeyStore(self.db)
+        self.feedback = FeedbackLog(self.db)
         self.scheduler = SourceScheduler(self)
 
     def validate_rag(self, data: Any) -> RagConfiguration:
@@ -99,8 +104,9 @@ class Runtime:
     def rag_config(self, kb_id: str, version: int = 0) -> RagConfiguration:
         return validate_rag_configuration(self.resources.read("rags", kb_id, version))
 
-    def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str) -> int:
-        return self.ingestor.ingest_file(kb_id, self.rag_config(kb_id, version), document, data, fmt).chunks
+    def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str,
+                 progress: Callable[[int, int], None] | None = None) -> int:
+        return self.ingestor.ingest_file(kb_id, self.rag_config(kb_id, version), document, data, fmt, progress).chunks
 
     def ingest_file(self, kb_id: str, document: str, data: bytes, content_type: str | None = None,
                     version: int = 0, **kwargs: Any) -> int:
@@ -130,6 +136,41 @@ class Runtime:
         if "error" in report:  # engines' messages may quote connection details: never a resolved secret
             result["error"] = self.resolver.redact(report["error"])
         return result
+
+    def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
+             chat_model: Any = None) -> dict[str, Any]:
+        """One turn of an agent's LLM task through the LlmTask hook, as a runtime would run it: the
+        whole system message, the messages, the memory entries written, and the answer when a chat
+        model is given (None: everything up to the model call)."""
+        chosen = choose_task(self.traversal.discover(agent_id), agent_id, task)
+        memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id)
+        result = self.llm_task.execute(memory, chosen, chat_model)
+        return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
+                "messages": [{"role": m.type, "content": m.content} for m in result.messages],
+                "knowledgeBases": [kb.config.name for kb in result.discovery.knowledge_bases],
+                "skipped": result.discovery.skipped, "memory": memory.data, "answer": result.answer}
+
+    def documents(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN) -> dict[str, Any]:
+        """The KB's documents ({documentId, source, chunks, ingestedAt, user?}), read from its store's
+        chunks (the store is the truth); past ``max_chunks`` chunks the list is cut: ``complete`` false."""
+        store = self.stores.get(kb_id, self.rag_config(kb_id))
+        found: dict[str, dict[str, Any]] = {}
+        chunks = store.get(limit=max_chunks + 1)
+        for c in chunks[:max_chunks]:
+            m = c.metadata
+            doc = found.setdefault(m.get("document_id", "?"), {
+                "documentId": m.get("document_id"), "source": m.get("source"), "chunks": 0, "ingestedAt": m.get("ingestedAt"),
+                **({"userId": m["user_id"]} if "user_id" in m else {})})
+            doc["chunks"] += 1
+        return {"kbId": kb_id, "documents": sorted(found.values(), key=lambda d: str(d["documentId"])),
+                "complete": len(chunks) <= max_chunks}
+
+    def delete_document(self, kb_id: str, document_id: str) -> int:
+        """Remove one document's chunks; returns how many (0: no such document)."""
+        removed = self.stores.get(kb_id, self.rag_config(kb_id)).delete(where={"document_id": document_id})
+        if removed:
+            self.generations.bump(kb_id)
+        return removed
 
     def drop_knowledge_base(self, kb_id: str) -> None:
         """Remove a KB's chunks from its store (permanent delete of its configuration)."""

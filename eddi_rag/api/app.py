@@ -5,11 +5,12 @@ mapped to statuses in one place (``errors.py``)."""
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 
 from eddi_rag import __version__
-from eddi_rag.api import collections, errors, ingestion, keys, providers, retrieval, sources, uploads
+from eddi_rag.api import agents, collections, errors, ingestion, keys, providers, retrieval, sources, uploads
 from eddi_rag.api.deps import Authenticator, principal_of
 from eddi_rag.auth import AuthError
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
@@ -21,9 +22,11 @@ from eddi_rag.runtime import Runtime
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 
 
-def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None) -> FastAPI:
+def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
+               chat_model: Any = None) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
-    ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only)."""
+    ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only).
+    ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.jobs.start()
@@ -34,6 +37,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.chat_model = chat_model
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
     oidc = oidc or OidcConfig.from_env()
     app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
@@ -49,7 +53,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
                 return await errors.answer(request, e)
         return await call_next(request)
 
-    for router in (providers.router, ingestion.router, retrieval.router, sources.router, collections.router, keys.router):
+    for router in (providers.router, ingestion.router, retrieval.router, retrieval.feedback_router, sources.router,
+                   collections.router, keys.router, agents.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -9,19 +9,22 @@ from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
 from eddi_rag.collections import CollectionExistsError, CollectionNotFoundError, CollectionRequestError
 from eddi_rag.config import ConfigValidationError
+from eddi_rag.ingest.jobs import JobNotRetryableError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.resources import ResourceNotFoundError, VersionConflictError
 from eddi_rag.sources.folder import FolderNotAllowedError
 from eddi_rag.sources.sync import SourceBusyError, SourceNotFoundError
 from eddi_rag.stores.filters import FilterError
+from eddi_rag.workflow.llm_task import NoLlmTaskError
 
 # Errors whose answer is {"error": message}, and their status. A subclass answers as its base.
 STATUS: dict[type[Exception], int] = {
     ResourceNotFoundError: 404, SourceNotFoundError: 404, CollectionNotFoundError: 404,
     FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400, CollectionRequestError: 400,
+    NoLlmTaskError: 400,
     AuthError: 401, ForbiddenError: 403,
-    SourceBusyError: 409, CollectionExistsError: 409,
+    SourceBusyError: 409, CollectionExistsError: 409, JobNotRetryableError: 409,
     PayloadTooLargeError: 413,
     UnsupportedFileTypeError: 415,
     UnreadableDocumentError: 422,

@@ -1,10 +1,11 @@
-"""Documents into a knowledge base: files and text (queued jobs), the ingest contract, purge."""
+"""Documents into a knowledge base: files and text (queued jobs, listed and retried), the ingest
+contract, the KB's documents (list, delete one), purge."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Viewer, kb_of_tenant
@@ -48,6 +49,33 @@ def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Vi
     if job is None or job.kb_id != id:
         raise HTTPException(404, f"no ingestion {ingestion_id} for knowledge base {id}")
     return job.to_json()
+
+
+@router.get("/ingestions")
+def ingestions(id: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
+    """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason."""
+    return [j.to_json() for j in runtime.jobs.of_kb(id, limit)]
+
+
+@router.post("/ingestion/{ingestion_id}/retry", status_code=202)
+def retry_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Queue a failed ingestion again, with the document it was given (409 unless it failed)."""
+    ingestion_status(id, ingestion_id, runtime, caller)  # 404 for another KB's
+    return runtime.jobs.retry(ingestion_id).to_json()
+
+
+@router.get("/documents")
+def documents(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """The KB's documents with their chunk counts: {documents: [{documentId, source, chunks, ingestedAt}], complete}."""
+    return runtime.documents(id)
+
+
+@router.delete("/documents/{document_id:path}")
+def delete_document(id: str, document_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    removed = runtime.delete_document(id, document_id)
+    if not removed:
+        raise HTTPException(404, f"knowledge base {id} has no document {document_id!r}")
+    return {"kbId": id, "documentId": document_id, "removed": removed}
 
 
 @router.post("/documents")

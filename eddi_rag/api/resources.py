@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Query
+import binascii
+
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
+from pydantic import BaseModel, Field, model_validator
 
 from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, own
+from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
+from eddi_rag.ingest.loaders import detect
+from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.auth import ForbiddenError
 from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
 from eddi_rag.resources import RESOURCE_TYPES, ResourceNotFoundError, ResourceRef
@@ -29,6 +35,27 @@ def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
     return with_source_ids(data)
 
 
+class ChunkPreviewRequest(BaseModel):
+    configuration: dict[str, Any]
+    documentName: str = Field("pasted.txt", min_length=1, max_length=500)
+    text: str | None = None
+    base64: str | None = None
+
+    @model_validator(mode="after")
+    def one_document(self) -> ChunkPreviewRequest:
+        if (self.text is None) == (self.base64 is None):
+            raise ValueError("give the document as exactly one of text or base64")
+        return self
+
+    def data(self) -> bytes:
+        if self.text is not None:
+            return self.text.encode("utf-8")
+        try:
+            return binascii.a2b_base64(self.base64 or "")
+        except binascii.Error as e:
+            raise BadUploadError(f"base64: not valid base64 ({e})") from None
+
+
 def resource_router(kind: str) -> APIRouter:
     _, store, collection = RESOURCE_TYPES[kind]
     router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind])
@@ -37,6 +64,17 @@ def resource_router(kind: str) -> APIRouter:
         @router.get("/jsonSchema")
         def json_schema(caller: Viewer) -> dict[str, Any]:
             return load_schema()
+
+        @router.post("/chunkPreview")
+        def chunk_preview(body: ChunkPreviewRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+            """The chunks ``configuration`` would make of a document (``text``, or a file as ``base64``),
+            with their sizes in the model's tokens; embeds and stores nothing."""
+            config = runtime.validate_rag(body.configuration)
+            data = body.data()
+            if len(data) > request.app.state.max_upload_bytes:
+                raise PayloadTooLargeError(f"the document is larger than the upload limit of {request.app.state.max_upload_bytes} bytes")
+            fmt = detect(data, "text/plain" if body.text is not None else None, body.documentName)
+            return preview_chunks(config, body.documentName, data, fmt)
 
     @router.get("/descriptors")
     def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: int = Query(0, ge=0),

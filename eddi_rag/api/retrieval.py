@@ -1,13 +1,17 @@
-"""Searching a knowledge base: query (scored chunks and their passages), the retrieve contract, health."""
+"""Searching a knowledge base: query (scored chunks and their passages), the context an LLM task
+would inject, the retrieve contract, health and the doctor's checks, citation feedback."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
+from eddi_rag.doctor import check_knowledge_base
+from eddi_rag.workflow.traversal import DiscoveredKb
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)])
 
@@ -50,6 +54,46 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> d
             "passages": [p.to_json() for p in passages]}
 
 
+class ContextRequest(BaseModel):
+    """One LLM task referencing this KB alone: what the LlmTask hook would inject for ``query``."""
+
+    query: str = Field(min_length=1, max_length=2000)
+    userId: str | None = None
+    maxResults: int | None = Field(default=None, ge=1, le=1000)  # default: the KB's
+    minScore: float | None = Field(default=None, ge=0, le=1)
+    contextExpansion: Expansion | None = None
+    maxRagContextChars: int | None = Field(default=20000, ge=1)
+
+
+@router.post("/context")
+def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}."""
+    version = runtime.resources.current_version("rags", id)
+    config = runtime.rag_config(id, version)
+    task = LlmTaskRag(knowledgeBases=[KnowledgeBaseRef(name=config.name, maxResults=body.maxResults, minScore=body.minScore)],
+                      contextExpansion=body.contextExpansion, maxRagContextChars=body.maxRagContextChars)
+    found = runtime.llm_task.provider.retrieve(task, [DiscoveredKb(id, version, config)], body.query, caller.user_for(body.userId))
+    return {"kbId": id, "query": body.query, "section": "## Relevant Context:\n" + found.context if found.context else None,
+            "sources": found.sources, "trace": found.trace}
+
+
+class FeedbackRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=2000)
+    chunkId: str = Field(min_length=1, max_length=200)
+    vote: Literal["up", "down"]
+    source: str | None = Field(default=None, max_length=2000)
+    citation: str | None = Field(default=None, max_length=2000)
+    comment: str | None = Field(default=None, max_length=4000)
+
+
+@router.post("/feedback", status_code=201)
+def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """Thumbs up / down on a cited source, stored with the question for review (GET /ragstore/feedback)."""
+    item = runtime.feedback.record(caller.tenant, id, body.query, body.chunkId, body.vote, body.source, body.citation,
+                                   body.comment, caller.user_id)
+    return item.__dict__
+
+
 @router.post("/retrieve")
 def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
@@ -60,3 +104,19 @@ def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer
 @router.get("/health")
 def kb_health(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     return runtime.health(id)
+
+
+@router.get("/doctor")
+def kb_doctor(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
+    """``eddi-rag doctor`` for this KB: [{check, ok, detail, fix}]."""
+    return [{"check": c.check, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in check_knowledge_base(runtime, id)]
+
+
+feedback_router = APIRouter(tags=["retrieval"])
+
+
+@feedback_router.get("/ragstore/feedback")
+def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, vote: Literal["up", "down"] | None = None,
+                  limit: int = Query(200, ge=1, le=1000)) -> list[dict[str, Any]]:
+    """Citation feedback of the caller's tenant, newest first (``vote=down``: what to review)."""
+    return runtime.feedback.list(caller.tenant, kbId, vote, limit)

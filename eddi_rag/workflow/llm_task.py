@@ -47,6 +47,23 @@ def system_prompt(task: dict[str, Any]) -> str:
     return str(params.get("systemMessage") or task.get("systemMessage") or "")
 
 
+class NoLlmTaskError(ValueError):
+    """The agent's workflows declare no LLM task (or not the one asked for)."""
+
+
+def choose_task(discovery: Discovery, agent_id: str, wanted: str | None = None) -> dict[str, Any]:
+    """The LLM task ``wanted`` (by id), or the first one of the agent's workflows."""
+    tasks = discovery.llm_tasks
+    if not tasks:
+        raise NoLlmTaskError(f"agent {agent_id!r}: its workflows have no LLM step (eddi://ai.labs.llm) with tasks")
+    if wanted is None:
+        return tasks[0]
+    for task in tasks:
+        if task_id(task) == wanted:
+            return task
+    raise NoLlmTaskError(f"agent {agent_id!r} has no LLM task {wanted!r}; it has {', '.join(task_id(t) for t in tasks)}")
+
+
 class LlmTaskHook:
     def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None):
         self.traversal, self.provider, self.http = traversal, provider, http

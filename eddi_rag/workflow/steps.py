@@ -9,7 +9,7 @@ from typing import Any
 
 from eddi_rag.resources import ResourceStore, parse_uri
 from eddi_rag.workflow.memory import ConversationMemory
-from eddi_rag.workflow.traversal import HTTPCALLS_STEP, RAG_STEP, workflow_steps
+from eddi_rag.workflow.traversal import HTTPCALLS_STEP, LLM_STEP, RAG_STEP, workflow_steps
 
 Step = Callable[[ConversationMemory, dict[str, Any]], None]
 
@@ -17,8 +17,6 @@ Step = Callable[[ConversationMemory, dict[str, Any]], None]
 def _noop(memory: ConversationMemory, step: dict[str, Any]) -> None:
     """Configuration-only steps: their config is read by the LlmTask hook."""
 
-
-LLM_STEP = "eddi://ai.labs.llm"
 
 # The LLM step itself is run by the agent runtime, which calls LlmTaskHook for it.
 STEP_TYPES: dict[str, Step] = {RAG_STEP: _noop, HTTPCALLS_STEP: _noop, LLM_STEP: _noop}

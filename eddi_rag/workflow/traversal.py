@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 RAG_STEP = "eddi://ai.labs.rag"
 HTTPCALLS_STEP = "eddi://ai.labs.httpcalls"
+LLM_STEP = "eddi://ai.labs.llm"
 
 
 @dataclass
@@ -30,6 +31,7 @@ class DiscoveredKb:
 class Discovery:
     knowledge_bases: list[DiscoveredKb] = field(default_factory=list)
     httpcalls: list[dict[str, Any]] = field(default_factory=list)
+    llm_tasks: list[dict[str, Any]] = field(default_factory=list)  # the tasks of the workflows' LLM steps
     skipped: list[str] = field(default_factory=list)  # why something was left out, for logs/tests
 
 
@@ -80,4 +82,8 @@ class WorkflowTraversal:
                     calls = self._load(uri, "httpcalls", found)
                     if calls is not None:
                         found.httpcalls.append(calls[2])
+                elif step.get("type") == LLM_STEP:
+                    llm = self._load(uri, "llm", found)
+                    if llm is not None:
+                        found.llm_tasks += [t for t in llm[2].get("tasks") or [] if isinstance(t, dict)]
         return found

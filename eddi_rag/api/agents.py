@@ -1,0 +1,26 @@
+"""An agent's turn through the LlmTask hook: the system message it would build, the memory entries,
+and the answer when the server has a chat model (``create_app(chat_model=...)``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from eddi_rag.api.deps import RuntimeDep, Viewer, own
+
+router = APIRouter(prefix="/agentstore/agents/{id}", tags=["agents"])
+
+
+class TurnRequest(BaseModel):
+    message: str = Field(min_length=1, max_length=8000)
+    userId: str | None = None
+    taskId: str | None = None  # default: the first LLM task of the agent's workflows
+
+
+@router.post("/turn")
+def turn(id: str, body: TurnRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """{systemMessage, messages, knowledgeBases, memory (rag:trace / rag:context / rag:citations...), answer}."""
+    own(runtime, caller, "agents", id)
+    return runtime.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model)
