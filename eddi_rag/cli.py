@@ -47,11 +47,16 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
 @click.option("--max-upload-mb", type=float, default=None,
               help="Largest document body accepted, in MB (default: env EDDI_RAG_MAX_UPLOAD_MB, else 50).")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without any credential configured.")
-def serve(host, port, data_dir, bundles, max_upload_mb, insecure) -> None:
-    """Serve the REST API (OpenAPI at /docs)."""
+@click.option("--llm", type=click.Choice(["none", "openai"]), default=None,
+              help="Chat model answering agent turns (default: openai when OPENAI_API_KEY or --base-url is set, else none).")
+@click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model.")
+@click.option("--model", default=None, help="Chat model name (default gpt-4o-mini).")
+def serve(host, port, data_dir, bundles, max_upload_mb, insecure, llm, base_url, model) -> None:
+    """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui)."""
     import uvicorn
 
     from eddi_rag.api.app import create_app
+    from eddi_rag.demo import chat_model
     from eddi_rag.auth.oidc import OidcConfig
     from eddi_rag.bundle import load_bundle
     from eddi_rag.runtime import Runtime
@@ -66,7 +71,8 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure) -> None:
     for folder in bundles:
         load_bundle(runtime.resources, folder)
     limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
-    uvicorn.run(create_app(runtime, max_upload_bytes=limit), host=host, port=port)
+    click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
+    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model)), host=host, port=port)
 
 
 @main.command()

@@ -249,3 +249,23 @@ def test_cli_keys_create_list_revoke(tmp_path):
     assert key_id in listed and "alice" in listed and secret not in listed
     assert "revoked key " + key_id in eddi_rag("keys", "revoke", key_id, "--data-dir", data).stdout
     assert eddi_rag("keys", "create", "--tenant", "acme", "--role", "boss", "--data-dir", data).returncode == 2
+
+
+def test_the_ui_sign_in_cookie_authorises_only_changes_from_our_own_pages(world):
+    """The Manager keeps the credential in an HttpOnly, SameSite=Strict cookie; a change it
+    authorises must carry this server's Origin, so another site cannot make one (CSRF)."""
+    bad = world.post("/ui/login", data={"credential": "erk_nope_nope", "next": "/ui"}, follow_redirects=False)
+    assert bad.status_code == 401 and "cookie" not in bad.headers.get("set-cookie", "")
+    signed = world.post("/ui/login", data={"credential": world.keys["editor"], "next": "/ui"}, follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/ui"
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert world.get(f"{BASE}/descriptors").status_code == 200  # reads: the cookie alone
+    query = {"query": "lockers"}
+    assert world.post(f"{BASE}/{world.kb}/query", json=query, headers={"Origin": "https://evil.example"}).status_code == 401
+    assert world.post(f"{BASE}/{world.kb}/query", json=query).status_code == 401  # no Origin: refused too
+    assert world.post(f"{BASE}/{world.kb}/query", json=query, headers={"Origin": "http://testserver"}).status_code == 200
+    out = world.post("/ui/logout", headers={"Origin": "http://testserver"}, follow_redirects=False)
+    assert out.status_code == 303 and world.get(f"{BASE}/descriptors").status_code == 401
+    page = world.get("/ui/kbs/x", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"].startswith("/ui/login?next=/ui/kbs/x")

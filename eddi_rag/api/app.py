@@ -17,6 +17,7 @@ from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.api.resources import resource_router
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
+from eddi_rag.ui import router as ui
 
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
@@ -58,4 +59,5 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))
+    ui.install(app)
     return app

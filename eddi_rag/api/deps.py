@@ -11,6 +11,7 @@ from eddi_rag.auth.keys import PREFIX, KeyStore
 from eddi_rag.auth.oidc import OidcVerifier
 from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.runtime import Runtime
+from eddi_rag.ui.session import cookie_credential
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -35,6 +36,10 @@ class Authenticator:
         header = request.headers.get("authorization", "")
         scheme, _, credential = header.partition(" ")
         credential = credential.strip() if scheme.lower() == "bearer" else request.headers.get("x-api-key", "").strip()
+        credential = credential or cookie_credential(request)  # the Manager UI's sign-in
+        return self.principal_for(credential)
+
+    def principal_for(self, credential: str) -> Principal:
         if not credential:
             raise AuthError("a credential is required: Authorization: Bearer <API key or OIDC token>")
         if credential.startswith(PREFIX + "_") or self.oidc is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
@@ -36,9 +36,13 @@ def status_of(error: Exception) -> int:
     return next(STATUS[c] for c in type(error).__mro__ if c in STATUS)
 
 
-async def answer(_: Request, e: Exception) -> JSONResponse:
-    """The {"error": message} answer of an error in the table."""
+async def answer(request: Request, e: Exception) -> Response:
+    """The {"error": message} answer of an error in the table (a Manager page gets a page)."""
     status = status_of(e)
+    from eddi_rag.ui.router import error_page, is_page  # the UI imports the API's dependencies
+
+    if is_page(request):
+        return error_page(request, status, str(e))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": str(e)}, status_code=status, headers=headers)
 

@@ -1,0 +1,246 @@
+"""The Manager's pages. Each page is rendered here from the runtime, for the signed-in caller's
+tenant and role (what the role may not do is not offered); its interactive parts (the editor's
+save, uploads, ingestion progress, try it) call the REST API from ``static/manager.js``."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from eddi_rag import __version__, registry
+from eddi_rag.api.deps import own, principal_of
+from eddi_rag.auth import AuthError, ForbiddenError, Principal
+from eddi_rag.config import ConfigValidationError
+from eddi_rag.resources import parse_uri
+from eddi_rag.ui.session import COOKIE
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+class SignInRequired(Exception):
+    def __init__(self, next_url: str, message: str = ""):
+        self.next_url, self.message = next_url, message
+
+
+def caller_of(request: Request) -> Principal:
+    try:
+        return principal_of(request)
+    except AuthError as e:
+        raise SignInRequired(request.url.path, str(e) if request.cookies.get(COOKIE) else "") from e
+
+
+def render(request: Request, template: str, caller: Principal | None, status: int = 200, **context: Any) -> HTMLResponse:
+    auth = request.app.state.auth
+    return templates.TemplateResponse(request, template, {
+        "caller": caller, "auth_on": auth.enabled(), "version": __version__,
+        "can_edit": caller is not None and caller.allows("editor"), "can_admin": caller is not None and caller.allows("admin"),
+        **context}, status_code=status)
+
+
+def runtime_of(request: Request):
+    return request.app.state.runtime
+
+
+def kb_id_of(descriptor_uri: str) -> str:
+    return parse_uri(descriptor_uri).id
+
+
+# -- sign-in ----------------------------------------------------------------------------------
+
+@router.get("/login")
+def login_page(request: Request, next: str = "/ui", error: str = ""):
+    return render(request, "login.html", None, next=next if next.startswith("/ui") else "/ui", error=error)
+
+
+@router.post("/login")
+def login(request: Request, credential: str = Form(""), next: str = Form("/ui")):
+    target = next if next.startswith("/ui") else "/ui"
+    credential = credential.strip()
+    try:
+        request.app.state.auth.principal_for(credential)
+    except AuthError as e:
+        return render(request, "login.html", None, 401, next=target, error=str(e))
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, credential, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/")
+    return response
+
+
+@router.post("/logout")
+def logout():
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+# -- knowledge bases --------------------------------------------------------------------------
+
+@router.get("")
+def knowledge_bases(request: Request, filter: str = "", message: str = "", error: str = ""):
+    caller = caller_of(request)
+    runtime = runtime_of(request)
+    last = runtime.jobs.last_updates()
+    rows = []
+    for d in runtime.resources.descriptors("rags", filter, 0, 1000, caller.tenant):
+        id = kb_id_of(d.resource)
+        config = runtime.resources.read("rags", id)
+        rows.append({"id": id, "name": d.name, "storeType": config.get("storeType", "in-memory"),
+                     "provider": config.get("embeddingProvider", "openai"), "modified": d.lastModifiedOn,
+                     "lastIngestion": last.get(id), "version": parse_uri(d.resource).version})
+    return render(request, "kbs.html", caller, kbs=rows, filter=filter, message=message, error=error,
+                  stores=registry.names(registry.STORES), providers=registry.names(registry.EMBEDDINGS))
+
+
+def _back(message: str = "", error: str = "", to: str = "/ui") -> RedirectResponse:
+    query = f"message={quote(message)}" if message else f"error={quote(error)}" if error else ""
+    return RedirectResponse(f"{to}?{query}" if query else to, status_code=303)
+
+
+def _editor(caller: Principal) -> None:
+    if not caller.allows("editor"):
+        raise ForbiddenError(f"role {caller.role!r} may not change knowledge bases; it needs 'editor'")
+
+
+@router.post("/kbs")
+def create_kb(request: Request, name: str = Form(""), storeType: str = Form("sqlite"), embeddingProvider: str = Form("local")):
+    caller = caller_of(request)
+    _editor(caller)
+    runtime = runtime_of(request)
+    data = {"name": name.strip(), "embeddingProvider": embeddingProvider, "storeType": storeType}
+    try:
+        runtime.validate_rag(data)
+    except ConfigValidationError as e:
+        return _back(error="; ".join(f"{x['path']}: {x['message']}" for x in e.errors))
+    ref = runtime.resources.create("rags", data, tenant=caller.tenant)
+    return RedirectResponse(f"/ui/kbs/{ref.id}", status_code=303)
+
+
+@router.post("/kbs/{id}/duplicate")
+def duplicate_kb(id: str, request: Request):
+    caller = caller_of(request)
+    _editor(caller)
+    runtime = runtime_of(request)
+    own(runtime, caller, "rags", id)
+    ref = runtime.resources.duplicate("rags", id)
+    return _back(message=f"Duplicated as {ref.id} (its documents are not copied).")
+
+
+@router.post("/kbs/{id}/delete")
+def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmName: str = Form("")):
+    caller = caller_of(request)
+    _editor(caller)
+    runtime = runtime_of(request)
+    own(runtime, caller, "rags", id)
+    name = runtime.resources.read("rags", id).get("name", "")
+    if not permanent:
+        runtime.resources.delete("rags", id)
+        return _back(message=f"Deleted {name!r} (soft: its configuration is kept and its chunks are not dropped).")
+    if not caller.allows("admin"):
+        raise ForbiddenError(f"role {caller.role!r} may not delete permanently; it needs 'admin'")
+    if confirmName != name:
+        return _back(error=f"Not deleted: type the knowledge base's name {name!r} exactly to delete it permanently.")
+    runtime.drop_knowledge_base(id)
+    runtime.resources.delete("rags", id, permanent=True)
+    return _back(message=f"Deleted {name!r} permanently, with its chunks.")
+
+
+def _kb_page(request: Request, id: str, template: str, tab: str, **context: Any) -> HTMLResponse:
+    caller = caller_of(request)
+    runtime = runtime_of(request)
+    own(runtime, caller, "rags", id)
+    version = runtime.resources.current_version("rags", id)
+    config = runtime.resources.read("rags", id, version)
+    return render(request, template, caller, kb={"id": id, "name": config.get("name", id), "version": version},
+                  config=config, tab=tab, **context)
+
+
+@router.get("/kbs/{id}")
+def editor(id: str, request: Request):
+    return _kb_page(request, id, "kb_config.html", "config")
+
+
+@router.get("/kbs/{id}/diff")
+def diff(id: str, request: Request, a: int = 1, b: int = 0):
+    runtime = runtime_of(request)
+    caller = caller_of(request)
+    own(runtime, caller, "rags", id)
+    b = b or runtime.resources.current_version("rags", id)
+
+    def lines(version: int) -> list[str]:
+        return json.dumps(runtime.resources.read("rags", id, version), indent=2, sort_keys=True).splitlines()
+
+    changes = list(difflib.unified_diff(lines(a), lines(b), f"version {a}", f"version {b}", lineterm=""))
+    return _kb_page(request, id, "kb_diff.html", "config", a=a, b=b, changes=changes)
+
+
+@router.get("/kbs/{id}/documents")
+def documents(id: str, request: Request):
+    return _kb_page(request, id, "kb_documents.html", "documents")
+
+
+@router.get("/kbs/{id}/try")
+def try_it(id: str, request: Request):
+    return _kb_page(request, id, "kb_try.html", "try")
+
+
+# -- across knowledge bases -------------------------------------------------------------------
+
+@router.get("/feedback")
+def feedback(request: Request, vote: str = "down"):
+    caller = caller_of(request)
+    runtime = runtime_of(request)
+    items = runtime.feedback.list(caller.tenant, None, vote if vote in ("up", "down") else None)
+    names = {kb_id_of(d.resource): d.name for d in runtime.resources.descriptors("rags", "", 0, 10000, caller.tenant)}
+    return render(request, "feedback.html", caller, items=items, vote=vote, names=names)
+
+
+@router.get("/agents")
+def agents(request: Request):
+    caller = caller_of(request)
+    runtime = runtime_of(request)
+    found = [{"id": kb_id_of(d.resource), "name": d.name or kb_id_of(d.resource)}
+             for d in runtime.resources.descriptors("agents", "", 0, 1000, caller.tenant)]
+    return render(request, "agents.html", caller, agents=found, chat_model=request.app.state.chat_model is not None)
+
+
+@router.get("/health")
+def health(request: Request):
+    caller = caller_of(request)
+    runtime = runtime_of(request)
+    kbs = [{"id": kb_id_of(d.resource), "name": d.name} for d in runtime.resources.descriptors("rags", "", 0, 1000, caller.tenant)]
+    return render(request, "health.html", caller, kbs=kbs)
+
+
+def install(app: FastAPI) -> None:
+    """Mount the UI: its pages, its static files, ``/`` → ``/ui``, and sign-in / error pages."""
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    app.include_router(router)
+
+    @app.get("/", include_in_schema=False)
+    def root():
+        return RedirectResponse("/ui", status_code=307)
+
+    @app.exception_handler(SignInRequired)
+    async def sign_in(request: Request, e: SignInRequired) -> Response:
+        target = f"/ui/login?next={quote(e.next_url)}" + (f"&error={quote(e.message)}" if e.message else "")
+        return RedirectResponse(target, status_code=303)
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    """An error met by a page (not by the API): the same message, as a page."""
+    caller = getattr(request.state, "principal", None)
+    return render(request, "error.html", caller, status, status=status, message=message)
+
+
+def is_page(request: Request) -> bool:
+    return request.url.path == "/ui" or (request.url.path.startswith("/ui/") and not request.url.path.startswith("/ui/static/"))
+

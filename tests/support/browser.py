@@ -1,0 +1,78 @@
+"""A real browser for the UI tests: Debian's chromium, headless, driven by Selenium through Debian's
+chromedriver (``scripts/test`` installs both), against the real server on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+CHROMIUM = os.environ.get("EDDI_RAG_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("EDDI_RAG_CHROMEDRIVER", "/usr/bin/chromedriver")
+SCREENSHOTS = Path(os.environ.get("EDDI_RAG_UI_SCREENSHOTS", Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"))
+
+
+def chrome(width: int = 1280, height: int = 900):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not shutil.which(path):
+            raise RuntimeError(f"{path} is missing: scripts/test installs Debian's chromium and chromium-driver "
+                               "(apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", f"--window-size={width},{height}",
+                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-default-apps", "--lang=en-US"):
+        options.add_argument(arg)
+    if width < 500:  # narrower than a desktop window may be: emulate the phone's screen
+        options.add_experimental_option("mobileEmulation", {"deviceMetrics": {"width": width, "height": height, "pixelRatio": 1}})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """The app on a real socket (uvicorn in a thread), as ``eddi-rag serve`` runs it."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def screenshot(driver, name: str) -> Path:
+    """The whole page as a PNG under test-artifacts/ui/ (not committed), for a reviewer to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    size = driver.get_window_size()
+    height = driver.execute_script("return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
+    driver.set_window_size(size["width"], min(max(height + 120, 600), 4000))
+    path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    driver.set_window_size(size["width"], size["height"])
+    return path

@@ -1,0 +1,223 @@
+"""The Manager UI in a real browser (headless Debian chromium via Selenium) against the real
+server: every screen, as a workflow author would use it. Screenshots go to test-artifacts/ui/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from eddi_rag.api.app import create_app
+from eddi_rag.bundle import load_bundle
+from eddi_rag.runtime import Runtime
+from tests.support.browser import chrome, screenshot, serving
+from tests.support.files import pdf
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = chrome()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def server(tmp_path):
+    runtime = Runtime(tmp_path / "data")
+    with serving(create_app(runtime)) as url:
+        yield url, runtime
+    runtime.close()
+
+
+def wait(driver, seconds: float = 60) -> WebDriverWait:
+    return WebDriverWait(driver, seconds, poll_frequency=0.1)
+
+
+def visible(driver, css: str, seconds: float = 60):
+    return wait(driver, seconds).until(EC.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def has_text(driver, css: str, text: str, seconds: float = 60):
+    wait(driver, seconds).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def no_page_errors(driver) -> None:
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
+              and "status of 4" not in e["message"]]  # a 4xx the page shows is not a script error
+    assert errors == []
+
+
+def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_path):
+    url, runtime = server
+    browser.get(url + "/")
+    assert browser.current_url == url + "/ui"
+    assert "No knowledge bases yet" in visible(browser, ".empty").text
+    screenshot(browser, "1-knowledge-bases-empty")
+
+    # create
+    browser.find_element(By.CSS_SELECTOR, "details.create summary").click()
+    browser.find_element(By.ID, "new-name").send_keys("Rail handbook")
+    Select(browser.find_element(By.ID, "new-store")).select_by_visible_text("sqlite")
+    Select(browser.find_element(By.ID, "new-provider")).select_by_visible_text("local")
+    browser.find_element(By.ID, "new-name").submit()
+    has_text(browser, "h1", "Rail handbook")
+    visible(browser, '[data-path="$.chunkSize"]')
+    kb = browser.current_url.rsplit("/", 1)[1]
+    screenshot(browser, "2-editor")
+
+    # upload a PDF and a Markdown file at once
+    handbook = tmp_path / "handbook.pdf"
+    handbook.write_bytes(pdf(["Tickets are sold at the station and online.",
+                              "Bicycles travel free on regional trains outside rush hours."]))
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Dogs\n\nSmall dogs in a basket travel free; large dogs need a half-price ticket.\n", encoding="utf-8")
+    browser.find_element(By.LINK_TEXT, "Documents").click()
+    visible(browser, "#dropzone")
+    browser.find_element(By.ID, "files").send_keys(f"{handbook}\n{notes}")
+    wait(browser).until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, "#uploads li .state")]
+                        and all(e.text.startswith("completed") for e in d.find_elements(By.CSS_SELECTOR, "#uploads li .state")))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#uploads li")) == 2
+    has_text(browser, "#documents", "handbook.pdf")
+    rows = {r.get_attribute("data-document"): r.text for r in browser.find_elements(By.CSS_SELECTOR, "#documents tr[data-document]")}
+    assert set(rows) == {"handbook.pdf", "notes.md"}
+    assert all(f["status"] == "completed" for f in [j.to_json() for j in runtime.jobs.of_kb(kb)])
+    screenshot(browser, "3-documents")
+
+    # ask: the chunk with its page, the context as injected, the trace
+    browser.find_element(By.LINK_TEXT, "Try it").click()
+    question = "Can I take my bicycle on a regional train?"
+    visible(browser, "#question").send_keys(question + Keys.ENTER)
+    first = visible(browser, ".hit .citation")
+    assert first.text == "handbook.pdf, page 2"
+    context = has_text(browser, "#context", "## Relevant Context:").text
+    assert "[Source 1: handbook.pdf, page 2]" in context and "Bicycles travel free" in context
+    assert '"kb": "Rail handbook"' in browser.find_element(By.ID, "trace").text
+    screenshot(browser, "4-try-it")
+
+    # thumbs down on the cited source → in the review list
+    down = browser.find_element(By.CSS_SELECTOR, '.sources li .vote[data-vote="down"]')
+    down.click()
+    wait(browser, 10).until(lambda d: down.get_attribute("aria-pressed") == "true")
+    browser.find_element(By.LINK_TEXT, "Feedback").click()
+    row = has_text(browser, "#feedback tbody", question)
+    assert "handbook.pdf, page 2" in row.text and "down" in row.text and "Rail handbook" in row.text
+    screenshot(browser, "5-feedback")
+    no_page_errors(browser)
+
+
+def test_editor_shows_the_servers_validation_error_at_the_field_and_saves_a_version(browser, server):
+    url, runtime = server
+    kb = runtime.resources.create("rags", {"name": "Ferries", "embeddingProvider": "local", "storeType": "sqlite"}).id
+    browser.get(f"{url}/ui/kbs/{kb}")
+    field = visible(browser, '[data-path="$.minScore"]')
+    field.clear()
+    field.send_keys("3")
+    browser.find_element(By.ID, "save").click()
+    error = has_text(browser, '[data-field="$.minScore"] .field-error', "3")
+    assert "maximum" in error.text or "less than or equal" in error.text
+    assert "invalid" in field.find_element(By.XPATH, "./..").get_attribute("class")
+    assert browser.switch_to.active_element == field  # focus moves to the first field in error
+    assert runtime.resources.current_version("rags", kb) == 1  # nothing saved
+    screenshot(browser, "6-editor-field-error")
+
+    field.clear()
+    field.send_keys("0.5")
+    browser.find_element(By.ID, "save").click()
+    has_text(browser, "h1", "v2")
+    assert runtime.resources.read("rags", kb)["minScore"] == 0.5
+    browser.find_element(By.LINK_TEXT, "changes from 1").click()
+    assert '+  "minScore": 0.5' in has_text(browser, ".diff", "minScore").text
+
+
+def test_a_conflicting_save_is_explained_with_a_reload(browser, server):
+    url, runtime = server
+    kb = runtime.resources.create("rags", {"name": "Buses", "embeddingProvider": "local", "storeType": "sqlite"}).id
+    browser.get(f"{url}/ui/kbs/{kb}")
+    visible(browser, '[data-path="$.maxResults"]').send_keys("7")
+    runtime.resources.update("rags", kb, 1, {"name": "Buses", "embeddingProvider": "local", "storeType": "sqlite", "maxResults": 9})
+    browser.find_element(By.ID, "save").click()
+    banner = has_text(browser, "#conflict", "version 2")
+    banner.find_element(By.TAG_NAME, "button").click()
+    has_text(browser, "h1", "v2")
+    assert visible(browser, '[data-path="$.maxResults"]').get_attribute("value") == "9"
+
+
+def test_chunk_preview_shows_the_chunks_with_token_sizes(browser, server):
+    url, runtime = server
+    kb = runtime.resources.create("rags", {"name": "Trams", "embeddingProvider": "local", "storeType": "sqlite",
+                                           "chunkStrategy": "paragraph", "chunkSize": 80, "chunkOverlap": 0}).id
+    browser.get(f"{url}/ui/kbs/{kb}")
+    visible(browser, '[data-path="$.chunkSize"]')
+    browser.find_element(By.ID, "preview-text").send_keys("Trams run every ten minutes in the city centre.\n\n"
+                                                        "At night a bus replaces the tram on every line.")
+    browser.find_element(By.ID, "preview-run").click()
+    summary = has_text(browser, "#preview-out .summary", "2 chunks")
+    assert "tokens" in summary.text and len(browser.find_elements(By.CSS_SELECTOR, "#preview-out .chunks li")) == 2
+
+
+def test_sign_in_offers_only_what_the_role_may_do(browser, server):
+    url, runtime = server
+    runtime.resources.create("rags", {"name": "Metro", "embeddingProvider": "local", "storeType": "sqlite"}, tenant="acme")
+    _, viewer = runtime.keys.create("acme", "viewer", name="reader")
+    _, admin = runtime.keys.create("acme", "admin", name="boss")
+    browser.delete_all_cookies()
+    browser.get(url + "/ui")
+    assert "/ui/login" in browser.current_url
+    browser.find_element(By.ID, "credential").send_keys("erk_wrong" + Keys.ENTER)
+    assert "invalid" in has_text(browser, ".error", "").text.lower() or browser.find_element(By.CSS_SELECTOR, ".error").text
+    browser.find_element(By.ID, "credential").send_keys(viewer + Keys.ENTER)
+    has_text(browser, ".kbs", "Metro")
+    assert browser.find_elements(By.CSS_SELECTOR, "details.create") == []  # a viewer may not create
+    assert browser.find_elements(By.CSS_SELECTOR, "details.delete") == []
+    assert "viewer" in browser.find_element(By.CSS_SELECTOR, ".who").text
+    screenshot(browser, "7-signed-in-viewer")
+    browser.find_element(By.CSS_SELECTOR, ".who button").click()
+    visible(browser, "#credential").send_keys(admin + Keys.ENTER)
+    visible(browser, "details.delete").click()
+    assert browser.find_elements(By.CSS_SELECTOR, 'input[name="confirmName"]')  # an admin may delete permanently
+    browser.find_element(By.CSS_SELECTOR, ".who button").click()
+    browser.delete_all_cookies()
+
+
+def test_agent_turn_and_health(browser, server):
+    url, runtime = server
+    load_bundle(runtime.resources, EXAMPLES / "workflows")
+    for kb_dir in sorted((EXAMPLES / "documents").iterdir()):
+        for doc in sorted(kb_dir.glob("*.md")):
+            runtime.ingest(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))
+    browser.get(url + "/ui/agents")
+    visible(browser, "#message").send_keys("Can I get my money back if I cancel a Saver fare?" + Keys.ENTER)
+    system = has_text(browser, "#system-message", "## Relevant Context:").text
+    assert "refunds.md" in system
+    assert "rag:trace:" in browser.find_element(By.CSS_SELECTOR, ".memory").text
+    screenshot(browser, "8-agent-turn")
+
+    browser.get(url + "/ui/health")
+    wait(browser).until(lambda d: "checking" not in d.find_element(By.ID, "health").text)
+    text = browser.find_element(By.ID, "health").text
+    assert "Travel policies" in text and "dimensions" in text and "FAIL" not in text
+    screenshot(browser, "9-health")
+
+
+def test_narrow_screen_has_no_sideways_scroll(server):
+    url, runtime = server
+    runtime.resources.create("rags", {"name": "A rather long knowledge base name for phones", "embeddingProvider": "local",
+                                      "storeType": "sqlite"})
+    phone = chrome(390, 800)
+    try:
+        for page in ("/ui/agents", "/ui/health", "/ui/feedback", "/ui"):
+            phone.get(url + page)
+            visible(phone, "main")
+            assert phone.execute_script("return window.innerWidth") == 390
+            assert phone.execute_script("return document.documentElement.scrollWidth") <= 390, page
+        has_text(phone, "[data-health]", "ok")
+        screenshot(phone, "10-phone-knowledge-bases")
+    finally:
+        phone.quit()
