@@ -134,6 +134,9 @@ def test_editor_shows_the_servers_validation_error_at_the_field_and_saves_a_vers
     assert runtime.resources.read("rags", kb)["minScore"] == 0.5
     browser.find_element(By.LINK_TEXT, "changes from 1").click()
     assert '+  "minScore": 0.5' in has_text(browser, ".diff", "minScore").text
+    browser.get(f"{url}/ui/kbs/{kb}")
+    browser.find_element(By.LINK_TEXT, "version 1").click()
+    assert "minScore" not in has_text(browser, ".diff", '"name": "Ferries"').text  # version 1, whole
 
 
 def test_a_conflicting_save_is_explained_with_a_reload(browser, server):
@@ -182,6 +185,9 @@ def test_sign_in_offers_only_what_the_role_may_do(browser, server):
     visible(browser, "#credential").send_keys(admin + Keys.ENTER)
     visible(browser, "details.delete").click()
     assert browser.find_elements(By.CSS_SELECTOR, 'input[name="confirmName"]')  # an admin may delete permanently
+    browser.find_element(By.LINK_TEXT, "Try it").click()  # the page's own calls carry the cookie and our Origin
+    visible(browser, "#question").send_keys("Where is the metro?" + Keys.ENTER)
+    assert "No chunk scored" in has_text(browser, "#answer .empty", "No chunk").text
     browser.find_element(By.CSS_SELECTOR, ".who button").click()
     browser.delete_all_cookies()
 
@@ -221,3 +227,29 @@ def test_narrow_screen_has_no_sideways_scroll(server):
         screenshot(phone, "10-phone-knowledge-bases")
     finally:
         phone.quit()
+
+
+def test_sources_preview_run_history_and_purge(browser, server, tmp_path, monkeypatch):
+    url, runtime = server
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "lockers.md").write_text("# Lockers\n\nLockers open at 7 and close at 22.\n", encoding="utf-8")
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    kb = runtime.resources.create("rags", {"name": "Station", "embeddingProvider": "local", "storeType": "sqlite",
+                                           "sources": [{"id": "handbook", "name": "Handbook", "folder": {"path": str(folder)}}]}).id
+    browser.get(f"{url}/ui/kbs/{kb}/documents")
+    source = visible(browser, "#sources .source")
+    assert "folder " + str(folder) in source.text
+    source.find_element(By.XPATH, ".//button[text()='Preview']").click()
+    assert "would add 1" in has_text(browser, "#sources .source-out", "would add").text
+    source.find_element(By.XPATH, ".//button[text()='Run']").click()
+    wait(browser).until(lambda d: runtime.sources.runs(kb, "handbook", 1) and runtime.sources.runs(kb, "handbook", 1)[0]["status"] != "RUNNING")
+    source.find_element(By.XPATH, ".//button[text()='History']").click()
+    has_text(browser, "#sources .source-out table", "1")  # the run's row, one document added
+    browser.refresh()
+    has_text(browser, "#documents", "lockers.md")
+    screenshot(browser, "11-sources")
+    visible(browser, "#sources .source").find_element(By.XPATH, ".//button[text()='Purge']").click()
+    browser.switch_to.alert.accept()
+    assert "Removed 1 document" in has_text(browser, "#sources .source-out", "Removed").text
+    has_text(browser, "#documents", "No documents yet")

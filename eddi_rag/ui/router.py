@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -169,7 +169,7 @@ def editor(id: str, request: Request):
 
 
 @router.get("/kbs/{id}/diff")
-def diff(id: str, request: Request, a: int = 1, b: int = 0):
+def diff(id: str, request: Request, a: int = Query(1, ge=1), b: int = Query(0, ge=0)):
     runtime = runtime_of(request)
     caller = caller_of(request)
     own(runtime, caller, "rags", id)
@@ -178,8 +178,10 @@ def diff(id: str, request: Request, a: int = 1, b: int = 0):
     def lines(version: int) -> list[str]:
         return json.dumps(runtime.resources.read("rags", id, version), indent=2, sort_keys=True).splitlines()
 
+    if a == b:  # one version, whole
+        return _kb_page(request, id, "kb_diff.html", "config", a=a, b=b, changes=[], whole=lines(a))
     changes = list(difflib.unified_diff(lines(a), lines(b), f"version {a}", f"version {b}", lineterm=""))
-    return _kb_page(request, id, "kb_diff.html", "config", a=a, b=b, changes=changes)
+    return _kb_page(request, id, "kb_diff.html", "config", a=a, b=b, changes=changes, whole=None)
 
 
 @router.get("/kbs/{id}/documents")
