@@ -18,6 +18,20 @@ data_dir_option = click.option(
 )
 
 
+
+
+def chat_model_options(command):
+    """--llm / --base-url / --model: the chat model of the demo and of served agent turns."""
+    for option in reversed((
+        click.option("--llm", type=click.Choice(["none", "openai"]), default=None,
+                     help="Chat model (default: openai when OPENAI_API_KEY or --base-url is set, else none)."),
+        click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model."),
+        click.option("--model", default=None, help="Chat model name (default gpt-4o-mini)."),
+    )):
+        command = option(command)
+    return command
+
+
 @click.group()
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def main(verbose: bool) -> None:
@@ -27,9 +41,7 @@ def main(verbose: bool) -> None:
 
 @main.command()
 @click.option("--data-dir", default=None, type=click.Path(file_okay=False), help="Keep the demo's data here (default: a temporary folder).")
-@click.option("--llm", type=click.Choice(["none", "openai"]), default=None, help="Chat model (default: openai when OPENAI_API_KEY or --base-url is set, else none).")
-@click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model.")
-@click.option("--model", default=None, help="Chat model name (default gpt-4o-mini).")
+@chat_model_options
 @click.option("-q", "--question", "questions", multiple=True, help="Ask this instead of the built-in questions (repeatable).")
 def demo(data_dir, llm, base_url, model, questions) -> None:
     """Run the offline end-to-end demo on examples/."""
@@ -47,10 +59,7 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
 @click.option("--max-upload-mb", type=float, default=None,
               help="Largest document body accepted, in MB (default: env EDDI_RAG_MAX_UPLOAD_MB, else 50).")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without any credential configured.")
-@click.option("--llm", type=click.Choice(["none", "openai"]), default=None,
-              help="Chat model answering agent turns (default: openai when OPENAI_API_KEY or --base-url is set, else none).")
-@click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model.")
-@click.option("--model", default=None, help="Chat model name (default gpt-4o-mini).")
+@chat_model_options
 def serve(host, port, data_dir, bundles, max_upload_mb, insecure, llm, base_url, model) -> None:
     """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui)."""
     import uvicorn

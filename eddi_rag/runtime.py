@@ -26,7 +26,7 @@ from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.pipeline import KbGenerations, RagPipeline
-from eddi_rag.resources import SqliteResourceStore
+from eddi_rag.resources import ResourceNotFoundError, SqliteResourceStore
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.secrets import SecretResolver
 from eddi_rag.sources.schedule import SourceScheduler
@@ -142,9 +142,9 @@ class Runtime:
         """One turn of an agent's LLM task through the LlmTask hook, as a runtime would run it: the
         whole system message, the messages, the memory entries written, and the answer when a chat
         model is given (None: everything up to the model call)."""
-        chosen = choose_task(self.traversal.discover(agent_id), agent_id, task)
+        discovery = self.traversal.discover(agent_id)
         memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id)
-        result = self.llm_task.execute(memory, chosen, chat_model)
+        result = self.llm_task.execute(memory, choose_task(discovery, agent_id, task), chat_model, discovery)
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],
                 "knowledgeBases": [kb.config.name for kb in result.discovery.knowledge_bases],
@@ -167,10 +167,23 @@ class Runtime:
 
     def delete_document(self, kb_id: str, document_id: str) -> int:
         """Remove one document's chunks; returns how many (0: no such document)."""
-        removed = self.stores.get(kb_id, self.rag_config(kb_id)).delete(where={"document_id": document_id})
+        return self._delete_chunks(kb_id, {"document_id": document_id})
+
+    def _delete_chunks(self, kb_id: str, where: dict[str, Any]) -> int:
+        removed = self.stores.get(kb_id, self.rag_config(kb_id)).delete(where=where)
         if removed:
-            self.generations.bump(kb_id)
+            self.generations.bump(kb_id)  # cached results of this KB are stale
         return removed
+
+    def delete_knowledge_base(self, kb_id: str, version: int = 0, permanent: bool = False) -> None:
+        """Soft delete (the configuration's history kept, chunks untouched), or permanent: its chunks
+        dropped from the store, then every version."""
+        if permanent:
+            try:
+                self.drop_knowledge_base(kb_id)
+            except ResourceNotFoundError:
+                pass  # already soft-deleted: its config is gone, nothing we can open to drop
+        self.resources.delete("rags", kb_id, version, permanent)
 
     def drop_knowledge_base(self, kb_id: str) -> None:
         """Remove a KB's chunks from its store (permanent delete of its configuration)."""
@@ -181,11 +194,7 @@ class Runtime:
     def purge_expired(self, kb_id: str, now: float | None = None) -> int:
         """Delete the KB's chunks whose time to live has passed; returns how many."""
         when = time.time() if now is None else now
-        removed = self.stores.get(kb_id, self.rag_config(kb_id)).delete(
-            where={"expires": True, "expiresAt": {"$lte": when}})
-        if removed:
-            self.generations.bump(kb_id)
-        return removed
+        return self._delete_chunks(kb_id, {"expires": True, "expiresAt": {"$lte": when}})
 
     def __enter__(self) -> Runtime:
         return self

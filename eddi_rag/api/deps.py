@@ -65,11 +65,15 @@ def kb_of_tenant(id: str, request: Request) -> None:
     own(get_runtime(request), principal_of(request), "rags", id)
 
 
+def check_role(principal: Principal, role: str, doing: str = "do this") -> None:
+    if not principal.allows(role):
+        raise ForbiddenError(f"role {principal.role!r} may not {doing}; it needs {role!r} or above")
+
+
 def require(role: str):
     def dependency(request: Request) -> Principal:
         principal = principal_of(request)
-        if not principal.allows(role):
-            raise ForbiddenError(f"role {principal.role!r} may not do this; it needs {role!r} or above")
+        check_role(principal, role)
         return principal
     return dependency
 

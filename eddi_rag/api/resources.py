@@ -11,13 +11,12 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 
-from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, own
-from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
+from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, check_role, own
+from eddi_rag.api.uploads import BadUploadError, too_large
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.preview import preview_chunks
-from eddi_rag.auth import ForbiddenError
 from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
-from eddi_rag.resources import RESOURCE_TYPES, ResourceNotFoundError, ResourceRef
+from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
 from eddi_rag.runtime import Runtime
 
 
@@ -72,7 +71,7 @@ def resource_router(kind: str) -> APIRouter:
             config = runtime.validate_rag(body.configuration)
             data = body.data()
             if len(data) > request.app.state.max_upload_bytes:
-                raise PayloadTooLargeError(f"the document is larger than the upload limit of {request.app.state.max_upload_bytes} bytes")
+                raise too_large("the document", request.app.state.max_upload_bytes)
             fmt = detect(data, "text/plain" if body.text is not None else None, body.documentName)
             return preview_chunks(config, body.documentName, data, fmt)
 
@@ -106,14 +105,12 @@ def resource_router(kind: str) -> APIRouter:
     @router.delete("/{id}")
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(0, ge=0), permanent: bool = False):
         own(runtime, caller, kind, id)
-        if permanent and not caller.allows("admin"):
-            raise ForbiddenError(f"role {caller.role!r} may not delete permanently; it needs 'admin'")
-        if kind == "rags" and permanent:
-            try:
-                runtime.drop_knowledge_base(id)
-            except ResourceNotFoundError:
-                pass  # already soft-deleted: its config is gone, nothing we can open to drop
-        runtime.resources.delete(kind, id, version, permanent)
+        if permanent:
+            check_role(caller, "admin", "delete permanently")
+        if kind == "rags":
+            runtime.delete_knowledge_base(id, version, permanent)
+        else:
+            runtime.resources.delete(kind, id, version, permanent)
         return Response(status_code=200)
 
     return router

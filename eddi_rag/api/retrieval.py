@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.doctor import check_knowledge_base
+from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 from eddi_rag.workflow.traversal import DiscoveredKb
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)])
@@ -73,7 +74,7 @@ def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) 
     task = LlmTaskRag(knowledgeBases=[KnowledgeBaseRef(name=config.name, maxResults=body.maxResults, minScore=body.minScore)],
                       contextExpansion=body.contextExpansion, maxRagContextChars=body.maxRagContextChars)
     found = runtime.llm_task.provider.retrieve(task, [DiscoveredKb(id, version, config)], body.query, caller.user_for(body.userId))
-    return {"kbId": id, "query": body.query, "section": "## Relevant Context:\n" + found.context if found.context else None,
+    return {"kbId": id, "query": body.query, "section": RELEVANT_CONTEXT + found.context if found.context else None,
             "sources": found.sources, "trace": found.trace}
 
 

@@ -38,7 +38,7 @@ def max_upload_bytes() -> int:
     return int(mb * 1024 * 1024)
 
 
-def _too_large(what: str, limit: int) -> PayloadTooLargeError:
+def too_large(what: str, limit: int) -> PayloadTooLargeError:
     return PayloadTooLargeError(f"{what} is larger than the upload limit of {limit} bytes "
                                 f"({limit / 1024 / 1024:g} MB; EDDI_RAG_MAX_UPLOAD_MB)")
 
@@ -47,12 +47,12 @@ async def read_body(request: Request, limit: int) -> bytes:
     """The raw body, refused as soon as it passes ``limit`` (nothing more is read)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise _too_large("the request body", limit)
+        raise too_large("the request body", limit)
     data = bytearray()
     async for piece in request.stream():
         data += piece
         if len(data) > limit:
-            raise _too_large("the request body", limit)
+            raise too_large("the request body", limit)
     return bytes(data)
 
 
@@ -72,10 +72,10 @@ async def read_multipart(request: Request, limit: int) -> list[Upload]:
         for f in files:
             name = (f.filename or "").strip() or "unnamed"
             if f.size is not None and f.size > limit:
-                raise _too_large(f"file {name!r}", limit)
+                raise too_large(f"file {name!r}", limit)
             data = await f.read()
             if len(data) > limit:
-                raise _too_large(f"file {name!r}", limit)
+                raise too_large(f"file {name!r}", limit)
             if not data.strip():
                 raise BadUploadError(f"file {name!r} is empty")
             try:

@@ -25,8 +25,8 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS ingestion_jobs (
     status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL,
     format TEXT)"""
 # ``body`` holds the file's bytes (a BLOB) or, in jobs written before files were supported, text;
-_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on"
 # ``format`` is what loaders.detect decided (NULL in those older jobs: plain text).
+_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on"  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
 

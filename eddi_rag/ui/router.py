@@ -16,8 +16,8 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__, registry
-from eddi_rag.api.deps import own, principal_of
-from eddi_rag.auth import AuthError, ForbiddenError, Principal
+from eddi_rag.api.deps import check_role, own, principal_of
+from eddi_rag.auth import AuthError, Principal
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.resources import parse_uri
 from eddi_rag.ui.session import COOKIE
@@ -106,8 +106,7 @@ def _back(message: str = "", error: str = "", to: str = "/ui") -> RedirectRespon
 
 
 def _editor(caller: Principal) -> None:
-    if not caller.allows("editor"):
-        raise ForbiddenError(f"role {caller.role!r} may not change knowledge bases; it needs 'editor'")
+    check_role(caller, "editor", "change knowledge bases")
 
 
 @router.post("/kbs")
@@ -142,25 +141,28 @@ def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmN
     own(runtime, caller, "rags", id)
     name = runtime.resources.read("rags", id).get("name", "")
     if not permanent:
-        runtime.resources.delete("rags", id)
+        runtime.delete_knowledge_base(id)
         return _back(message=f"Deleted {name!r} (soft: its configuration is kept and its chunks are not dropped).")
-    if not caller.allows("admin"):
-        raise ForbiddenError(f"role {caller.role!r} may not delete permanently; it needs 'admin'")
+    check_role(caller, "admin", "delete permanently")
     if confirmName != name:
         return _back(error=f"Not deleted: type the knowledge base's name {name!r} exactly to delete it permanently.")
-    runtime.drop_knowledge_base(id)
-    runtime.resources.delete("rags", id, permanent=True)
+    runtime.delete_knowledge_base(id, permanent=True)
     return _back(message=f"Deleted {name!r} permanently, with its chunks.")
 
 
-def _kb_page(request: Request, id: str, template: str, tab: str, **context: Any) -> HTMLResponse:
+def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict[str, Any]]:
+    """(caller, runtime, {id, name, version}, config) of one of the caller's KBs, at its current version."""
     caller = caller_of(request)
     runtime = runtime_of(request)
     own(runtime, caller, "rags", id)
     version = runtime.resources.current_version("rags", id)
     config = runtime.resources.read("rags", id, version)
-    return render(request, template, caller, kb={"id": id, "name": config.get("name", id), "version": version},
-                  config=config, tab=tab, **context)
+    return caller, runtime, {"id": id, "name": config.get("name", id), "version": version}, config
+
+
+def _kb_page(request: Request, id: str, template: str, tab: str, **context: Any) -> HTMLResponse:
+    caller, _, kb, config = _kb(request, id)
+    return render(request, template, caller, kb=kb, config=config, tab=tab, **context)
 
 
 @router.get("/kbs/{id}")
@@ -170,18 +172,15 @@ def editor(id: str, request: Request):
 
 @router.get("/kbs/{id}/diff")
 def diff(id: str, request: Request, a: int = Query(1, ge=1), b: int = Query(0, ge=0)):
-    runtime = runtime_of(request)
-    caller = caller_of(request)
-    own(runtime, caller, "rags", id)
-    b = b or runtime.resources.current_version("rags", id)
+    caller, runtime, kb, config = _kb(request, id)
+    b = b or kb["version"]
 
     def lines(version: int) -> list[str]:
         return json.dumps(runtime.resources.read("rags", id, version), indent=2, sort_keys=True).splitlines()
 
-    if a == b:  # one version, whole
-        return _kb_page(request, id, "kb_diff.html", "config", a=a, b=b, changes=[], whole=lines(a))
-    changes = list(difflib.unified_diff(lines(a), lines(b), f"version {a}", f"version {b}", lineterm=""))
-    return _kb_page(request, id, "kb_diff.html", "config", a=a, b=b, changes=changes, whole=None)
+    whole = lines(a) if a == b else None  # one version, whole
+    changes = [] if whole else list(difflib.unified_diff(lines(a), lines(b), f"version {a}", f"version {b}", lineterm=""))
+    return render(request, "kb_diff.html", caller, kb=kb, config=config, tab="config", a=a, b=b, changes=changes, whole=whole)
 
 
 @router.get("/kbs/{id}/documents")

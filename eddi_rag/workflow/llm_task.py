@@ -27,6 +27,8 @@ from eddi_rag.workflow.traversal import Discovery, WorkflowTraversal
 
 log = logging.getLogger(__name__)
 
+RELEVANT_CONTEXT = "## Relevant Context:\n"  # the header the passages are injected under
+
 
 @dataclass
 class TurnResult:
@@ -68,20 +70,22 @@ class LlmTaskHook:
     def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None):
         self.traversal, self.provider, self.http = traversal, provider, http
 
-    def prepare(self, memory: ConversationMemory, task: dict[str, Any]) -> TurnResult:
-        """Everything up to the model call: RAG, the system message, the message list."""
+    def prepare(self, memory: ConversationMemory, task: dict[str, Any], discovery: Discovery | None = None) -> TurnResult:
+        """Everything up to the model call: RAG, the system message, the message list. ``discovery``:
+        the agent's workflows already traversed (default: traversed here when the task wants RAG)."""
         rag = LlmTaskRag.model_validate(task)
         tid = task_id(task)
         system = system_prompt(task)
         query = (memory.user_input or "").strip()
-        discovery = Discovery()
         sources: list[dict[str, Any]] = []
         wants_rag = bool(rag.knowledgeBases) or rag.enableWorkflowRag or bool(rag.httpCallRag)
-        if query and wants_rag:
+        if discovery is None and query and wants_rag:
             try:
                 discovery = self.traversal.discover(memory.agent_id, memory.agent_version)
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
                 log.warning("workflow discovery failed for agent %s: %s", memory.agent_id, e)
+        discovery = discovery or Discovery()
+        if query and wants_rag:
             if rag.httpCallRag:
                 try:
                     result = call_for_context(discovery.httpcalls, rag.httpCallRag, query, self.http)
@@ -98,11 +102,11 @@ class LlmTaskHook:
                     memory.set(f"rag:trace:{tid}", found.trace)
                     remember_topic(memory, search_text)
                 if found.context:
-                    system += "\n\n## Relevant Context:\n" + found.context
+                    system += "\n\n" + RELEVANT_CONTEXT + found.context
                     memory.set(f"rag:context:{tid}", found.context)
                     sources = found.sources
                 elif found.searched and rag.noRelevantContextMessage:
-                    system += "\n\n## Relevant Context:\n" + rag.noRelevantContextMessage
+                    system += "\n\n" + RELEVANT_CONTEXT + rag.noRelevantContextMessage
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
                 log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
@@ -112,8 +116,9 @@ class LlmTaskHook:
             messages.append(HumanMessage(memory.user_input))
         return TurnResult(system, messages, discovery=discovery, sources=sources, task_id=tid)
 
-    def execute(self, memory: ConversationMemory, task: dict[str, Any], chat_model: BaseChatModel | None) -> TurnResult:
-        turn = self.prepare(memory, task)
+    def execute(self, memory: ConversationMemory, task: dict[str, Any], chat_model: BaseChatModel | None,
+                discovery: Discovery | None = None) -> TurnResult:
+        turn = self.prepare(memory, task, discovery)
         if chat_model is None:
             return turn
         reply = chat_model.invoke(turn.messages)
