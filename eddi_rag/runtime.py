@@ -205,4 +205,5 @@ class Runtime:
     def close(self) -> None:
         self.scheduler.stop()
         self.jobs.stop()
+        self.stores.context.close()
         self.db.close()

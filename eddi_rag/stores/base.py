@@ -81,6 +81,15 @@ class StoreContext:
     db: Database
     data_dir: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Run ``closer`` when the application closes (e.g. save an index built in memory)."""
+        self.closers.append(closer)
+
+    def close(self) -> None:
+        for closer in self.closers:
+            closer()
 
 
 class DimensionMismatchError(ValueError):
@@ -184,25 +193,6 @@ def top_k(similarities: np.ndarray, ids: Sequence[str], k: int) -> list[int]:
     else:
         candidates = np.arange(n)
     return sorted(candidates.tolist(), key=lambda i: (-float(similarities[i]), ids[i]))[:k]
-
-
-def filtered_top_k(matrix: np.ndarray, q: np.ndarray, ids: Sequence[str], k: int,
-                   rows: np.ndarray | None = None) -> list[tuple[int, float]]:
-    """(row, similarity) of the k best rows among ``rows`` (None: all). A small selection is
-    multiplied alone; a large one (a scope filter that most chunks pass) rides on the full
-    product with the other rows masked out, never copying the matrix."""
-    if rows is None:
-        sims = matrix @ q
-        return [(i, float(sims[i])) for i in top_k(sims, ids, k)]
-    if not len(rows):
-        return []
-    if len(rows) * 4 < len(ids):
-        sims = matrix[rows] @ q
-        return [(int(rows[i]), float(sims[i])) for i in top_k(sims, [ids[r] for r in rows], k)]
-    sims = matrix @ q
-    masked = np.full(len(ids), -np.inf, dtype=sims.dtype)
-    masked[rows] = sims[rows]
-    return [(i, float(masked[i])) for i in top_k(masked, ids, min(k, len(rows)))]
 
 
 def query_vector(vector: Sequence[float], dim: int | None, k: int, kb_id: str) -> np.ndarray | None:

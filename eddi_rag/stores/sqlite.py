@@ -1,9 +1,14 @@
 """``sqlite``: the persistent embedded store.
 
 Chunks live in one table of the application's SQLite file (or of ``storeParameters.path``),
-keyed by (configuration id, chunk id); vectors are float32 blobs. Search loads a KB's vectors
-once into a contiguous matrix and keeps it until the KB changes (our writes, or another
-process's, seen through ``PRAGMA data_version``). Filters compile to SQL (JSON1).
+keyed by (configuration id, chunk id); vectors are float32 blobs. Search reads a KB's vectors
+and metadata once into a RowTable (eddi_rag.stores.rows) shared by every store object of the
+process; our writes update it in place (a write costs what it writes, and so does finding the
+rows a ``replace`` removes), and a write by another process (seen through the KB's generation
+counter, bumped in every write's transaction) reloads it. With ``index: hnsw`` (or ``auto`` on a
+large KB) the HNSW graph is saved beside the database file (``<file>.hnsw/``) when it is built
+and when the application closes, and reused on the next start if the KB has not changed since.
+Filters of ``get``/``count``/keyword search compile to SQL (JSON1).
 """
 
 from __future__ import annotations
@@ -11,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,11 +36,12 @@ from eddi_rag.stores.base import (
     StoreContext,
     check_dimension,
     check_vectors,
-    filtered_top_k,
-    normalise,
     parameters_schema,
+    query_vector,
 )
-from eddi_rag.stores.masks import MetadataColumns
+from eddi_rag.stores.ann import Hnsw
+from eddi_rag.stores.memory import INDEX_PARAMETERS
+from eddi_rag.stores.rows import RowTable
 
 
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
@@ -71,6 +77,7 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS kb_chunks (
         kb TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL,
         dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (kb, id))""",
+    "CREATE TABLE IF NOT EXISTS kb_chunk_generations (kb TEXT PRIMARY KEY, generation INTEGER NOT NULL)",
 ]
 
 
@@ -124,12 +131,22 @@ def keyword_query(table: str, kb_id: str, text: str, k: int, where: dict[str, An
     return query, [" OR ".join(f'"{t}"' for t in terms), kb_id, *params, k]
 
 
+class _Cache:
+    """A KB's rows as of ``generation``, shared by every store object on the same file and KB."""
+
+    def __init__(self, index: str, ef_search: int | None):
+        self.table = RowTable(index, ef_search)
+        self.generation: int | None = None  # None: not loaded
+        self.saved: int | None = None  # the generation whose graph is on disk
+
+
 class SqliteStore:
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
-        return parameters_schema({"path": {"type": "string", "description": "Own SQLite file instead of the shared one."}})
+        return parameters_schema({"path": {"type": "string", "description": "Own SQLite file instead of the shared one."},
+                                  **INDEX_PARAMETERS})
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
@@ -144,114 +161,161 @@ class SqliteStore:
             for statement in _SCHEMA:
                 c.execute(statement)
             ensure_fts(c.execute, "kb_chunks", kb_id)
-        self._lock = threading.Lock()
-        self._cache: tuple[tuple[int, int], list[str], np.ndarray] | None = None  # (stamp, ids, matrix)
-        self._filter_columns: tuple[list[str], MetadataColumns] | None = None
-        # Write counts shared by every store object on this file and KB, so an object built
-        # after a cache eviction and the one it replaced never serve each other stale vectors.
-        self._generations = context.state.setdefault("sqlite-generations", {})
-        self._key = (self.db.path, kb_id)
+        caches = context.state.setdefault("sqlite-tables", {})
+        key = (self.db.path, kb_id)
+        if key not in caches:
+            caches[key] = _Cache(params.get("index", "auto"), params.get("efSearch"))
+            context.on_close(lambda cache=caches[key]: self._save_graph(cache))
+        self._cache: _Cache = caches[key]
+        self._cache.table.index, self._cache.table.ef_search = params.get("index", "auto"), params.get("efSearch")
+
+    # -- the in-memory copy ---------------------------------------------------------------
+    def _generation(self, c) -> int:
+        row = c.execute("SELECT generation FROM kb_chunk_generations WHERE kb=?", (self.kb_id,)).fetchone()
+        return 0 if row is None else row[0]
+
+    def _table(self, c) -> RowTable:
+        """The KB's rows, reloaded when another process wrote (call with the cache's lock held)."""
+        cache = self._cache
+        generation = self._generation(c)
+        if cache.generation != generation:
+            self._load(c, generation)
+        return cache.table
+
+    def _graph_files(self) -> tuple[Path, Path] | None:
+        if self.db.path == ":memory:":
+            return None
+        folder = Path(self.db.path + ".hnsw")
+        name = hashlib.sha256(self.kb_id.encode()).hexdigest()[:16]
+        return folder / f"{name}.faiss", folder / f"{name}.json"
+
+    def _load(self, c, generation: int) -> None:
+        cache, table = self._cache, self._cache.table
+        rows = c.execute("SELECT id, metadata, vector, dim FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,)).fetchall()
+        order: list[str | None] = [r[0] for r in rows]
+        files, graph = self._graph_files(), None
+        if files and files[1].exists() and table.index != "exact":
+            try:
+                saved = json.loads(files[1].read_text())
+                if saved["generation"] == generation and sorted(i for i in saved["ids"] if i is not None) == order:
+                    order, graph = saved["ids"], files[0]
+            except (OSError, ValueError, KeyError):
+                pass
+        by_id = {r[0]: r for r in rows}
+        dim = rows[0][3] if rows else 0
+        matrix = np.zeros((len(order), dim), dtype=np.float32)
+        metadata: list[dict[str, Any]] = []
+        for i, id in enumerate(order):
+            r = by_id.get(id)
+            if r is None:
+                metadata.append({})
+            else:
+                matrix[i] = np.frombuffer(r[2], dtype=np.float32)
+                metadata.append(json.loads(r[1]))
+        table.restore(order, matrix, metadata)
+        if graph is not None:
+            try:
+                table.hnsw = Hnsw.load(graph) if table.ef_search is None else Hnsw.load(graph, table.ef_search)
+            except RuntimeError:
+                table.hnsw = None
+        cache.generation, cache.saved = generation, (generation if table.hnsw is not None else None)
+
+    def _save_graph(self, cache: _Cache) -> None:
+        """Write the KB's HNSW graph and its row order beside the database file, unless it is on disk."""
+        files = self._graph_files()
+        with cache.table.lock:
+            table = cache.table
+            if files is None or table.hnsw is None or cache.generation is None or cache.saved == cache.generation:
+                return
+            table.graph()  # up to date with every row
+            files[0].parent.mkdir(exist_ok=True)
+            table.hnsw.save(files[0])
+            tmp = files[1].with_name(files[1].name + ".tmp")
+            tmp.write_text(json.dumps({"generation": cache.generation, "ids": table.ids}))
+            tmp.replace(files[1])
+            cache.saved = cache.generation
 
     # -- writes ---------------------------------------------------------------------------
-    def _dimension(self, c) -> int | None:
-        row = c.execute("SELECT dim FROM kb_chunks WHERE kb=? LIMIT 1", (self.kb_id,)).fetchone()
-        return None if row is None else row[0]
-
-    def _insert(self, c, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
-        check_dimension(self._dimension(c), matrix.shape[1], self.kb_id)
-        c.executemany(  # an upsert that fires the UPDATE trigger (REPLACE would skip the DELETE one)
-            "INSERT INTO kb_chunks VALUES (?,?,?,?,?,?) ON CONFLICT (kb, id) DO UPDATE SET "
-            "text = excluded.text, metadata = excluded.metadata, dim = excluded.dim, vector = excluded.vector",
-            [
-                (self.kb_id, ch.id, ch.text, json.dumps(ch.metadata), matrix.shape[1], matrix[i].tobytes())
-                for i, ch in enumerate(chunks)
-            ],
-        )
-
-    def _changed(self) -> None:
-        self._generations[self._key] = self._generations.get(self._key, 0) + 1
-        self._cache = None
+    def _write(self, chunks: Sequence[Chunk], pick: Callable[[RowTable], list[int]] | None = None) -> int:
+        """One transaction: delete the rows ``pick`` chooses, upsert ``chunks``; then the same
+        in the in-memory copy. Returns how many rows were deleted."""
+        matrix = check_vectors(chunks) if chunks else None
+        cache = self._cache
+        with cache.table.lock:
+            with self.db.transaction() as c:
+                table = self._table(c)
+                if matrix is not None:
+                    check_dimension(table.dim, matrix.shape[1], self.kb_id)
+                rows = [] if pick is None else pick(table)
+                gone = [table.ids[r] for r in rows]
+                for start in range(0, len(gone), 500):
+                    part = gone[start : start + 500]
+                    c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND id IN ({','.join('?' * len(part))})", [self.kb_id, *part])
+                if chunks:
+                    c.executemany(  # an upsert that fires the UPDATE trigger (REPLACE would skip the DELETE one)
+                        "INSERT INTO kb_chunks VALUES (?,?,?,?,?,?) ON CONFLICT (kb, id) DO UPDATE SET "
+                        "text = excluded.text, metadata = excluded.metadata, dim = excluded.dim, vector = excluded.vector",
+                        [(self.kb_id, ch.id, ch.text, json.dumps(ch.metadata), matrix.shape[1], matrix[i].tobytes())
+                         for i, ch in enumerate(chunks)],
+                    )
+                if rows or chunks:
+                    c.execute("INSERT INTO kb_chunk_generations VALUES (?, 1) ON CONFLICT (kb) DO UPDATE SET generation = generation + 1",
+                              (self.kb_id,))
+                generation = self._generation(c)
+            table.remove(rows)
+            if chunks:
+                table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
+            cache.generation = generation
+        return len(rows)
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
-        if not chunks:
-            return
-        matrix = check_vectors(chunks)
-        with self.db.transaction() as c:
-            self._insert(c, chunks, matrix)
-        self._changed()
+        if chunks:
+            self._write(chunks)
 
     def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        sql, params = to_sqlite(filters.parse(where))
-        matrix = check_vectors(chunks) if chunks else None
-        with self.db.transaction() as c:
-            c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])
-            if chunks:
-                self._insert(c, chunks, matrix)
-        self._changed()
+        node = filters.parse(where)
+        self._write(chunks, lambda table: table.rows(node).tolist())
 
     def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
         node = filters.parse(where)
         if ids is None and node is None:
             return 0
-        sql, params = to_sqlite(node)
-        removed = 0
-        with self.db.transaction() as c:
+
+        def pick(table: RowTable) -> list[int]:
             if ids is None:
-                removed = c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params]).rowcount
-            else:
-                ids = list(ids)
-                for start in range(0, len(ids), 500):
-                    part = ids[start : start + 500]
-                    removed += c.execute(
-                        f"DELETE FROM kb_chunks WHERE kb=? AND {sql} AND id IN ({','.join('?' * len(part))})",
-                        [self.kb_id, *params, *part],
-                    ).rowcount
-        self._changed()
-        return removed
+                return table.rows(node).tolist()
+            mask = table.select(node)
+            return [table.row_of[i] for i in set(ids) if i in table.row_of and (mask is None or mask[table.row_of[i]])]
+
+        return self._write([], pick)
 
     def drop(self) -> None:
-        with self.db.transaction() as c:
-            c.execute("DELETE FROM kb_chunks WHERE kb=?", (self.kb_id,))
-        self._changed()
+        with self._cache.table.lock:
+            with self.db.transaction() as c:
+                c.execute("DELETE FROM kb_chunks WHERE kb=?", (self.kb_id,))
+                c.execute("DELETE FROM kb_chunk_generations WHERE kb=?", (self.kb_id,))
+            self._cache.table.clear()
+            self._cache.generation = 0
+            for path in self._graph_files() or ():
+                path.unlink(missing_ok=True)
 
     # -- reads ----------------------------------------------------------------------------
-    def _matrix(self) -> tuple[list[str], np.ndarray | None]:
-        stamp = (self.db.data_version(), self._generations.get(self._key, 0))
-        cache = self._cache
-        if cache is not None and cache[0] == stamp:
-            return cache[1], cache[2]
-        rows = self.db.query("SELECT id, vector, dim FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,))
-        if not rows:
-            return [], None
-        ids = [r["id"] for r in rows]
-        matrix = np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32).reshape(len(rows), rows[0]["dim"])
-        self._cache = (stamp, ids, matrix)
-        return ids, matrix
-
     def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
         node = filters.parse(where)
-        with self._lock:
-            ids, matrix = self._matrix()
-        if matrix is None:
-            return []
-        q = normalise(vector)[0]
-        check_dimension(matrix.shape[1], q.shape[0], self.kb_id)
-        rows = None if node is None else np.flatnonzero(self._columns(ids).mask(node))
-        picks = filtered_top_k(matrix, q, ids, k, rows)
-        found = self._load([ids[i] for i, _ in picks])
-        return [SearchHit(ids[i], *found[ids[i]], sim) for i, sim in picks if ids[i] in found]
+        cache = self._cache
+        with cache.table.lock:
+            table = self._table(self.db)
+            q = query_vector(vector, table.dim, k, self.kb_id)
+            if q is None:
+                return []
+            built = table.hnsw is None and table.uses_hnsw()
+            picks = [(table.ids[r], sim) for r, sim in table.search(q, k, node)]
+        if built and table.hnsw is not None:
+            self._save_graph(cache)
+        found = self._rows([id for id, _ in picks])
+        return [SearchHit(id, *found[id], sim) for id, sim in picks if id in found]
 
-    def _columns(self, ids: list[str]) -> MetadataColumns:
-        """Every chunk's metadata as filter columns, in the cached matrix's row order; rebuilt
-        when the KB changes (a filtered search then costs vector operations, not SQL per row)."""
-        with self._lock:
-            if self._filter_columns is None or self._filter_columns[0] is not ids:  # keyed on the cached id list itself
-                rows = self.db.query("SELECT id, metadata FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,))
-                by_id = {r["id"]: json.loads(r["metadata"]) for r in rows}
-                self._filter_columns = (ids, MetadataColumns([by_id.get(i, {}) for i in ids]))
-            return self._filter_columns[1]
-
-    def _load(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    def _rows(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         if not ids:
             return {}
         rows = self.db.query(
@@ -296,6 +360,9 @@ class SqliteStore:
                 " MAX(dim) AS dim FROM kb_chunks WHERE kb=?",
                 (self.kb_id,),
             )[0]
+            with self._cache.table.lock:
+                graph = self._cache.table.uses_hnsw() if self._cache.generation is not None else None
         except Exception as e:  # noqa: BLE001 - health reports, never raises
             return {"status": "error", "error": str(e), "details": {}}
-        return {"status": "ok", "details": {"documents": row["n"], "dimension": row["dim"], "storage_bytes": row["bytes"], "path": self.db.path}}
+        return {"status": "ok", "details": {"documents": row["n"], "dimension": row["dim"], "storage_bytes": row["bytes"], "path": self.db.path,
+                                                 "index": {True: "hnsw", False: "exact", None: "not loaded"}[graph]}}

@@ -1,0 +1,67 @@
+"""An HNSW index over a row table's vectors (faiss ``IndexHNSWFlat``, inner product on unit vectors).
+
+Labels are the table's row numbers: the index holds every row ever appended, dead ones
+included, and a search passes the rows it may return (live, and matching the filter) as a
+bitmap that faiss checks inside the graph walk. Adding rows is incremental (``sync``); deleting
+needs nothing here; the table rebuilds the index only when it compacts.
+
+faiss-cpu was chosen by measuring (100k × 384 clustered, one core, top-5): faiss HNSW M=16
+0.19 ms at recall@10 1.000, usearch 0.30 ms, hnswlib 0.14 ms (unmaintained since 2023);
+faiss also filters inside the graph walk, which neither of the others offers from Python.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+M = 16  # graph degree
+EF_CONSTRUCTION = 100
+EF_SEARCH = 64
+MAX_EF = 1024
+
+
+class Hnsw:
+    def __init__(self, dim: int, ef_search: int = EF_SEARCH, index: faiss.Index | None = None):
+        self.ef_search = ef_search
+        if index is None:
+            index = faiss.IndexHNSWFlat(dim, M, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = EF_CONSTRUCTION
+        self.index = index
+
+    @property
+    def size(self) -> int:
+        return int(self.index.ntotal)
+
+    def sync(self, vectors: np.ndarray) -> None:
+        """Add rows ``size..len(vectors)-1`` (the ones appended since the last sync)."""
+        if len(vectors) > self.size:
+            self.index.add(np.ascontiguousarray(vectors[self.size :]))
+
+    def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None, fraction: float = 1.0) -> list[tuple[int, float]]:
+        """(row, similarity) of up to ``k`` rows; ``allowed`` (a bitmap of the rows that may be
+        returned, ``bitmap()``'s, or None for all) restricts them; ``fraction`` (how many rows are
+        allowed) widens the walk for a selective filter so it still finds k."""
+        ef = min(MAX_EF, max(self.ef_search, k, int(self.ef_search / max(fraction, 1e-6))))
+        params = faiss.SearchParametersHNSW()
+        params.efSearch = ef
+        if allowed is not None:
+            params.sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(allowed))
+        sims, labels = self.index.search(q[None, :], k, params=params)
+        return [(int(r), float(s)) for r, s in zip(labels[0], sims[0]) if r >= 0]
+
+    @staticmethod
+    def bitmap(mask: np.ndarray) -> np.ndarray:
+        """A bool per row as the bitmap faiss reads (row r is bit r % 8 of byte r // 8)."""
+        return np.packbits(mask, bitorder="little")
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        faiss.write_index(self.index, str(tmp))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path, ef_search: int = EF_SEARCH) -> Hnsw:
+        return cls(0, ef_search, faiss.read_index(str(path)))

@@ -1,0 +1,204 @@
+"""A knowledge base's rows in memory: ids, unit vectors and filter columns, written in place.
+
+The in-memory store keeps its data here; the sqlite store keeps a copy of its vectors here as
+a search cache that its own writes update. A write costs what it writes: an upsert marks the
+old row of an id dead and appends the new one (capacity doubles, so appends are amortised
+O(1)); deletes only mark. Dead rows are compacted away once they are a third of the table.
+
+Searches are exact (a matrix-vector product over the live rows) or, with ``index="hnsw"`` (or
+``"auto"`` from ``AUTO_HNSW_FROM`` live rows on), walk an HNSW graph (eddi_rag.stores.ann) that
+is brought up to date with the rows appended since its last search. A filter is answered
+exactly: by the exact scan when it selects few rows, else inside the graph walk with the exact
+scan as fallback when the walk finds fewer than k.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from eddi_rag.stores import filters
+from eddi_rag.stores.ann import Hnsw
+from eddi_rag.stores.base import check_dimension, top_k
+from eddi_rag.stores.masks import MetadataColumns
+
+INDEXES = ("exact", "hnsw", "auto")
+AUTO_HNSW_FROM = 20_000  # live rows from which ``auto`` searches the graph
+EXACT_BELOW = 2_000  # fewer candidate rows (after the filter) are answered by the exact scan
+
+
+class RowTable:
+    def __init__(self, index: str = "exact", ef_search: int | None = None):
+        if index not in INDEXES:
+            raise ValueError(f"index: {index!r} is not one of {', '.join(INDEXES)}")
+        self.index, self.ef_search = index, ef_search
+        self.lock = threading.RLock()
+        self.ids: list[str | None] = []  # row -> id; None once the row is dead
+        self.row_of: dict[str, int] = {}  # id -> its live row
+        self.payload: list[Any] = []  # row -> what the owner keeps with it (text, metadata)
+        self.columns = MetadataColumns()
+        self._matrix: np.ndarray | None = None  # (capacity, dim) float32 unit rows
+        self._alive = np.zeros(0, dtype=bool)
+        self.n = 0  # rows used, dead ones included
+        self.dead = 0
+        self.version = 0  # bumped by every write
+        self.hnsw: Hnsw | None = None
+        self._live_bits: tuple[int, np.ndarray] | None = None  # (version, bitmap of the live rows)
+
+    # -- shape ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.row_of)
+
+    @property
+    def dim(self) -> int | None:
+        return None if self._matrix is None else int(self._matrix.shape[1])
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._matrix[: self.n]
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive[: self.n]
+
+    def nbytes(self) -> int:
+        return 0 if self._matrix is None else int(self.vectors.nbytes)
+
+    # -- writes ---------------------------------------------------------------------------
+    def add(self, ids: Sequence[str], matrix: np.ndarray, metadata: Sequence[dict[str, Any]],
+            payload: Sequence[Any] | None = None) -> None:
+        """Append rows (unit vectors); an id already present loses its old row; within one call
+        the last occurrence of an id wins."""
+        if not len(ids):
+            return
+        check_dimension(self.dim, matrix.shape[1], "")
+        last = {id: i for i, id in enumerate(ids)}
+        order = sorted(last.values()) if len(last) < len(ids) else range(len(ids))
+        self.remove(self.row_of[id] for id in last if id in self.row_of)
+        count = len(order)
+        self._reserve(self.n + count, matrix.shape[1])
+        rows = range(self.n, self.n + count)
+        self._matrix[self.n : self.n + count] = matrix[list(order)] if count < len(ids) else matrix
+        self._alive[self.n : self.n + count] = True
+        for row, i in zip(rows, order):
+            self.row_of[ids[i]] = row
+            self.ids.append(ids[i])
+            self.payload.append(None if payload is None else payload[i])
+        self.columns.append([metadata[i] for i in order])
+        self.n += count
+        self.version += 1
+        if self.hnsw is not None:  # the graph takes the new rows now, so searches stay steady
+            self.hnsw.sync(self.vectors)
+
+    def _reserve(self, n: int, dim: int) -> None:
+        capacity = 0 if self._matrix is None else len(self._matrix)
+        if n <= capacity:
+            return
+        capacity = max(n, 2 * capacity, 1024)
+        matrix = np.empty((capacity, dim), dtype=np.float32)
+        alive = np.zeros(capacity, dtype=bool)
+        if self._matrix is not None:
+            matrix[: self.n] = self.vectors
+            alive[: self.n] = self.alive
+        self._matrix, self._alive = matrix, alive
+
+    def remove(self, rows: Iterable[int]) -> int:
+        removed = 0
+        for row in rows:
+            if self._alive[row]:
+                self._alive[row] = False
+                del self.row_of[self.ids[row]]
+                self.ids[row] = None
+                self.payload[row] = None
+                removed += 1
+        if removed:
+            self.dead += removed
+            self.version += 1
+            if self.dead > 1000 and 3 * self.dead > self.n:
+                self.compact()
+        return removed
+
+    def clear(self) -> None:
+        self.__init__(self.index, self.ef_search)
+
+    def compact(self) -> None:
+        """Drop dead rows (renumbering the rest); the HNSW graph is rebuilt at its next search."""
+        keep = np.flatnonzero(self.alive)
+        self._matrix = np.ascontiguousarray(self.vectors[keep]) if len(keep) else None
+        self._alive = np.ones(len(keep), dtype=bool)
+        self.ids = [self.ids[i] for i in keep]
+        self.payload = [self.payload[i] for i in keep]
+        self.row_of = {id: row for row, id in enumerate(self.ids)}
+        self.columns.take(keep)
+        self.n, self.dead, self.hnsw = len(keep), 0, None
+        self.version += 1
+
+    def restore(self, ids: Sequence[str | None], matrix: np.ndarray, metadata: Sequence[dict[str, Any]]) -> None:
+        """Fill an empty table with rows in a given order, dead ones (id None) included: how a
+        persisted HNSW graph gets back the row numbers its labels are."""
+        self.clear()
+        self._matrix = np.ascontiguousarray(matrix, dtype=np.float32) if len(ids) else None
+        self._alive = np.array([id is not None for id in ids], dtype=bool)
+        self.ids = list(ids)
+        self.payload = [None] * len(ids)
+        self.row_of = {id: row for row, id in enumerate(ids) if id is not None}
+        self.columns.append(metadata)
+        self.n, self.dead = len(ids), len(ids) - len(self.row_of)
+
+    # -- reads ----------------------------------------------------------------------------
+    def select(self, node: filters.Node | None) -> np.ndarray | None:
+        """Rows that are live and match ``node``, as a bool mask; None: every row."""
+        if node is None:
+            return self.alive.copy() if self.dead else None
+        mask = self.columns.mask(node)
+        return mask & self.alive if self.dead else mask
+
+    def rows(self, node: filters.Node | None) -> np.ndarray:
+        mask = self.select(node)
+        return np.arange(self.n) if mask is None else np.flatnonzero(mask)
+
+    def uses_hnsw(self) -> bool:
+        return self.index == "hnsw" or (self.index == "auto" and len(self) >= AUTO_HNSW_FROM)
+
+    def graph(self) -> Hnsw:
+        """The HNSW index, built or brought up to date with the rows appended since."""
+        if self.hnsw is None:
+            self.hnsw = Hnsw(self.dim) if self.ef_search is None else Hnsw(self.dim, self.ef_search)
+        self.hnsw.sync(self.vectors)
+        return self.hnsw
+
+    def _bits(self, node: filters.Node | None, mask: np.ndarray) -> np.ndarray:
+        if node is not None:
+            return Hnsw.bitmap(mask)
+        if self._live_bits is None or self._live_bits[0] != self.version:
+            self._live_bits = (self.version, Hnsw.bitmap(mask))
+        return self._live_bits[1]
+
+    def search(self, q: np.ndarray, k: int, node: filters.Node | None = None) -> list[tuple[int, float]]:
+        """(row, similarity) of the k best live rows matching ``node``, similarity descending,
+        ties broken by id."""
+        if self._matrix is None or k <= 0 or not len(self):
+            return []
+        mask = self.select(node)
+        selected = self.n if mask is None else int(mask.sum())
+        if not selected:
+            return []
+        if self.uses_hnsw() and selected >= EXACT_BELOW:
+            fetch = min(selected, 2 * k + 10)  # more than k, so ties at the cut are broken by id
+            found = self.graph().search(q, fetch, None if mask is None else self._bits(node, mask), selected / self.n)
+            if len(found) >= min(k, selected):
+                return sorted(found, key=lambda rs: (-rs[1], self.ids[rs[0]]))[:k]
+        return self._exact(q, k, mask, selected)
+
+    def _exact(self, q: np.ndarray, k: int, mask: np.ndarray | None, selected: int) -> list[tuple[int, float]]:
+        if mask is not None and selected * 4 < self.n:  # few rows: multiply only those
+            rows = np.flatnonzero(mask)
+            sims = self.vectors[rows] @ q
+            return [(int(rows[i]), float(sims[i])) for i in top_k(sims, [self.ids[r] for r in rows], k)]
+        sims = self.vectors @ q
+        if mask is not None:  # most rows: the full product, the others pushed to the bottom
+            sims[~mask] = -np.inf
+        return [(i, float(sims[i])) for i in top_k(sims, self.ids, min(k, selected))]
