@@ -45,12 +45,16 @@ class Hnsw:
         returned, ``bitmap()``'s, or None for all) restricts them; ``fraction`` (how many rows are
         allowed) widens the walk for a selective filter so it still finds k."""
         ef = min(MAX_EF, max(self.ef_search, k, int(self.ef_search / max(fraction, 1e-6))))
-        params = faiss.SearchParametersHNSW()
-        params.efSearch = ef
-        if allowed is not None:
-            params.sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(allowed))
-        sims, labels = self.index.search(q[None, :], k, params=params)
-        return [(int(r), float(s)) for r, s in zip(labels[0], sims[0]) if r >= 0]
+        if allowed is None and ef == self.ef_search:
+            self.index.hnsw.efSearch = ef  # the common case, without building search parameters
+            sims, labels = self.index.search(q[None, :], k)
+        else:
+            params = faiss.SearchParametersHNSW()
+            params.efSearch = ef
+            if allowed is not None:
+                params.sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(allowed))
+            sims, labels = self.index.search(q[None, :], k, params=params)
+        return [(r, s) for r, s in zip(labels[0].tolist(), sims[0].tolist()) if r >= 0]
 
     @staticmethod
     def bitmap(mask: np.ndarray) -> np.ndarray:

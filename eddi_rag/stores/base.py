@@ -200,9 +200,10 @@ def query_vector(vector: Sequence[float], dim: int | None, k: int, kb_id: str) -
     nothing to search (an empty KB, or k <= 0)."""
     if dim is None or k <= 0:
         return None
-    q = normalise(vector)[0]
+    q = np.array(vector, dtype=np.float32).reshape(-1)
     check_dimension(dim, q.shape[0], kb_id)
-    return q
+    norm = float(np.sqrt(q @ q))
+    return q / norm if norm else q
 
 
 def check_vectors(chunks: Sequence[Chunk]) -> np.ndarray:

@@ -190,8 +190,17 @@ class RowTable:
             fetch = min(selected, 2 * k + 10)  # more than k, so ties at the cut are broken by id
             found = self.graph().search(q, fetch, None if mask is None else self._bits(node, mask), selected / self.n)
             if len(found) >= min(k, selected):
-                return sorted(found, key=lambda rs: (-rs[1], self.ids[rs[0]]))[:k]
+                return self._cut(found, k)
         return self._exact(q, k, mask, selected)
+
+    def _cut(self, found: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """The first k of (row, similarity) pairs sorted by similarity, ties at the cut by id."""
+        end = k
+        while end < len(found) and found[end][1] == found[k - 1][1]:
+            end += 1
+        if end == k and all(found[i][1] > found[i + 1][1] for i in range(min(k, len(found)) - 1)):
+            return found[:k]
+        return sorted(found[:end], key=lambda rs: (-rs[1], self.ids[rs[0]]))[:k]
 
     def _exact(self, q: np.ndarray, k: int, mask: np.ndarray | None, selected: int) -> list[tuple[int, float]]:
         if mask is not None and selected * 4 < self.n:  # few rows: multiply only those

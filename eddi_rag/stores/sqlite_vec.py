@@ -149,14 +149,22 @@ class SqliteVecStore:
             q = query_vector(vector, dim, k, self.kb_id)
             if q is None:
                 return []
-            sql, params = to_sqlite(node, column="c.metadata")
             fetch = min(MAX_K, k + 16)  # a few extra so ties at the cut are broken by id
-            rows = self.conn.execute(
-                f'SELECT c.id, c.text, c.metadata, v.distance FROM "{self.table}" v JOIN vec_chunks c ON c.rowid = v.rowid '
-                f"WHERE v.embedding MATCH ? AND v.k = ? AND v.rowid IN "
-                f"(SELECT c.rowid FROM vec_chunks c WHERE c.kb = ? AND {sql})",
-                [q.tobytes(), fetch, self.kb_id, *params],
-            ).fetchall()
+            # The KNN runs alone (the KB has its own vec0 table); a filter becomes a rowid pre-filter.
+            # Text and metadata are read afterwards for the rows found, not joined into the scan.
+            knn = f'SELECT rowid, distance FROM "{self.table}" WHERE embedding MATCH ? AND k = ?'
+            args: list[Any] = [q.tobytes(), fetch]
+            if node is not None:
+                sql, params = to_sqlite(node, column="metadata")
+                knn += f" AND rowid IN (SELECT rowid FROM vec_chunks WHERE kb = ? AND {sql})"
+                args += [self.kb_id, *params]
+            found = self.conn.execute(knn, args).fetchall()
+            if not found:
+                return []
+            distance = dict(found)
+            rows = [(id, text, metadata, distance[rowid]) for rowid, id, text, metadata in self.conn.execute(
+                f"SELECT rowid, id, text, metadata FROM vec_chunks WHERE rowid IN ({','.join('?' * len(found))})",
+                list(distance))]
         hits = [SearchHit(r[0], r[1], json.loads(r[2]), 1.0 - float(r[3])) for r in rows]
         return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
 

@@ -1,0 +1,326 @@
+"""Speed at any size (issue 11): our embedded stores, exact and HNSW, against the peers, in ONE run.
+
+For each size (default 100k and 1M × 384, clustered like text embeddings):
+
+* search: build time (to searchable), top-5 p50/p95, recall@10 against exact search, memory
+  (this process's resident growth while the system holds the data; "server" for a separate
+  process) for: eddi-rag in-memory and sqlite (exact and HNSW), an int8 scan with float
+  rescoring (a trial), FAISS HNSW, usearch, Chroma embedded (in its own venv), pgvector HNSW,
+  sqlite-vec (bare engine and through our store) and LangChain's InMemoryVectorStore;
+* the exact scan against the memory-bandwidth floor (one pass reading the matrix);
+* the write path: replace one 10-chunk document (what every ingestion does), the first search
+  after it and the steady state, for our in-memory and sqlite stores.
+
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 100000 1000000] [--queries 100]
+        [--skip chroma pgvector ...] [--write-sizes 10000 100000 1000000]
+
+Prints Markdown tables (ratios to FAISS HNSW); asserts nothing about time. HNSW everywhere uses
+M=16 (usearch: connectivity 16), construction breadth 100/128 and search breadth 64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.support.services starts pgvector and finds chroma's venv
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_stores import synthetic  # noqa: E402
+
+from eddi_rag import registry  # noqa: E402
+from eddi_rag.db import Database  # noqa: E402
+from eddi_rag.stores.base import Chunk, StoreContext  # noqa: E402
+
+DIM = 384
+SYSTEMS = ["in-memory exact", "in-memory hnsw", "sqlite exact", "sqlite hnsw", "int8 scan + rescoring", "faiss hnsw",
+           "usearch", "chroma", "pgvector hnsw", "sqlite-vec bare", "sqlite-vec", "langchain in-memory"]
+HEAVY = {"chroma", "pgvector hnsw", "langchain in-memory"}
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def timed(search: Callable[[np.ndarray, int], list[int]], queries: np.ndarray, truth: list[set[int]], limit: int | None = None):
+    """(p50 ms, p95 ms, recall@10) of ``search(q, k) -> row numbers``."""
+    queries, truth = (queries, truth) if limit is None else (queries[:limit], truth[:limit])
+    search(queries[0], 5)
+    lat, found = [], 0
+    for q, t in zip(queries, truth):
+        t0 = time.perf_counter()
+        search(q, 5)
+        lat.append((time.perf_counter() - t0) * 1000)
+        found += len(set(search(q, 10)) & t)
+    lat.sort()
+    return statistics.median(lat), lat[max(0, int(len(lat) * 0.95) - 1)], found / (10 * len(queries))
+
+
+def ours(name: str, index: str, data, ids, chunks, queries, truth, tmp: Path, write_path: dict):
+    ctx = StoreContext(Database(tmp / f"{uuid.uuid4().hex[:6]}.db"), tmp)
+    before, t0 = rss(), time.perf_counter()
+    store = registry.load(registry.STORES, name)("bench", {"index": index}, ctx)
+    for start in range(0, len(chunks), 10_000):
+        store.upsert(chunks[start : start + 10_000])
+    store.search(queries[0], 5)  # builds the graph (hnsw)
+    build = time.perf_counter() - t0
+    row = {ident: i for i, ident in enumerate(ids)}
+    figures = timed(lambda q, k: [row[h.id] for h in store.search(q, k)], queries, truth)
+    memory = rss() - before
+    write_path[(name, index)] = replace_figures(store, data, len(chunks), queries)
+    store.drop()
+    ctx.close()
+    return build, *figures, memory
+
+
+def replace_figures(store, data: np.ndarray, n: int, queries: np.ndarray, times: int = 20):
+    """Median ms of: replacing one 10-chunk document, the first search after, a steady search."""
+    rep, first, steady = [], [], []
+    for j in range(times):
+        doc = f"d{(j * 7919) % (n // 10):07d}"
+        new = [Chunk(f"{doc}-{i}", "replaced", {"document_id": doc}, data[(j * 13 + i) % n]) for i in range(10)]
+        t0 = time.perf_counter()
+        store.replace({"document_id": doc}, new)
+        rep.append(time.perf_counter() - t0)
+        q = queries[j % len(queries)]
+        t0 = time.perf_counter()
+        store.search(q, 5)
+        first.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        store.search(q, 5)
+        steady.append(time.perf_counter() - t0)
+    return tuple(statistics.median(x) * 1000 for x in (rep, first, steady))
+
+
+def faiss_hnsw(data, queries, truth):
+    import faiss
+
+    before, t0 = rss(), time.perf_counter()
+    index = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = 100
+    index.add(data)
+    index.hnsw.efSearch = 64
+    build = time.perf_counter() - t0
+    return build, *timed(lambda q, k: index.search(q[None], k)[1][0].tolist(), queries, truth), rss() - before
+
+
+def int8_scan(data, queries, truth):
+    """faiss's 8-bit scalar quantiser scanned exhaustively, the best 50 rescored in float32."""
+    import faiss
+
+    before, t0 = rss(), time.perf_counter()
+    index = faiss.IndexScalarQuantizer(DIM, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    index.train(data[:100_000])
+    index.add(data)
+    build = time.perf_counter() - t0
+
+    def search(q, k):
+        cand = index.search(q[None], 50)[1][0]
+        sims = data[cand] @ q
+        return cand[np.argsort(-sims)[:k]].tolist()
+
+    return build, *timed(search, queries, truth), rss() - before
+
+
+def usearch(data, queries, truth):
+    from usearch.index import Index
+
+    before, t0 = rss(), time.perf_counter()
+    index = Index(ndim=DIM, metric="ip", connectivity=16, expansion_add=128, expansion_search=64)
+    index.add(np.arange(len(data)), data, threads=os.cpu_count() or 1)
+    build = time.perf_counter() - t0
+    return build, *timed(lambda q, k: index.search(q, k).keys.tolist(), queries, truth), rss() - before
+
+
+def sqlite_vec_bare(data, queries, truth, tmp: Path):
+    import apsw
+    import sqlite_vec
+
+    conn = apsw.Connection(str(tmp / "vec.db"))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    t0 = time.perf_counter()
+    conn.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{DIM}] distance_metric=cosine)")
+    with conn:
+        conn.executemany("INSERT INTO v (rowid, embedding) VALUES (?, ?)", ((i, data[i].tobytes()) for i in range(len(data))))
+    build = time.perf_counter() - t0
+
+    def search(q, k):
+        return [r - 0 for (r,) in conn.execute("SELECT rowid FROM v WHERE embedding MATCH ? AND k = ?", (q.tobytes(), k))]
+
+    figures = timed(search, queries, truth)
+    conn.close()
+    return build, *figures, None
+
+
+def langchain(data, queries, truth):
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    class Fixed(Embeddings):  # the vectors are given; the store only needs the interface
+        def embed_documents(self, texts):
+            raise NotImplementedError
+
+        def embed_query(self, text):
+            raise NotImplementedError
+
+    before, t0 = rss(), time.perf_counter()
+    store = InMemoryVectorStore(Fixed())
+    store.store = {str(i): {"id": str(i), "vector": data[i].tolist(), "text": "", "metadata": {}} for i in range(len(data))}
+    build = time.perf_counter() - t0
+    search = lambda q, k: [int(d.id) for d in store.similarity_search_by_vector(q.tolist(), k)]  # noqa: E731
+    return build, *timed(search, queries, truth, limit=5), rss() - before
+
+
+def chroma_embedded(data, queries, truth, tmp: Path):
+    """Chroma in-process (PersistentClient) in the venv the tests' chroma server runs from."""
+    venv = subprocess.run([str(ROOT / "scripts" / "chroma-server-venv")], check=True, capture_output=True, text=True).stdout.strip()
+    np.save(tmp / "data.npy", data)
+    np.save(tmp / "queries.npy", queries)
+    script = r"""
+import json, sys, time, statistics, numpy as np, chromadb
+tmp = sys.argv[1]; data = np.load(tmp + "/data.npy"); queries = np.load(tmp + "/queries.npy")
+truth = [set(t) for t in json.load(open(tmp + "/truth.json"))]
+client = chromadb.PersistentClient(path=tmp + "/chroma")
+col = client.create_collection("bench", metadata={"hnsw:space": "cosine", "hnsw:M": 16, "hnsw:construction_ef": 100, "hnsw:search_ef": 64})
+t0 = time.perf_counter()
+step = client.get_max_batch_size()
+for s in range(0, len(data), step):
+    col.add(ids=[str(i) for i in range(s, min(len(data), s + step))], embeddings=data[s:s + step])
+build = time.perf_counter() - t0
+search = lambda q, k: [int(i) for i in col.query(query_embeddings=[q], n_results=k, include=[])["ids"][0]]
+search(queries[0], 5)
+lat, found = [], 0
+for q, t in zip(queries, truth):
+    t0 = time.perf_counter(); search(q, 5); lat.append((time.perf_counter() - t0) * 1000)
+    found += len(set(search(q, 10)) & t)
+lat.sort()
+print(json.dumps([build, statistics.median(lat), lat[max(0, int(len(lat) * 0.95) - 1)], found / (10 * len(queries))]))
+"""
+    (tmp / "truth.json").write_text(json.dumps([sorted(t) for t in truth]))
+    out = subprocess.run([f"{venv}/bin/python", "-c", script, str(tmp)], check=True, capture_output=True, text=True).stdout
+    return *json.loads(out.strip().splitlines()[-1]), "server"
+
+
+def pgvector(data, queries, truth, chunks, ids, services):
+    from tests.support.services import postgres
+
+    store = registry.load(registry.STORES, "pgvector")(f"bench-{uuid.uuid4().hex[:6]}", {"url": services.enter_context(postgres()), "index": "none"},
+                                                       StoreContext(Database()))
+    t0 = time.perf_counter()
+    for start in range(0, len(chunks), 5000):
+        store.upsert(chunks[start : start + 5000])
+    store.create_index()
+    build = time.perf_counter() - t0
+    row = {ident: i for i, ident in enumerate(ids)}
+    figures = timed(lambda q, k: [row[h.id] for h in store.search(q, k)], queries, truth)
+    store.drop()
+    return build, *figures, "server"
+
+
+def sqlite_vec_store(chunks, ids, queries, truth, tmp: Path):
+    store = registry.load(registry.STORES, "sqlite-vec")("bench", {"path": str(tmp / "ours-vec.db")}, StoreContext(Database()))
+    t0 = time.perf_counter()
+    for start in range(0, len(chunks), 10_000):
+        store.upsert(chunks[start : start + 10_000])
+    build = time.perf_counter() - t0
+    row = {ident: i for i, ident in enumerate(ids)}
+    figures = timed(lambda q, k: [row[h.id] for h in store.search(q, k)], queries, truth)
+    store.drop()
+    return build, *figures, None
+
+
+def floor_ms(data: np.ndarray) -> float:
+    """One pass reading the whole matrix (a column sum): what any exact scan must at least cost."""
+    lat = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        data.sum(axis=0)
+        lat.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(lat)
+
+
+def mb(x) -> str:
+    return x if isinstance(x, str) else "n/a" if x is None else f"{x / 2**20:,.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--write-sizes", type=int, nargs="*", default=[10_000])
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--skip", nargs="*", default=[], help=f"systems to leave out: {', '.join(SYSTEMS)}")
+    parser.add_argument("--heavy-max", type=int, default=100_000,
+                        help="largest size for the slow-to-build peers (Chroma, pgvector) and LangChain (12 GB of lists at 1M)")
+    args = parser.parse_args()
+    write_path: dict[int, dict] = {}
+    for n in sorted(set(args.sizes) | set(args.write_sizes)):
+        rng = np.random.default_rng(7)
+        data = synthetic(n, DIM, rng)
+        queries = synthetic(args.queries, DIM, rng)
+        truth = [set(np.argpartition(-(data @ q), 10)[:10].tolist()) for q in queries]
+        ids = [f"d{i // 10:07d}-{i % 10}" for i in range(n)]
+        chunks = [Chunk(ids[i], f"text {i}", {"document_id": ids[i][:8], "source": f"s{i % 100}"}, data[i]) for i in range(n)]
+        write_path[n] = {}
+        rows = []
+        wanted = [s for s in SYSTEMS if s not in args.skip and (n <= args.heavy_max or s not in HEAVY)]
+        wanted = wanted if n in args.sizes else ["in-memory exact", "sqlite exact"]
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as services:
+            tmp = Path(tmp)
+            for system in wanted:
+                gc.collect()
+                if system.startswith(("in-memory ", "sqlite ")):
+                    name, index = system.split()
+                    result = ours(name, index, data, ids, chunks, queries, truth, tmp, write_path[n])
+                elif system == "faiss hnsw":
+                    result = faiss_hnsw(data, queries, truth)
+                elif system == "int8 scan + rescoring":
+                    result = int8_scan(data, queries, truth)
+                elif system == "usearch":
+                    result = usearch(data, queries, truth)
+                elif system == "chroma":
+                    result = chroma_embedded(data, queries, truth, tmp)
+                elif system == "pgvector hnsw":
+                    result = pgvector(data, queries, truth, chunks, ids, services)
+                elif system == "sqlite-vec bare":
+                    result = sqlite_vec_bare(data, queries, truth, tmp)
+                elif system == "sqlite-vec":
+                    result = sqlite_vec_store(chunks, ids, queries, truth, tmp)
+                else:
+                    result = langchain(data, queries, truth)
+                rows.append((system, *result))
+                print(f"  {n:,}: measured {system}: {result}", flush=True)
+        if n not in args.sizes:
+            continue
+        floor = floor_ms(data)
+        peer = next((r[2] for r in rows if r[0] == "faiss hnsw"), None)
+        print(f"\n### {n:,} × {DIM} (clustered), top-5, {args.queries} queries; bandwidth floor {floor:.2f} ms\n")
+        print("| system | build s | p50 ms | p95 ms | × FAISS HNSW p50 | × floor | recall@10 | memory MB |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+        for system, build, p50, p95, recall, memory in rows:
+            ratio = f"{p50 / peer:.2f}" if peer else "n/a"
+            print(f"| {system} | {build:.1f} | {p50:.2f} | {p95:.2f} | {ratio} | {p50 / floor:.2f} | {recall:.3f} | {mb(memory)} |")
+        del data, chunks
+    print("\n### Write path: replace one 10-chunk document (median of 20, ms)\n")
+    print("| size | store | replace | first search after | steady search |\n|---:|---|---:|---:|---:|")
+    for n, figures in write_path.items():
+        for (name, index), (rep, first, steady) in figures.items():
+            print(f"| {n:,} | {name} {index} | {rep:.2f} | {first:.2f} | {steady:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
