@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -163,19 +163,27 @@ class RagPipeline:
         config = rt.rag_config(context_key)
         result = IngestionResult(job_id=secrets.token_hex(12))
         seen: set[str] = set()
-        for n, raw in enumerate(documents):
-            doc_id = raw.get("document_id") if isinstance(raw, dict) else getattr(raw, "document_id", None)
-            try:
-                doc = as_document(raw)
-                if doc.document_id in seen:
-                    result.warnings.append(f"document {doc.document_id!r} appears more than once; the last one wins")
-                report = rt.ingestor.ingest(context_key, config, doc)
-            except Exception as e:  # noqa: BLE001 - reported per document
-                message = str(e) if isinstance(e, DocumentError) else f"{type(e).__name__}: {e}"
-                result.documents_failed += 1
-                result.errors.append({"document_id": str(doc_id) if doc_id is not None else f"#{n}",
-                                      "error": rt.resolver.redact(message)})
+        failed: list[tuple[int, Any, Exception]] = []  # documents that did not parse
+        position: dict[int, int] = {}
+
+        def parsed() -> Iterator[Document]:
+            for n, raw in enumerate(documents):
+                try:
+                    doc = as_document(raw)
+                except Exception as e:  # noqa: BLE001 - reported per document
+                    failed.append((n, raw.get("document_id") if isinstance(raw, dict) else getattr(raw, "document_id", None), e))
+                    continue
+                position[id(doc)] = n
+                yield doc
+
+        for doc, report in rt.ingestor.ingest_many(context_key, config, parsed()):
+            while failed:
+                self._failed(result, *failed.pop(0))
+            if isinstance(report, Exception):
+                self._failed(result, position[id(doc)], doc.document_id, report)
                 continue
+            if doc.document_id in seen:
+                result.warnings.append(f"document {doc.document_id!r} appears more than once; the last one wins")
             seen.add(doc.document_id)
             result.documents_processed += 1
             result.embedding_count += report.embedded
@@ -184,5 +192,13 @@ class RagPipeline:
                 result.warnings.append(
                     f"document {doc.document_id!r}: {report.over_limit} chunk(s) exceed the embedding model's "
                     f"{report.token_limit}-token input and are truncated when embedded; lower chunkSize")
+        while failed:
+            self._failed(result, *failed.pop(0))
         result.duration = round(time.perf_counter() - started, 3)
         return result
+
+    def _failed(self, result: IngestionResult, n: int, doc_id: Any, error: Exception) -> None:
+        message = str(error) if isinstance(error, DocumentError) else f"{type(error).__name__}: {error}"
+        result.documents_failed += 1
+        result.errors.append({"document_id": str(doc_id) if doc_id is not None else f"#{n}",
+                              "error": self.runtime.resolver.redact(message)})

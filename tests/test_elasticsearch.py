@@ -13,7 +13,9 @@ from tests.support.elasticsearch_standin import ElasticsearchStandIn
 
 
 def test_index_names_are_lower_case_and_safe():
-    assert index_name("64F1a.B c") == "eddi_kb_64f1a_b_c"
+    assert index_name("64f1a") == "eddi_kb_64f1a"
+    assert index_name("64F1a.B c").startswith("eddi_kb_64f1a_b_c_")  # changed by cleaning: a hash keeps it apart
+    assert index_name("a-b") != index_name("a_b") != index_name("A_b")
 
 
 def test_filters_compile_to_typed_bool_queries():

@@ -45,7 +45,7 @@ def test_filters_compile_to_mql_on_typed_fields():
 
 
 def test_parameters_and_names():
-    assert collection_name("kb.1") == "eddi_kb_kb_1"
+    assert collection_name("kb-1") == "eddi_kb_kb-1" and collection_name("kb.1").startswith("eddi_kb_kb_1_")
     assert MongoAtlasStore.connection_schema()["required"] == ["connectionString"]
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from eddi_rag.config import RagConfiguration
+from eddi_rag.embeddings.buffer import EmbeddingBuffer
 from eddi_rag.factories import (
     EmbeddingModelFactory,
     EmbeddingStoreFactory,
@@ -132,8 +134,57 @@ class Ingestor:
         """Replace the chunks of ``doc`` in the KB. Chunks whose text (and model) did not change
         keep their stored vectors; the others are embedded. The old chunks stay untouched until
         every new chunk has its vector, and the swap is one atomic store operation."""
-        check_document(doc, config)
         store = self.stores.get(kb_id, config)
+        plan = self._plan(kb_id, config, store, doc)
+        model = self.embeddings.for_config(config) if plan.todo else None
+        for start in range(0, len(plan.todo), EMBED_BATCH):
+            batch = plan.todo[start : start + EMBED_BATCH]
+            plan.vectors.update(zip(batch, model.embed_documents([plan.pieces[i].text for i in batch])))
+            if progress:
+                progress(len(plan.pieces) - len(plan.todo) + start + len(batch), len(plan.pieces))
+        return self._write(kb_id, config, store, doc, plan)
+
+    def ingest_many(self, kb_id: str, config: RagConfiguration, docs: Iterable[Document],
+                    in_flight: int = 256) -> Iterator[tuple[Document, IngestReport | Exception]]:
+        """Ingest documents as ``ingest`` does, each on its own (a failure is yielded as the
+        document's result and the others go on), with embedding overlapped: the texts of many
+        documents share the model's batches in an EmbeddingBuffer's background thread while this
+        thread splits the next documents and writes the finished ones. Results come in order;
+        at most ``in_flight`` documents wait for their vectors at once."""
+        store = self.stores.get(kb_id, config)
+        model = None
+        pending: deque[tuple[Document, Any]] = deque()
+
+        def embed(texts: list[str]) -> list[Any]:
+            nonlocal model
+            model = model or self.embeddings.for_config(config)
+            return model.embed_documents(texts)
+
+        def finish() -> tuple[Document, IngestReport | Exception]:
+            doc, (plan, future) = pending.popleft()
+            if isinstance(plan, Exception):
+                return doc, plan
+            try:
+                plan.vectors.update(zip(plan.todo, future.result()))
+                return doc, self._write(kb_id, config, store, doc, plan)
+            except Exception as e:  # noqa: BLE001 - reported per document
+                return doc, e
+
+        with EmbeddingBuffer(embed, EMBED_BATCH) as buffer:
+            for doc in docs:
+                try:
+                    plan = self._plan(kb_id, config, store, doc)
+                    pending.append((doc, (plan, buffer.enqueue([plan.pieces[i].text for i in plan.todo]))))
+                except Exception as e:  # noqa: BLE001 - reported per document
+                    pending.append((doc, (e, None)))
+                while pending and (len(pending) > in_flight or pending[0][1][1] is None or pending[0][1][1].done()):
+                    yield finish()
+            while pending:
+                yield finish()
+
+    def _plan(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document) -> _Plan:
+        """Check and split ``doc``; which pieces need embedding and which reuse stored vectors."""
+        check_document(doc, config)
         budget = budget_for(config)
         pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
         model_key = embedding_key(config)
@@ -142,12 +193,10 @@ class Ingestor:
                   if c.vector is not None}
         todo = [i for i, h in enumerate(hashes) if h not in stored]
         vectors: dict[int, Any] = {i: stored[h] for i, h in enumerate(hashes) if h in stored}
-        model = self.embeddings.for_config(config) if todo else None
-        for start in range(0, len(todo), EMBED_BATCH):
-            batch = todo[start : start + EMBED_BATCH]
-            vectors.update(zip(batch, model.embed_documents([pieces[i].text for i in batch])))
-            if progress:
-                progress(len(pieces) - len(todo) + start + len(batch), len(pieces))
+        over = sum(1 for p in pieces if budget.count(p.text) > budget.limit)
+        return _Plan(pieces, hashes, todo, vectors, over, budget.limit)
+
+    def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()
         common: dict[str, Any] = {**doc.metadata, "source": doc.source or doc.document_id, "kbId": kb_id,
                                   "document_id": doc.document_id, "ingestedAt": now}
@@ -158,12 +207,21 @@ class Ingestor:
         if expires is not None:
             common.update(expiresAt=float(expires), expires=True)
         chunks = []
-        for i, (piece, digest) in enumerate(zip(pieces, hashes)):
+        for i, (piece, digest) in enumerate(zip(plan.pieces, plan.hashes)):
             meta = {**common, **piece.citation, "position_in_doc": i, "content_hash": digest}
             if piece.section:
                 meta["section"] = piece.section
-            chunks.append(Chunk(chunk_id(kb_id, doc.document_id, i), piece.text, meta, vectors[i]))
+            chunks.append(Chunk(chunk_id(kb_id, doc.document_id, i), piece.text, meta, plan.vectors[i]))
         store.replace({"document_id": doc.document_id}, chunks)
         self.on_change(kb_id)
-        over = sum(1 for p in pieces if budget.count(p.text) > budget.limit)
-        return IngestReport(kb_id, doc.document_id, len(chunks), len(todo), over, budget.limit)
+        return IngestReport(kb_id, doc.document_id, len(chunks), len(plan.todo), plan.over_limit, plan.token_limit)
+
+
+@dataclass
+class _Plan:
+    pieces: list[Any]
+    hashes: list[str]
+    todo: list[int]  # pieces to embed
+    vectors: dict[int, Any]  # piece -> vector (stored ones now, embedded ones later)
+    over_limit: int
+    token_limit: int

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit
 
 MODES = ("none", "neighbors", "section")
@@ -110,7 +111,7 @@ def group_by_document(hits: list[SearchHit]) -> list[list[SearchHit]]:
 
 
 def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 4, max_chars: int = 12000,
-           overlap: int = 0, where: dict[str, Any] | None = None) -> list[Passage]:
+           overlap: int = 0, where: filters.Where = None) -> list[Passage]:
     """One passage per document among ``hits`` (ordered by their best hit), holding its hits' chunks
     and, as ``candidates``, the chunks it may grow by, best first. ``where`` scopes the chunks
     fetched around the hits (the same user and expiry scope as the search)."""
@@ -123,8 +124,10 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
         document = group[0].metadata.get("document_id")
         positions = [_position(h) for h in group]
         reach = neighbors if mode == "neighbors" else SECTION_WINDOW
-        around = {"document_id": document, "position_in_doc": {"$gte": min(positions) - reach, "$lte": max(positions) + reach}}
-        fetched = {c.id: c for c in store.get(where={"$and": [around, where]} if where else around)} if document else {}
+        around = filters.parse({"document_id": document,
+                                "position_in_doc": {"$gte": min(positions) - reach, "$lte": max(positions) + reach}})
+        scoped = filters.And((around, filters.node(where))) if where else around
+        fetched = {c.id: c for c in store.get(where=scoped)} if document else {}
         chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
         candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
         if mode == "neighbors":
@@ -164,7 +167,7 @@ def fill(passages: list[Passage], total_chars: int | None = None) -> list[Passag
 
 
 def expand(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 4, max_chars: int = 12000,
-           overlap: int = 0, where: dict[str, Any] | None = None, total_chars: int | None = None) -> list[Passage]:
+           overlap: int = 0, where: filters.Where = None, total_chars: int | None = None) -> list[Passage]:
     """``gather`` then ``fill``: the passages that reach the model for ``hits``."""
     return fill(gather(store, hits, mode, neighbors=neighbors, max_chars=max_chars, overlap=overlap, where=where),
                 total_chars)

@@ -23,6 +23,7 @@ from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, Rer
 from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.retrieval.rerankers import Reranker
+from eddi_rag.stores import filters
 from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
 from eddi_rag.stores.filters import value_kind
 
@@ -97,7 +98,7 @@ class Retriever:
         if vector is None:
             vector = self.embeddings.for_config(config).embed_query(query)
         store = self.stores.get(kb_id, config)
-        scoped = scope(where, user_id, time.time())
+        scoped = filters.parse(scope(where, user_id, time.time()))  # parsed once, for every store call below
         reranker = self.rerankers.for_config(config)
         fetch = k * config.rerankCandidates if reranker is not None else k
         if config.searchMode == "vector":
@@ -117,7 +118,7 @@ class Retriever:
         contextExpansion); surrounding chunks in the same user/expiry scope as the search."""
         return gather(self.stores.get(kb_id, config), hits, mode or config.contextExpansion,
                       neighbors=config.expansionNeighbors, max_chars=config.maxPassageChars,
-                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time()))
+                      overlap=config.chunkOverlap, where=filters.parse(scope(None, user_id, time.time())))
 
     def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
                  user_id: str | None = None, total_chars: int | None = None) -> list[Passage]:
@@ -126,7 +127,7 @@ class Retriever:
         return fill(self.gather(kb_id, config, hits, mode, user_id), total_chars)
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
-                       k: int, where: dict[str, Any] | None) -> list[SearchHit]:
+                       k: int, where: filters.Node | None) -> list[SearchHit]:
         if KEYWORD_SEARCH not in store.capabilities:
             raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
         keyword = store.keyword_search(query, k * OVERFETCH, where=where)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from typing_extensions import NotRequired, TypedDict
 
 import numpy as np
 
@@ -96,8 +100,27 @@ class DimensionMismatchError(ValueError):
     pass
 
 
+class HealthDetails(TypedDict, total=False):
+    documents: int  # chunks in the KB
+    dimension: int | None
+    storage_bytes: int
+    index: str  # how a search runs: "exact", "hnsw", an engine's own index...
+
+
+class StoreHealth(TypedDict):
+    """What ``health()`` returns: ``status`` "ok" or "error" (then ``error`` says why); a
+    backend may add engine-specific entries to ``details``."""
+
+    status: Literal["ok", "error"]
+    details: HealthDetails
+    error: NotRequired[str]
+
+
 @runtime_checkable
 class KnowledgeStore(Protocol):
+    """A knowledge base's chunks in one engine (DESIGN §4). ``where`` is the parsed filter tree
+    (``filters.parse``, done once by the caller); a mapping is also accepted and parsed."""
+
     capabilities: frozenset[str]
 
     @classmethod
@@ -105,22 +128,26 @@ class KnowledgeStore(Protocol):
         """JSON Schema of the storeParameters this backend accepts."""
 
     def upsert(self, chunks: Sequence[Chunk]) -> None: ...
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
         """Atomically delete what ``where`` matches and upsert ``chunks``."""
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int: ...
-    def search(
-        self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None
-    ) -> list[SearchHit]: ...
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int: ...
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        """The k chunks nearest ``vector`` (cosine), best first, ties broken by chunk id."""
     def get(
-        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+        self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
         """Chunks matching ``where`` (and, when given, whose id is in ``ids``), ordered by id."""
-    def count(self, where: dict[str, Any] | None = None) -> int: ...
-    def health(self) -> dict[str, Any]: ...
+    def count(self, where: filters.Where = None) -> int: ...
+    def health(self) -> StoreHealth: ...
     def drop(self) -> None: ...
 
-    # Backends declaring KEYWORD_SEARCH also offer:
-    # def keyword_search(self, text: str, k: int, where: dict | None = None) -> list[KeywordHit]
+
+@runtime_checkable
+class KeywordSearch(Protocol):
+    """What a backend declaring KEYWORD_SEARCH also offers: full-text (BM25 or the engine's own)
+    ranking over the chunk texts."""
+
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]: ...
 
 
 TYPED_FIELDS = {"string": "m_str", "number": "m_num", "bool": "m_bool"}
@@ -145,8 +172,8 @@ class OverwriteThenPrune:
 
     kb_id: str
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        filters.parse(where)
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
+        filters.node(where)
         if chunks:
             check_dimension(self._dimension(), check_vectors(chunks).shape[1], self.kb_id)
         old = self._ids_matching(where)
@@ -166,6 +193,20 @@ def overfetch(search: Callable[[int], list[SearchHit]], k: int, available: int, 
         if len(hits) > k or n >= available:
             return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
         n = min(available, n * 3)
+
+
+def engine_name(kb_id: str, allowed: str = "A-Za-z0-9_-", *, prefix: str = "eddi_kb_", lower: bool = False,
+                max_length: int = 255) -> str:
+    """The one way a KB id becomes an engine's collection/table/index name: ``prefix`` + the id,
+    characters outside ``allowed`` (a regex character class body) as ``_``, lower-cased when the
+    engine folds case. When that changed the id or the name is too long, a hash of the id is
+    appended (within ``max_length``), so two ids never share a name ("a-b" and "a_b" stay apart)."""
+    cleaned = re.sub(f"[^{allowed}]", "_", kb_id.lower() if lower else kb_id)
+    name = prefix + cleaned
+    if cleaned == kb_id and len(name) <= max_length:
+        return name
+    digest = "_" + hashlib.sha256(kb_id.encode()).hexdigest()[:10]
+    return name[: max_length - len(digest)] + digest
 
 
 def parameters_schema(properties: dict[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict[str, Any]:

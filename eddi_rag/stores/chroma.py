@@ -13,7 +13,6 @@ storeParameters: ``host`` (localhost), ``port`` (8000), ``ssl``, ``authToken``, 
 from __future__ import annotations
 
 import json
-import re
 from urllib.parse import urlsplit
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +23,8 @@ from chromadb.errors import NotFoundError
 from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     METADATA_FILTERING,
     PERSISTENT,
@@ -45,8 +46,8 @@ _PAGE = 1000
 
 
 def collection_name(kb_id: str) -> str:
-    name = re.sub(r"[^a-zA-Z0-9._-]", "_", f"eddi_kb_{kb_id}")[:512]
-    return name if name[-1].isalnum() else name + "0"
+    name = engine_name(kb_id, "a-zA-Z0-9._-", max_length=511)
+    return name if name[-1].isalnum() else name + "0"  # Chroma: starts and ends with [a-zA-Z0-9]
 
 
 def _native(node: filters.Node) -> bool:
@@ -150,13 +151,13 @@ class ChromaStore(OverwriteThenPrune):
     def _dimension(self) -> int | None:
         return self._dimension_of(self._col())
 
-    def _split(self, where: dict[str, Any] | None) -> tuple[dict | None, filters.Node | None]:
-        node = filters.parse(where)
+    def _split(self, where: filters.Where) -> tuple[dict | None, filters.Node | None]:
+        node = filters.node(where)
         if node is None:
             return None, None
         return (to_chroma(node), None) if _native(node) else (None, node)
 
-    def _matching(self, where: dict[str, Any] | None, include: list[str], ids: Sequence[str] | None = None) -> list[dict]:
+    def _matching(self, where: filters.Where, include: list[str], ids: Sequence[str] | None = None) -> list[dict]:
         col = self._col()
         if col is None or (ids is not None and not ids):
             return []
@@ -191,7 +192,7 @@ class ChromaStore(OverwriteThenPrune):
         if chunks:
             self._write(chunks)
 
-    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+    def _ids_matching(self, where: filters.Where) -> list[str]:
         return [r["id"] for r in self._matching(where, include=["metadatas"])]
 
     def _delete_ids(self, ids: list[str]) -> None:
@@ -199,8 +200,8 @@ class ChromaStore(OverwriteThenPrune):
         for start in range(0, len(ids), _PAGE):
             col.delete(ids=ids[start : start + _PAGE])
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        if (ids is None and filters.parse(where) is None) or self._col() is None:
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        if (ids is None and filters.node(where) is None) or self._col() is None:
             return 0
         found = [r["id"] for r in self._matching(where, include=["metadatas"], ids=ids)]
         self._delete_ids(found)
@@ -213,7 +214,7 @@ class ChromaStore(OverwriteThenPrune):
             pass
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
         native, rest = self._split(where)
         col = self._col()
         dim = self._dimension_of(col)
@@ -231,21 +232,21 @@ class ChromaStore(OverwriteThenPrune):
 
         return overfetch(candidates, k, total)
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+    def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
         rows = sorted(self._matching(where, include=["documents", "metadatas", "embeddings"], ids=ids), key=lambda r: r["id"])
         rows = rows[offset : None if limit is None else offset + limit]
         return [Chunk(r["id"], r["text"], r["metadata"], r["vector"]) for r in rows]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
+    def count(self, where: filters.Where = None) -> int:
         col = self._col()
         if col is None:
             return 0
-        if filters.parse(where) is None:
+        if filters.node(where) is None:
             return col.count()
         return len(self._matching(where, include=["metadatas"]))
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             self.client.heartbeat()
             return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),

@@ -13,7 +13,6 @@ storeParameters: ``url`` (or ``host``/``port``/``useTls``), ``apiKey`` or ``user
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +21,8 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -44,7 +45,7 @@ _PAGE = 1000
 
 
 def index_name(kb_id: str) -> str:
-    return "eddi_kb_" + re.sub(r"[^a-z0-9_-]", "_", kb_id.lower())
+    return engine_name(kb_id, "a-z0-9_-", lower=True)
 
 
 
@@ -154,18 +155,18 @@ class ElasticsearchStore(OverwriteThenPrune):
         if chunks:
             self._write(chunks)
 
-    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+    def _ids_matching(self, where: filters.Where) -> list[str]:
         if self._dimension() is None:
             return []
-        return [s["chunk_id"] for s in self._scan(self._query(filters.parse(where)), ["chunk_id"])]
+        return [s["chunk_id"] for s in self._scan(self._query(filters.node(where)), ["chunk_id"])]
 
     def _delete_ids(self, ids: list[str]) -> None:
         if ids:
             helpers.bulk(self.es, ({"_op_type": "delete", "_index": self.index, "_id": i} for i in ids),
                          chunk_size=_PAGE, refresh=True, raise_on_error=False)
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if (ids is None and node is None) or self._dimension() is None:
             return 0
         query = self._query(node, ids)
@@ -182,8 +183,8 @@ class ElasticsearchStore(OverwriteThenPrune):
             query = {"bool": {"filter": [query, {"terms": {"chunk_id": list(ids)}}]}}
         return query
 
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        node = filters.parse(where)
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        node = filters.node(where)
         dim = self._dimension()
         q = query_vector(vector, dim, k, self.kb_id)
         if q is None:
@@ -199,21 +200,21 @@ class ElasticsearchStore(OverwriteThenPrune):
                 for h in response["hits"]["hits"]]
         return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """BM25 over ``text`` with Elasticsearch's ``match`` query, filtered by ``where``."""
-        node = filters.parse(where)
+        node = filters.node(where)
         if self._dimension() is None or k <= 0 or not text.strip():
             return []
         query = {"bool": {"must": [{"match": {"text": text}}], "filter": [to_elasticsearch(node)]}}
         hits = self.es.search(index=self.index, query=query, size=k, source=["chunk_id", "text", "metadata"])["hits"]["hits"]
         return [KeywordHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], float(h["_score"])) for h in hits]
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+    def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
         if self._dimension() is None or (ids is not None and not ids):
             return []
         wanted = None if limit is None else offset + limit
-        sources = self._scan(self._query(filters.parse(where), ids), ["chunk_id", "text", "metadata", "embedding"], wanted)
+        sources = self._scan(self._query(filters.node(where), ids), ["chunk_id", "text", "metadata", "embedding"], wanted)
         return [Chunk(s["chunk_id"], s["text"], s["metadata"], s["embedding"]) for s in sources[offset:wanted]]
 
     def _scan(self, query: dict[str, Any], fields: list[str], wanted: int | None = None) -> list[dict[str, Any]]:
@@ -230,12 +231,12 @@ class ElasticsearchStore(OverwriteThenPrune):
             after = hits[-1]["sort"]
         return out
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
+    def count(self, where: filters.Where = None) -> int:
         if self._dimension() is None:
             return 0
-        return int(self.es.count(index=self.index, query=to_elasticsearch(filters.parse(where)))["count"])
+        return int(self.es.count(index=self.index, query=to_elasticsearch(filters.node(where)))["count"])
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             info = self.es.info()
             return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),

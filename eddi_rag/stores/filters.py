@@ -41,6 +41,7 @@ class Or:
 
 
 Node = Union[Compare, And, Or]
+Where = Union[Node, dict[str, Any], None]  # what a store accepts: the parsed tree (or a mapping to parse)
 
 
 def _is_scalar(v: Any) -> bool:
@@ -102,6 +103,14 @@ def parse(where: Any, path: str = "where") -> Node | None:
         else:
             parts.append(_compare(key, "$eq", value, here))
     return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def node(where: Where, path: str = "where") -> Node | None:
+    """The parsed tree of ``where``: a tree passes through (the caller parsed it once; stores
+    receive it so), a mapping is parsed here (FilterError names what is wrong)."""
+    if where is None or isinstance(where, (Compare, And, Or)):
+        return where
+    return parse(where, path)
 
 
 # --- the reference evaluator -------------------------------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -69,8 +70,8 @@ class InMemoryStore:
         with self._t.lock:
             self._add(chunks, matrix)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        node = filters.parse(where)
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
+        node = filters.node(where)
         matrix = check_vectors(chunks) if chunks else None
         with self._t.lock:
             if matrix is not None:
@@ -79,9 +80,9 @@ class InMemoryStore:
             if matrix is not None:
                 self._add(chunks, matrix)
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
         """Delete chunks whose id is in ``ids`` and that match ``where``; neither given: nothing."""
-        node = filters.parse(where)
+        node = filters.node(where)
         if ids is None and node is None:
             return 0
         with self._t.lock:
@@ -94,8 +95,8 @@ class InMemoryStore:
                 rows = [r for r in rows if mask[r]]
             return t.remove(rows)
 
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        node = filters.parse(where)
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        node = filters.node(where)
         with self._t.lock:
             t = self._t
             q = query_vector(vector, t.dim, k, self.kb_id)
@@ -103,9 +104,9 @@ class InMemoryStore:
                 return []
             return [SearchHit(t.ids[r], t.payload[r][0], dict(t.payload[r][1]), sim) for r, sim in t.search(q, k, node)]
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """BM25 (bm25s) over the chunk texts; the index is rebuilt after writes, on first use."""
-        node = filters.parse(where)
+        node = filters.node(where)
         with self._t.lock:
             t = self._t
             if self._bm25 is None or self._bm25[0] != t.version:
@@ -118,9 +119,9 @@ class InMemoryStore:
         return [KeywordHit(h.id, h.text, dict(h.metadata), h.bm25) for h in hits[:k]]
 
     def get(
-        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+        self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
-        node = filters.parse(where)
+        node = filters.node(where)
         with self._t.lock:
             t = self._t
             if ids is None:
@@ -131,12 +132,12 @@ class InMemoryStore:
             rows = sorted(rows, key=lambda r: t.ids[r])[offset : None if limit is None else offset + limit]
             return [Chunk(t.ids[r], t.payload[r][0], dict(t.payload[r][1]), t.vectors[r].tolist()) for r in rows]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def count(self, where: filters.Where = None) -> int:
+        node = filters.node(where)
         with self._t.lock:
             return len(self._t) if node is None else len(self._t.rows(node))
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         with self._t.lock:
             t = self._t
             return {"status": "ok", "details": {"documents": len(t), "dimension": t.dim, "storage_bytes": t.nbytes(),

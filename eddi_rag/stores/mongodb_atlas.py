@@ -14,7 +14,6 @@ storeParameters: ``connectionString``, ``databaseName`` (``eddi``), ``collection
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +23,8 @@ from pymongo.operations import SearchIndexModel
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -44,7 +45,7 @@ from eddi_rag.stores.base import (
 
 
 def collection_name(kb_id: str) -> str:
-    return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
+    return engine_name(kb_id)
 
 
 
@@ -167,16 +168,16 @@ class MongoAtlasStore:
         if chunks:
             self.collection.bulk_write(self._prepare(chunks), ordered=True)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        query = to_mql(filters.parse(where))
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
+        query = to_mql(filters.node(where))
         ops = self._prepare(chunks) if chunks else []
         with self.client.start_session() as session, session.start_transaction():
             self.collection.delete_many(query, session=session)
             if ops:
                 self.collection.bulk_write(ops, ordered=True, session=session)
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if ids is None and node is None:
             return 0
         query = to_mql(node)
@@ -189,8 +190,8 @@ class MongoAtlasStore:
         self._meta.delete_one({"_id": self.collection.name})
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        mql = to_mql(filters.parse(where))
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        mql = to_mql(filters.node(where))
         dim = self._dimension()
         q = query_vector(vector, dim, k, self.kb_id)
         if q is None:
@@ -202,16 +203,16 @@ class MongoAtlasStore:
 
         return overfetch(candidates, k, total, first=3 * (k + 16) if mql else k + 16)  # 3×: the filter runs after the search
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
-        mql = to_mql(filters.parse(where))
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
+        mql = to_mql(filters.node(where))
         if k <= 0 or not text.strip() or self._dimension() is None:
             return []
         found = self.collection.aggregate(keyword_pipeline(self.text_index, text, k, mql))
         return [KeywordHit(str(d["_id"]), d["text"], d["metadata"], float(d["score"])) for d in found]
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+    def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
-        query = to_mql(filters.parse(where))
+        query = to_mql(filters.node(where))
         if ids is not None:
             query = {"$and": [query, {"_id": {"$in": list(ids)}}]}
         cursor = self.collection.find(query, {"text": 1, "metadata": 1, "embedding": 1}).sort("_id", 1).skip(offset)
@@ -219,10 +220,10 @@ class MongoAtlasStore:
             cursor = cursor.limit(limit)
         return [Chunk(str(d["_id"]), d["text"], d["metadata"], d["embedding"]) for d in cursor]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
-        return self.collection.count_documents(to_mql(filters.parse(where)))
+    def count(self, where: filters.Where = None) -> int:
+        return self.collection.count_documents(to_mql(filters.node(where)))
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             self.client.admin.command("ping")
             return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),

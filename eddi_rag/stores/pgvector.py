@@ -26,6 +26,8 @@ from psycopg import sql as pgsql
 from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -46,8 +48,8 @@ MAX_IDENTIFIER = 63
 
 
 def table_name(kb_id: str) -> str:
-    """``eddi_kb_<id>`` with every character outside [a-z0-9_] as ``_``, cut to 63 characters."""
-    return ("eddi_kb_" + re.sub(r"[^a-z0-9_]", "_", kb_id.lower()))[:MAX_IDENTIFIER]
+    """``eddi_kb_<id>`` in [a-z0-9_], at most PostgreSQL's 63 characters (engine_name)."""
+    return engine_name(kb_id, "a-z0-9_", lower=True, max_length=MAX_IDENTIFIER)
 
 
 def connection_string(params: dict[str, Any]) -> str:
@@ -216,8 +218,8 @@ class PgVectorStore:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             self._insert(cur, chunks, matrix)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        cond, params = to_postgres(filters.parse(where))
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
+        cond, params = to_postgres(filters.node(where))
         matrix = check_vectors(chunks) if chunks else None
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             if self._dimension is not None:
@@ -225,8 +227,8 @@ class PgVectorStore:
             if chunks:
                 self._insert(cur, chunks, matrix)
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if (ids is None and node is None) or self._dimension is None:
             return 0
         cond, params = to_postgres(node)
@@ -243,8 +245,8 @@ class PgVectorStore:
             self._dimension = None
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        node = filters.parse(where)
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        node = filters.node(where)
         q = query_vector(vector, self._dimension, k, self.kb_id)
         if q is None:
             return []
@@ -273,9 +275,9 @@ class PgVectorStore:
                 rows = cur.fetchall()
         return [SearchHit(r[0], r[1], r[2], float(r[3])) for r in rows]
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """PostgreSQL full-text search (english configuration, any of the words), ranked by ts_rank_cd."""
-        cond, params = to_postgres(filters.parse(where))
+        cond, params = to_postgres(filters.node(where))
         terms = re.findall(r"\w+", text.lower())
         if self._dimension is None or k <= 0 or not terms:
             return []
@@ -288,11 +290,11 @@ class PgVectorStore:
         return [KeywordHit(r[0], r[1], r[2], float(r[3])) for r in rows]
 
     def get(
-        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+        self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
         if self._dimension is None:
             return []
-        cond, params = to_postgres(filters.parse(where))
+        cond, params = to_postgres(filters.node(where))
         if ids is not None:
             cond, params = pgsql.SQL("{} AND id = ANY(%s)").format(cond), [*params, list(ids)]
         with self._lock:
@@ -302,14 +304,14 @@ class PgVectorStore:
             ).fetchall()
         return [Chunk(r[0], r[1], r[2], _floats(r[3])) for r in rows]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
+    def count(self, where: filters.Where = None) -> int:
         if self._dimension is None:
             return 0
-        cond, params = to_postgres(filters.parse(where))
+        cond, params = to_postgres(filters.node(where))
         with self._lock:
             return self._conn.execute(pgsql.SQL("SELECT COUNT(*) FROM {} WHERE {}").format(self._ident, cond), params).fetchone()[0]
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             with self._lock:
                 version = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]

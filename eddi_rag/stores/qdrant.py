@@ -15,7 +15,6 @@ chunks, then deletes the old ones that were not overwritten.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +23,8 @@ from qdrant_client import QdrantClient, models
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -47,7 +48,7 @@ _PAGE = 1024
 
 
 def collection_name(kb_id: str) -> str:
-    return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
+    return engine_name(kb_id)
 
 
 
@@ -157,10 +158,10 @@ class QdrantStore(OverwriteThenPrune):
             if offset is None:
                 return points
 
-    def _matching(self, where: dict[str, Any] | None, with_vectors: bool = False) -> list[Any]:
+    def _matching(self, where: filters.Where, with_vectors: bool = False) -> list[Any]:
         if self._dimension() is None:
             return []
-        flt, rest = self._native_filter(filters.parse(where))
+        flt, rest = self._native_filter(filters.node(where))
         points = self._scroll(flt, with_vectors)
         return [p for p in points if rest is None or filters.matches(rest, p.payload["metadata"])]
 
@@ -192,7 +193,7 @@ class QdrantStore(OverwriteThenPrune):
         if chunks:
             self._write(chunks)
 
-    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+    def _ids_matching(self, where: filters.Where) -> list[str]:
         return [p.payload["id"] for p in self._matching(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
@@ -200,8 +201,8 @@ class QdrantStore(OverwriteThenPrune):
             part = [str(uuid.uuid5(_NAMESPACE, i)) for i in ids[start : start + _PAGE]]
             self.client.delete(self.collection, points_selector=models.PointIdsList(points=part))
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if (ids is None and node is None) or self._dimension() is None:
             return 0
         wanted = None if ids is None else set(ids)
@@ -214,8 +215,8 @@ class QdrantStore(OverwriteThenPrune):
             self.client.delete_collection(self.collection)
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        node = filters.parse(where)
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        node = filters.node(where)
         dim = self._dimension()
         q = query_vector(vector, dim, k, self.kb_id)
         if q is None:
@@ -230,9 +231,9 @@ class QdrantStore(OverwriteThenPrune):
 
         return overfetch(candidates, k, total)
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """Qdrant's native BM25 over the text index (a query scores on any of its words)."""
-        node = filters.parse(where)
+        node = filters.node(where)
         info = self._info()
         if k <= 0 or not text.strip() or info is None:
             return []
@@ -249,7 +250,7 @@ class QdrantStore(OverwriteThenPrune):
                 return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
             limit *= 3
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+    def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
         wanted = None if ids is None else set(ids)
         points = sorted((p for p in self._matching(where, with_vectors=True) if wanted is None or p.payload["id"] in wanted),
@@ -257,8 +258,8 @@ class QdrantStore(OverwriteThenPrune):
         points = points[offset : None if limit is None else offset + limit]
         return [Chunk(p.payload["id"], p.payload["text"], p.payload["metadata"], list(p.vector)) for p in points]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def count(self, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if self._dimension() is None:
             return 0
         flt, rest = self._native_filter(node)
@@ -266,7 +267,7 @@ class QdrantStore(OverwriteThenPrune):
             return self.client.count(self.collection, count_filter=flt, exact=True).count
         return len(self._matching(where))
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             collections = len(self.client.get_collections().collections)
             return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension(),

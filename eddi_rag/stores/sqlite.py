@@ -25,6 +25,7 @@ import numpy as np
 from eddi_rag.db import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -117,14 +118,14 @@ def fts_setup(table: str, kb_id: str) -> list[tuple[str, tuple[Any, ...]]]:
     ]
 
 
-def keyword_query(table: str, kb_id: str, text: str, k: int, where: dict[str, Any] | None) -> tuple[str, list[Any]] | None:
+def keyword_query(table: str, kb_id: str, text: str, k: int, where: filters.Where) -> tuple[str, list[Any]] | None:
     """(SQL, parameters) ranking the KB's rows of ``table`` by FTS5 bm25() for any of the query's
     words, filtered by ``where``; None when there is nothing to search. Columns: id, text,
     metadata, rank (lower is better)."""
     terms = re.findall(r"\w+", text)
     if not terms or k <= 0:
         return None
-    sql, params = to_sqlite(filters.parse(where), column="c.metadata")
+    sql, params = to_sqlite(filters.node(where), column="c.metadata")
     fts = fts_name(table, kb_id)
     query = (f"SELECT c.id, c.text, c.metadata, bm25({fts}) AS rank FROM {fts} JOIN {table} c ON c.rowid = {fts}.rowid "
              f"WHERE {fts} MATCH ? AND c.kb = ? AND {sql} ORDER BY rank, c.id LIMIT ?")
@@ -272,12 +273,12 @@ class SqliteStore:
         if chunks:
             self._write(chunks)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        node = filters.parse(where)
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
+        node = filters.node(where)
         self._write(chunks, lambda table: table.rows(node).tolist())
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if ids is None and node is None:
             return 0
 
@@ -300,8 +301,8 @@ class SqliteStore:
                 path.unlink(missing_ok=True)
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        node = filters.parse(where)
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        node = filters.node(where)
         cache = self._cache
         with cache.table.lock:
             table = self._table(self.db)
@@ -324,7 +325,7 @@ class SqliteStore:
         )
         return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """SQLite FTS5 with its bm25() ranking (Porter stemming), filtered by ``where``."""
         planned = keyword_query("kb_chunks", self.kb_id, text, k, where)
         if planned is None:
@@ -332,10 +333,27 @@ class SqliteStore:
         rows = self.db.query(*planned)
         return [KeywordHit(r["id"], r["text"], json.loads(r["metadata"]), -float(r["rank"])) for r in rows]
 
+    def _warm_rows(self, node: filters.Node) -> np.ndarray | None:
+        """The rows matching ``node``, from the in-memory copy when it is loaded and current
+        (filter columns instead of JSON1 over every row); None when it is not."""
+        with self._cache.table.lock:
+            if self._cache.generation is None or self._cache.generation != self._generation(self.db):
+                return None
+            return self._cache.table.rows(node)
+
     def get(
-        self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
+        self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
-        sql, params = to_sqlite(filters.parse(where))
+        node = filters.node(where)
+        rows = None if node is None else self._warm_rows(node)
+        if rows is not None:
+            table = self._cache.table
+            found = {table.ids[r] for r in rows.tolist()}
+            wanted = sorted(found if ids is None else found.intersection(ids))[offset : None if limit is None else offset + limit]
+            sql, params, limit, offset = "1", [], None, 0
+            ids = wanted
+        else:
+            sql, params = to_sqlite(node)
         if ids is not None:
             # json_each keeps any number of ids in one parameter.
             sql += " AND id IN (SELECT value FROM json_each(?))"
@@ -349,11 +367,15 @@ class SqliteStore:
             for r in rows
         ]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
-        sql, params = to_sqlite(filters.parse(where))
+    def count(self, where: filters.Where = None) -> int:
+        node = filters.node(where)
+        rows = None if node is None else self._warm_rows(node)
+        if rows is not None:
+            return len(rows)
+        sql, params = to_sqlite(node)
         return self.db.query(f"SELECT COUNT(*) FROM kb_chunks WHERE kb=? AND {sql}", [self.kb_id, *params])[0][0]
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             row = self.db.query(
                 "SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(vector) + LENGTH(text) + LENGTH(metadata)), 0) AS bytes,"

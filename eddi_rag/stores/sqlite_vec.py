@@ -11,7 +11,6 @@ storeParameters: ``path`` (database file; default the application's SQLite file)
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +21,8 @@ import sqlite_vec
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -73,7 +74,7 @@ class SqliteVecStore:
         if path not in conns:  # one connection (and lock) per file, shared by every KB on it
             conns[path] = (_connect(path), threading.RLock())
         self.conn, self._lock = conns[path]
-        self.table = "vec_kb_" + re.sub(r"[^A-Za-z0-9_]", "_", kb_id)
+        self.table = engine_name(kb_id, "A-Za-z0-9_", prefix="vec_kb_")
         with self._lock, self.conn:
             ensure_fts(self.conn.execute, "vec_chunks", kb_id)
 
@@ -117,16 +118,16 @@ class SqliteVecStore:
         with self._lock, self.conn:
             self._insert(chunks, matrix)
 
-    def replace(self, where: dict[str, Any], chunks: Sequence[Chunk]) -> None:
-        sql, params = to_sqlite(filters.parse(where))
+    def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
+        sql, params = to_sqlite(filters.node(where))
         matrix = check_vectors(chunks) if chunks else None
         with self._lock, self.conn:  # one transaction: all or nothing
             self._delete_where(sql, params)
             if chunks:
                 self._insert(chunks, matrix)
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        node = filters.parse(where)
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        node = filters.node(where)
         if ids is None and node is None:
             return 0
         sql, params = to_sqlite(node)
@@ -142,8 +143,8 @@ class SqliteVecStore:
             self.conn.execute("DELETE FROM vec_kbs WHERE kb=?", (self.kb_id,))
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
-        node = filters.parse(where)
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        node = filters.node(where)
         with self._lock:
             dim = self._dimension()
             q = query_vector(vector, dim, k, self.kb_id)
@@ -168,7 +169,7 @@ class SqliteVecStore:
         hits = [SearchHit(r[0], r[1], json.loads(r[2]), 1.0 - float(r[3])) for r in rows]
         return sorted(hits, key=lambda h: (-h.similarity, h.id))[:k]
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """SQLite FTS5 bm25() over the chunk texts (the same index recipe as the ``sqlite`` store)."""
         planned = keyword_query("vec_chunks", self.kb_id, text, k, where)
         if planned is None:
@@ -177,9 +178,9 @@ class SqliteVecStore:
             rows = self.conn.execute(*planned).fetchall()
         return [KeywordHit(r[0], r[1], json.loads(r[2]), -float(r[3])) for r in rows]
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+    def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
-        sql, params = to_sqlite(filters.parse(where), column="c.metadata")
+        sql, params = to_sqlite(filters.node(where), column="c.metadata")
         if ids is not None:
             sql, params = f"{sql} AND c.id IN (SELECT value FROM json_each(?))", [*params, json.dumps(list(ids))]
         with self._lock:
@@ -192,12 +193,12 @@ class SqliteVecStore:
             ).fetchall()
         return [Chunk(r[0], r[1], json.loads(r[2]), np.frombuffer(r[3], dtype=np.float32).tolist()) for r in rows]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
-        sql, params = to_sqlite(filters.parse(where))
+    def count(self, where: filters.Where = None) -> int:
+        sql, params = to_sqlite(filters.node(where))
         with self._lock:
             return self.conn.execute(f"SELECT COUNT(*) FROM vec_chunks WHERE kb=? AND {sql}", [self.kb_id, *params]).fetchone()[0]
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             with self._lock:
                 version = self.conn.execute("SELECT vec_version()").fetchone()[0]

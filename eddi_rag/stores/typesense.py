@@ -25,6 +25,8 @@ from typesense.exceptions import ObjectNotFound
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
+    StoreHealth,
+    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -49,7 +51,7 @@ TRUE, FALSE = "TRUE", "FALSE"  # filter constants, simplified away before reachi
 
 
 def collection_name(kb_id: str) -> str:
-    return "eddi_kb_" + re.sub(r"[^A-Za-z0-9_-]", "_", kb_id)
+    return engine_name(kb_id)
 
 
 
@@ -178,9 +180,9 @@ class TypesenseStore(OverwriteThenPrune):
     def _dimension(self) -> int | None:
         return self._dimension_of(self._schema())
 
-    def _plan(self, where: dict[str, Any] | None) -> tuple[str | None, filters.Node | None, dict | None]:
+    def _plan(self, where: filters.Where) -> tuple[str | None, filters.Node | None, dict | None]:
         """(filter_by or TRUE/FALSE, what still runs in Python, the collection schema)."""
-        node, schema = filters.parse(where), self._schema()
+        node, schema = filters.node(where), self._schema()
         fields = {f["name"] for f in schema["fields"]} if schema else set()
         native, approx = to_typesense(node, fields)
         return (TRUE if native is None else native), (node if approx else None), schema
@@ -189,7 +191,7 @@ class TypesenseStore(OverwriteThenPrune):
     def _params(native: str, **extra: Any) -> dict[str, Any]:
         return {"q": "*", **({"filter_by": native} if native != TRUE else {}), **extra}
 
-    def _documents(self, where: dict[str, Any] | None, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def _documents(self, where: filters.Where, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         native, rest, schema = self._plan(where)
         if schema is None or native == FALSE or (ids is not None and not ids):
             return []
@@ -233,7 +235,7 @@ class TypesenseStore(OverwriteThenPrune):
         if chunks:
             self._write(chunks)
 
-    def _ids_matching(self, where: dict[str, Any] | None) -> list[str]:
+    def _ids_matching(self, where: filters.Where) -> list[str]:
         return [d["id"] for d in self._documents(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
@@ -241,8 +243,8 @@ class TypesenseStore(OverwriteThenPrune):
             part = ids[start : start + 200]
             self.client.collections[self.name].documents.delete({"filter_by": "id:=[" + ",".join(f"`{i}`" for i in part) + "]"})
 
-    def delete(self, ids: Sequence[str] | None = None, where: dict[str, Any] | None = None) -> int:
-        if ids is None and filters.parse(where) is None:
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        if ids is None and filters.node(where) is None:
             return 0
         found = [d["id"] for d in self._documents(where, ids)]
         self._delete_ids(found)
@@ -255,7 +257,7 @@ class TypesenseStore(OverwriteThenPrune):
             pass
 
     # -- reads ----------------------------------------------------------------------------
-    def search(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None, text: str | None = None) -> list[SearchHit]:
+    def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
         native, rest, schema = self._plan(where)
         dim = self._dimension_of(schema)
         q = query_vector(vector, dim, k, self.kb_id)
@@ -277,7 +279,7 @@ class TypesenseStore(OverwriteThenPrune):
 
         return overfetch(candidates, k, min(total, _PAGE))
 
-    def keyword_search(self, text: str, k: int, where: dict[str, Any] | None = None) -> list[KeywordHit]:
+    def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """Typesense's own full-text search on the chunk text, ranked by its ``text_match``; words
         are dropped from the query until k chunks match (so any word can find a chunk)."""
         native, rest, schema = self._plan(where)
@@ -292,7 +294,7 @@ class TypesenseStore(OverwriteThenPrune):
         hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
         return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
 
-    def get(self, where: dict[str, Any] | None = None, limit: int | None = None, offset: int = 0,
+    def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
         docs = self._documents(where, ids)[offset : None if limit is None else offset + limit]
         if not docs:
@@ -305,7 +307,7 @@ class TypesenseStore(OverwriteThenPrune):
             vectors.update({h["document"]["id"]: h["document"]["embedding"] for h in found["hits"]})
         return [Chunk(d["chunk_id"], d["text"], json.loads(d["metadata_json"]), vectors.get(d["id"])) for d in docs]
 
-    def count(self, where: dict[str, Any] | None = None) -> int:
+    def count(self, where: filters.Where = None) -> int:
         native, rest, schema = self._plan(where)
         if schema is None or native == FALSE:
             return 0
@@ -313,7 +315,7 @@ class TypesenseStore(OverwriteThenPrune):
             return len(self._documents(where))
         return int(self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"])
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> StoreHealth:
         try:
             ok = self.client.operations.is_healthy()
             return {"status": "ok" if ok else "error", "details": {"documents": self.count(), "dimension": self._dimension(),
