@@ -187,7 +187,7 @@ class RowTable:
         if not selected:
             return []
         if self.uses_hnsw() and selected >= EXACT_BELOW:
-            fetch = min(selected, 2 * k + 10)  # more than k, so ties at the cut are broken by id
+            fetch = min(selected, k + 5)  # more than k, so ties at the cut are broken by id
             found = self.graph().search(q, fetch, None if mask is None else self._bits(node, mask), selected / self.n)
             if len(found) >= min(k, selected):
                 return self._cut(found, k)
