@@ -15,7 +15,8 @@ For each size (default 100k and 1M × 384, clustered like text embeddings):
         [--skip chroma pgvector ...] [--write-sizes 10000 100000 1000000]
 
 Prints Markdown tables (ratios to FAISS HNSW); asserts nothing about time. HNSW everywhere uses
-M=16 (usearch: connectivity 16), construction breadth 100/128 and search breadth 64.
+M=16 (usearch: connectivity 16), construction breadth 100 (usearch 128) and search breadth 64
+(pgvector store: 100; ours: 64 up to 100k rows, 128 at 1M) unless ``--ef`` sets one for all.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ DIM = 384
 SYSTEMS = ["in-memory exact", "in-memory hnsw", "sqlite exact", "sqlite hnsw", "int8 scan + rescoring", "faiss hnsw",
            "usearch", "chroma", "pgvector hnsw", "sqlite-vec bare", "sqlite-vec", "langchain in-memory"]
 HEAVY = {"chroma", "pgvector hnsw", "langchain in-memory"}
+EF: int | None = None  # --ef: every HNSW's search breadth (default: each system's own, 64 here)
 
 
 def rss() -> int:
@@ -74,7 +76,8 @@ def timed(search: Callable[[np.ndarray, int], list[int]], queries: np.ndarray, t
 def ours(name: str, index: str, data, ids, chunks, queries, truth, tmp: Path, write_path: dict):
     ctx = StoreContext(Database(tmp / f"{uuid.uuid4().hex[:6]}.db"), tmp)
     before, t0 = rss(), time.perf_counter()
-    store = registry.load(registry.STORES, name)("bench", {"index": index}, ctx)
+    params = {"index": index, **({"efSearch": EF} if EF and index == "hnsw" else {})}
+    store = registry.load(registry.STORES, name)("bench", params, ctx)
     for start in range(0, len(chunks), 10_000):
         store.upsert(chunks[start : start + 10_000])
     store.search(queries[0], 5)  # builds the graph (hnsw)
@@ -88,35 +91,42 @@ def ours(name: str, index: str, data, ids, chunks, queries, truth, tmp: Path, wr
     return build, *figures, memory
 
 
-def replace_figures(store, data: np.ndarray, n: int, queries: np.ndarray, times: int = 20):
-    """Median ms of: replacing one 10-chunk document, the first search after, a steady search."""
-    rep, first, steady = [], [], []
-    for j in range(times):
+def replace_figures(store, data: np.ndarray, n: int, queries: np.ndarray):
+    """Replacing one 10-chunk document, then searching: see write_figures."""
+    def replace(j: int) -> None:
         doc = f"d{(j * 7919) % (n // 10):07d}"
-        new = [Chunk(f"{doc}-{i}", "replaced", {"document_id": doc}, data[(j * 13 + i) % n]) for i in range(10)]
-        t0 = time.perf_counter()
-        store.replace({"document_id": doc}, new)
-        rep.append(time.perf_counter() - t0)
+        store.replace({"document_id": doc}, [Chunk(f"{doc}-{i}", "replaced", {"document_id": doc}, data[(j * 13 + i) % n])
+                                             for i in range(10)])
+
+    return write_figures(replace, lambda q: store.search(q, 5), queries)
+
+
+def write_figures(write: Callable[[int], None], search: Callable[[np.ndarray], object], queries: np.ndarray, times: int = 20):
+    """Median ms of: the j-th write, the first search after it, a steady search."""
+    figures: tuple[list[float], ...] = ([], [], [])
+    for j in range(times):
         q = queries[j % len(queries)]
-        t0 = time.perf_counter()
-        store.search(q, 5)
-        first.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        store.search(q, 5)
-        steady.append(time.perf_counter() - t0)
-    return tuple(statistics.median(x) * 1000 for x in (rep, first, steady))
+        for spent, call in zip(figures, (lambda: write(j), lambda: search(q), lambda: search(q))):
+            t0 = time.perf_counter()
+            call()
+            spent.append(time.perf_counter() - t0)
+    return tuple(statistics.median(x) * 1000 for x in figures)
 
 
-def faiss_hnsw(data, queries, truth):
+def faiss_hnsw(data, queries, truth, write_path: dict):
     import faiss
 
     before, t0 = rss(), time.perf_counter()
     index = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = 100
     index.add(data)
-    index.hnsw.efSearch = 64
+    index.hnsw.efSearch = EF or 64
     build = time.perf_counter() - t0
-    return build, *timed(lambda q, k: index.search(q[None], k)[1][0].tolist(), queries, truth), rss() - before
+    search = lambda q, k: index.search(q[None], k)[1][0].tolist()  # noqa: E731
+    figures = build, *timed(search, queries, truth), rss() - before
+    add = lambda j: index.add(data[[(j * 13 + i) % len(data) for i in range(10)]])  # noqa: E731
+    write_path[("faiss hnsw", "(peer: add 10 vectors)")] = write_figures(add, lambda q: search(q, 5), queries)
+    return figures
 
 
 def int8_scan(data, queries, truth):
@@ -141,7 +151,7 @@ def usearch(data, queries, truth):
     from usearch.index import Index
 
     before, t0 = rss(), time.perf_counter()
-    index = Index(ndim=DIM, metric="ip", connectivity=16, expansion_add=128, expansion_search=64)
+    index = Index(ndim=DIM, metric="ip", connectivity=16, expansion_add=128, expansion_search=EF or 64)
     index.add(np.arange(len(data)), data, threads=os.cpu_count() or 1)
     build = time.perf_counter() - t0
     return build, *timed(lambda q, k: index.search(q, k).keys.tolist(), queries, truth), rss() - before
@@ -197,7 +207,7 @@ import json, sys, time, statistics, numpy as np, chromadb
 tmp = sys.argv[1]; data = np.load(tmp + "/data.npy"); queries = np.load(tmp + "/queries.npy")
 truth = [set(t) for t in json.load(open(tmp + "/truth.json"))]
 client = chromadb.PersistentClient(path=tmp + "/chroma")
-col = client.create_collection("bench", metadata={"hnsw:space": "cosine", "hnsw:M": 16, "hnsw:construction_ef": 100, "hnsw:search_ef": 64})
+col = client.create_collection("bench", metadata={"hnsw:space": "cosine", "hnsw:M": 16, "hnsw:construction_ef": 100, "hnsw:search_ef": int(sys.argv[2])})
 t0 = time.perf_counter()
 step = client.get_max_batch_size()
 for s in range(0, len(data), step):
@@ -213,14 +223,14 @@ lat.sort()
 print(json.dumps([build, statistics.median(lat), lat[max(0, int(len(lat) * 0.95) - 1)], found / (10 * len(queries))]))
 """
     (tmp / "truth.json").write_text(json.dumps([sorted(t) for t in truth]))
-    out = subprocess.run([f"{venv}/bin/python", "-c", script, str(tmp)], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([f"{venv}/bin/python", "-c", script, str(tmp), str(EF or 64)], check=True, capture_output=True, text=True).stdout
     return *json.loads(out.strip().splitlines()[-1]), "server"
 
 
 def pgvector(data, queries, truth, chunks, ids, services):
     from tests.support.services import postgres
 
-    store = registry.load(registry.STORES, "pgvector")(f"bench-{uuid.uuid4().hex[:6]}", {"url": services.enter_context(postgres()), "index": "none"},
+    store = registry.load(registry.STORES, "pgvector")(f"bench-{uuid.uuid4().hex[:6]}", {"url": services.enter_context(postgres()), "index": "none", **({"efSearch": EF} if EF else {})},
                                                        StoreContext(Database()))
     t0 = time.perf_counter()
     for start in range(0, len(chunks), 5000):
@@ -267,7 +277,10 @@ def main() -> None:
     parser.add_argument("--skip", nargs="*", default=[], help=f"systems to leave out: {', '.join(SYSTEMS)}")
     parser.add_argument("--heavy-max", type=int, default=100_000,
                         help="largest size for the slow-to-build peers (Chroma, pgvector) and LangChain (12 GB of lists at 1M)")
+    parser.add_argument("--ef", type=int, help="search breadth for every HNSW (ours, FAISS, usearch, Chroma, pgvector)")
     args = parser.parse_args()
+    global EF
+    EF = args.ef
     write_path: dict[int, dict] = {}
     for n in sorted(set(args.sizes) | set(args.write_sizes)):
         rng = np.random.default_rng(7)
@@ -288,7 +301,7 @@ def main() -> None:
                     name, index = system.split()
                     result = ours(name, index, data, ids, chunks, queries, truth, tmp, write_path[n])
                 elif system == "faiss hnsw":
-                    result = faiss_hnsw(data, queries, truth)
+                    result = faiss_hnsw(data, queries, truth, write_path[n])
                 elif system == "int8 scan + rescoring":
                     result = int8_scan(data, queries, truth)
                 elif system == "usearch":
@@ -309,7 +322,8 @@ def main() -> None:
             continue
         floor = floor_ms(data)
         peer = next((r[2] for r in rows if r[0] == "faiss hnsw"), None)
-        print(f"\n### {n:,} × {DIM} (clustered), top-5, {args.queries} queries; bandwidth floor {floor:.2f} ms\n")
+        ef = f"efSearch {EF}" if EF else "HNSW at each system's default search breadth (ours: size-aware)"
+        print(f"\n### {n:,} × {DIM} (clustered), top-5, {args.queries} queries, {ef}; bandwidth floor {floor:.2f} ms\n")
         print("| system | build s | p50 ms | p95 ms | × FAISS HNSW p50 | × floor | recall@10 | memory MB |\n|---|---:|---:|---:|---:|---:|---:|---:|")
         for system, build, p50, p95, recall, memory in rows:
             ratio = f"{p50 / peer:.2f}" if peer else "n/a"

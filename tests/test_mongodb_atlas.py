@@ -11,7 +11,7 @@ from eddi_rag.stores.mongodb_atlas import (
     search_pipeline,
     to_mql,
 )
-from tests.conformance.test_store_conformance import FILTERS
+from eddi_rag.testing.store_conformance import FILTERS
 
 
 def test_the_vector_search_pipeline_has_the_documented_shape():

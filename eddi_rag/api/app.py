@@ -35,6 +35,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         yield
         runtime.scheduler.stop()
         runtime.jobs.stop()
+        runtime.stores.context.close()  # e.g. save HNSW graphs built in memory
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime

@@ -12,6 +12,7 @@ faiss also filters inside the graph walk, which neither of the others offers fro
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import faiss
@@ -19,13 +20,20 @@ import numpy as np
 
 M = 16  # graph degree
 EF_CONSTRUCTION = 100
-EF_SEARCH = 64
+EF_SEARCH = 64  # search breadth up to 100,000 rows; wider above (default_ef)
 MAX_EF = 1024
 
 
+def default_ef(rows: int) -> int:
+    """The search breadth keeping recall@10 near 0.99 as the graph grows (384-d clustered, M 16:
+    64 gives 1.000 at 100k but 0.976 at 1M): 64 up to 100,000 rows, then 64 per decade of
+    rows beyond 10,000 (128 at 1M)."""
+    return EF_SEARCH if rows <= 100_000 else min(MAX_EF, round(EF_SEARCH * math.log10(rows / 10_000)))
+
+
 class Hnsw:
-    def __init__(self, dim: int, ef_search: int = EF_SEARCH, index: faiss.Index | None = None):
-        self.ef_search = ef_search
+    def __init__(self, dim: int, ef_search: int | None = None, index: faiss.Index | None = None):
+        self.chosen_ef = ef_search  # None: default_ef of the graph's size
         if index is None:
             index = faiss.IndexHNSWFlat(dim, M, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efConstruction = EF_CONSTRUCTION
@@ -34,6 +42,10 @@ class Hnsw:
     @property
     def size(self) -> int:
         return int(self.index.ntotal)
+
+    @property
+    def ef_search(self) -> int:
+        return self.chosen_ef or default_ef(self.size)
 
     def sync(self, vectors: np.ndarray) -> None:
         """Add rows ``size..len(vectors)-1`` (the ones appended since the last sync)."""
@@ -67,5 +79,5 @@ class Hnsw:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: Path, ef_search: int = EF_SEARCH) -> Hnsw:
+    def load(cls, path: Path, ef_search: int | None = None) -> Hnsw:
         return cls(0, ef_search, faiss.read_index(str(path)))

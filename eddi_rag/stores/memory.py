@@ -4,7 +4,7 @@ The rows live in a RowTable (eddi_rag.stores.rows: writes cost what they write; 
 search) kept in the application's StoreContext, keyed by configuration id, not in this object,
 so a factory may evict and rebuild store objects freely.
 
-storeParameters: ``index`` (``exact``, ``hnsw`` or ``auto``: HNSW from 20,000 chunks on),
+storeParameters: ``index`` (``exact``, ``hnsw`` or ``auto``: HNSW from 10,000 chunks on),
 ``efSearch`` (HNSW search breadth: higher is slower and finds more of the true nearest).
 """
 
@@ -36,9 +36,9 @@ from eddi_rag.stores.rows import INDEXES, RowTable
 
 INDEX_PARAMETERS = {
     "index": {"enum": list(INDEXES), "default": "auto",
-              "description": "exact: scan every vector; hnsw: an HNSW graph (faiss); auto: hnsw from 20,000 chunks on."},
+              "description": "exact: scan every vector; hnsw: an HNSW graph (faiss); auto: hnsw from 10,000 chunks on."},
     "efSearch": {"type": "integer", "minimum": 1, "maximum": 1024,
-                 "description": "HNSW search breadth (default 64): higher finds more of the true nearest, slower."},
+                 "description": "HNSW search breadth (default 64 up to 100,000 chunks, 128 at 1M): higher finds more of the true nearest, slower."},
 }
 
 

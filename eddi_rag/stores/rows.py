@@ -26,7 +26,7 @@ from eddi_rag.stores.base import check_dimension, top_k
 from eddi_rag.stores.masks import MetadataColumns
 
 INDEXES = ("exact", "hnsw", "auto")
-AUTO_HNSW_FROM = 20_000  # live rows from which ``auto`` searches the graph
+AUTO_HNSW_FROM = 10_000  # live rows from which ``auto`` searches the graph (384-d: exact 0.17 ms at 5k, 0.35 ms at 10k; HNSW about 0.2)
 EXACT_BELOW = 2_000  # fewer candidate rows (after the filter) are answered by the exact scan
 
 
@@ -166,7 +166,8 @@ class RowTable:
     def graph(self) -> Hnsw:
         """The HNSW index, built or brought up to date with the rows appended since."""
         if self.hnsw is None:
-            self.hnsw = Hnsw(self.dim) if self.ef_search is None else Hnsw(self.dim, self.ef_search)
+            self.hnsw = Hnsw(self.dim, self.ef_search)
+        self.hnsw.chosen_ef = self.ef_search  # the configuration may have changed since the build
         self.hnsw.sync(self.vectors)
         return self.hnsw
 

@@ -216,7 +216,7 @@ class SqliteStore:
         table.restore(order, matrix, metadata)
         if graph is not None:
             try:
-                table.hnsw = Hnsw.load(graph) if table.ef_search is None else Hnsw.load(graph, table.ef_search)
+                table.hnsw = Hnsw.load(graph, table.ef_search)
             except RuntimeError:
                 table.hnsw = None
         cache.generation, cache.saved = generation, (generation if table.hnsw is not None else None)
