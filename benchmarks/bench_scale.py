@@ -12,7 +12,7 @@ For each size (default 100k and 1M × 384, clustered like text embeddings):
   after it and the steady state, for our in-memory and sqlite stores.
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes 100000 1000000] [--queries 100]
-        [--skip chroma pgvector ...] [--write-sizes 10000 100000 1000000]
+        [--skip chroma pgvector ...] [--write-sizes 10000 100000 1000000] [--ef 128] [--ef-sweep 64 128 256]
 
 Prints Markdown tables (ratios to FAISS HNSW); asserts nothing about time. HNSW everywhere uses
 M=16 (usearch: connectivity 16), construction breadth 100 (usearch 128) and search breadth 64
@@ -52,6 +52,7 @@ SYSTEMS = ["in-memory exact", "in-memory hnsw", "sqlite exact", "sqlite hnsw", "
            "usearch", "chroma", "pgvector hnsw", "sqlite-vec bare", "sqlite-vec", "langchain in-memory"]
 HEAVY = {"chroma", "pgvector hnsw", "langchain in-memory"}
 EF: int | None = None  # --ef: every HNSW's search breadth (default: each system's own, 64 here)
+SWEEP: list[int] = []  # --ef-sweep: FAISS HNSW's recall and p50 at each of these search breadths
 
 
 def rss() -> int:
@@ -124,6 +125,11 @@ def faiss_hnsw(data, queries, truth, write_path: dict):
     build = time.perf_counter() - t0
     search = lambda q, k: index.search(q[None], k)[1][0].tolist()  # noqa: E731
     figures = build, *timed(search, queries, truth), rss() - before
+    for ef in SWEEP:  # the recall / latency curve of this graph
+        index.hnsw.efSearch = ef
+        p50, p95, recall = timed(search, queries, truth)
+        print(f"  {len(data):,}: faiss hnsw at efSearch {ef}: p50 {p50:.3f} ms, p95 {p95:.3f} ms, recall@10 {recall:.3f}", flush=True)
+    index.hnsw.efSearch = EF or 64
     add = lambda j: index.add(data[[(j * 13 + i) % len(data) for i in range(10)]])  # noqa: E731
     write_path[("faiss hnsw", "(peer: add 10 vectors)")] = write_figures(add, lambda q: search(q, 5), queries)
     return figures
@@ -230,7 +236,8 @@ print(json.dumps([build, statistics.median(lat), lat[max(0, int(len(lat) * 0.95)
 def pgvector(data, queries, truth, chunks, ids, services):
     from tests.support.services import postgres
 
-    store = registry.load(registry.STORES, "pgvector")(f"bench-{uuid.uuid4().hex[:6]}", {"url": services.enter_context(postgres()), "index": "none", **({"efSearch": EF} if EF else {})},
+    params = {"url": services.enter_context(postgres()), "index": "none", **({"efSearch": EF} if EF else {})}
+    store = registry.load(registry.STORES, "pgvector")(f"bench-{uuid.uuid4().hex[:6]}", params,
                                                        StoreContext(Database()))
     t0 = time.perf_counter()
     for start in range(0, len(chunks), 5000):
@@ -278,9 +285,10 @@ def main() -> None:
     parser.add_argument("--heavy-max", type=int, default=100_000,
                         help="largest size for the slow-to-build peers (Chroma, pgvector) and LangChain (12 GB of lists at 1M)")
     parser.add_argument("--ef", type=int, help="search breadth for every HNSW (ours, FAISS, usearch, Chroma, pgvector)")
+    parser.add_argument("--ef-sweep", type=int, nargs="*", default=[], help="also print FAISS HNSW's recall and p50 at these")
     args = parser.parse_args()
-    global EF
-    EF = args.ef
+    global EF, SWEEP
+    EF, SWEEP = args.ef, args.ef_sweep
     write_path: dict[int, dict] = {}
     for n in sorted(set(args.sizes) | set(args.write_sizes)):
         rng = np.random.default_rng(7)
