@@ -59,15 +59,17 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
 @click.option("--max-upload-mb", type=float, default=None,
               help="Largest document body accepted, in MB (default: env EDDI_RAG_MAX_UPLOAD_MB, else 50).")
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without any credential configured.")
+@click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="Log records (one per request, on eddi_rag.requests) as JSON lines or as text.")
 @chat_model_options
-def serve(host, port, data_dir, bundles, max_upload_mb, insecure, llm, base_url, model) -> None:
-    """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui)."""
+def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, llm, base_url, model) -> None:
+    """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui); Prometheus metrics at /metrics."""
     import uvicorn
 
     from eddi_rag.api.app import create_app
-    from eddi_rag.demo import chat_model
     from eddi_rag.auth.oidc import OidcConfig
     from eddi_rag.bundle import load_bundle
+    from eddi_rag.demo import chat_model
     from eddi_rag.runtime import Runtime
 
     runtime = Runtime(data_dir)
@@ -81,7 +83,22 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, llm, base_url,
         load_bundle(runtime.resources, folder)
     limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
     click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
-    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model)), host=host, port=port)
+    log_requests(log_format)
+    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model)), host=host, port=port,
+                access_log=False)  # eddi_rag.requests logs each request, with its route and caller
+
+
+def log_requests(log_format: str) -> None:
+    """One record per request on stderr: JSON lines (python-json-logger) or text."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s") if log_format == "json"
+                         else logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    requests = logging.getLogger("eddi_rag.requests")
+    requests.addHandler(handler)
+    requests.setLevel(logging.INFO)
+    requests.propagate = False
 
 
 @main.command()

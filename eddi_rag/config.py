@@ -8,12 +8,14 @@ the two in step).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field
+
+from eddi_rag import jsonvalues
 
 SCHEMA_FILE = "rag-configuration.schema.json"
 
@@ -26,7 +28,7 @@ class ConfigValidationError(ValueError):
         super().__init__("; ".join(f"{e['path']}: {e['message']}" for e in errors))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str = SCHEMA_FILE) -> dict[str, Any]:
     text = resources.files("eddi_rag").joinpath("schemas", name).read_text(encoding="utf-8")
     schema = json.loads(text)
@@ -178,6 +180,10 @@ def _explain(error: dict[str, Any]) -> dict[str, Any]:
 
 def validate_rag_configuration(data: Any) -> RagConfiguration:
     """Validate raw JSON against the schema (plus cross-field rules) and build the model."""
+    wrong = jsonvalues.problem(data)
+    if wrong:
+        path, _, message = wrong.partition(": ")
+        raise ConfigValidationError([{"path": path, "message": message, "value": None}])
     errors = [_explain(e) for e in _schema_errors(data, load_schema())]
     if not errors:
         errors += _source_errors(data.get("sources") or [])

@@ -45,8 +45,10 @@ class OutboundPolicy:
     def from_env(cls) -> OutboundPolicy:
         return cls(_allowed_from_env())
 
-    def check(self, url: str) -> None:
-        """Raise OutboundBlockedError unless ``url`` may be requested (its host is resolved here)."""
+    @staticmethod
+    def check_static(url: str) -> str:
+        """What can be refused without resolving the host (a URL being saved): not http(s), no host,
+        a cloud metadata name, a literal link-local or metadata address. Returns the host."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise OutboundBlockedError(f"{url}: only http and https URLs may be fetched")
@@ -55,6 +57,18 @@ class OutboundPolicy:
             raise OutboundBlockedError(f"{url}: no host")
         if host in METADATA_HOSTS:
             raise OutboundBlockedError(f"{url}: {host} is a cloud metadata service")
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            return host
+        if any(literal in n for n in NEVER):
+            raise OutboundBlockedError(f"{url}: {host} is a link-local or metadata address (never allowed)")
+        return host
+
+    def check(self, url: str) -> None:
+        """Raise OutboundBlockedError unless ``url`` may be requested (its host is resolved here)."""
+        parts = urlsplit(url)
+        host = self.check_static(url)
         try:
             infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
         except socket.gaierror as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from eddi_rag import registry
+from eddi_rag import paths, registry
 from eddi_rag.auth.keys import KeyStore
 from eddi_rag.collections import Collections
 from eddi_rag.config import (
@@ -19,8 +20,8 @@ from eddi_rag.config import (
 )
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
-from eddi_rag.feedback import FeedbackLog
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
+from eddi_rag.feedback import FeedbackLog
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
@@ -36,6 +37,8 @@ from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.llm_task import LlmTaskHook, choose_task
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import WorkflowTraversal
+
+log = logging.getLogger(__name__)
 
 DB_FILE = "eddi-rag.db"
 DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
@@ -97,6 +100,7 @@ class Runtime:
                 errors.append({"path": "$.searchMode", "value": config.searchMode,
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
                                           f"(use {', '.join(capable)}, or searchMode 'vector')"})
+        errors += paths.errors(config, self.data_dir)
         if errors:
             raise ConfigValidationError(errors)
         return config
@@ -136,6 +140,17 @@ class Runtime:
         if "error" in report:  # engines' messages may quote connection details: never a resolved secret
             result["error"] = self.resolver.redact(report["error"])
         return result
+
+    def chunk_counts(self) -> list[tuple[str, str, str, int]]:
+        """(KB id, name, store type, chunks) of every knowledge base whose store answers."""
+        out = []
+        for kb_id in self.resources.ids("rags"):
+            try:
+                config = self.rag_config(kb_id)
+                out.append((kb_id, config.name, config.storeType, self.stores.get(kb_id, config).count()))
+            except Exception as e:  # noqa: BLE001 - an unreachable store is health's business, not the count's
+                log.debug("no chunk count for %s: %s", kb_id, self.resolver.redact(str(e)))
+        return out
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
              chat_model: Any = None) -> dict[str, Any]:

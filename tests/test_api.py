@@ -2,7 +2,6 @@ import time
 
 import pytest
 
-
 BASE = "/ragstore/rags"
 
 

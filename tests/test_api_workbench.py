@@ -3,7 +3,6 @@ a KB's documents, the chunking preview, the injected context, citation feedback,
 an agent's turn."""
 
 import base64
-import json
 from pathlib import Path
 
 from eddi_rag.bundle import load_bundle

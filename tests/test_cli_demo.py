@@ -101,7 +101,8 @@ def test_serve_answers_rest_calls(tmp_path):
                 time.sleep(0.2)
         job = httpx.post(f"{base}/ragstore/rags/travel-policies/ingest?documentName=pets.md",
                          content="Small pets travel in the cabin.", headers={"Content-Type": "text/markdown"}).json()
-        while (status := httpx.get(f"{base}/ragstore/rags/travel-policies/ingestion/{job['ingestionId']}/status").json())["status"] in ("pending", "processing"):
+        status_url = f"{base}/ragstore/rags/travel-policies/ingestion/{job['ingestionId']}/status"
+        while (status := httpx.get(status_url).json())["status"] in ("pending", "processing"):
             time.sleep(0.1)
         assert status["status"] == "completed"
         results = httpx.post(f"{base}/ragstore/rags/travel-policies/query", json={"query": "Can my cat travel in the cabin?"}).json()["results"]

@@ -7,7 +7,6 @@ import json
 import pytest
 
 
-
 def doc(text: str, emb=(0.1, 0.2, 0.3), **metadata):
     return {"text": text, "metadata": metadata, "embedding": list(emb)}
 

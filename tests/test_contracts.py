@@ -69,9 +69,9 @@ def test_chunks_longer_than_the_model_input_are_warned_about(runtime):
 @pytest.mark.parametrize("metadata, message", [
     ({"kbId": "other"}, "metadata.kbId is reserved"),
     ({"tags": ["a", "b"]}, "metadata.tags must be a string, number or boolean"),
-    ({"ttl_seconds": "3600"}, "ttl_seconds must be a number of seconds, got '3600'"),
+    ({"ttl_seconds": "3600"}, "ttl_seconds must be a finite number of seconds, got '3600'"),
     ({"ttl_seconds": -5}, "ttl_seconds must be positive, got -5"),
-    ({"expires_at": "tomorrow"}, "expires_at must be a number of seconds"),
+    ({"expires_at": "tomorrow"}, "expires_at must be a finite number of seconds"),
     ({"user_id": ""}, "user_id must be a non-empty string"),
 ])
 def test_bad_documents_are_rejected_with_the_field_named(runtime, metadata, message):

@@ -331,6 +331,31 @@ def test_httpcall_rag_comes_before_vector_context(world, search_server):
     assert sm.index("You are") < sm.index("\n\n## Search Results:\n") < sm.index("\n\n## Relevant Context:\n")
 
 
+def test_httpcall_rag_never_reaches_what_the_server_may_not(tmp_path, search_server):
+    """Issue 12, finding 3: a loopback httpCall was called and its page injected; a metadata
+    address was saved. A server allows no private network unless configured."""
+    from eddi_rag.outbound import OutboundPolicy
+    from eddi_rag.runtime import Runtime
+
+    strict = Runtime(tmp_path / "strict", outbound=OutboundPolicy())
+    try:
+        agent = httpcall_agent(strict, search_server.url)
+        memory = ConversationMemory(agent, user_input="night train")
+        turn = strict.llm_task.execute(memory, {**TASK, "httpCallRag": "search"}, None)
+        assert search_server.requests == [] and "## Search Results" not in turn.system_message
+        trace = memory.get("rag:httpcall:trace:answer")
+        assert trace["httpCall"] == "search" and "private or loopback" in trace["error"]
+    finally:
+        strict.close()
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data", "http://metadata.google.internal/",
+                                 "http://[fd00:ec2::254]/", "file:///etc/passwd"])
+def test_an_httpcall_to_a_metadata_address_is_not_saved(client, url):
+    r = client.post("/httpcallsstore/httpcalls", json={"targetServerUrl": url, "httpCalls": []})
+    assert r.status_code == 400 and r.json()["errors"][0]["path"] == "$.targetServerUrl"
+
+
 def test_httpcall_rag_injects_nothing_on_errors_or_unknown_names(runtime):
     failing = SearchServer(status=503)
     try:

@@ -9,8 +9,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, own
+from eddi_rag.api.edge import Route
+from eddi_rag.api.limits import QueryLimit
 
-router = APIRouter(prefix="/agentstore/agents/{id}", tags=["agents"])
+router = APIRouter(prefix="/agentstore/agents/{id}", tags=["agents"], route_class=Route)
 
 
 class TurnRequest(BaseModel):
@@ -19,7 +21,7 @@ class TurnRequest(BaseModel):
     taskId: str | None = None  # default: the first LLM task of the agent's workflows
 
 
-@router.post("/turn")
+@router.post("/turn", dependencies=[QueryLimit])
 def turn(id: str, body: TurnRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{systemMessage, messages, knowledgeBases, memory (rag:trace / rag:context / rag:citations...), answer}."""
     own(runtime, caller, "agents", id)

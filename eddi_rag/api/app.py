@@ -10,24 +10,25 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from eddi_rag import __version__
-from eddi_rag.api import agents, collections, errors, ingestion, keys, providers, retrieval, sources, uploads
+from eddi_rag.api import agents, collections, errors, ingestion, keys, observability, providers, retrieval, sources, uploads
 from eddi_rag.api.deps import Authenticator, principal_of
+from eddi_rag.api.limits import Limits
+from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import AuthError
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
-from eddi_rag.api.resources import resource_router
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
-
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 
 
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
-               chat_model: Any = None) -> FastAPI:
+               chat_model: Any = None, limits: Limits | None = None) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
     ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only).
-    ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model)."""
+    ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model).
+    ``limits``: per-caller rate and concurrency limits (default: from EDDI_RAG_RATE_LIMIT_* variables)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.jobs.start()
@@ -41,9 +42,11 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     app.state.runtime = runtime
     app.state.chat_model = chat_model
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
+    app.state.limits = limits or Limits.from_env()
     oidc = oidc or OidcConfig.from_env()
     app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
     errors.install(app)
+    observability.install(app, runtime)
 
     @app.middleware("http")
     async def documentation_wants_a_credential(request: Request, call_next):

@@ -7,9 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
 
-from eddi_rag.api.deps import Editor, RuntimeDep, Viewer
+from eddi_rag.api.deps import Editor, Offset, RuntimeDep, Viewer
+from eddi_rag.api.edge import Route
+from eddi_rag.api.limits import IngestLimit
 
-router = APIRouter(prefix="/collections", tags=["collections"])
+router = APIRouter(prefix="/collections", tags=["collections"], route_class=Route)
 
 
 @router.post("", status_code=201)
@@ -41,15 +43,15 @@ def delete(name: str, runtime: RuntimeDep, caller: Editor):
     return Response(status_code=200)
 
 
-@router.post("/{name}/documents")
+@router.post("/{name}/documents", dependencies=[IngestLimit])
 def add_documents(name: str, runtime: RuntimeDep, caller: Editor, body: Any = Body(None)):
     documents = body.get("documents") if isinstance(body, dict) else None
     return runtime.collections.add(name, documents, caller.tenant)
 
 
 @router.get("/{name}/documents")
-def documents(name: str, runtime: RuntimeDep, caller: Viewer, where: str | None = None, limit: int | None = Query(None, ge=1),
-              offset: int = Query(0, ge=0)) -> dict[str, Any]:
+def documents(name: str, runtime: RuntimeDep, caller: Viewer, where: str | None = None, limit: int | None = Query(None, ge=1, le=10_000),
+              offset: Offset = 0) -> dict[str, Any]:
     """``{documents: [{id, text, metadata}], count, total}``: ``where`` in the one filter language
     (implicit AND, ``$in``, ``$or``…); no filter: the first 100; at most 1000 per page; id order."""
     return runtime.collections.documents(name, where, limit, offset, caller.tenant)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 from eddi_rag.auth import TRUSTED, AuthError, ForbiddenError, Principal
 from eddi_rag.auth.keys import PREFIX, KeyStore
@@ -19,6 +19,12 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+MAX_VERSION = 2**31 - 1
+MAX_OFFSET = 10**9
+# Integer query parameters, range-checked (422 naming the parameter) before they reach SQL.
+Version = Annotated[int, Query(ge=0, le=MAX_VERSION, description="a version number; 0: the current one")]
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="how many items to skip")]
 
 
 class Authenticator:

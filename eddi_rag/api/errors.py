@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
+from eddi_rag.api.edge import UnsupportedMediaTypeError, invalid_request
+from eddi_rag.api.limits import TooManyRequestsError
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
 from eddi_rag.collections import CollectionExistsError, CollectionNotFoundError, CollectionRequestError
 from eddi_rag.config import ConfigValidationError
-from eddi_rag.ingest.jobs import JobNotRetryableError
+from eddi_rag.ingest.jobs import JobNotRetryableError, QueueFullError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.resources import ResourceNotFoundError, VersionConflictError
@@ -26,7 +29,8 @@ STATUS: dict[type[Exception], int] = {
     AuthError: 401, ForbiddenError: 403,
     SourceBusyError: 409, CollectionExistsError: 409, JobNotRetryableError: 409,
     PayloadTooLargeError: 413,
-    UnsupportedFileTypeError: 415,
+    QueueFullError: 429, TooManyRequestsError: 429,
+    UnsupportedFileTypeError: 415, UnsupportedMediaTypeError: 415,
     UnreadableDocumentError: 422,
     VectorDBUnavailableError: 503,
 }
@@ -44,6 +48,8 @@ async def answer(request: Request, e: Exception) -> Response:
     if is_page(request):
         return error_page(request, status, str(e))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if hasattr(e, "retry_after"):
+        headers = {"Retry-After": str(e.retry_after)}
     return JSONResponse({"error": str(e)}, status_code=status, headers=headers)
 
 
@@ -58,5 +64,6 @@ async def _invalid(_: Request, e: ConfigValidationError) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(VersionConflictError, _conflict)
     app.add_exception_handler(ConfigValidationError, _invalid)
+    app.add_exception_handler(RequestValidationError, invalid_request)
     for error in STATUS:
         app.add_exception_handler(error, answer)

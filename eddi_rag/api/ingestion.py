@@ -8,19 +8,21 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
-from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_tenant
+from eddi_rag.api.edge import Route
+from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
 from eddi_rag.ingest.loaders import detect
 
-router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)])
+router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route)
 
 
 class DocumentsRequest(BaseModel):
     documents: list[Any] = Field(min_length=1)
 
 
-@router.post("/ingest", status_code=202)
-async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: int = 0, documentName: str = "unnamed",
+@router.post("/ingest", status_code=202, dependencies=[IngestLimit])
+async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: Version = 0, documentName: str = "unnamed",
                  kbId: str | None = None):
     """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
     extension helps decide its type), or ``multipart/form-data`` with one or more ``file``
@@ -59,9 +61,17 @@ def ingestions(id: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(
 
 @router.post("/ingestion/{ingestion_id}/retry", status_code=202)
 def retry_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
-    """Queue a failed ingestion again, with the document it was given (409 unless it failed)."""
+    """Queue a failed or cancelled ingestion again, with the document it was given (409 otherwise)."""
     ingestion_status(id, ingestion_id, runtime, caller)  # 404 for another KB's
     return runtime.jobs.retry(ingestion_id).to_json()
+
+
+@router.delete("/ingestion/{ingestion_id}")
+def cancel_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Cancel a pending ingestion, or stop a processing one at its next step (nothing of it is
+    written); 409 for one that already completed, failed or was cancelled."""
+    ingestion_status(id, ingestion_id, runtime, caller)  # 404 for another KB's
+    return runtime.jobs.cancel(ingestion_id).to_json()
 
 
 @router.get("/documents")
@@ -78,7 +88,7 @@ def delete_document(id: str, document_id: str, runtime: RuntimeDep, caller: Edit
     return {"kbId": id, "documentId": document_id, "removed": removed}
 
 
-@router.post("/documents")
+@router.post("/documents", dependencies=[IngestLimit])
 def ingest_documents(id: str, body: DocumentsRequest, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Upsert documents by document_id, synchronously: an IngestionResult with per-document errors.
     A credential bound to a user ingests as that user; only one acting for users may name another."""

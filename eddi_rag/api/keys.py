@@ -8,8 +8,9 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
 from eddi_rag.api.deps import Admin, RuntimeDep
+from eddi_rag.api.edge import Route
 
-router = APIRouter(prefix="/keys", tags=["keys"])
+router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route)
 
 
 class KeyRequest(BaseModel):

@@ -8,8 +8,9 @@ from fastapi import APIRouter, HTTPException
 
 from eddi_rag import __version__, registry
 from eddi_rag.api.deps import Viewer
+from eddi_rag.api.edge import Route
 
-router = APIRouter()
+router = APIRouter(route_class=Route)
 
 
 @router.get("/health")

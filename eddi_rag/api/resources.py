@@ -3,19 +3,20 @@ workflows, httpcalls, llm configs), each with the same CRUD, descriptors and URI
 
 from __future__ import annotations
 
-from typing import Any
-
 import binascii
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 
-from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, check_role, own
+from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer, check_role, own
+from eddi_rag.api.edge import Route
 from eddi_rag.api.uploads import BadUploadError, too_large
+from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.preview import preview_chunks
-from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
+from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
 from eddi_rag.runtime import Runtime
 
@@ -28,6 +29,11 @@ def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
     """What is saved: a JSON object, valid for its kind (rags: schema, registry, parameters; sources get ids)."""
     if not isinstance(data, dict):
         raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
+    if kind == "httpcalls" and data.get("targetServerUrl") is not None:
+        try:
+            OutboundPolicy.check_static(str(data["targetServerUrl"]))
+        except OutboundBlockedError as e:
+            raise ConfigValidationError([{"path": "$.targetServerUrl", "message": str(e), "value": data["targetServerUrl"]}]) from None
     if kind != "rags":
         return data
     runtime.validate_rag(data)
@@ -57,7 +63,7 @@ class ChunkPreviewRequest(BaseModel):
 
 def resource_router(kind: str) -> APIRouter:
     _, store, collection = RESOURCE_TYPES[kind]
-    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind])
+    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route)
 
     if kind == "rags":
         @router.get("/jsonSchema")
@@ -76,7 +82,7 @@ def resource_router(kind: str) -> APIRouter:
             return preview_chunks(config, body.documentName, data, fmt)
 
     @router.get("/descriptors")
-    def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: int = Query(0, ge=0),
+    def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: Offset = 0,
                     limit: int = Query(20, ge=1, le=1000)):
         return [d.__dict__ for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
 
@@ -85,12 +91,12 @@ def resource_router(kind: str) -> APIRouter:
         return _created(runtime.resources.create(kind, _checked(runtime, kind, data), tenant=caller.tenant))
 
     @router.get("/{id}")
-    def read(id: str, runtime: RuntimeDep, caller: Viewer, version: int = Query(0, ge=0)):
+    def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
         own(runtime, caller, kind, id)
         return runtime.resources.read(kind, id, version)
 
     @router.put("/{id}")
-    def update(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(..., ge=1), data: Any = Body(...)):
+    def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)], data: Any = Body(...)):
         own(runtime, caller, kind, id)
         ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data))
         if kind == "rags":
@@ -98,12 +104,12 @@ def resource_router(kind: str) -> APIRouter:
         return _created(ref, 200)
 
     @router.post("/{id}", status_code=201)
-    def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(0, ge=0)):
+    def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
         own(runtime, caller, kind, id)
         return _created(runtime.resources.duplicate(kind, id, version))
 
     @router.delete("/{id}")
-    def delete(id: str, runtime: RuntimeDep, caller: Editor, version: int = Query(0, ge=0), permanent: bool = False):
+    def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
         own(runtime, caller, kind, id)
         if permanent:
             check_role(caller, "admin", "delete permanently")

@@ -9,18 +9,20 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.edge import Route
+from eddi_rag.api.limits import QueryLimit
 from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.doctor import check_knowledge_base
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 from eddi_rag.workflow.traversal import DiscoveredKb
 
-router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)])
+router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)], route_class=Route)
 
 Expansion = Literal["none", "neighbors", "section"]
 
 
 class QueryRequest(BaseModel):
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     maxResults: int | None = Field(default=None, ge=1, le=1000)
     minScore: float | None = Field(default=None, ge=0, le=1)
     where: dict[str, Any] | None = None
@@ -40,7 +42,7 @@ class RetrieveRequest(BaseModel):
     contextExpansion: Expansion | None = None  # default: the KB's
 
 
-@router.post("/query")
+@router.post("/query", dependencies=[QueryLimit])
 def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Scored chunks and their passages; ``userId`` only for credentials acting for users (a
     credential bound to a user always searches as that user)."""
@@ -58,7 +60,7 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> d
 class ContextRequest(BaseModel):
     """One LLM task referencing this KB alone: what the LlmTask hook would inject for ``query``."""
 
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     userId: str | None = None
     maxResults: int | None = Field(default=None, ge=1, le=1000)  # default: the KB's
     minScore: float | None = Field(default=None, ge=0, le=1)
@@ -66,7 +68,7 @@ class ContextRequest(BaseModel):
     maxRagContextChars: int | None = Field(default=20000, ge=1)
 
 
-@router.post("/context")
+@router.post("/context", dependencies=[QueryLimit])
 def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}."""
     version = runtime.resources.current_version("rags", id)
@@ -79,7 +81,7 @@ def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) 
 
 
 class FeedbackRequest(BaseModel):
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     chunkId: str = Field(min_length=1, max_length=200)
     vote: Literal["up", "down"]
     source: str | None = Field(default=None, max_length=2000)
@@ -95,7 +97,7 @@ def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer
     return item.__dict__
 
 
-@router.post("/retrieve")
+@router.post("/retrieve", dependencies=[QueryLimit])
 def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
     return runtime.pipeline.retrieve(body.query, id, body.maxChunks, body.minRelevance, user_id=caller.user_for(body.userId),
@@ -113,7 +115,7 @@ def kb_doctor(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, An
     return [{"check": c.check, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in check_knowledge_base(runtime, id)]
 
 
-feedback_router = APIRouter(tags=["retrieval"])
+feedback_router = APIRouter(tags=["retrieval"], route_class=Route)
 
 
 @feedback_router.get("/ragstore/feedback")

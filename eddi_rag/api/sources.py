@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
 from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.edge import Route
 from eddi_rag.sources import folder
 
-router = APIRouter(prefix="/ragstore/rags/{id}/sources/{sourceId}", tags=["sources"], dependencies=[Depends(kb_of_tenant)])
+router = APIRouter(prefix="/ragstore/rags/{id}/sources/{sourceId}", tags=["sources"], dependencies=[Depends(kb_of_tenant)], route_class=Route)
 
 
 @router.post("/run", status_code=202)
@@ -28,7 +29,7 @@ def preview(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict
 
 
 @router.get("/runs")
-def runs(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer, limit: int = 50) -> list[dict[str, Any]]:
+def runs(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(50, ge=1, le=1000)) -> list[dict[str, Any]]:
     """Run history, newest first."""
     return runtime.sources.runs(id, sourceId, max(1, min(limit, 1000)))
 

@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from eddi_rag import metrics
 from eddi_rag.db import Database
 
 
@@ -90,6 +91,7 @@ class CachedEmbeddings(Embeddings):
         keys = [cache_key(self.provider, self.model, self.dimensions, t) for t in texts]
         found = {k: np.frombuffer(v, dtype=np.float32).tolist() for k, v in self.cache.get_many(keys).items()}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
+        metrics.cache_lookups(len(keys), sum(k in found for k in keys))
         if missing:
             text_of = dict(zip(keys, texts))
             vectors = [np.asarray(v, dtype=np.float32) for v in self.inner.embed_documents([text_of[k] for k in missing])]

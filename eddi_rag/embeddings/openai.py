@@ -6,8 +6,8 @@ from typing import Any
 
 from langchain_openai import OpenAIEmbeddings
 
-from eddi_rag.parameters import alias
 from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "text-embedding-3-small"
 

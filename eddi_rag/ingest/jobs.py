@@ -1,13 +1,17 @@
 """Ingestion jobs: ``pending → processing → completed | failed: <message>``.
 
 Jobs and their statuses live in SQLite, so they survive a restart; a job that was pending or
-processing when the process stopped is picked up again by the next worker. A job's document body
-is kept until it completes: a failed job can be retried as it was.
+processing when the process stopped is picked up again by the next worker, at most MAX_ATTEMPTS
+times in all (a document that crashes the process fails for good: ``failed: gave up after 3
+attempts``). A job's document body is kept until it completes: a failed job can be retried as it
+was. A pending or processing job can be cancelled. At most ``max_queued`` jobs wait at once
+(EDDI_RAG_MAX_QUEUED_JOBS, default 1,000): more are refused (QueueFullError, HTTP 429).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -28,11 +32,23 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS ingestion_jobs (
 # ``format`` is what loaders.detect decided (NULL in those older jobs: plain text).
 _COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on"  # a Job's (not the body)
 
-PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
+PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
+MAX_ATTEMPTS = 3  # times a job is started before it fails for good
+DEFAULT_MAX_QUEUED = 1_000
 
 
 class JobNotRetryableError(ValueError):
-    """Only a failed job can be retried."""
+    """Only a failed or cancelled job can be retried; only a pending or processing one cancelled."""
+
+
+class QueueFullError(RuntimeError):
+    """Too much ingestion work is waiting (HTTP 429)."""
+
+    retry_after = 30
+
+
+class _Cancelled(Exception):
+    pass
 
 
 @dataclass
@@ -68,12 +84,24 @@ def _now() -> str:
 Runner = Callable[[str, int, str, bytes, str, Callable[[int, int], None]], int]
 
 
+def max_queued_from_env() -> int:
+    raw = os.environ.get("EDDI_RAG_MAX_QUEUED_JOBS", str(DEFAULT_MAX_QUEUED))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"EDDI_RAG_MAX_QUEUED_JOBS must be a positive whole number, got {raw!r}")
+    return int(raw)
+
+
 class IngestionQueue:
-    def __init__(self, db: Database, run: Runner, redact: Callable[[str], str] = lambda s: s):
+    def __init__(self, db: Database, run: Runner, redact: Callable[[str], str] = lambda s: s, max_queued: int | None = None):
         self.db, self.run, self.redact = db, run, redact
+        self.max_queued = max_queued or max_queued_from_env()
         db.execute(_SCHEMA)
-        if "format" not in {r["name"] for r in db.query("PRAGMA table_info(ingestion_jobs)")}:
+        columns = {r["name"] for r in db.query("PRAGMA table_info(ingestion_jobs)")}
+        if "format" not in columns:
             db.execute("ALTER TABLE ingestion_jobs ADD COLUMN format TEXT")
+        if "attempts" not in columns:
+            db.execute("ALTER TABLE ingestion_jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
+        self._cancel: set[str] = set()  # processing jobs asked to stop
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition()
@@ -86,6 +114,9 @@ class IngestionQueue:
         self._queue.put(job_id)
 
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text") -> Job:
+        waiting = self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?)", (PENDING, PROCESSING))[0]["n"]
+        if waiting >= self.max_queued:
+            raise QueueFullError(f"{waiting} ingestions are waiting (at most {self.max_queued}); try again later")
         job = Job(secrets.token_hex(12), kb_id, version, document, PENDING)
         now = _now()
         data = body.encode("utf-8") if isinstance(body, str) else body
@@ -108,18 +139,41 @@ class IngestionQueue:
                              (kb_id, limit))
         return [Job.of(r, self._progress.get(r["id"])) for r in rows]
 
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state (every ``failed: …`` counted as ``failed``)."""
+        counts = dict.fromkeys((PENDING, PROCESSING, COMPLETED, CANCELLED, "failed"), 0)
+        for r in self.db.query("SELECT CASE WHEN status LIKE 'failed%' THEN 'failed' ELSE status END AS state, "
+                               "COUNT(*) AS n FROM ingestion_jobs GROUP BY state"):
+            counts[r["state"]] = r["n"]
+        return counts
+
     def last_updates(self) -> dict[str, str]:
         """Each KB's most recent ingestion time (for listings)."""
         return {r["kb_id"]: r["t"] for r in self.db.query("SELECT kb_id, MAX(updated_on) AS t FROM ingestion_jobs GROUP BY kb_id")}
 
     def retry(self, job_id: str) -> Job:
-        """Queue a failed job again, with the document it was given."""
+        """Queue a failed or cancelled job again, with the document it was given (attempts start over)."""
         job = self.status(job_id)
-        if job is None or not job.status.startswith("failed"):
-            raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a failed one can be retried")
+        if job is None or not (job.status.startswith("failed") or job.status == CANCELLED):
+            raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a failed or "
+                                       f"cancelled one can be retried")
+        self.db.execute("UPDATE ingestion_jobs SET attempts=0 WHERE id=?", (job_id,))
         self._set(job_id, PENDING)
         self._enqueue(job_id)
         return self.status(job_id)
+
+    def cancel(self, job_id: str) -> Job:
+        """Stop a pending job before it starts, or a processing one at its next progress step
+        (nothing of it is written: a document's chunks replace its old ones in one step, at the end)."""
+        job = self.status(job_id)
+        if job is None or job.status not in (PENDING, PROCESSING):
+            raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a pending or "
+                                       f"processing one can be cancelled")
+        if job.status == PROCESSING:
+            self._cancel.add(job_id)
+        self.db.execute("UPDATE ingestion_jobs SET status=?, updated_on=? WHERE id=? AND status=?",
+                        (CANCELLED, _now(), job_id, PENDING))
+        return self.status(job_id) or job
 
     def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False) -> None:
         body = ", body=NULL" if clear_body else ""
@@ -133,15 +187,23 @@ class IngestionQueue:
         if not rows or rows[0]["status"] not in (PENDING, PROCESSING):
             return
         r = rows[0]
-        self._set(job_id, PROCESSING)
+        if r["attempts"] >= MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process
+            self._set(job_id, f"failed: gave up after {r['attempts']} attempts")
+            return
+        self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts+1, updated_on=? WHERE id=?",
+                        (PROCESSING, _now(), job_id))
 
         def progress(done: int, total: int) -> None:
+            if job_id in self._cancel:
+                raise _Cancelled()
             self._progress[job_id] = (done, total)
 
         try:
             body = r["body"] or b""
             chunks = self.run(r["kb_id"], r["version"], r["document"],
                               body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text", progress)
+        except _Cancelled:
+            self._set(job_id, CANCELLED)
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
             message = self.redact(str(e))
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
@@ -150,6 +212,7 @@ class IngestionQueue:
             self._set(job_id, COMPLETED, chunks, clear_body=True)
         finally:
             self._progress.pop(job_id, None)
+            self._cancel.discard(job_id)
 
     # -- the background worker ------------------------------------------------------------
     def start(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -88,13 +89,15 @@ def check_document(doc: Document, config: RagConfiguration) -> None:
     for key, value in doc.metadata.items():
         if key in RESERVED:
             raise DocumentError(f"document {doc.document_id!r}: metadata.{key} is reserved (set by the pipeline)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DocumentError(f"document {doc.document_id!r}: metadata.{key} must be a finite number, got {value}")
         if not isinstance(value, (str, int, float, bool)):  # what every engine stores and filters on
             raise DocumentError(f"document {doc.document_id!r}: metadata.{key} must be a string, number or "
                                 f"boolean, not {json.dumps(value, default=str)[:60]}")
     for name in ("ttl_seconds", "expires_at"):
         value = getattr(doc, name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise DocumentError(f"document {doc.document_id!r}: {name} must be a number of seconds, got {value!r}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+            raise DocumentError(f"document {doc.document_id!r}: {name} must be a finite number of seconds, got {value!r}")
     if doc.source is not None and not isinstance(doc.source, str):
         raise DocumentError(f"document {doc.document_id!r}: source must be a string, got {doc.source!r}")
     ttl = config.ttlSeconds if doc.ttl_seconds is None else doc.ttl_seconds

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from eddi_rag import metrics
 from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
 from eddi_rag.retrieval.expansion import Passage, fill, gather
@@ -30,11 +31,13 @@ from eddi_rag.stores.filters import value_kind
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
 
-def scope(where: dict[str, Any] | None, user_id: str | None, now: float) -> dict[str, Any]:
-    """``where`` AND (not private OR this user's) AND (not expiring OR not yet expired)."""
+def scope(where: filters.Where, user_id: str | None, now: float) -> filters.Node:
+    """``where`` AND (not private OR this user's) AND (not expiring OR not yet expired), parsed;
+    the caller's ``where`` on its own, so its errors and limits are about what the caller wrote."""
     mine = {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
     alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
-    return {"$and": [mine, alive, *([where] if where else [])]}
+    own = filters.node(where)
+    return filters.And((filters.parse(mine), filters.parse(alive), *([own] if own else [])))
 
 
 def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[SearchHit]:
@@ -98,11 +101,12 @@ class Retriever:
         if vector is None:
             vector = self.embeddings.for_config(config).embed_query(query)
         store = self.stores.get(kb_id, config)
-        scoped = filters.parse(scope(where, user_id, time.time()))  # parsed once, for every store call below
+        scoped = scope(where, user_id, time.time())  # parsed once, for every store call below
         reranker = self.rerankers.for_config(config)
         fetch = k * config.rerankCandidates if reranker is not None else k
         if config.searchMode == "vector":
-            hits = store.search(vector, fetch, where=scoped)
+            with metrics.SEARCH_SECONDS.labels(config.storeType, "vector").time():
+                hits = store.search(vector, fetch, where=scoped)
         else:
             hits = self._with_keywords(store, config, query, vector, fetch, scoped)
         hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)]
@@ -118,7 +122,7 @@ class Retriever:
         contextExpansion); surrounding chunks in the same user/expiry scope as the search."""
         return gather(self.stores.get(kb_id, config), hits, mode or config.contextExpansion,
                       neighbors=config.expansionNeighbors, max_chars=config.maxPassageChars,
-                      overlap=config.chunkOverlap, where=filters.parse(scope(None, user_id, time.time())))
+                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time()))
 
     def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
                  user_id: str | None = None, total_chars: int | None = None) -> list[Passage]:
@@ -130,12 +134,14 @@ class Retriever:
                        k: int, where: filters.Node | None) -> list[SearchHit]:
         if KEYWORD_SEARCH not in store.capabilities:
             raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
-        keyword = store.keyword_search(query, k * OVERFETCH, where=where)
+        with metrics.SEARCH_SECONDS.labels(config.storeType, "keyword").time():
+            keyword = store.keyword_search(query, k * OVERFETCH, where=where)
         if config.searchMode == "keyword":
             order = [h.id for h in keyword[:k]]
             found: dict[str, SearchHit] = {}
         else:
-            dense = store.search(vector, k * OVERFETCH, where=where)
+            with metrics.SEARCH_SECONDS.labels(config.storeType, "vector").time():
+                dense = store.search(vector, k * OVERFETCH, where=where)
             found = {h.id: h for h in dense}
             ranked_v, ranked_k = [(h.id, h.similarity) for h in dense], [(h.id, h.bm25) for h in keyword]
             fused = (reciprocal_rank(ranked_v, ranked_k) if config.fusion == "rrf"

@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
 from typing_extensions import NotRequired, TypedDict
 
-import numpy as np
-
-from eddi_rag.db import Database
 from eddi_rag.citations import source_label
+from eddi_rag.db import Database
 from eddi_rag.stores import filters
 
 # Capability names a backend may declare.
@@ -86,6 +85,14 @@ class StoreContext:
     data_dir: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
     closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def path(self, value: Any) -> str:
+        """A file or folder a configuration names (``storeParameters.path``): a relative one lies
+        under the data directory (eddi_rag.paths checks where it may lie); ``:memory:`` stays."""
+        path = Path(str(value)).expanduser()
+        if str(value) == ":memory:" or path.is_absolute() or self.data_dir is None:
+            return str(value) if str(value) == ":memory:" else str(path)
+        return str(self.data_dir / path)
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Run ``closer`` when the application closes (e.g. save an index built in memory)."""

@@ -13,9 +13,9 @@ storeParameters: ``host`` (localhost), ``port`` (8000), ``ssl``, ``authToken``, 
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import chromadb
 from chromadb.errors import NotFoundError
@@ -23,8 +23,6 @@ from chromadb.errors import NotFoundError
 from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     METADATA_FILTERING,
     PERSISTENT,
@@ -33,8 +31,10 @@ from eddi_rag.stores.base import (
     OverwriteThenPrune,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     normalise,
     overfetch,
     parameters_schema,
@@ -65,12 +65,11 @@ def to_chroma(node: filters.Node) -> dict[str, Any]:
     if node.op in ("$in", "$nin"):
         if not node.value:
             return _NEVER if node.op == "$in" else {META: {"$ne": "\x00never"}}
-        values = [_number(v) for v in node.value]
-        if len({type(v) for v in values}) > 1:  # Chroma wants one type per list: spell it out
-            one = "$eq" if node.op == "$in" else "$ne"
-            parts = [{node.field: {one: v}} for v in values]
-            return {"$or" if node.op == "$in" else "$and": parts}
-        return {node.field: {node.op: values}}
+        by_type: dict[type, list[Any]] = {}  # Chroma wants one type per list: one list per type
+        for value in node.value:
+            by_type.setdefault(type(_number(value)), []).append(_number(value))
+        parts = [{node.field: {node.op: values}} for values in by_type.values()]
+        return parts[0] if len(parts) == 1 else {"$or" if node.op == "$in" else "$and": parts}
     return {node.field: {node.op: _number(node.value)}}
 
 

@@ -21,8 +21,6 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -34,8 +32,10 @@ from eddi_rag.stores.base import (
     OverwriteThenPrune,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     parameters_schema,
     query_vector,
     typed_fields,

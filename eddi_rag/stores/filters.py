@@ -12,11 +12,17 @@ Meaning, precisely: values compare only with values of the same type (bool, numb
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
-Scalar = Union[str, int, float, bool]
+# What every backend executes (the conformance suite runs filters at these limits on each):
+MAX_DEPTH = 16  # levels of $and / $or
+MAX_VALUES = 1_000  # values in one $in / $nin
+MAX_CONDITIONS = 2_000  # comparisons in one filter ($in/$nin values count one each)
+MAX_INTEGER = 2**63 - 1  # integers beyond a signed 64-bit one are refused
+Scalar = str | int | float | bool
 
 
 class FilterError(ValueError):
@@ -40,12 +46,19 @@ class Or:
     children: tuple[Node, ...]
 
 
-Node = Union[Compare, And, Or]
-Where = Union[Node, dict[str, Any], None]  # what a store accepts: the parsed tree (or a mapping to parse)
+Node = Compare | And | Or
+Where = Node | dict[str, Any] | None  # what a store accepts: the parsed tree (or a mapping to parse)
 
 
 def _is_scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool))
+
+
+def _check_number(value: Any, path: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FilterError(f"{path}: {value!r} is not a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INTEGER:
+        raise FilterError(f"{path}: {value} is outside the 64-bit integer range")
 
 
 def value_kind(v: Any) -> str | None:
@@ -64,30 +77,51 @@ def _compare(field: str, op: str, value: Any, path: str) -> Compare:
         raise FilterError(f"{path}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
     if op in ("$in", "$nin"):
         if not isinstance(value, list) or not all(_is_scalar(v) for v in value):
-            raise FilterError(f"{path}: {op} needs a list of strings, numbers or booleans, got {value!r}")
+            raise FilterError(f"{path}: {op} needs a list of strings, numbers or booleans, got {str(value)[:200]}")
+        if len(value) > MAX_VALUES:
+            raise FilterError(f"{path}: {op} takes at most {MAX_VALUES:,} values, got {len(value):,}")
+        for i, v in enumerate(value):
+            _check_number(v, f"{path}[{i}]")
         return Compare(field, op, tuple(value))
     if not _is_scalar(value):
-        raise FilterError(f"{path}: {op} needs a string, number or boolean, got {value!r}")
+        raise FilterError(f"{path}: {op} needs a string, number or boolean, got {str(value)[:200]}")
+    _check_number(value, path)
     if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(value, bool):
         raise FilterError(f"{path}: {op} needs a number or a string, got {value!r}")
     return Compare(field, op, value)
 
 
 def parse(where: Any, path: str = "where") -> Node | None:
-    """Parse a ``where`` mapping into an AST (``None`` for an empty or absent filter)."""
+    """Parse a ``where`` mapping into an AST (``None`` for an empty or absent filter); FilterError
+    for a malformed one or one beyond MAX_DEPTH, MAX_VALUES or MAX_CONDITIONS."""
+    tree = _parse(where, path, 0)
+    if tree is not None and _conditions(tree) > MAX_CONDITIONS:
+        raise FilterError(f"{path}: more than {MAX_CONDITIONS:,} conditions")
+    return tree
+
+
+def _conditions(tree: Node) -> int:
+    if isinstance(tree, Compare):
+        return len(tree.value) if tree.op in ("$in", "$nin") else 1
+    return sum(_conditions(child) for child in tree.children)
+
+
+def _parse(where: Any, path: str, depth: int) -> Node | None:
     if where is None or where == {}:
         return None
     if not isinstance(where, dict):
-        raise FilterError(f"{path}: a filter must be an object, got {where!r}")
+        raise FilterError(f"{path}: a filter must be an object, got {str(where)[:200]}")
     parts: list[Node] = []
     for key, value in where.items():
         here = f"{path}.{key}"
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
                 raise FilterError(f"{here}: needs a non-empty list of filters")
+            if depth >= MAX_DEPTH:
+                raise FilterError(f"{here}: $and / $or nested more than {MAX_DEPTH} levels deep")
             children = []
             for i, sub in enumerate(value):
-                node = parse(sub, f"{here}[{i}]")
+                node = _parse(sub, f"{here}[{i}]", depth + 1)
                 if node is None:
                     raise FilterError(f"{here}[{i}]: empty filter")
                 children.append(node)

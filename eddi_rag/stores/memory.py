@@ -17,7 +17,6 @@ import numpy as np
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -26,6 +25,7 @@ from eddi_rag.stores.base import (
     KeywordHit,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
     parameters_schema,

@@ -23,8 +23,6 @@ from pymongo.operations import SearchIndexModel
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -35,8 +33,10 @@ from eddi_rag.stores.base import (
     KeywordHit,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     overfetch,
     parameters_schema,
     query_vector,

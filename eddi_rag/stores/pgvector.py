@@ -26,8 +26,6 @@ from psycopg import sql as pgsql
 from eddi_rag.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -38,8 +36,10 @@ from eddi_rag.stores.base import (
     KeywordHit,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     parameters_schema,
     query_vector,
 )

@@ -23,8 +23,6 @@ from qdrant_client import QdrantClient, models
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -35,8 +33,10 @@ from eddi_rag.stores.base import (
     OverwriteThenPrune,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     overfetch,
     parameters_schema,
     query_vector,
@@ -115,7 +115,7 @@ class QdrantStore(OverwriteThenPrune):
         clients = context.state.setdefault("qdrant-clients", {})
         key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
         if key not in clients:
-            clients[key] = self._connect(params)
+            clients[key] = self._connect({**params, "path": context.path(params["path"])} if params.get("path") else params)
         self.client: QdrantClient = clients[key]
 
     @staticmethod

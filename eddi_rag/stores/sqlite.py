@@ -24,8 +24,8 @@ import numpy as np
 
 from eddi_rag.db import Database
 from eddi_rag.stores import filters
+from eddi_rag.stores.ann import Hnsw
 from eddi_rag.stores.base import (
-    StoreHealth,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -35,12 +35,12 @@ from eddi_rag.stores.base import (
     KeywordHit,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.ann import Hnsw
 from eddi_rag.stores.memory import INDEX_PARAMETERS
 from eddi_rag.stores.rows import RowTable
 
@@ -66,9 +66,14 @@ def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str,
     if node.op in ("$eq", "$ne"):
         sql, params = typed(node.value, "=")
         return (sql if node.op == "$eq" else f"NOT {sql}"), params
-    if node.op in ("$in", "$nin"):
-        parts = [typed(v, "=") for v in node.value] or [("0", [])]
-        sql = "(" + " OR ".join(p for p, _ in parts) + ")"
+    if node.op in ("$in", "$nin"):  # one term per value type, the values as a JSON array: any length
+        parts = [typed(v, "=") for v in sorted({v for v in node.value if isinstance(v, bool)})]
+        for types, values in (("('integer','real')", [v for v in node.value if filters.value_kind(v) == "number"]),
+                              ("('text')", [v for v in node.value if isinstance(v, str)])):
+            if values:
+                parts.append((f"COALESCE(({t} IN {types} AND {x} IN (SELECT value FROM json_each(?))), 0)",
+                              [path, path, json.dumps(values)]))
+        sql = "(" + (" OR ".join(p for p, _ in parts) or "0") + ")"
         return (sql if node.op == "$in" else f"NOT {sql}"), [x for _, ps in parts for x in ps]
     op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
     return typed(node.value, op)
@@ -152,10 +157,10 @@ class SqliteStore:
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         if params.get("path"):
-            dbs = context.state.setdefault("sqlite-files", {})
-            if str(params["path"]) not in dbs:
-                dbs[str(params["path"])] = Database(params["path"])
-            self.db = dbs[str(params["path"])]
+            dbs, path = context.state.setdefault("sqlite-files", {}), context.path(params["path"])
+            if path not in dbs:
+                dbs[path] = Database(path)
+            self.db = dbs[path]
         else:
             self.db = context.db
         with self.db.transaction() as c:

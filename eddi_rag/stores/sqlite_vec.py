@@ -21,8 +21,6 @@ import sqlite_vec
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -32,8 +30,10 @@ from eddi_rag.stores.base import (
     KeywordHit,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     parameters_schema,
     query_vector,
 )
@@ -69,7 +69,7 @@ class SqliteVecStore:
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
-        path = str(params.get("path") or context.db.path)
+        path = context.path(params["path"]) if params.get("path") else str(context.db.path)
         conns = context.state.setdefault("sqlite-vec", {})
         if path not in conns:  # one connection (and lock) per file, shared by every KB on it
             conns[path] = (_connect(path), threading.RLock())

@@ -25,8 +25,6 @@ from typesense.exceptions import ObjectNotFound
 
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
-    StoreHealth,
-    engine_name,
     COLLECTIONS,
     KEYWORD_SEARCH,
     METADATA_FILTERING,
@@ -37,8 +35,10 @@ from eddi_rag.stores.base import (
     OverwriteThenPrune,
     SearchHit,
     StoreContext,
+    StoreHealth,
     check_dimension,
     check_vectors,
+    engine_name,
     overfetch,
     parameters_schema,
     query_vector,
@@ -191,6 +191,14 @@ class TypesenseStore(OverwriteThenPrune):
     def _params(native: str, **extra: Any) -> dict[str, Any]:
         return {"q": "*", **({"filter_by": native} if native != TRUE else {}), **extra}
 
+    def _search(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One search, sent by multi_search: the query goes in the body, so a long filter or a
+        384-d vector is not cut by the URL length limit (4,000 characters)."""
+        found = self.client.multi_search.perform({"searches": [{"collection": self.name, **params}]}, {})["results"][0]
+        if "error" in found:
+            raise RuntimeError(f"typesense search failed: {found['error']}")
+        return found
+
     def _documents(self, where: filters.Where, ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         native, rest, schema = self._plan(where)
         if schema is None or native == FALSE or (ids is not None and not ids):
@@ -200,7 +208,7 @@ class TypesenseStore(OverwriteThenPrune):
             native = listed if native == TRUE else f"({native}) && {listed}"
         out, page = [], 1
         while True:
-            found = self.client.collections[self.name].documents.search(
+            found = self._search(
                 self._params(native, sort_by="chunk_id:asc", per_page=_PAGE, page=page, exclude_fields="embedding"))
             out += [h["document"] for h in found["hits"]]
             if len(found["hits"]) < _PAGE:
@@ -239,9 +247,13 @@ class TypesenseStore(OverwriteThenPrune):
         return [d["id"] for d in self._documents(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
-        for start in range(0, len(ids), 200):
-            part = ids[start : start + 200]
-            self.client.collections[self.name].documents.delete({"filter_by": "id:=[" + ",".join(f"`{i}`" for i in part) + "]"})
+        """Deleted by id lists short enough for a URL (a delete's filter travels in the query string)."""
+        part: list[str] = []
+        for i, id in enumerate(ids):
+            part.append(f"`{id}`")
+            if i == len(ids) - 1 or sum(map(len, part)) + len(part) + len(ids[i + 1]) > 3_000:
+                self.client.collections[self.name].documents.delete({"filter_by": "id:=[" + ",".join(part) + "]"})
+                part = []
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
         if ids is None and filters.node(where) is None:
@@ -263,16 +275,12 @@ class TypesenseStore(OverwriteThenPrune):
         q = query_vector(vector, dim, k, self.kb_id)
         if q is None or native == FALSE:
             return []
-        total = self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"]
+        total = self._search(self._params(native, per_page=0))["found"]
         vec = "[" + ",".join(repr(float(x)) for x in q) + "]"
 
         def candidates(n: int) -> list[SearchHit]:
-            # multi_search sends the query in the body: a 384-d vector is too long for a URL.
-            search = {"collection": self.name, **self._params(native, vector_query=f"embedding:({vec}, k:{n})", per_page=n,
-                                                              exclude_fields="embedding")}
-            found = self.client.multi_search.perform({"searches": [search]}, {})["results"][0]
-            if "error" in found:
-                raise RuntimeError(f"typesense search failed: {found['error']}")
+            found = self._search(self._params(native, vector_query=f"embedding:({vec}, k:{n})", per_page=n,
+                                              exclude_fields="embedding"))
             hits = [SearchHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
                               1.0 - float(h["vector_distance"])) for h in found["hits"]]
             return [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
@@ -286,7 +294,7 @@ class TypesenseStore(OverwriteThenPrune):
         if schema is None or native == FALSE or k <= 0 or not text.strip():
             return []
         n = min(_PAGE, k if rest is None else 3 * k + 10)
-        found = self.client.collections[self.name].documents.search(self._params(
+        found = self._search(self._params(
             native, q=text, query_by="text", per_page=n, prefix="false", drop_tokens_threshold=n,
             exclude_fields="embedding"))
         hits = [KeywordHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
@@ -302,7 +310,7 @@ class TypesenseStore(OverwriteThenPrune):
         vectors = {}
         for start in range(0, len(docs), _PAGE):  # fetch the vectors of just this page
             part = docs[start : start + _PAGE]
-            found = self.client.collections[self.name].documents.search(self._params(
+            found = self._search(self._params(
                 "id:=[" + ",".join(f"`{d['id']}`" for d in part) + "]", per_page=_PAGE, include_fields="id,embedding"))
             vectors.update({h["document"]["id"]: h["document"]["embedding"] for h in found["hits"]})
         return [Chunk(d["chunk_id"], d["text"], json.loads(d["metadata_json"]), vectors.get(d["id"])) for d in docs]
@@ -313,7 +321,7 @@ class TypesenseStore(OverwriteThenPrune):
             return 0
         if rest is not None:
             return len(self._documents(where))
-        return int(self.client.collections[self.name].documents.search(self._params(native, per_page=0))["found"])
+        return int(self._search(self._params(native, per_page=0))["found"])
 
     def health(self) -> StoreHealth:
         try:

@@ -100,7 +100,8 @@ def _leaf() -> st.SearchStrategy:
     )
 
 
-_where = st.recursive(_leaf(), lambda inner: st.builds(lambda op, xs: {op: xs}, st.sampled_from(["$and", "$or"]), st.lists(inner, min_size=1, max_size=3)), max_leaves=6)
+_where = st.recursive(_leaf(), lambda inner: st.builds(lambda op, xs: {op: xs}, st.sampled_from(["$and", "$or"]),
+                                                       st.lists(inner, min_size=1, max_size=3)), max_leaves=6)
 
 
 
@@ -149,7 +150,7 @@ class WriteTests(_Fixtures):
     def test_replace_is_atomic(self, store):
         store.upsert([Chunk("old1", "o", {"source": "a"}, vec(1)), Chunk("keep", "k", {"source": "b"}, vec(1))])
         bad = [Chunk("new1", "n", {"source": "a"}, vec(1)), Chunk("new2", "n", {"source": "a"}, [1.0] * (DIM + 1))]
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - each engine refuses in its own words
             store.replace({"source": "a"}, bad)
         assert ids(store.get()) == ["keep", "old1"]
         store.replace({"source": "a"}, [Chunk("new1", "n", {"source": "a"}, vec(1))])
@@ -226,6 +227,22 @@ class FilterTests(_Fixtures):
         assert ids(store.get(where=where)) == expected
         assert store.count(where) == len(expected)
         assert sorted(ids(store.search(chunks[0].vector, 100, where=where))) == expected
+
+    def test_filters_at_the_documented_limits(self, store):
+        """filters.MAX_VALUES values in one $in, filters.MAX_DEPTH levels of $and/$or, inside the
+        scope filter retrieval wraps every caller's filter in and the And expansion adds."""
+        from eddi_rag.retrieval.retriever import scope
+
+        chunks = rand_chunks(20)
+        store.upsert(chunks)
+        wanted = [*range(0, 2 * filters.MAX_VALUES, 2)][: filters.MAX_VALUES - 2] + ["red", True]  # the evens, any type
+        where: dict = {"n": {"$in": wanted}}
+        for level in range(filters.MAX_DEPTH):
+            where = {"$or": [where, {"missing": 1}]} if level % 2 == 0 else {"$and": [where, {"n": {"$gte": 0}}]}
+        tree = filters.And((filters.parse({"source": {"$ne": "none"}}), scope(where, None, 0.0)))
+        expected = sorted(c.id for c in chunks if filters.matches(tree, c.metadata))
+        assert expected and ids(store.get(where=tree)) == expected
+        assert sorted(ids(store.search(chunks[0].vector, 100, where=tree))) == expected
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(where=_where)

@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__, registry
-from eddi_rag.api.deps import check_role, own, principal_of
+from eddi_rag.api.deps import MAX_VERSION, check_role, own, principal_of
 from eddi_rag.auth import AuthError, Principal
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.resources import parse_uri
@@ -171,7 +171,7 @@ def editor(id: str, request: Request):
 
 
 @router.get("/kbs/{id}/diff")
-def diff(id: str, request: Request, a: int = Query(1, ge=1), b: int = Query(0, ge=0)):
+def diff(id: str, request: Request, a: int = Query(1, ge=1, le=MAX_VERSION), b: int = Query(0, ge=0, le=MAX_VERSION)):
     caller, runtime, kb, config = _kb(request, id)
     b = b or kb["version"]
 

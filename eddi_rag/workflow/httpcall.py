@@ -10,6 +10,8 @@ from urllib.parse import quote
 
 import httpx
 
+from eddi_rag.outbound import OutboundPolicy
+
 log = logging.getLogger(__name__)
 
 
@@ -57,7 +59,7 @@ def call_for_context(
     if content is not None and "contentType" in request:
         headers.setdefault("Content-Type", request["contentType"])
     own = client is None
-    client = client or httpx.Client(timeout=10)
+    client = client or OutboundPolicy.from_env().client(timeout=10)
     try:
         response = client.request(
             request.get("method", "GET").upper(),

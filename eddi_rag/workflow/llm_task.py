@@ -14,6 +14,7 @@ import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from eddi_rag import metrics
 from eddi_rag.config import LlmTaskRag
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.conversation import (
@@ -92,8 +93,10 @@ class LlmTaskHook:
                     if result.context:
                         system += "\n\n## Search Results:\n" + result.context
                         memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})
-                except Exception as e:  # noqa: BLE001
-                    log.warning("httpCallRag %r failed: %s", rag.httpCallRag, self.provider.redact(str(e)))
+                except Exception as e:  # noqa: BLE001 - the turn goes on without the search results
+                    error = self.provider.redact(str(e))
+                    log.warning("httpCallRag %r failed: %s", rag.httpCallRag, error)
+                    memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": rag.httpCallRag, "error": error})
             try:
                 search_text, strategy = query_for_turn(memory)
                 log.info("task %s searches with the %s query strategy", tid, strategy)
@@ -105,9 +108,13 @@ class LlmTaskHook:
                     system += "\n\n" + RELEVANT_CONTEXT + found.context
                     memory.set(f"rag:context:{tid}", found.context)
                     sources = found.sources
-                elif found.searched and rag.noRelevantContextMessage:
-                    system += "\n\n" + RELEVANT_CONTEXT + rag.noRelevantContextMessage
+                    metrics.RAG_TURNS.labels("context").inc()
+                elif found.searched:
+                    metrics.RAG_TURNS.labels("miss").inc()
+                    if rag.noRelevantContextMessage:
+                        system += "\n\n" + RELEVANT_CONTEXT + rag.noRelevantContextMessage
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
+                metrics.RAG_TURNS.labels("error").inc()
                 log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         for role, text in memory.history:

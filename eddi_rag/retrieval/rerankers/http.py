@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
 from eddi_rag.embeddings import guard
 
 

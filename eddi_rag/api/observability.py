@@ -1,0 +1,77 @@
+"""What operators see: ``GET /metrics`` (Prometheus text) and one log record per request.
+
+Metrics: request latency per route (``eddi_rag_http_request_seconds``), ingestion jobs by state,
+chunks per knowledge base, the share of retrieving LLM turns that were RAG misses, and the
+library's own (eddi_rag.metrics: search latency per store, turns by outcome, embedding-cache
+lookups). Each request is logged on the ``eddi_rag.requests`` logger with method, route, status,
+milliseconds and caller as fields (``eddi-rag serve --log-format json`` writes them as JSON lines).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from eddi_rag import metrics
+from eddi_rag.api.deps import require
+from eddi_rag.runtime import Runtime
+
+log = logging.getLogger("eddi_rag.requests")
+
+
+class RuntimeCollector(Collector):
+    """Figures read from the runtime at scrape time."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = GaugeMetricFamily("eddi_rag_ingestion_jobs", "Ingestion jobs by state (failed: any reason).", labels=["state"])
+        for state, count in self.runtime.jobs.counts().items():
+            jobs.add_metric([state], count)
+        yield jobs
+        chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base (unreachable stores left out).",
+                                   labels=["kb", "name", "store"])
+        for kb_id, name, store_type, count in self.runtime.chunk_counts():
+            chunks.add_metric([kb_id, name, store_type], count)
+        yield chunks
+        turns = {s.labels["outcome"]: s.value for m in metrics.RAG_TURNS.collect() for s in m.samples if s.name.endswith("_total")}
+        searched = turns.get("context", 0) + turns.get("miss", 0)
+        yield GaugeMetricFamily("eddi_rag_rag_miss_ratio", "Share of retrieving LLM turns where no passage passed (since start).",
+                                value=turns.get("miss", 0) / searched if searched else 0.0)
+
+
+def install(app: FastAPI, runtime: Runtime) -> None:
+    registry = CollectorRegistry(auto_describe=True)
+    latency = Histogram("eddi_rag_http_request_seconds", "HTTP requests by method, route template and status.",
+                        ["method", "route", "status"], registry=registry)
+    registry.register(RuntimeCollector(runtime))
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next):
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            seconds = time.perf_counter() - start
+            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+            latency.labels(request.method, route, str(status)).observe(seconds)
+            principal = getattr(request.state, "principal", None)
+            log.info("%s %s %s %.1f ms", request.method, request.url.path, status, seconds * 1000, extra={
+                "method": request.method, "path": request.url.path, "route": route, "status": status,
+                "ms": round(seconds * 1000, 2), "caller": getattr(principal, "subject", None)})
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus(request: Request) -> Response:
+        require("viewer")(request)  # like every endpoint but /health once auth is on
+        return Response(generate_latest(registry) + generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

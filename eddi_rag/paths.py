@@ -1,0 +1,55 @@
+"""Where a configuration may point the server's file system.
+
+* Data files a configuration names (``storeParameters.path`` of sqlite, sqlite-vec, Qdrant's local
+  mode) lie under the data directory or a folder in ``EDDI_RAG_PATH_ROOTS`` (folders separated by
+  ``os.pathsep``); a relative path is taken under the data directory.
+* Model files (``modelPath`` / ``tokenizerPath`` of the local embedding model and the cross-encoder
+  reranker) are read only from folders the operator lists in ``EDDI_RAG_MODEL_ROOTS`` (default:
+  none; the packaged model needs no path).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from eddi_rag.config import RagConfiguration
+
+IN_MEMORY = ":memory:"
+
+
+def roots(variable: str, base: Path | None = None) -> list[Path]:
+    raw = os.environ.get(variable, "")
+    listed = [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
+    return ([base.resolve()] if base is not None else []) + listed
+
+
+def _inside(path: Path, allowed: list[Path]) -> bool:
+    return any(path == root or root in path.parents for root in allowed)
+
+
+def resolve(value: str, data_dir: Path | None) -> Path:
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() or data_dir is None else data_dir / path).resolve()
+
+
+def errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[str, Any]]:
+    """The configuration's file paths that fall outside what the server allows, as validation errors."""
+    out: list[dict[str, Any]] = []
+    store_path = config.storeParameters.get("path")
+    if isinstance(store_path, str) and store_path != IN_MEMORY:
+        allowed = roots("EDDI_RAG_PATH_ROOTS", data_dir)
+        if not _inside(resolve(store_path, data_dir), allowed):
+            where = ", ".join(map(str, allowed)) or "none: this server keeps its data in memory"
+            out.append({"path": "$.storeParameters.path", "value": store_path,
+                        "message": f"must lie under the data directory or EDDI_RAG_PATH_ROOTS ({where})"})
+    models = roots("EDDI_RAG_MODEL_ROOTS")
+    for group, params in (("embeddingParameters", config.embeddingParameters), ("rerankerParameters", config.rerankerParameters)):
+        for key in ("modelPath", "tokenizerPath"):
+            value = params.get(key)
+            if isinstance(value, str) and not _inside(resolve(value, None), models):
+                out.append({"path": f"$.{group}.{key}", "value": value,
+                            "message": "model files are read only from folders the operator lists in EDDI_RAG_MODEL_ROOTS "
+                                       f"({', '.join(map(str, models)) or 'none set'})"})
+    return out
