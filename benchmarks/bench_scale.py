@@ -16,7 +16,7 @@ For each size (default 100k and 1M × 384, clustered like text embeddings):
 
 Prints Markdown tables (ratios to FAISS HNSW); asserts nothing about time. HNSW everywhere uses
 M=16 (usearch: connectivity 16), construction breadth 100 (usearch 128) and search breadth 64
-(pgvector store: 100; ours: 64 up to 100k rows, 128 at 1M) unless ``--ef`` sets one for all.
+(pgvector store: 100; ours: 64 up to 100k rows, 192 at 1M) unless ``--ef`` sets one for all.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ INDEX_PARAMETERS = {
     "index": {"enum": list(INDEXES), "default": "auto",
               "description": "exact: scan every vector; hnsw: an HNSW graph (faiss); auto: hnsw from 10,000 chunks on."},
     "efSearch": {"type": "integer", "minimum": 1, "maximum": 1024,
-                 "description": "HNSW search breadth (default 64 up to 100,000 chunks, 128 at 1M): higher finds more of the true nearest, slower."},
+                 "description": "HNSW search breadth (default 64 up to 100,000 chunks, 192 at 1M): higher finds more of the true nearest, slower."},
 }
 
 
