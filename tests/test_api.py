@@ -70,7 +70,7 @@ def test_provider_parameters_are_checked_before_saving(client, config, path, say
 def test_secret_references_pass_parameter_checks(client):
     params = {"url": "${env:PG_URL}", "port": "${eddivault:pg-port}"}
     assert client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "pgvector", "storeParameters": params}).status_code == 201
-    assert client.post(BASE, json=[1]).status_code == 400
+    assert client.post(BASE, json=[1]).status_code == 422  # not an object: the request schema refuses it
     assert client.get(f"{BASE}/jsonSchema").json()["properties"]["minScore"]["maximum"] == 1
 
 

@@ -284,3 +284,18 @@ def test_serve_logs_each_request_as_a_json_line(client, capsys):
         requests.propagate = True
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["route"] == "/ragstore/rags/descriptors" and line["status"] == 200 and line["name"] == "eddi_rag.requests"
+
+
+def test_the_openapi_document_says_what_the_api_answers(client):
+    """Finding 6: error statuses undocumented, 201s documented as JSON bodies, a 405 naming one route's methods."""
+    spec = client.get("/openapi.json").json()
+    create = spec["paths"]["/ragstore/rags"]["post"]
+    assert {"400", "401", "403", "404", "409", "413", "415", "422", "429", "503"} <= set(create["responses"])
+    assert create["responses"]["201"]["content"] == {} and "Location" in create["responses"]["201"]["headers"]
+    assert create["requestBody"]["content"]["application/json"]["schema"]["properties"]["minScore"]["maximum"] == 1
+    assert spec["components"]["schemas"]["ErrorBody"]["required"] == ["error"]
+    options = client.options("/agentstore/agents/some-id")
+    assert options.status_code == 405 and options.headers["allow"] == "DELETE, GET, POST, PUT"
+    assert client.options("/ragstore/rags/descriptors").headers["allow"] == "GET"
+    refused = client.post("/keys", json={"role": "owner"})
+    assert refused.status_code == 400 and "owner" in refused.json()["error"]  # {"error": …} like every error

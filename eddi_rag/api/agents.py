@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, own
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.limits import QueryLimit
 
-router = APIRouter(prefix="/agentstore/agents/{id}", tags=["agents"], route_class=Route)
+router = APIRouter(prefix="/agentstore/agents/{id}", tags=["agents"], route_class=Route, responses=ERROR_RESPONSES)
 
 
 class TurnRequest(BaseModel):

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Body, Query
 from fastapi.responses import Response
 
 from eddi_rag.api.deps import Editor, Offset, RuntimeDep, Viewer
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.limits import IngestLimit
 
-router = APIRouter(prefix="/collections", tags=["collections"], route_class=Route)
+router = APIRouter(prefix="/collections", tags=["collections"], route_class=Route, responses=ERROR_RESPONSES)
 
 
 @router.post("", status_code=201)

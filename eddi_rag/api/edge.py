@@ -9,14 +9,34 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.params import File, Form
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from eddi_rag import jsonvalues
 from eddi_rag.api.uploads import BadUploadError, read_body
+
+
+class ErrorBody(BaseModel):
+    """Every error's answer: ``error`` says what is wrong and names the field or value."""
+
+    error: str
+    errors: list[dict[str, Any]] | None = None  # a configuration's: [{path, message, value}]
+    detail: list[dict[str, Any]] | None = None  # a request's (422): [{loc, msg, type}]
+    currentVersion: int | None = None  # a version conflict's (409)
+
+
+ERROR_STATUSES = {400: "Bad input (the message names the field)", 401: "No or an invalid credential",
+                  403: "The credential's role may not do this", 404: "Not found (or another tenant's)",
+                  409: "Conflict with the current state", 413: "Body over the upload limit",
+                  415: "Unsupported content type", 422: "Request does not match this operation's schema",
+                  429: "Over a rate, concurrency or queue limit (see Retry-After)", 503: "A store or provider is unavailable"}
+# Every router documents every error status it can answer with (one table; errors.py maps errors to them).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody, "description": text} for code, text in ERROR_STATUSES.items()}
 
 
 class UnsupportedMediaTypeError(ValueError):
@@ -75,3 +95,33 @@ async def invalid_request(_: Request, e: RequestValidationError) -> JSONResponse
     errors = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in e.errors()]
     message = "; ".join(f"{_field(err['loc'])}: {err['msg']}" for err in errors)
     return JSONResponse({"error": message, "detail": errors}, status_code=422)
+
+
+async def http_error(_: Request, e: HTTPException) -> Response:
+    """Starlette's and our HTTPExceptions answer as every other error does: {"error": message}."""
+    if e.status_code == 405:
+        return Response(status_code=405, headers=e.headers)  # its Allow header is set by allow_header below
+    return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
+
+
+def install_allow_header(app: FastAPI) -> None:
+    """A 405 names every method the path takes, as the OpenAPI document lists them (Starlette
+    names only its first matching route's)."""
+    def routes() -> list[APIRoute]:
+        out = []
+        for route in app.router.routes:  # included routers keep their routes (prefix applied) in original_router
+            inner = getattr(getattr(route, "original_router", None), "routes", [route])
+            out += [r for r in inner if isinstance(r, APIRoute) and r.include_in_schema]
+        return out
+
+    def allowed(path: str) -> set[str]:
+        matching = [r for r in routes() if r.path_regex.match(path)]
+        literal = [r for r in matching if not r.param_convertors]  # /ragstore/rags/descriptors, not …/{id}
+        return {m for r in (literal or matching) for m in r.methods}
+
+    @app.middleware("http")
+    async def allow_header(request: Request, call_next):
+        response = await call_next(request)
+        if response.status_code == 405:
+            response.headers["Allow"] = ", ".join(sorted(allowed(request.url.path)))
+        return response

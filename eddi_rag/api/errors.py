@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
-from eddi_rag.api.edge import UnsupportedMediaTypeError, invalid_request
+from eddi_rag.api.edge import UnsupportedMediaTypeError, http_error, install_allow_header, invalid_request
 from eddi_rag.api.limits import TooManyRequestsError
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
@@ -65,5 +66,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(VersionConflictError, _conflict)
     app.add_exception_handler(ConfigValidationError, _invalid)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(HTTPException, http_error)
+    install_allow_header(app)
     for error in STATUS:
         app.add_exception_handler(error, answer)

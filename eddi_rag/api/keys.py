@@ -8,9 +8,9 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
 from eddi_rag.api.deps import Admin, RuntimeDep
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 
-router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route)
+router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route, responses=ERROR_RESPONSES)
 
 
 class KeyRequest(BaseModel):

@@ -8,9 +8,9 @@ from fastapi import APIRouter, HTTPException
 
 from eddi_rag import __version__, registry
 from eddi_rag.api.deps import Viewer
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 
-router = APIRouter(route_class=Route)
+router = APIRouter(route_class=Route, responses=ERROR_RESPONSES)
 
 
 @router.get("/health")

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 
 from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer, check_role, own
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
 from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
 from eddi_rag.ingest.loaders import detect
@@ -23,6 +23,13 @@ from eddi_rag.runtime import Runtime
 
 def _created(ref: ResourceRef, status: int = 201) -> Response:
     return Response(status_code=status, headers={"Location": ref.uri, "X-Resource-URI": ref.uri})
+
+
+_URI = {"description": "The version's EDDI URI (eddi://…?version=N)", "schema": {"type": "string"}}
+# EDDI answers a write with no body: the new version's URI in Location and X-Resource-URI.
+WRITTEN = {"response_class": Response, "responses": {
+    code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": {}}
+    for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
 
 
 def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
@@ -63,7 +70,11 @@ class ChunkPreviewRequest(BaseModel):
 
 def resource_router(kind: str) -> APIRouter:
     _, store, collection = RESOURCE_TYPES[kind]
-    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route)
+    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route, responses=ERROR_RESPONSES)
+
+    # A knowledge base's body is a RagConfiguration: the OpenAPI document says so with its JSON Schema.
+    body = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+        k: v for k, v in load_schema().items() if k not in ("$schema", "$id")}}}}}} if kind == "rags" else {})
 
     if kind == "rags":
         @router.get("/jsonSchema")
@@ -86,8 +97,8 @@ def resource_router(kind: str) -> APIRouter:
                     limit: int = Query(20, ge=1, le=1000)):
         return [d.__dict__ for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
 
-    @router.post("", status_code=201)
-    def create(runtime: RuntimeDep, caller: Editor, data: Any = Body(...)):
+    @router.post("", status_code=201, **WRITTEN, **body)
+    def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...)):
         return _created(runtime.resources.create(kind, _checked(runtime, kind, data), tenant=caller.tenant))
 
     @router.get("/{id}")
@@ -95,15 +106,16 @@ def resource_router(kind: str) -> APIRouter:
         own(runtime, caller, kind, id)
         return runtime.resources.read(kind, id, version)
 
-    @router.put("/{id}")
-    def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)], data: Any = Body(...)):
+    @router.put("/{id}", **WRITTEN, **body)
+    def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
+               data: dict[str, Any] = Body(...)):
         own(runtime, caller, kind, id)
         ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data))
         if kind == "rags":
             runtime.stores.evict(id)
         return _created(ref, 200)
 
-    @router.post("/{id}", status_code=201)
+    @router.post("/{id}", status_code=201, **WRITTEN)
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
         own(runtime, caller, kind, id)
         return _created(runtime.resources.duplicate(kind, id, version))

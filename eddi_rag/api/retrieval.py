@@ -9,14 +9,14 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.limits import QueryLimit
 from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.doctor import check_knowledge_base
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 from eddi_rag.workflow.traversal import DiscoveredKb
 
-router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)], route_class=Route)
+router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
 Expansion = Literal["none", "neighbors", "section"]
 
@@ -115,7 +115,7 @@ def kb_doctor(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, An
     return [{"check": c.check, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in check_knowledge_base(runtime, id)]
 
 
-feedback_router = APIRouter(tags=["retrieval"], route_class=Route)
+feedback_router = APIRouter(tags=["retrieval"], route_class=Route, responses=ERROR_RESPONSES)
 
 
 @feedback_router.get("/ragstore/feedback")

@@ -7,10 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 
 from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Viewer, kb_of_tenant
-from eddi_rag.api.edge import Route
+from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.sources import folder
 
-router = APIRouter(prefix="/ragstore/rags/{id}/sources/{sourceId}", tags=["sources"], dependencies=[Depends(kb_of_tenant)], route_class=Route)
+router = APIRouter(prefix="/ragstore/rags/{id}/sources/{sourceId}", tags=["sources"], dependencies=[Depends(kb_of_tenant)],
+                   route_class=Route, responses=ERROR_RESPONSES)
 
 
 @router.post("/run", status_code=202)
