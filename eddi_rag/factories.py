@@ -6,11 +6,12 @@ bounded with idle expiry; a store object holds no data of its own, so eviction l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -23,7 +24,7 @@ from eddi_rag.embeddings.guard import GuardedEmbeddings
 from eddi_rag.retrieval import rerankers
 from eddi_rag.retrieval.rerankers import Reranker
 from eddi_rag.secrets import SecretResolver, resolve_parameters
-from eddi_rag.stores.base import KnowledgeStore, StoreContext
+from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
 
 T = TypeVar("T")
 
@@ -121,12 +122,48 @@ class EmbeddingStoreFactory:
 
     def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
         key = _key(config.storeType, kb_id, config.storeParameters)
-        return self._cache.get_or_build(key, lambda: self._build(kb_id, config))
+        return self._cache.get_or_build(key, lambda: self._build(key, kb_id, config))
 
-    def _build(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
+    def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
         cls = registry.load(registry.STORES, config.storeType)
         params = resolve_parameters(config.storeParameters, self.resolver)
-        return cls(kb_id, registry.prepare_parameters(registry.STORES, config.storeType, params), self.context)
+        what = f"knowledge base {kb_id!r}: {config.storeType} store"
+        with unavailable(what, self.resolver.redact):  # e.g. a client that connects when it is made
+            store = cls(kb_id, registry.prepare_parameters(registry.STORES, config.storeType, params), self.context)
+        # a store whose engine failed is built anew at its next use (a fresh connection once the engine is back)
+        forget = lambda: self._cache.invalidate(lambda k: k == key)  # noqa: E731
+        return GuardedStore(store, what, self.resolver.redact, forget)  # type: ignore[return-value]
 
     def evict(self, kb_id: str) -> None:
         self._cache.invalidate(lambda k: json.loads(k)[1] == kb_id)
+
+
+@contextlib.contextmanager
+def unavailable(what: str, redact: Callable[[str], str], on_failure: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Any failure but a ValueError (a bad request or configuration) or an ImportError (a missing
+    extra) becomes StoreUnavailableError: the engine is down, refused us or timed out."""
+    try:
+        yield
+    except (ValueError, ImportError, StoreUnavailableError):
+        raise
+    except Exception as e:  # noqa: BLE001 - every engine client raises its own kinds
+        on_failure()
+        raise StoreUnavailableError(redact(f"{what} unavailable: {type(e).__name__}: {e}")) from e
+
+
+class GuardedStore:
+    """A store whose every call reports an unreachable engine as StoreUnavailableError (HTTP 503,
+    a trace entry in an LLM turn, an ingestion left pending until the engine is back)."""
+
+    def __init__(self, store: KnowledgeStore, what: str, redact: Callable[[str], str], on_failure: Callable[[], None]):
+        self._store, self._what, self._redact, self._on_failure = store, what, redact, on_failure
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if not callable(value) or name in ("health", "connection_schema"):  # health reports, never raises
+            return value
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            with unavailable(self._what, self._redact, self._on_failure):
+                return value(*args, **kwargs)
+        return guarded

@@ -21,6 +21,7 @@ from cachetools import TTLCache
 from eddi_rag.config import validate_rag_configuration
 from eddi_rag.db import Database
 from eddi_rag.ingest.pipeline import Document, DocumentError
+from eddi_rag.stores.base import StoreUnavailableError
 
 if TYPE_CHECKING:
     from eddi_rag.runtime import Runtime
@@ -33,8 +34,8 @@ class InvalidQueryError(ValueError):
     pass
 
 
-class VectorDBUnavailableError(RuntimeError):
-    pass
+class VectorDBUnavailableError(StoreUnavailableError):
+    """The retrieve contract's name for a store that cannot answer."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ class RagPipeline:
             passages = rt.retriever.passages(context_key, config, kept, expansion, user_id)
         except ValueError:
             raise  # a bad filter or a dimension mismatch: the request's or the configuration's fault
+        except StoreUnavailableError as e:
+            raise VectorDBUnavailableError(str(e)) from e
         except Exception as e:  # noqa: BLE001 - the engine is down, refused us, or timed out
             raise VectorDBUnavailableError(rt.resolver.redact(
                 f"knowledge base {context_key!r}: {config.storeType} store unavailable: {type(e).__name__}: {e}")) from e

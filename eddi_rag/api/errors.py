@@ -19,6 +19,7 @@ from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.resources import ResourceNotFoundError, VersionConflictError
 from eddi_rag.sources.folder import FolderNotAllowedError
 from eddi_rag.sources.sync import SourceBusyError, SourceNotFoundError
+from eddi_rag.stores.base import StoreUnavailableError
 from eddi_rag.stores.filters import FilterError
 from eddi_rag.workflow.llm_task import NoLlmTaskError
 
@@ -33,7 +34,7 @@ STATUS: dict[type[Exception], int] = {
     QueueFullError: 429, TooManyRequestsError: 429,
     UnsupportedFileTypeError: 415, UnsupportedMediaTypeError: 415,
     UnreadableDocumentError: 422,
-    VectorDBUnavailableError: 503,
+    VectorDBUnavailableError: 503, StoreUnavailableError: 503,
 }
 
 

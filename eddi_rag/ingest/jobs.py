@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag.db import Database
+from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,10 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS ingestion_jobs (
 _COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on"  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
+UNAVAILABLE = "pending: indexing unavailable"  # the KB's store is down: tried again until it is back
+WAITING = (PENDING, PROCESSING, UNAVAILABLE)
 MAX_ATTEMPTS = 3  # times a job is started before it fails for good
+RETRY_SECONDS = (5.0, 300.0)  # a job whose store is down is tried again after 5 s, doubling up to 5 min
 DEFAULT_MAX_QUEUED = 1_000
 
 
@@ -102,6 +106,8 @@ class IngestionQueue:
         if "attempts" not in columns:
             db.execute("ALTER TABLE ingestion_jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
         self._cancel: set[str] = set()  # processing jobs asked to stop
+        self._waits: dict[str, int] = {}  # job -> times its store was found down in a row
+        self._timers: dict[str, threading.Timer] = {}
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition()
@@ -114,7 +120,7 @@ class IngestionQueue:
         self._queue.put(job_id)
 
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text") -> Job:
-        waiting = self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?)", (PENDING, PROCESSING))[0]["n"]
+        waiting = self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?, ?)", WAITING)[0]["n"]
         if waiting >= self.max_queued:
             raise QueueFullError(f"{waiting} ingestions are waiting (at most {self.max_queued}); try again later")
         job = Job(secrets.token_hex(12), kb_id, version, document, PENDING)
@@ -166,13 +172,13 @@ class IngestionQueue:
         """Stop a pending job before it starts, or a processing one at its next progress step
         (nothing of it is written: a document's chunks replace its old ones in one step, at the end)."""
         job = self.status(job_id)
-        if job is None or job.status not in (PENDING, PROCESSING):
+        if job is None or job.status not in WAITING:
             raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a pending or "
                                        f"processing one can be cancelled")
         if job.status == PROCESSING:
             self._cancel.add(job_id)
-        self.db.execute("UPDATE ingestion_jobs SET status=?, updated_on=? WHERE id=? AND status=?",
-                        (CANCELLED, _now(), job_id, PENDING))
+        self.db.execute("UPDATE ingestion_jobs SET status=?, updated_on=? WHERE id=? AND status IN (?, ?)",
+                        (CANCELLED, _now(), job_id, PENDING, UNAVAILABLE))
         return self.status(job_id) or job
 
     def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False) -> None:
@@ -184,7 +190,7 @@ class IngestionQueue:
 
     def process(self, job_id: str) -> None:
         rows = self.db.query("SELECT * FROM ingestion_jobs WHERE id=?", (job_id,))
-        if not rows or rows[0]["status"] not in (PENDING, PROCESSING):
+        if not rows or rows[0]["status"] not in WAITING:
             return
         r = rows[0]
         if r["attempts"] >= MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process
@@ -204,24 +210,38 @@ class IngestionQueue:
                               body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text", progress)
         except _Cancelled:
             self._set(job_id, CANCELLED)
+        except StoreUnavailableError as e:  # not the document's fault: not an attempt either
+            log.warning("ingestion %s of %r waits for its store: %s", job_id, r["document"], self.redact(str(e)))
+            self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts-1, updated_on=? WHERE id=?",
+                            (UNAVAILABLE, _now(), job_id))
+            self._later(job_id)
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
             message = self.redact(str(e))
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
             self._set(job_id, f"failed: {message}")  # the body stays: the job can be retried
         else:
             self._set(job_id, COMPLETED, chunks, clear_body=True)
+            self._waits.pop(job_id, None)
         finally:
             self._progress.pop(job_id, None)
             self._cancel.discard(job_id)
+
+    def _later(self, job_id: str) -> None:
+        """Queue the job again once its store may be back (exponential waits)."""
+        n = self._waits[job_id] = self._waits.get(job_id, 0) + 1
+        if self._thread is None:
+            return  # no worker: the next start() picks it up
+        timer = threading.Timer(min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** (n - 1)), self._enqueue, (job_id,))
+        timer.daemon = True
+        self._timers[job_id] = timer
+        timer.start()
 
     # -- the background worker ------------------------------------------------------------
     def start(self) -> None:
         """Start the worker and re-queue jobs a previous process left unfinished."""
         if self._thread is not None:
             return
-        unfinished = self.db.query(
-            "SELECT id FROM ingestion_jobs WHERE status IN (?, ?) ORDER BY created_on", (PENDING, PROCESSING)
-        )
+        unfinished = self.db.query("SELECT id FROM ingestion_jobs WHERE status IN (?, ?, ?) ORDER BY created_on", WAITING)
         for r in unfinished:
             self._enqueue(r["id"])
         self._thread = threading.Thread(target=self._work, name="eddi-rag-ingestion", daemon=True)
@@ -244,6 +264,9 @@ class IngestionQueue:
             return self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(timeout=30)

@@ -103,6 +103,12 @@ class StoreContext:
             closer()
 
 
+class StoreUnavailableError(RuntimeError):
+    """A knowledge base's engine is down, refused the connection or timed out (HTTP 503). Raised by
+    the application's store factory around every store call; a ValueError (the request's or the
+    configuration's fault) passes through as it is."""
+
+
 class DimensionMismatchError(ValueError):
     pass
 

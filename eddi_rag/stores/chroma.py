@@ -126,11 +126,16 @@ class ChromaStore(OverwriteThenPrune):
         key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
         if key not in clients:
             headers = {"Authorization": f"Bearer {params['authToken']}"} if params.get("authToken") else None
-            clients[key] = chromadb.HttpClient(
-                host=str(params.get("host", "localhost")), port=int(params.get("port", 8000)), ssl=bool(params.get("ssl", False)),
-                headers=headers, tenant=str(params.get("tenant", "default_tenant")),
-                database=str(params.get("database", "default_database")),
-            )
+            try:
+                clients[key] = chromadb.HttpClient(
+                    host=str(params.get("host", "localhost")), port=int(params.get("port", 8000)), ssl=bool(params.get("ssl", False)),
+                    headers=headers, tenant=str(params.get("tenant", "default_tenant")),
+                    database=str(params.get("database", "default_database")),
+                )
+            except ValueError as e:  # chromadb says "Could not connect ..." as a ValueError: the engine is down
+                if "connect" not in str(e).lower():
+                    raise
+                raise ConnectionError(str(e)) from e
         self.client = clients[key]
 
     def _col(self, create_dim: int | None = None):

@@ -47,35 +47,62 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class ChromaServer:
+    """A real `chroma run` server from its own venv (scripts/chroma-server-venv), which can be
+    stopped and started again on the same port and data folder."""
+
+    def __init__(self, folder: str):
+        import subprocess
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[2]
+        self.venv = subprocess.run([str(root / "scripts" / "chroma-server-venv")], check=True, capture_output=True,
+                                   text=True).stdout.strip()
+        self.folder, self.port, self.proc = folder, _free_port(), None
+        self.params = {"host": "127.0.0.1", "port": self.port}
+
+    def start(self) -> None:
+        import subprocess
+        import time
+
+        import httpx
+
+        self.proc = subprocess.Popen([f"{self.venv}/bin/chroma", "run", "--path", self.folder, "--host", "127.0.0.1",
+                                      "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/api/v2/heartbeat").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("chroma run exited at start-up")
+            time.sleep(0.1)
+        raise RuntimeError("chroma run did not answer within 30 s")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+
+@contextlib.contextmanager
+def chroma_server() -> Iterator[ChromaServer]:
+    with tempfile.TemporaryDirectory(prefix="eddi-rag-chroma-") as folder:
+        server = ChromaServer(folder)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
 @contextlib.contextmanager
 def chroma() -> Iterator[dict]:
-    """A real `chroma run` server from its own venv (scripts/chroma-server-venv); yields storeParameters."""
-    import subprocess
-    import time
-    from pathlib import Path
-
-    import httpx
-
-    root = Path(__file__).resolve().parents[2]
-    venv = subprocess.run([str(root / "scripts" / "chroma-server-venv")], check=True, capture_output=True, text=True).stdout.strip()
-    port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="eddi-rag-chroma-") as folder:
-        proc = subprocess.Popen([f"{venv}/bin/chroma", "run", "--path", folder, "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None:
-                    raise RuntimeError("chroma run exited at start-up")
-                time.sleep(0.1)
-            yield {"host": "127.0.0.1", "port": port}
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    """A real Chroma server; yields storeParameters."""
+    with chroma_server() as server:
+        yield server.params
 
 
 @contextlib.contextmanager
@@ -110,14 +137,38 @@ def typesense() -> Iterator[dict]:
             proc.wait(timeout=30)
 
 
+class PostgresServer:
+    """A throwaway PostgreSQL 16 + pgvector 0.6 server (PyPI pgserver) that can be stopped and
+    started again (same data folder, same URI: a unix socket in the folder)."""
+
+    def __init__(self, folder: str):
+        self.folder, self.server = folder, None
+        self.start()
+        self.uri = self.server.get_uri()
+
+    def start(self) -> None:
+        import pgserver
+
+        self.server = pgserver.get_server(self.folder, cleanup_mode="stop")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+            self.server = None
+
+
+@contextlib.contextmanager
+def postgres_server() -> Iterator[PostgresServer]:
+    with tempfile.TemporaryDirectory(prefix="eddi-rag-pg-") as folder:
+        server = PostgresServer(folder)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
 @contextlib.contextmanager
 def postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL 16 + pgvector 0.6 server (PyPI pgserver); yields its URI."""
-    import pgserver
-
-    with tempfile.TemporaryDirectory(prefix="eddi-rag-pg-") as folder:
-        server = pgserver.get_server(folder, cleanup_mode="stop")
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
+    """A throwaway PostgreSQL 16 + pgvector 0.6 server; yields its URI."""
+    with postgres_server() as server:
+        yield server.uri
