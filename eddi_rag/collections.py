@@ -21,7 +21,8 @@ from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.stores.base import Chunk, KnowledgeStore
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_NAME = re.compile(NAME_PATTERN)
 _SCHEMA = """CREATE TABLE IF NOT EXISTS collections (tenant TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL,
     dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, PRIMARY KEY (tenant, name))"""
 
@@ -83,6 +84,8 @@ class Collections:
             raise CollectionRequestError("metadata must be an object")
         meta = dict(metadata or {})
         for key, value in (("embedding_provider", embedding_provider), ("embedding_model", embedding_model)):
+            if value is not None and not isinstance(value, str):
+                raise CollectionRequestError(f"{key} must be a string (got {json.dumps(value)[:60]})")
             if value is not None:
                 meta[key] = value
         now = _now()
@@ -131,11 +134,13 @@ class Collections:
             elif dims != first:
                 raise CollectionRequestError(f"Embedding dimension mismatch: document 0 has {first} dimensions, "
                                              f"document {n} has {dims}")
-            text, metadata = doc.get("text"), doc.get("metadata") or {}
+            text, metadata = doc.get("text"), ({} if doc.get("metadata") is None else doc["metadata"])
             if not isinstance(text, str) or not text.strip():
                 raise CollectionRequestError(f"Document {n}: text is required")
             if not isinstance(metadata, dict) or any(not isinstance(v, (str, int, float, bool)) for v in metadata.values()):
                 raise CollectionRequestError(f"Document {n}: metadata must be an object of strings, numbers or booleans")
+            if doc.get("id") is not None and not isinstance(doc["id"], str):
+                raise CollectionRequestError(f"Document {n}: id must be a string (got {json.dumps(doc['id'])[:60]})")
             doc_id = doc.get("id") or secrets.token_hex(12)
             chunks.append(Chunk(str(doc_id), text, metadata, [float(x) for x in doc["embedding"]]))
         if row["dimension"] is not None and row["dimension"] != first:

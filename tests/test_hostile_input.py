@@ -298,4 +298,4 @@ def test_the_openapi_document_says_what_the_api_answers(client):
     assert options.status_code == 405 and options.headers["allow"] == "DELETE, GET, POST, PUT"
     assert client.options("/ragstore/rags/descriptors").headers["allow"] == "GET"
     refused = client.post("/keys", json={"role": "owner"})
-    assert refused.status_code == 400 and "owner" in refused.json()["error"]  # {"error": …} like every error
+    assert refused.status_code == 422 and "body.role" in refused.json()["error"]  # {"error": …} like every error

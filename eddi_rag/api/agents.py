@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, own
-from eddi_rag.api.edge import ERROR_RESPONSES, Route
+from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
 
 router = APIRouter(prefix="/agentstore/agents/{id}", tags=["agents"], route_class=Route, responses=ERROR_RESPONSES)
 
 
-class TurnRequest(BaseModel):
+class TurnRequest(RequestBody):
     message: str = Field(min_length=1, max_length=8000)
     userId: str | None = None
     taskId: str | None = None  # default: the first LLM task of the agent's workflows

@@ -64,4 +64,12 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))
     ui.install(app)
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            collections.document_json_parameters(generate())
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

@@ -7,18 +7,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.params import File, Form
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, model_validator
 from starlette.exceptions import HTTPException
 
 from eddi_rag import jsonvalues
 from eddi_rag.api.uploads import BadUploadError, read_body
+
+
+class RequestBody(BaseModel):
+    """A request body: types as JSON Schema means them, nothing coerced (``1`` is not ``true``, ``"5"``
+    not ``5``; ``5.0`` is the integer 5)."""
+
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_floats(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        ints = {name for name, f in cls.model_fields.items() if f.annotation is int or int in get_args(f.annotation)}
+        return {k: int(v) if k in ints and isinstance(v, float) and v.is_integer() and abs(v) < 2**63 else v for k, v in data.items()}
 
 
 class ErrorBody(BaseModel):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_tenant
-from eddi_rag.api.edge import ERROR_RESPONSES, Route
+from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
 from eddi_rag.ingest.loaders import detect
@@ -17,11 +17,16 @@ from eddi_rag.ingest.loaders import detect
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
 
-class DocumentsRequest(BaseModel):
+class DocumentsRequest(RequestBody):
     documents: list[Any] = Field(min_length=1)
 
 
-@router.post("/ingest", status_code=202, dependencies=[IngestLimit])
+INGEST_BODY = {"required": True, "description": "The document: raw text (shown here), or a file's bytes with its Content-Type "
+               "(PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown...), or multipart/form-data with `file` parts.",
+               "content": {"text/plain": {"schema": {"type": "string", "minLength": 1, "pattern": r"\S"}}}}
+
+
+@router.post("/ingest", status_code=202, dependencies=[IngestLimit], openapi_extra={"requestBody": INGEST_BODY})
 async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: Version = 0, documentName: str = "unnamed",
                  kbId: str | None = None):
     """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel
+from pydantic import ConfigDict
 
 from eddi_rag.api.deps import Admin, RuntimeDep
-from eddi_rag.api.edge import ERROR_RESPONSES, Route
+from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 
 router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route, responses=ERROR_RESPONSES)
 
 
-class KeyRequest(BaseModel):
-    role: str
+class KeyRequest(RequestBody):
+    # a key that acts for users is bound to none
+    model_config = ConfigDict(json_schema_extra={"if": {"properties": {"actsForUsers": {"const": True}}, "required": ["actsForUsers"]},
+                                                 "then": {"properties": {"user": {"type": "null"}}}})
+
+    role: Literal["viewer", "editor", "admin"]
     user: str | None = None
     name: str | None = None
     actsForUsers: bool = False

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer, check_role, own
-from eddi_rag.api.edge import ERROR_RESPONSES, Route
+from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
 from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
 from eddi_rag.ingest.loaders import detect
@@ -47,11 +48,18 @@ def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
     return with_source_ids(data)
 
 
-class ChunkPreviewRequest(BaseModel):
-    configuration: dict[str, Any]
+def rag_schema() -> dict[str, Any]:
+    """The RagConfiguration JSON Schema as the OpenAPI document embeds it."""
+    return {k: v for k, v in load_schema().items() if k not in ("$schema", "$id")}
+
+
+class ChunkPreviewRequest(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["text"]}, {"required": ["base64"]}]})
+
+    configuration: dict[str, Any] = Field(json_schema_extra=rag_schema())
     documentName: str = Field("pasted.txt", min_length=1, max_length=500)
-    text: str | None = None
-    base64: str | None = None
+    text: str | SkipJsonSchema[None] = None  # exactly one of text and base64
+    base64: str | SkipJsonSchema[None] = None
 
     @model_validator(mode="after")
     def one_document(self) -> ChunkPreviewRequest:
@@ -73,8 +81,8 @@ def resource_router(kind: str) -> APIRouter:
     router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route, responses=ERROR_RESPONSES)
 
     # A knowledge base's body is a RagConfiguration: the OpenAPI document says so with its JSON Schema.
-    body = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-        k: v for k, v in load_schema().items() if k not in ("$schema", "$id")}}}}}} if kind == "rags" else {})
+    body = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": rag_schema()}}}}}
+            if kind == "rags" else {})
 
     if kind == "rags":
         @router.get("/jsonSchema")
@@ -120,7 +128,7 @@ def resource_router(kind: str) -> APIRouter:
         own(runtime, caller, kind, id)
         return _created(runtime.resources.duplicate(kind, id, version))
 
-    @router.delete("/{id}")
+    @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
         own(runtime, caller, kind, id)
         if permanent:

@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
-from eddi_rag.api.edge import ERROR_RESPONSES, Route
+from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
 from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.doctor import check_knowledge_base
+from eddi_rag.pipeline import MAX_QUERY_CHARS
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 from eddi_rag.workflow.traversal import DiscoveredKb
 
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencie
 Expansion = Literal["none", "neighbors", "section"]
 
 
-class QueryRequest(BaseModel):
+class QueryRequest(RequestBody):
     query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     maxResults: int | None = Field(default=None, ge=1, le=1000)
     minScore: float | None = Field(default=None, ge=0, le=1)
@@ -31,10 +32,11 @@ class QueryRequest(BaseModel):
     maxContextChars: int | None = Field(default=None, ge=1)  # the passages grow within this budget
 
 
-class RetrieveRequest(BaseModel):
-    """The retrieve contract: validation of the query itself is the contract's (InvalidQueryError → 400)."""
+class RetrieveRequest(RequestBody):
+    """The retrieve contract: validation of the query itself is the contract's (InvalidQueryError → 400);
+    the schema says what it accepts."""
 
-    query: str
+    query: str = Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"})
     maxChunks: int = Field(default=5, ge=1, le=1000)
     minRelevance: float = Field(default=0.6, ge=0, le=1)
     userId: str | None = None
@@ -57,7 +59,7 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> d
             "passages": [p.to_json() for p in passages]}
 
 
-class ContextRequest(BaseModel):
+class ContextRequest(RequestBody):
     """One LLM task referencing this KB alone: what the LlmTask hook would inject for ``query``."""
 
     query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
@@ -80,7 +82,7 @@ def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) 
             "sources": found.sources, "trace": found.trace}
 
 
-class FeedbackRequest(BaseModel):
+class FeedbackRequest(RequestBody):
     query: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     chunkId: str = Field(min_length=1, max_length=200)
     vote: Literal["up", "down"]
