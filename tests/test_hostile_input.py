@@ -299,3 +299,9 @@ def test_the_openapi_document_says_what_the_api_answers(client):
     assert client.options("/ragstore/rags/descriptors").headers["allow"] == "GET"
     refused = client.post("/keys", json={"role": "owner"})
     assert refused.status_code == 422 and "body.role" in refused.json()["error"]  # {"error": …} like every error
+
+
+def test_a_manager_page_for_a_missing_knowledge_base_is_a_404_page(client):
+    """The error page passed its status twice and answered 500 (found by mypy)."""
+    page = client.get("/ui/kbs/does-not-exist")
+    assert page.status_code == 404 and "text/html" in page.headers["content-type"] and "Not found" in page.text

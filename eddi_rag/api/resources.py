@@ -28,7 +28,7 @@ def _created(ref: ResourceRef, status: int = 201) -> Response:
 
 _URI = {"description": "The version's EDDI URI (eddi://…?version=N)", "schema": {"type": "string"}}
 # EDDI answers a write with no body: the new version's URI in Location and X-Resource-URI.
-WRITTEN = {"response_class": Response, "responses": {
+WRITTEN: dict[str, Any] = {"response_class": Response, "responses": {
     code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": {}}
     for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
 
@@ -81,7 +81,7 @@ def resource_router(kind: str) -> APIRouter:
     router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route, responses=ERROR_RESPONSES)
 
     # A knowledge base's body is a RagConfiguration: the OpenAPI document says so with its JSON Schema.
-    body = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": rag_schema()}}}}}
+    body: dict[str, Any] = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": rag_schema()}}}}}
             if kind == "rags" else {})
 
     if kind == "rags":

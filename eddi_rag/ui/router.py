@@ -42,7 +42,7 @@ def caller_of(request: Request) -> Principal:
 def render(request: Request, template: str, caller: Principal | None, status: int = 200, **context: Any) -> HTMLResponse:
     auth = request.app.state.auth
     return templates.TemplateResponse(request, template, {
-        "caller": caller, "auth_on": auth.enabled(), "version": __version__,
+        "caller": caller, "auth_on": auth.enabled(), "version": __version__, "status": status,
         "can_edit": caller is not None and caller.allows("editor"), "can_admin": caller is not None and caller.allows("admin"),
         **context}, status_code=status)
 
@@ -239,7 +239,7 @@ def install(app: FastAPI) -> None:
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     """An error met by a page (not by the API): the same message, as a page."""
     caller = getattr(request.state, "principal", None)
-    return render(request, "error.html", caller, status, status=status, message=message)
+    return render(request, "error.html", caller, status, message=message)
 
 
 def is_page(request: Request) -> bool:
