@@ -74,7 +74,7 @@ class OutboundPolicy:
         except socket.gaierror as e:
             raise OutboundBlockedError(f"{url}: cannot resolve {host} ({e.strerror})") from e
         for info in infos:
-            ip = ipaddress.ip_address(info[4][0].split("%")[0])
+            ip = ipaddress.ip_address(str(info[4][0]).split("%")[0])
             if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
                 ip = ip.ipv4_mapped
             if any(ip in n for n in NEVER):

@@ -134,7 +134,7 @@ class Runtime:
         try:
             report = self.stores.get(kb_id, config).health()
         except Exception as e:  # noqa: BLE001 - unreachable, missing secret, missing extra...
-            report = {"status": "error", "error": f"{type(e).__name__}: {e}"}
+            report = {"status": "error", "error": f"{type(e).__name__}: {e}", "details": {}}
         result = {"status": report["status"], "timestamp": timestamp, "storeType": config.storeType,
                   "details": report.get("details", {})}
         if "error" in report:  # engines' messages may quote connection details: never a resolved secret

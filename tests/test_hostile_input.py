@@ -305,3 +305,20 @@ def test_a_manager_page_for_a_missing_knowledge_base_is_a_404_page(client):
     """The error page passed its status twice and answered 500 (found by mypy)."""
     page = client.get("/ui/kbs/does-not-exist")
     assert page.status_code == 404 and "text/html" in page.headers["content-type"] and "Not found" in page.text
+
+
+def test_a_json_body_over_the_upload_limit_is_refused_before_it_is_parsed(tmp_path):
+    """Finding 5: bodies had no limit on the JSON routes (documents, query...)."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime, max_upload_bytes=1000)) as client:
+        kb = client.post(BASE, json={"name": "small", "embeddingProvider": "local", "storeType": "sqlite"}).headers["location"]
+        kb = kb.split("/")[-1].split("?")[0]
+        big = client.post(f"{BASE}/{kb}/documents", json={"documents": [{"document_id": "a", "text": "x" * 2000}]})
+        assert big.status_code == 413 and "1000" in big.json()["error"].replace(",", "")
+        assert client.get(f"{BASE}/{kb}/documents").json()["documents"] == []  # nothing was written
+    runtime.close()

@@ -104,16 +104,18 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc) or "request"
 
 
-async def invalid_request(_: Request, e: RequestValidationError) -> JSONResponse:
+async def invalid_request(_: Request, e: Exception) -> JSONResponse:
     """FastAPI's 422 with each error's field, message and type (the offending input is left out:
     it may be anything, e.g. bytes)."""
+    assert isinstance(e, RequestValidationError)
     errors = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in e.errors()]
     message = "; ".join(f"{_field(err['loc'])}: {err['msg']}" for err in errors)
     return JSONResponse({"error": message, "detail": errors}, status_code=422)
 
 
-async def http_error(_: Request, e: HTTPException) -> Response:
+async def http_error(_: Request, e: Exception) -> Response:
     """Starlette's and our HTTPExceptions answer as every other error does: {"error": message}."""
+    assert isinstance(e, HTTPException)
     if e.status_code == 405:
         return Response(status_code=405, headers=e.headers)  # its Allow header is set by allow_header below
     return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
@@ -132,7 +134,7 @@ def install_allow_header(app: FastAPI) -> None:
     def allowed(path: str) -> set[str]:
         matching = [r for r in routes() if r.path_regex.match(path)]
         literal = [r for r in matching if not r.param_convertors]  # /ragstore/rags/descriptors, not …/{id}
-        return {m for r in (literal or matching) for m in r.methods}
+        return {m for r in (literal or matching) for m in (r.methods or ())}
 
     @app.middleware("http")
     async def allow_header(request: Request, call_next):

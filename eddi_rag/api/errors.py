@@ -55,11 +55,13 @@ async def answer(request: Request, e: Exception) -> Response:
     return JSONResponse({"error": str(e)}, status_code=status, headers=headers)
 
 
-async def _conflict(_: Request, e: VersionConflictError) -> JSONResponse:
+async def _conflict(_: Request, e: Exception) -> JSONResponse:
+    assert isinstance(e, VersionConflictError)
     return JSONResponse({"error": str(e), "currentVersion": e.current}, status_code=409)
 
 
-async def _invalid(_: Request, e: ConfigValidationError) -> JSONResponse:
+async def _invalid(_: Request, e: Exception) -> JSONResponse:
+    assert isinstance(e, ConfigValidationError)
     return JSONResponse({"error": "invalid configuration", "errors": e.errors}, status_code=400)
 
 

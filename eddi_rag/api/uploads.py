@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from fastapi import Request
+from starlette.datastructures import UploadFile
 
 from eddi_rag.ingest.loaders import detect
 
@@ -65,7 +66,7 @@ async def read_multipart(request: Request, limit: int) -> list[Upload]:
     them all (nothing is queued)."""
     form = await request.form(max_files=MAX_FILES, max_fields=100)
     try:
-        files = [f for f in form.getlist("file") if hasattr(f, "read")]
+        files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
         if not files:
             raise BadUploadError("the multipart body has no 'file' part (send each file as a part named 'file')")
         uploads = []

@@ -61,7 +61,7 @@ class RedisVectorCache:
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
         if not keys:
             return {}
-        values = self.client.mget([self.prefix + k for k in keys])
+        values: list[bytes | None] = self.client.mget([self.prefix + k for k in keys])  # type: ignore[assignment]  # bytes: no decoding
         return {k: v for k, v in zip(keys, values) if v is not None}
 
     def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:

@@ -12,7 +12,7 @@ DEFAULT_MODEL = "embed-english-v3.0"
 
 
 def build(params: dict[str, Any]):
-    return CohereEmbeddings(
+    return CohereEmbeddings(  # type: ignore[call-arg]  # client/async_client are built by the class
         model=params.get("model", DEFAULT_MODEL),
         cohere_api_key=params["apiKey"],
         base_url=params.get("baseUrl"),

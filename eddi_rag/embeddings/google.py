@@ -26,7 +26,8 @@ def _common(params: dict[str, Any], default_model: str) -> dict[str, Any]:
 
 
 def build_gemini(params: dict[str, Any]):
-    return GoogleGenerativeAIEmbeddings(google_api_key=params["apiKey"], vertexai=False, **_common(params, GEMINI_MODEL))
+    return GoogleGenerativeAIEmbeddings(google_api_key=  # type: ignore[call-arg]  # an alias of api_key
+        params["apiKey"], vertexai=False, **_common(params, GEMINI_MODEL))
 
 
 def build_vertex(params: dict[str, Any]):

@@ -52,7 +52,7 @@ def retrying(what: str) -> Retrying:
         retry=retry_if_exception(is_retryable),
         reraise=True,
         before_sleep=lambda state: log.warning(
-            "%s: attempt %d failed (%s), retrying", what, state.attempt_number, state.outcome.exception()
+            "%s: attempt %d failed (%s), retrying", what, state.attempt_number, state.outcome.exception() if state.outcome else None
         ),
     )
 

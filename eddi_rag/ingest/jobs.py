@@ -72,8 +72,8 @@ class Job:
         return cls(row["id"], row["kb_id"], row["version"], row["document"], row["status"], row["chunks"],
                    row["created_on"], row["updated_on"], progress if row["status"] == PROCESSING else None)
 
-    def to_json(self) -> dict:
-        out = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
                "status": self.status, "chunks": self.chunks, "createdOn": self.created, "updatedOn": self.updated}
         if self.progress is not None:
             out["progress"] = {"done": self.progress[0], "total": self.progress[1]}
@@ -166,7 +166,7 @@ class IngestionQueue:
         self.db.execute("UPDATE ingestion_jobs SET attempts=0 WHERE id=?", (job_id,))
         self._set(job_id, PENDING)
         self._enqueue(job_id)
-        return self.status(job_id)
+        return self.status(job_id) or job
 
     def cancel(self, job_id: str) -> Job:
         """Stop a pending job before it starts, or a processing one at its next progress step

@@ -141,6 +141,7 @@ class Ingestor:
         plan = self._plan(kb_id, config, store, doc)
         model = self.embeddings.for_config(config) if plan.todo else None
         for start in range(0, len(plan.todo), EMBED_BATCH):
+            assert model is not None  # there is something to embed
             batch = plan.todo[start : start + EMBED_BATCH]
             plan.vectors.update(zip(batch, model.embed_documents([plan.pieces[i].text for i in batch])))
             if progress:

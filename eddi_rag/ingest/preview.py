@@ -15,7 +15,7 @@ def preview_chunks(config: RagConfiguration, document: str, data: bytes, fmt: st
     budget = budget_for(config)
     parts = loaders.load(fmt, data, document, fits_for(config, budget))
     pieces = split_parts(parts, config, budget)
-    chunks = []
+    chunks: list[dict[str, Any]] = []
     for i, piece in enumerate(pieces):
         chunks.append({"position": i, "text": piece.text, "chars": len(piece.text), "tokens": budget.count(piece.text),
                        "citation": piece.citation, **({"section": piece.section} if piece.section else {})})

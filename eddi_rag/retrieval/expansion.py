@@ -19,6 +19,7 @@ heading path a Markdown chunk repeats is shown once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,10 +127,13 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
         reach = neighbors if mode == "neighbors" else SECTION_WINDOW
         around = filters.parse({"document_id": document,
                                 "position_in_doc": {"$gte": min(positions) - reach, "$lte": max(positions) + reach}})
-        scoped = filters.And((around, filters.node(where))) if where else around
+        own = filters.node(where)
+        assert around is not None  # a non-empty filter
+        scoped = filters.And((around, own)) if own else around
         fetched = {c.id: c for c in store.get(where=scoped)} if document else {}
         chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
         candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
+        order: Callable[[Chunk], tuple[int, ...]]
         if mode == "neighbors":
             candidates = [c for c in candidates if min(abs(_position(c) - p) for p in positions) <= neighbors]
             order = lambda c: (min(abs(_position(c) - p) for p in positions), _position(c))  # noqa: E731

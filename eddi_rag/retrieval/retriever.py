@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.retrieval.rerankers import Reranker
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import KEYWORD_SEARCH, KnowledgeStore, SearchHit, normalise
+from eddi_rag.stores.base import KEYWORD_SEARCH, KeywordSearch, KnowledgeStore, SearchHit, normalise
 from eddi_rag.stores.filters import value_kind
 
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
@@ -36,8 +36,9 @@ def scope(where: filters.Where, user_id: str | None, now: float) -> filters.Node
     the caller's ``where`` on its own, so its errors and limits are about what the caller wrote."""
     mine = {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
     alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
-    own = filters.node(where)
-    return filters.And((filters.parse(mine), filters.parse(alive), *([own] if own else [])))
+    own, shared, current = filters.node(where), filters.parse(mine), filters.parse(alive)
+    assert shared is not None and current is not None  # non-empty filters
+    return filters.And((shared, current, *([own] if own else [])))
 
 
 def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[SearchHit]:
@@ -57,7 +58,7 @@ def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[Sear
 
 def _age(hit: SearchHit) -> float:
     stamp = hit.metadata.get("ingestedAt")
-    return -float(stamp) if value_kind(stamp) == "number" else 0.0
+    return -float(stamp) if isinstance(stamp, (int, float)) and value_kind(stamp) == "number" else 0.0
 
 
 class Hits(list):
@@ -135,7 +136,7 @@ class Retriever:
         if KEYWORD_SEARCH not in store.capabilities:
             raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
         with metrics.SEARCH_SECONDS.labels(config.storeType, "keyword").time():
-            keyword = store.keyword_search(query, k * OVERFETCH, where=where)
+            keyword = cast(KeywordSearch, store).keyword_search(query, k * OVERFETCH, where=where)
         if config.searchMode == "keyword":
             order = [h.id for h in keyword[:k]]
             found: dict[str, SearchHit] = {}

@@ -37,7 +37,7 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
     pages: list[str] = []
     todo, level = [spec.url], 0
     while todo and level <= MAX_NESTING:
-        nested = []
+        nested: list[str] = []
         for url in todo:
             try:
                 kind, locs = _locs(fetch(client, url)[0])

@@ -112,6 +112,7 @@ class SourceSync:
         with self.rt.outbound.client() as client:
             if source.web is not None:
                 return web.listing(sid, source.web, client)
+            assert source.sitemap is not None  # a source is exactly one of folder, web, sitemap (schema)
             return sitemap.listing(sid, source.sitemap, client, self._fetch_url)  # pages are fetched later
 
     def _fetch_url(self, url: str):

@@ -52,7 +52,7 @@ def links(html: bytes, base: str) -> list[str]:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
-    return [urldefrag(urljoin(base, a["href"].strip()))[0] for a in soup.find_all("a", href=True)]
+    return [urldefrag(urljoin(base, str(a["href"]).strip()))[0] for a in soup.find_all("a", href=True)]
 
 
 def _cached(data: bytes, content_type: str | None):

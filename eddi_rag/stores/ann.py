@@ -58,10 +58,10 @@ class Hnsw:
         allowed) widens the walk for a selective filter so it still finds k."""
         ef = min(MAX_EF, max(self.ef_search, k, int(self.ef_search / max(fraction, 1e-6))))
         if allowed is None and ef == self.ef_search:
-            self.index.hnsw.efSearch = ef  # the common case, without building search parameters
+            self.index.hnsw.efSearch = ef  # type: ignore[attr-defined]  # the common case, without building search parameters
             sims, labels = self.index.search(q[None, :], k)
         else:
-            params = faiss.SearchParametersHNSW()
+            params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # in faiss, not in its stubs
             params.efSearch = ef
             if allowed is not None:
                 params.sel = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(allowed))

@@ -118,6 +118,14 @@ class HealthDetails(TypedDict, total=False):
     dimension: int | None
     storage_bytes: int
     index: str  # how a search runs: "exact", "hnsw", an engine's own index...
+    # what some engines add: where the KB lives and the engine's version
+    path: str  # sqlite's file
+    table: str  # pgvector's, sqlite-vec's
+    collection: str  # Chroma's, Qdrant's, Typesense's, MongoDB's
+    collections: int  # how many the engine holds
+    version: str  # Elasticsearch's
+    pgvector: str  # the extension's version
+    sqlite_vec: str  # the extension's version
 
 
 class StoreHealth(TypedDict):
@@ -185,6 +193,18 @@ class OverwriteThenPrune:
 
     kb_id: str
 
+    def _dimension(self) -> int | None:
+        raise NotImplementedError
+
+    def _ids_matching(self, where: filters.Where) -> list[str]:
+        raise NotImplementedError
+
+    def _write(self, chunks: Sequence[Chunk]) -> None:
+        raise NotImplementedError
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        raise NotImplementedError
+
     def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
         filters.node(where)
         if chunks:
@@ -236,8 +256,9 @@ def normalise(vectors: Any) -> np.ndarray:
     return m / np.where(norms == 0, 1.0, norms)
 
 
-def top_k(similarities: np.ndarray, ids: Sequence[str], k: int) -> list[int]:
-    """Indices of the k best rows, by similarity descending, ties broken by id ascending."""
+def top_k(similarities: np.ndarray, ids: Sequence[str | None], k: int) -> list[int]:
+    """Indices of the k best rows, by similarity descending, ties broken by id ascending (a
+    dead row's id is None)."""
     n = len(similarities)
     if n == 0 or k <= 0:
         return []
@@ -246,7 +267,7 @@ def top_k(similarities: np.ndarray, ids: Sequence[str], k: int) -> list[int]:
         candidates = np.flatnonzero(similarities >= kth)
     else:
         candidates = np.arange(n)
-    return sorted(candidates.tolist(), key=lambda i: (-float(similarities[i]), ids[i]))[:k]
+    return sorted(candidates.tolist(), key=lambda i: (-float(similarities[i]), ids[i] or ""))[:k]
 
 
 def query_vector(vector: Sequence[float], dim: int | None, k: int, kb_id: str) -> np.ndarray | None:

@@ -50,7 +50,7 @@ def index_name(kb_id: str) -> str:
 
 
 def _field(name: str, value: Any) -> str:
-    return f"{TYPED_FIELDS[filters.value_kind(value)]}.{name}"
+    return f"{TYPED_FIELDS[filters.scalar_kind(value)]}.{name}"
 
 
 def _eq(name: str, value: Any) -> dict[str, Any]:
@@ -194,7 +194,7 @@ class ElasticsearchStore(OverwriteThenPrune):
                                "num_candidates": max(self.num_candidates, fetch)}
         if node is not None:
             knn["filter"] = to_elasticsearch(node)
-        response = self.es.search(index=self.index, knn=knn, size=fetch, source=["chunk_id", "text", "metadata"])
+        response = self.es.search(index=self.index, knn=knn, size=fetch, source=["chunk_id", "text", "metadata"])  # type: ignore[arg-type]  # source filtering takes a list
         # Elasticsearch's cosine kNN score is (1 + cos) / 2: EDDI's relevance, so cos = 2s - 1.
         hits = [SearchHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], 2.0 * float(h["_score"]) - 1.0)
                 for h in response["hits"]["hits"]]
@@ -206,7 +206,7 @@ class ElasticsearchStore(OverwriteThenPrune):
         if self._dimension() is None or k <= 0 or not text.strip():
             return []
         query = {"bool": {"must": [{"match": {"text": text}}], "filter": [to_elasticsearch(node)]}}
-        hits = self.es.search(index=self.index, query=query, size=k, source=["chunk_id", "text", "metadata"])["hits"]["hits"]
+        hits = self.es.search(index=self.index, query=query, size=k, source=["chunk_id", "text", "metadata"])["hits"]["hits"]  # type: ignore[arg-type]
         return [KeywordHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], float(h["_score"])) for h in hits]
 
     def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
@@ -220,11 +220,12 @@ class ElasticsearchStore(OverwriteThenPrune):
     def _scan(self, query: dict[str, Any], fields: list[str], wanted: int | None = None) -> list[dict[str, Any]]:
         """``_source`` (just ``fields``) of the matching chunks in id order, paged with search_after;
         stops once ``wanted`` are in hand."""
-        out, after = [], None
+        out: list[dict[str, Any]] = []
+        after = None
         while wanted is None or len(out) < wanted:
-            extra = {"search_after": after} if after else {}
+            extra: dict[str, Any] = {"search_after": after} if after else {}
             hits = self.es.search(index=self.index, query=query, sort=[{"chunk_id": "asc"}], size=_PAGE,
-                                  source=fields, **extra)["hits"]["hits"]
+                                  source=fields, **extra)["hits"]["hits"]  # type: ignore[arg-type]
             out += [h["_source"] for h in hits]
             if len(hits) < _PAGE:
                 break

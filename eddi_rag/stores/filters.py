@@ -72,6 +72,14 @@ def value_kind(v: Any) -> str | None:
     return None
 
 
+def scalar_kind(v: Scalar) -> str:
+    """value_kind of a value the parser admitted (a filter's or stored metadata's scalar)."""
+    kind = value_kind(v)
+    if kind is None:
+        raise FilterError(f"{v!r} is not a string, number or boolean")
+    return kind
+
+
 def _compare(field: str, op: str, value: Any, path: str) -> Compare:
     if op not in COMPARISONS:
         raise FilterError(f"{path}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")

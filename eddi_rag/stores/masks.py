@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from eddi_rag.stores.filters import And, Compare, Node, Or, value_kind
+from eddi_rag.stores.filters import And, Compare, Node, Or, scalar_kind, value_kind
 
 _CODES = {"bool": 1, "number": 2, "string": 3}  # 0: missing or another type
 
@@ -62,10 +62,10 @@ class _Column:
         code = self.encode(v)
         if code is None:
             return np.zeros(n, dtype=bool)
-        return (self.kind[:n] == _CODES[value_kind(v)]) & (self.value[:n] == code)
+        return (self.kind[:n] == _CODES[scalar_kind(v)]) & (self.value[:n] == code)
 
     def ordered(self, op: str, v: Any, n: int) -> np.ndarray:
-        kind = value_kind(v)
+        kind = scalar_kind(v)
         same = self.kind[:n] == _CODES[kind]
         if kind == "string":  # decide per distinct string, then look the codes up
             keep = np.array([_ORDER[op](s, v) for s in self.strings], dtype=bool)

@@ -102,7 +102,7 @@ class InMemoryStore:
             q = query_vector(vector, t.dim, k, self.kb_id)
             if q is None:
                 return []
-            return [SearchHit(t.ids[r], t.payload[r][0], dict(t.payload[r][1]), sim) for r, sim in t.search(q, k, node)]
+            return [SearchHit(t.id_of(r), t.payload[r][0], dict(t.payload[r][1]), sim) for r, sim in t.search(q, k, node)]
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """BM25 (bm25s) over the chunk texts; the index is rebuilt after writes, on first use."""
@@ -114,7 +114,7 @@ class InMemoryStore:
                 self._bm25 = (t.version, Bm25Index([t.ids[r] for r in rows], [t.payload[r][0] for r in rows]))
             ranked = self._bm25[1].search(text, len(t) if node is not None else k)
             allowed = None if node is None else t.select(node)
-            hits = [KeywordHit(id, *t.payload[t.row_of[id]], score) for id, score in ranked
+            hits = [KeywordHit(id, t.payload[t.row_of[id]][0], t.payload[t.row_of[id]][1], score) for id, score in ranked
                     if allowed is None or allowed[t.row_of[id]]]
         return [KeywordHit(h.id, h.text, dict(h.metadata), h.bm25) for h in hits[:k]]
 

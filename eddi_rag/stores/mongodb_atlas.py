@@ -50,7 +50,7 @@ def collection_name(kb_id: str) -> str:
 
 
 def _path(field: str, value: Any) -> str:
-    return f"{TYPED_FIELDS[filters.value_kind(value)]}.{field}"
+    return f"{TYPED_FIELDS[filters.scalar_kind(value)]}.{field}"
 
 
 def to_mql(node: filters.Node | None) -> dict[str, Any]:

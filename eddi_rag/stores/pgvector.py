@@ -143,7 +143,7 @@ class PgVectorStore:
         self._conn = psycopg.connect(connection_string(params), autocommit=True)
         self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(self._conn)
-        version = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        version = self._one("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         self._iterative_scan = tuple(int(x) for x in version.split(".")[:2]) >= (0, 8)
         self._lock = threading.RLock()
         self._ident = pgsql.Identifier(self.table)
@@ -156,6 +156,13 @@ class PgVectorStore:
                 f"table {self.table} holds {self._dimension}-dimensional vectors but storeParameters.dimension is "
                 f"{self.configured_dimension}: drop the table or fix the configuration"
             )
+
+    def _one(self, query: Any, params: Any = None) -> Any:
+        """The first column of the first row (queries that always answer one row)."""
+        row = self._conn.execute(query, params).fetchone()
+        if row is None:
+            raise RuntimeError(f"no row for {query!r}")
+        return row[0]
 
     # -- schema ---------------------------------------------------------------------------
     def _existing_dimension(self) -> int | None:
@@ -224,7 +231,7 @@ class PgVectorStore:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             if self._dimension is not None:
                 cur.execute(pgsql.SQL("DELETE FROM {} WHERE {}").format(self._ident, cond), params)
-            if chunks:
+            if matrix is not None:  # there are chunks
                 self._insert(cur, chunks, matrix)
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
@@ -309,13 +316,13 @@ class PgVectorStore:
             return 0
         cond, params = to_postgres(filters.node(where))
         with self._lock:
-            return self._conn.execute(pgsql.SQL("SELECT COUNT(*) FROM {} WHERE {}").format(self._ident, cond), params).fetchone()[0]
+            return self._one(pgsql.SQL("SELECT COUNT(*) FROM {} WHERE {}").format(self._ident, cond), params)
 
     def health(self) -> StoreHealth:
         try:
             with self._lock:
-                version = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
-                size = self._conn.execute("SELECT COALESCE(pg_total_relation_size(to_regclass(%s)), 0)", (self.table,)).fetchone()[0]
+                version = self._one("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                size = self._one("SELECT COALESCE(pg_total_relation_size(to_regclass(%s)), 0)", (self.table,))
             return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension,
                                                 "storage_bytes": int(size), "table": self.table, "pgvector": version}}
         except Exception as e:  # noqa: BLE001 - health reports, never raises

@@ -66,7 +66,7 @@ def _native(node: filters.Node) -> bool:
 
 
 def _eq(field: str, value: Any) -> models.Filter:
-    typed = models.FieldCondition(key=f"t.{field}", match=models.MatchValue(value=filters.value_kind(value)))
+    typed = models.FieldCondition(key=f"t.{field}", match=models.MatchValue(value=filters.scalar_kind(value)))
     if isinstance(value, (bool, str)):
         cond = models.FieldCondition(key=f"m.{field}", match=models.MatchValue(value=value))
     else:
@@ -141,7 +141,8 @@ class QdrantStore(OverwriteThenPrune):
 
     def _dimension(self) -> int | None:
         info = self._info()
-        return None if info is None else int(info.config.params.vectors.size)
+        vectors = None if info is None else info.config.params.vectors
+        return int(vectors.size) if isinstance(vectors, models.VectorParams) else None  # one unnamed vector per point
 
     def _native_filter(self, node: filters.Node | None) -> tuple[models.Filter | None, filters.Node | None]:
         """(filter Qdrant applies, filter we still apply in Python)."""
@@ -198,7 +199,7 @@ class QdrantStore(OverwriteThenPrune):
 
     def _delete_ids(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _PAGE):
-            part = [str(uuid.uuid5(_NAMESPACE, i)) for i in ids[start : start + _PAGE]]
+            part: list[models.ExtendedPointId] = [str(uuid.uuid5(_NAMESPACE, i)) for i in ids[start : start + _PAGE]]
             self.client.delete(self.collection, points_selector=models.PointIdsList(points=part))
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
@@ -227,7 +228,7 @@ class QdrantStore(OverwriteThenPrune):
         def candidates(n: int) -> list[SearchHit]:
             points = self.client.query_points(self.collection, query=q.tolist(), query_filter=flt, limit=n, with_payload=True).points
             return [SearchHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
-                    if rest is None or filters.matches(rest, p.payload["metadata"])]
+                    if p.payload is not None and (rest is None or filters.matches(rest, p.payload["metadata"]))]
 
         return overfetch(candidates, k, total)
 
@@ -245,7 +246,7 @@ class QdrantStore(OverwriteThenPrune):
             points = self.client.query_points(self.collection, query=models.TextQuery(text=text), using="text",
                                               query_filter=flt, limit=limit, with_payload=True).points
             hits = [KeywordHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
-                    if rest is None or filters.matches(rest, p.payload["metadata"])]
+                    if p.payload is not None and (rest is None or filters.matches(rest, p.payload["metadata"]))]
             if len(hits) >= k or len(points) < limit:
                 return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
             limit *= 3

@@ -58,7 +58,7 @@ class RowTable:
 
     @property
     def vectors(self) -> np.ndarray:
-        return self._matrix[: self.n]
+        return np.zeros((0, 0), dtype=np.float32) if self._matrix is None else self._matrix[: self.n]
 
     @property
     def alive(self) -> np.ndarray:
@@ -80,6 +80,7 @@ class RowTable:
         self.remove(self.row_of[id] for id in last if id in self.row_of)
         count = len(order)
         self._reserve(self.n + count, matrix.shape[1])
+        assert self._matrix is not None
         rows = range(self.n, self.n + count)
         self._matrix[self.n : self.n + count] = matrix[list(order)] if count < len(ids) else matrix
         self._alive[self.n : self.n + count] = True
@@ -108,9 +109,10 @@ class RowTable:
     def remove(self, rows: Iterable[int]) -> int:
         removed = 0
         for row in rows:
-            if self._alive[row]:
+            id = self.ids[row]
+            if self._alive[row] and id is not None:
                 self._alive[row] = False
-                del self.row_of[self.ids[row]]
+                del self.row_of[id]
                 self.ids[row] = None
                 self.payload[row] = None
                 removed += 1
@@ -122,7 +124,7 @@ class RowTable:
         return removed
 
     def clear(self) -> None:
-        self.__init__(self.index, self.ef_search)
+        RowTable.__init__(self, self.index, self.ef_search)
 
     def compact(self) -> None:
         """Drop dead rows (renumbering the rest); the HNSW graph is rebuilt at its next search."""
@@ -131,7 +133,7 @@ class RowTable:
         self._alive = np.ones(len(keep), dtype=bool)
         self.ids = [self.ids[i] for i in keep]
         self.payload = [self.payload[i] for i in keep]
-        self.row_of = {id: row for row, id in enumerate(self.ids)}
+        self.row_of = {id: row for row, id in enumerate(self.ids) if id is not None}
         self.columns.take(keep)
         self.n, self.dead, self.hnsw = len(keep), 0, None
         self.version += 1
@@ -160,12 +162,20 @@ class RowTable:
         mask = self.select(node)
         return np.arange(self.n) if mask is None else np.flatnonzero(mask)
 
+    def id_of(self, row: int) -> str:
+        """The id of a live row (search and select return live rows only)."""
+        id = self.ids[row]
+        if id is None:
+            raise LookupError(f"row {row} is dead")
+        return id
+
     def uses_hnsw(self) -> bool:
         return self.index == "hnsw" or (self.index == "auto" and len(self) >= AUTO_HNSW_FROM)
 
     def graph(self) -> Hnsw:
         """The HNSW index, built or brought up to date with the rows appended since."""
         if self.hnsw is None:
+            assert self.dim is not None  # called with rows only
             self.hnsw = Hnsw(self.dim, self.ef_search)
         self.hnsw.chosen_ef = self.ef_search  # the configuration may have changed since the build
         self.hnsw.sync(self.vectors)
@@ -201,7 +211,7 @@ class RowTable:
             end += 1
         if end == k and all(found[i][1] > found[i + 1][1] for i in range(min(k, len(found)) - 1)):
             return found[:k]
-        return sorted(found[:end], key=lambda rs: (-rs[1], self.ids[rs[0]]))[:k]
+        return sorted(found[:end], key=lambda rs: (-rs[1], self.ids[rs[0]] or ""))[:k]
 
     def _exact(self, q: np.ndarray, k: int, mask: np.ndarray | None, selected: int) -> list[tuple[int, float]]:
         if mask is not None and selected * 4 < self.n:  # few rows: multiply only those

@@ -13,6 +13,7 @@ Filters of ``get``/``count``/keyword search compile to SQL (JSON1).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -171,7 +172,7 @@ class SqliteStore:
         key = (self.db.path, kb_id)
         if key not in caches:
             caches[key] = _Cache(params.get("index", "auto"), params.get("efSearch"))
-            context.on_close(lambda cache=caches[key]: self._save_graph(cache))
+            context.on_close(functools.partial(self._save_graph, caches[key]))
         self._cache: _Cache = caches[key]
         self._cache.table.index, self._cache.table.ef_search = params.get("index", "auto"), params.get("efSearch")
 
@@ -257,7 +258,7 @@ class SqliteStore:
                 for start in range(0, len(gone), 500):
                     part = gone[start : start + 500]
                     c.execute(f"DELETE FROM kb_chunks WHERE kb=? AND id IN ({','.join('?' * len(part))})", [self.kb_id, *part])
-                if chunks:
+                if matrix is not None:  # there are chunks
                     c.executemany(  # an upsert that fires the UPDATE trigger (REPLACE would skip the DELETE one)
                         "INSERT INTO kb_chunks VALUES (?,?,?,?,?,?) ON CONFLICT (kb, id) DO UPDATE SET "
                         "text = excluded.text, metadata = excluded.metadata, dim = excluded.dim, vector = excluded.vector",
@@ -269,7 +270,7 @@ class SqliteStore:
                               (self.kb_id,))
                 generation = self._generation(c)
             table.remove(rows)
-            if chunks:
+            if matrix is not None:
                 table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
             cache.generation = generation
         return len(rows)
@@ -315,7 +316,7 @@ class SqliteStore:
             if q is None:
                 return []
             built = table.hnsw is None and table.uses_hnsw()
-            picks = [(table.ids[r], sim) for r, sim in table.search(q, k, node)]
+            picks = [(table.id_of(r), sim) for r, sim in table.search(q, k, node)]
         if built and table.hnsw is not None:
             self._save_graph(cache)
         found = self._rows([id for id, _ in picks])
@@ -353,9 +354,10 @@ class SqliteStore:
         rows = None if node is None else self._warm_rows(node)
         if rows is not None:
             table = self._cache.table
-            found = {table.ids[r] for r in rows.tolist()}
+            found = {table.id_of(r) for r in rows.tolist()}
             wanted = sorted(found if ids is None else found.intersection(ids))[offset : None if limit is None else offset + limit]
-            sql, params, limit, offset = "1", [], None, 0
+            sql, limit, offset = "1", None, 0
+            params: list[Any] = []
             ids = wanted
         else:
             sql, params = to_sqlite(node)

@@ -123,7 +123,7 @@ class SqliteVecStore:
         matrix = check_vectors(chunks) if chunks else None
         with self._lock, self.conn:  # one transaction: all or nothing
             self._delete_where(sql, params)
-            if chunks:
+            if matrix is not None:  # there are chunks
                 self._insert(chunks, matrix)
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:

@@ -87,7 +87,7 @@ def _leaf(field: str, op: str, values: list[Any], fields: set[str], approx: list
     """One comparison of one field with values of one type. Typesense keeps numbers as 32-bit
     floats: a numeric comparison runs on float32(value), which selects a superset (rounding is
     monotonic), and ``approx`` records that the exact filter must run again on the results."""
-    path = _TYPED[filters.value_kind(values[0])] + field
+    path = _TYPED[filters.scalar_kind(values[0])] + field
     negated = op in ("$ne", "$nin")
     if path not in fields:
         return TRUE if negated else FALSE
@@ -127,7 +127,7 @@ def _compile(node: filters.Node, fields: set[str], approx: list[bool]) -> str:
             return FALSE if node.op == "$in" else TRUE
         by_kind: dict[str, list[Any]] = {}
         for v in node.value:
-            by_kind.setdefault(filters.value_kind(v), []).append(v)
+            by_kind.setdefault(filters.scalar_kind(v), []).append(v)
         parts = [_leaf(node.field, node.op, vs, fields, approx) for vs in by_kind.values()]
         return _combine(parts, "||" if node.op == "$in" else "&&")
     return _leaf(node.field, node.op, [node.value], fields, approx)
@@ -138,7 +138,7 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
                            "metadata_json": json.dumps(chunk.metadata), "embedding": vector}
     for k, v in chunk.metadata.items():
         if filters.value_kind(v) is not None and _SAFE_FIELD.match(k):
-            doc[_TYPED[filters.value_kind(v)] + k] = float(v) if filters.value_kind(v) == "number" else v
+            doc[_TYPED[filters.scalar_kind(v)] + k] = float(v) if filters.value_kind(v) == "number" else v
     return doc
 
 
@@ -180,7 +180,7 @@ class TypesenseStore(OverwriteThenPrune):
     def _dimension(self) -> int | None:
         return self._dimension_of(self._schema())
 
-    def _plan(self, where: filters.Where) -> tuple[str | None, filters.Node | None, dict | None]:
+    def _plan(self, where: filters.Where) -> tuple[str, filters.Node | None, dict | None]:
         """(filter_by or TRUE/FALSE, what still runs in Python, the collection schema)."""
         node, schema = filters.node(where), self._schema()
         fields = {f["name"] for f in schema["fields"]} if schema else set()

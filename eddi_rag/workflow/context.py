@@ -190,7 +190,7 @@ class RagContextProvider:
                 "chunks": [
                     {"id": h.id, "score": round(h.score, 6), "source": h.metadata.get("source")} for h in hits
                 ],
-                **({"rerank": hits.rerank} if getattr(hits, "rerank", None) else {}),
+                **({"rerank": rerank} if (rerank := getattr(hits, "rerank", None)) else {}),
             })
             results.append((cfg.name, hits))
         passages = merge(results, max((s.max_results for s in answered), default=0))

@@ -51,6 +51,7 @@ def call_for_context(
     request = call.get("request") or {}
     url = base.rstrip("/") + "/" + _fill(request.get("path", ""), user_input, encode=True).lstrip("/")
     body = request.get("body")
+    content: bytes | None
     if isinstance(body, (dict, list)):
         content = json.dumps(_fill(body, user_input)).encode()
     else:

@@ -22,7 +22,8 @@ def to_markdown(html: str) -> str:
         tag.decompose()
     for tag in soup.select('[role="navigation"], [role="banner"], [role="contentinfo"], [aria-hidden="true"]'):
         tag.decompose()
-    main = soup.find("main") or soup.find(attrs={"role": "main"}) or soup.find("article") or soup.body or soup
+    main = (soup.find("main") or soup.find(attrs={"role": "main"})  # type: ignore[call-overload]  # bs4 takes attrs=
+            or soup.find("article") or soup.body or soup)
     text = markdownify(str(main), heading_style="ATX", bullets="-", strip=["img"]).strip()
     lines = [line.rstrip() for line in text.splitlines()]
     text = "\n".join(lines)
