@@ -23,8 +23,11 @@ data_dir_option = click.option(
 def chat_model_options(command):
     """--llm / --base-url / --model: the chat model of the demo and of served agent turns."""
     for option in reversed((
-        click.option("--llm", type=click.Choice(["none", "openai"]), default=None,
-                     help="Chat model (default: openai when OPENAI_API_KEY or --base-url is set, else none)."),
+        click.option("--llm", type=click.Choice(["none", "openai", "smollm2", "extractive"]), default=None,
+                     help="Chat model: openai (any OpenAI-compatible server with --base-url), smollm2 (a small local "
+                          "model, scripts/local-llm installs it), extractive (the best-matching sentences of the context, "
+                          "no model), none. Default: openai when OPENAI_API_KEY or --base-url is set; else the demo "
+                          "uses smollm2 when installed, then extractive, and serve none."),
         click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model."),
         click.option("--model", default=None, help="Chat model name (default gpt-4o-mini)."),
     )):

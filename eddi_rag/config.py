@@ -144,7 +144,8 @@ def _source_errors(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What JSON Schema cannot say: ids unique, a cron that parses."""
     from croniter import croniter
 
-    errors, seen = [], {}
+    errors: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     for i, source in enumerate(sources):
         sid = source.get("id") or slug(source["name"])
         if sid in seen:
@@ -225,6 +226,20 @@ NO_RELEVANT_CONTEXT = ("No passage in the knowledge bases is relevant to this qu
                        "you found nothing about it in the knowledge bases; do not make up an answer from them.")
 
 
+# The TypeSense integration spec's anti-hallucination instructions (its French lines in English),
+# with the citation rule the context's labels make possible.
+GROUNDING_INSTRUCTIONS = (
+    "Answer ONLY from the sources above. If the information is not in the sources, say clearly that you did "
+    "not find it. NEVER make up information. Cite each fact with its source label exactly as given, e.g. [Source 1].")
+
+# Answers that say nothing relevant was found (English, and the French of the TypeSense spec).
+MISS_PHRASES = (
+    "found nothing", "nothing relevant", "no relevant", "no information", "not find", "couldn't find",
+    "don't have information", "do not have information", "not in the sources", "not mentioned in the",
+    "pas trouvé", "aucune information", "pas de données",
+)
+
+
 class LlmTaskRag(BaseModel):
     """RAG-related fields of an EDDI LLM task (``tasks[]`` of an llm configuration)."""
 
@@ -241,3 +256,16 @@ class LlmTaskRag(BaseModel):
     # Put under "## Relevant Context:" when the knowledge bases answered but no passage passed;
     # empty: say nothing.
     noRelevantContextMessage: str = NO_RELEVANT_CONTEXT
+    # The model's temperature on turns where context was injected (the TypeSense spec: 0.1); None:
+    # the model's own.
+    ragTemperature: float | None = Field(default=None, ge=0, le=2)
+    # Put after the context on turns where it was injected: true = GROUNDING_INSTRUCTIONS, a string
+    # = that text, false or "" = nothing.
+    groundingInstructions: bool | str = False
+    # An answer containing one of these (case-insensitive) is a RAG miss; None: MISS_PHRASES.
+    missPhrases: list[str] | None = None
+
+    def grounding(self) -> str:
+        if self.groundingInstructions is True:
+            return GROUNDING_INSTRUCTIONS
+        return self.groundingInstructions or ""

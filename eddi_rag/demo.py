@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import click
+from pydantic import SecretStr
 
 from eddi_rag.bundle import load_bundle
 from eddi_rag.outbound import OutboundPolicy
@@ -60,21 +61,49 @@ def notices_service(path: Path):
         server.server_close()
 
 
-def chat_model(llm: str | None, base_url: str | None, model: str | None):
-    """A LangChain chat model, or None when none is configured (the demo never fakes one)."""
+def chat_model(llm: str | None, base_url: str | None, model: str | None, offline: bool = False):
+    """A LangChain chat model, or None. ``llm`` None: openai when a key or base URL is given, else
+    (``offline``, the demo) the small local model when installed, then the extractive answer; else none."""
     if llm is None:
-        llm = "openai" if os.environ.get("OPENAI_API_KEY") or base_url else "none"
+        if os.environ.get("OPENAI_API_KEY") or base_url:
+            llm = "openai"
+        elif offline:
+            from eddi_rag.answers import smollm2
+
+            llm = "smollm2" if smollm2.available() else "extractive"
+        else:
+            llm = "none"
     if llm == "none":
         return None
+    if llm == "extractive":
+        from eddi_rag.answers.extractive import ExtractiveChatModel
+
+        return ExtractiveChatModel()
+    if llm == "smollm2":
+        from eddi_rag.answers.smollm2 import SmolLM2ChatModel
+
+        return SmolLM2ChatModel()
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(
         model=model or "gpt-4o-mini",
         base_url=base_url,
-        api_key=os.environ.get("OPENAI_API_KEY") or "no-key-needed-for-a-local-server",
+        api_key=SecretStr(os.environ.get("OPENAI_API_KEY") or "no-key-needed-for-a-local-server"),
         temperature=0,
         max_retries=1,
     )
+
+
+def describe(model) -> str:
+    """What answers, as the demo labels it."""
+    from eddi_rag.answers.extractive import ExtractiveChatModel
+    from eddi_rag.answers.smollm2 import LABEL, SmolLM2ChatModel
+
+    if isinstance(model, SmolLM2ChatModel):
+        return LABEL
+    if isinstance(model, ExtractiveChatModel):
+        return "extractive: the context's best-matching sentences, no language model"
+    return f"{getattr(model, 'model_name', None) or type(model).__name__}"
 
 
 def _section(title: str) -> None:
@@ -87,7 +116,7 @@ def run_demo(data_dir: str | None = None, llm: str | None = None, base_url: str 
         # The stand-in notices service runs on loopback: the demo allows it (a server does not by default).
         runtime = Runtime(data_dir or tmp, outbound=OutboundPolicy((ipaddress.ip_network("127.0.0.0/8"),)))
         try:
-            _run(runtime, notices_url, chat_model(llm, base_url, model), questions or QUESTIONS)
+            _run(runtime, notices_url, chat_model(llm, base_url, model, offline=True), questions or QUESTIONS)
         finally:
             runtime.close()
 
@@ -114,8 +143,9 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
     task = llm_config["tasks"][0]
     tid = task_id(task)
     if model is None:
-        click.secho("\nNo chat model is configured (set OPENAI_API_KEY, or pass --llm openai --base-url URL):"
-                    " showing retrieval and the prompt only; no answers are generated.", fg="yellow")
+        click.secho("\nNo chat model (--llm none): showing retrieval and the prompt only; no answers are generated.", fg="yellow")
+    else:
+        click.secho(f"\nAnswers by {describe(model)}.", fg="yellow")
     for i, question in enumerate(questions, 1):
         _section(f"Question {i}: {question}")
         memory = ConversationMemory(agent_id=AGENT_ID, user_input=question)
@@ -134,5 +164,8 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
         for key in (f"rag:trace:{tid}", f"rag:context:{tid}", f"rag:httpcall:trace:{tid}"):
             if key in memory.data:
                 click.echo(f"  {key} = {json.dumps(memory.data[key], indent=2, ensure_ascii=False)}")
-        click.secho("Answer:", bold=True)
-        click.echo(f"  {turn.answer}" if turn.answer is not None else "  (no chat model configured)")
+        for key in (f"rag:citations:{tid}", f"rag:miss:{tid}"):
+            if key in memory.data:
+                click.echo(f"  {key} = {json.dumps(memory.data[key], ensure_ascii=False)}")
+        click.secho(f"Answer ({describe(model)}):" if model is not None else "Answer:", bold=True)
+        click.echo("\n".join("  " + line for line in turn.answer.splitlines()) if turn.answer is not None else "  (no chat model)")

@@ -14,6 +14,11 @@ SEARCH_SECONDS = Histogram(
 RAG_TURNS = Counter(
     "eddi_rag_rag_turns", "LLM turns that retrieved, by outcome: context (passages injected), miss (searched, "
     "nothing passed), error.", ["outcome"], registry=REGISTRY)
+RAG_MISSES = Counter(
+    "eddi_rag_rag_misses", "RAG misses (rag:miss:{taskId}), by reason: no-context (searched, no passage passed), answer "
+    "(the model's answer says it found nothing).", ["reason"], registry=REGISTRY)
+for _reason in ("no-context", "answer"):
+    RAG_MISSES.labels(_reason)  # shown at 0 before the first miss
 CACHE_LOOKUPS = Counter(
     "eddi_rag_embedding_cache_lookups", "Embedding-cache lookups of one text each, by result (hit, miss).", ["result"],
     registry=REGISTRY)

@@ -18,7 +18,7 @@ def eddi_rag(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 @pytest.fixture(scope="module")
 def demo_output() -> str:
-    result = eddi_rag("demo")
+    result = eddi_rag("demo", "--llm", "extractive")
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -26,7 +26,7 @@ def demo_output() -> str:
 def test_demo_asks_three_questions_and_shows_everything(demo_output):
     out = demo_output
     assert out.count("── Question ") == 3
-    assert "No chat model is configured" in out and out.count("(no chat model configured)") == 3
+    assert out.count("Answer (extractive: the context's best-matching sentences, no language model):") == 3
     assert out.count("## Relevant Context:") == 3 and out.count("rag:trace:travel-answer = ") == 3
     assert out.count("rag:context:travel-answer = ") == 3
     assert out.count("## Search Results:") == 3 and "rag:httpcall:trace:travel-answer" in out
@@ -42,6 +42,28 @@ def test_demo_retrieves_the_right_document_for_each_question(demo_output):
         assert best["source"] == expected, section[:2000]
         assert f"score={best['score']:.4f}  source={expected}" in section
         assert all(c["score"] >= t["minScore"] for t in trace for c in t["chunks"])
+
+
+def test_demo_answers_offline_from_the_injected_sentences_with_their_labels(demo_output):
+    answers = [section.split("Answer (extractive", 1)[1].split("\n", 1)[1] for section in demo_output.split("── Question ")[1:]]
+    assert "non-refundable" in answers[0].lower() and "[Source 1]" in answers[0]
+    assert all("[Source " in a for a in answers)
+    assert "rag:citations:travel-answer" in demo_output  # the extractive labels are checked like any model's
+
+
+def test_demo_without_a_chat_model_shows_retrieval_only():
+    result = eddi_rag("demo", "--llm", "none", "-q", "Can I cancel a Saver fare?")
+    assert result.returncode == 0, result.stderr
+    assert "No chat model (--llm none)" in result.stdout and "(no chat model)" in result.stdout
+
+
+def test_demo_answers_with_the_small_local_model_by_default():
+    """scripts/test installs SmolLM2 (scripts/local-llm), so a fresh machine with no key answers with it."""
+    result = eddi_rag("demo", "-q", "Can I get my money back if I cancel a Saver fare?")
+    assert result.returncode == 0, result.stderr
+    label = "Answer (SmolLM2-135M-Instruct, a small local model (answers may be incomplete or wrong)):"
+    assert label in result.stdout
+    assert result.stdout.split(label, 1)[1].strip(), "an answer follows the label"
 
 
 def test_demo_answers_with_a_configured_chat_model():

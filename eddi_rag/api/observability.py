@@ -43,9 +43,10 @@ class RuntimeCollector(Collector):
             chunks.add_metric([kb_id, name, store_type], count)
         yield chunks
         turns = {s.labels["outcome"]: s.value for m in metrics.RAG_TURNS.collect() for s in m.samples if s.name.endswith("_total")}
+        misses = sum(s.value for m in metrics.RAG_MISSES.collect() for s in m.samples if s.name.endswith("_total"))
         searched = turns.get("context", 0) + turns.get("miss", 0)
-        yield GaugeMetricFamily("eddi_rag_rag_miss_ratio", "Share of retrieving LLM turns where no passage passed (since start).",
-                                value=turns.get("miss", 0) / searched if searched else 0.0)
+        yield GaugeMetricFamily("eddi_rag_rag_miss_ratio", "Share of retrieving LLM turns that were RAG misses: no passage passed, "
+                                "or the answer said nothing was found (since start).", value=misses / searched if searched else 0.0)
 
 
 def install(app: FastAPI, runtime: Runtime) -> None:

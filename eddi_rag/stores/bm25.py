@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import bm25s
 import Stemmer
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on its logger: every index build was printed
 
 _STEMMER = Stemmer.Stemmer("english")
 

@@ -15,7 +15,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from eddi_rag import metrics
-from eddi_rag.config import LlmTaskRag
+from eddi_rag.config import MISS_PHRASES, LlmTaskRag
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.conversation import (
     check_citations,
@@ -39,6 +39,22 @@ class TurnResult:
     discovery: Discovery = field(default_factory=Discovery)
     sources: list[dict[str, Any]] = field(default_factory=list)  # the passages injected, by [Source n]
     task_id: str = "default"
+    temperature: float | None = None  # the task's ragTemperature, on a turn with context
+    miss_phrases: list[str] | None = None
+    searched: bool = False  # knowledge bases were searched this turn
+    missed: bool = False  # a RAG miss was recorded this turn
+
+
+def says_nothing_found(answer: str, phrases: list[str] | None = None) -> str | None:
+    """The phrase (case-insensitive) by which ``answer`` says nothing relevant was found, if any."""
+    text = (answer or "").lower().replace("\u2019", "'")
+    return next((p for p in (MISS_PHRASES if phrases is None else phrases) if p and p.lower() in text), None)
+
+
+def record_miss(memory: ConversationMemory, tid: str, reason: str, query: str, **extra: Any) -> None:
+    """A RAG miss: ``rag:miss:{taskId}`` in memory and the metric (the TypeSense spec wants under 20%)."""
+    metrics.RAG_MISSES.labels(reason).inc()
+    memory.set(f"rag:miss:{tid}", {"reason": reason, "query": query, **extra})
 
 
 def task_id(task: dict[str, Any]) -> str:
@@ -79,6 +95,7 @@ class LlmTaskHook:
         system = system_prompt(task)
         query = (memory.user_input or "").strip()
         sources: list[dict[str, Any]] = []
+        searched = missed = False
         wants_rag = bool(rag.knowledgeBases) or rag.enableWorkflowRag or bool(rag.httpCallRag)
         if discovery is None and query and wants_rag:
             try:
@@ -100,7 +117,9 @@ class LlmTaskHook:
             try:
                 search_text, strategy = query_for_turn(memory)
                 log.info("task %s searches with the %s query strategy", tid, strategy)
+                memory.data.pop(f"rag:miss:{tid}", None)  # a miss of an earlier turn
                 found = self.provider.retrieve(rag, discovery.knowledge_bases, search_text, memory.user_id, strategy)
+                searched = found.searched
                 if found.trace:
                     memory.set(f"rag:trace:{tid}", found.trace)
                     remember_topic(memory, search_text)
@@ -109,8 +128,12 @@ class LlmTaskHook:
                     memory.set(f"rag:context:{tid}", found.context)
                     sources = found.sources
                     metrics.RAG_TURNS.labels("context").inc()
+                    if rag.grounding():
+                        system += "\n\n" + rag.grounding()
                 elif found.searched:
                     metrics.RAG_TURNS.labels("miss").inc()
+                    record_miss(memory, tid, "no-context", search_text)
+                    missed = True
                     if rag.noRelevantContextMessage:
                         system += "\n\n" + RELEVANT_CONTEXT + rag.noRelevantContextMessage
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
@@ -121,16 +144,24 @@ class LlmTaskHook:
             messages.append(HumanMessage(text) if role == "user" else AIMessage(text))
         if memory.user_input:
             messages.append(HumanMessage(memory.user_input))
-        return TurnResult(system, messages, discovery=discovery, sources=sources, task_id=tid)
+        return TurnResult(system, messages, discovery=discovery, sources=sources, task_id=tid,
+                          temperature=rag.ragTemperature if sources else None, miss_phrases=rag.missPhrases,
+                          searched=searched, missed=missed)
 
     def execute(self, memory: ConversationMemory, task: dict[str, Any], chat_model: BaseChatModel | None,
                 discovery: Discovery | None = None) -> TurnResult:
         turn = self.prepare(memory, task, discovery)
         if chat_model is None:
             return turn
-        reply = chat_model.invoke(turn.messages)
+        # ragTemperature on a turn with context: a call option every LangChain chat model passes on
+        model = chat_model if turn.temperature is None else chat_model.bind(temperature=turn.temperature)
+        reply = model.invoke(turn.messages)
         turn.answer = reply.content if isinstance(reply.content, str) else str(reply.content)
         memory.set("output", turn.answer)
+        phrase = says_nothing_found(turn.answer, turn.miss_phrases) if turn.searched and not turn.missed else None
+        if phrase:
+            turn.missed = True
+            record_miss(memory, turn.task_id, "answer", memory.user_input or "", phrase=phrase)
         citations = check_citations(turn.answer, turn.sources, turn.task_id)
         if citations or turn.sources:
             memory.set(f"rag:citations:{turn.task_id}", citations)

