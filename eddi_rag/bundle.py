@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eddi_rag.config import validate_rag_configuration
+from eddi_rag.config import ConfigValidationError, validate_rag_configuration
+from eddi_rag.embeddings.references import entry_errors
 from eddi_rag.resources import ResourceNotFoundError, ResourceRef, ResourceStore
 
 # Referenced kinds first, so a reader never sees a dangling URI.
-LOAD_ORDER = ("rags", "httpcalls", "llm", "workflows", "agents")
+LOAD_ORDER = ("providers", "rags", "httpcalls", "llm", "workflows", "agents")
 
 
 def load_bundle(
@@ -33,6 +34,8 @@ def load_bundle(
                 data = patch(kind, path.stem, data)
             if kind == "rags":
                 validate_rag_configuration(data)
+            if kind == "providers" and (errors := entry_errors(data)):
+                raise ConfigValidationError(errors)
             id = path.stem
             try:
                 current = resources.current_version(kind, id)

@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from eddi_rag import jsonvalues
 
@@ -101,7 +101,10 @@ class RagConfiguration(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str
-    embeddingProvider: str = "openai"
+    # By name, or by reference to the providers map (embeddingProviderId wins); neither: embedding
+    # disabled (eddi_rag.embeddings.references).
+    embeddingProvider: str | None = None
+    embeddingProviderId: str | None = None
     embeddingParameters: dict[str, Any] = Field(default_factory=dict)
     storeType: str = "in-memory"
     storeParameters: dict[str, Any] = Field(default_factory=dict)
@@ -125,6 +128,24 @@ class RagConfiguration(BaseModel):
     rerankCandidates: int = 4
     sources: list[IngestionSource] = Field(default_factory=list)
 
+    _disabled: str | None = PrivateAttr(default=None)  # set when the provider reference was resolved to nothing
+
+    @property
+    def embedding_disabled(self) -> str | None:
+        """Why this knowledge base has no embedding backend, or None when it has one."""
+        if self._disabled:
+            return self._disabled
+        if not self.embeddingProvider:
+            return (f"embeddingProviderId {self.embeddingProviderId!r} is not resolved" if self.embeddingProviderId
+                    else "neither embeddingProviderId nor embeddingProvider is set")
+        return None
+
+    def with_embedding(self, provider: str | None, parameters: dict[str, Any], disabled: str | None) -> RagConfiguration:
+        """This configuration with its embedding reference resolved."""
+        out = self.model_copy(update={"embeddingProvider": provider or self.embeddingProvider, "embeddingParameters": parameters})
+        out._disabled = disabled
+        return out
+
     def source(self, source_id: str) -> IngestionSource | None:
         return next((s for s in self.sources if s.effective_id == source_id), None)
 
@@ -132,7 +153,7 @@ class RagConfiguration(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
-def _schema_errors(data: Any, schema: dict[str, Any]) -> list[dict[str, Any]]:
+def schema_errors(data: Any, schema: dict[str, Any]) -> list[dict[str, Any]]:
     validator = Draft202012Validator(schema)
     errors = []
     for err in sorted(validator.iter_errors(data), key=lambda e: (e.json_path, e.message)):
@@ -185,7 +206,7 @@ def validate_rag_configuration(data: Any) -> RagConfiguration:
     if wrong:
         path, _, message = wrong.partition(": ")
         raise ConfigValidationError([{"path": path, "message": message, "value": None}])
-    errors = [_explain(e) for e in _schema_errors(data, load_schema())]
+    errors = [_explain(e) for e in schema_errors(data, load_schema())]
     if not errors:
         errors += _source_errors(data.get("sources") or [])
         size, overlap = data.get("chunkSize", 512), data.get("chunkOverlap", 64)

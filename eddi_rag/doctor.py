@@ -29,7 +29,14 @@ def check_knowledge_base(runtime: Runtime, kb_id: str) -> list[Check]:
         return [Check(name, "configuration", False, str(e), "fix the fields named, then PUT a new version")]
     except (registry.ProviderUnavailableError, registry.UnknownProviderError) as e:
         return [Check(name, "provider", False, str(e), "install the extra named, or choose a registered provider")]
-    out.append(Check(name, "configuration", True, f"{config.embeddingProvider} → {config.storeType}"))
+    config = runtime.resolve_embedding(config)
+    if config.embedding_disabled:
+        return [Check(name, "configuration", True, f"(no embedding) → {config.storeType}"),
+                Check(name, "embeddings", False, f"embedding disabled: {config.embedding_disabled}",
+                      "create that entry at /providerstore/providers with a type that has embeddings, or set embeddingProvider")]
+    assert config.embeddingProvider is not None  # not disabled
+    via = f" (provider {config.embeddingProviderId!r})" if config.embeddingProviderId else ""
+    out.append(Check(name, "configuration", True, f"{config.embeddingProvider}{via} → {config.storeType}"))
     try:
         for group, value in ((registry.EMBEDDINGS, config.embeddingProvider), (registry.STORES, config.storeType)):
             registry.load(group, value)

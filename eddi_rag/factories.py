@@ -21,6 +21,7 @@ from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, VectorCache
 from eddi_rag.embeddings.guard import GuardedEmbeddings
+from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.retrieval import rerankers
 from eddi_rag.retrieval.rerankers import Reranker
 from eddi_rag.secrets import SecretResolver, resolve_parameters
@@ -68,6 +69,8 @@ def _key(*parts: Any) -> str:
 def embedding_key(config: RagConfiguration) -> str:
     """Identifies the embedding model of a configuration (provider + unresolved parameters); the
     factory caches models under the same key."""
+    if config.embedding_disabled:  # no model: each such KB reports its own reason
+        return _key(None, config.name, config.embedding_disabled)
     return _key(config.embeddingProvider, config.embeddingParameters)
 
 
@@ -96,6 +99,9 @@ class EmbeddingModelFactory:
         return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"))
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
+        """The KB's model. Raises EmbeddingDisabledError when it has none (see embeddings.references)."""
+        if config.embedding_disabled or not config.embeddingProvider:
+            raise EmbeddingDisabledError(f"knowledge base {config.name!r}: embedding disabled: {config.embedding_disabled}")
         return self.get(config.embeddingProvider, config.embeddingParameters)
 
 

@@ -106,6 +106,14 @@ def _allow_references(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "properties": props}
 
 
+def parameter_names(name: str) -> set[str]:
+    """The embeddingParameters an embedding provider takes (empty when it or its extra is missing)."""
+    try:
+        return set(load(EMBEDDINGS, name).connection_schema().get("properties", {}))
+    except (UnknownProviderError, ProviderUnavailableError):
+        return set()
+
+
 def prepare_parameters(group: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` as the provider takes them: EDDI's aliases renamed, strings coerced to the declared
     types (call it on resolved parameters). Raises ValueError naming the parameter."""

@@ -19,6 +19,7 @@ from eddi_rag.config import (
     validate_rag_configuration,
 )
 from eddi_rag.db import Database
+from eddi_rag.embeddings import references
 from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
 from eddi_rag.feedback import FeedbackLog
@@ -52,6 +53,15 @@ def _has_keyword_search(store_type: str) -> bool | None:
         return None
 
 
+def embedding_status(config: RagConfiguration) -> dict[str, Any]:
+    """How a KB embeds: {status: ok, provider, providerId?} or {status: disabled, reason}."""
+    if config.embedding_disabled:
+        return {"status": "disabled", "reason": config.embedding_disabled,
+                **({"providerId": config.embeddingProviderId} if config.embeddingProviderId else {})}
+    return {"status": "ok", "provider": config.embeddingProvider,
+            **({"providerId": config.embeddingProviderId} if config.embeddingProviderId else {})}
+
+
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
                  embedding_cache: str | None = None, outbound: OutboundPolicy | None = None):
@@ -69,7 +79,7 @@ class Runtime:
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver))
-        self.traversal = WorkflowTraversal(self.resources)
+        self.traversal = WorkflowTraversal(self.resources, self.resolve_embedding)
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.resolver.redact),
                                     self.outbound.client(timeout=10))
         self.jobs = IngestionQueue(self.db, self._run_job, self.resolver.redact)
@@ -84,10 +94,10 @@ class Runtime:
         """Schema validation plus: the named provider and store type are registered."""
         config = validate_rag_configuration(data)
         errors = []
-        for group, path, value, params in (
-            (registry.EMBEDDINGS, "$.embeddingProvider", config.embeddingProvider, config.embeddingParameters),
-            (registry.STORES, "$.storeType", config.storeType, config.storeParameters),
-        ):
+        checks = [(registry.STORES, "$.storeType", config.storeType, config.storeParameters)]
+        if config.embeddingProvider and not config.embeddingProviderId:  # a reference is resolved when used
+            checks.insert(0, (registry.EMBEDDINGS, "$.embeddingProvider", config.embeddingProvider, config.embeddingParameters))
+        for group, path, value, params in checks:
             known = registry.names(group)
             if value not in known:
                 errors.append({"path": path, "message": f"{value!r} is not registered; known: {', '.join(known)}", "value": value})
@@ -106,7 +116,19 @@ class Runtime:
         return config
 
     def rag_config(self, kb_id: str, version: int = 0) -> RagConfiguration:
-        return validate_rag_configuration(self.resources.read("rags", kb_id, version))
+        """The KB's configuration, its embedding provider reference resolved (or marked disabled)."""
+        return self.resolve_embedding(validate_rag_configuration(self.resources.read("rags", kb_id, version)))
+
+    def provider_entry(self, provider_id: str) -> dict[str, Any] | None:
+        """An entry of the providers map (/providerstore/providers), or None."""
+        try:
+            return self.resources.read("providers", provider_id)
+        except ResourceNotFoundError:
+            return None
+
+    def resolve_embedding(self, config: RagConfiguration) -> RagConfiguration:
+        """``config`` with its embedding backend resolved from embeddingProviderId / embeddingProvider."""
+        return references.resolve_config(config, self.provider_entry, registry.parameter_names)
 
     def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str,
                  progress: Callable[[int, int], None] | None = None) -> int:
@@ -136,7 +158,7 @@ class Runtime:
         except Exception as e:  # noqa: BLE001 - unreachable, missing secret, missing extra...
             report = {"status": "error", "error": f"{type(e).__name__}: {e}", "details": {}}
         result = {"status": report["status"], "timestamp": timestamp, "storeType": config.storeType,
-                  "details": report.get("details", {})}
+                  "details": report.get("details", {}), "embedding": embedding_status(config)}
         if "error" in report:  # engines' messages may quote connection details: never a resolved secret
             result["error"] = self.resolver.redact(report["error"])
         return result

@@ -13,6 +13,7 @@ from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
 from eddi_rag.collections import CollectionExistsError, CollectionNotFoundError, CollectionRequestError
 from eddi_rag.config import ConfigValidationError
+from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.ingest.jobs import JobNotRetryableError, QueueFullError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
@@ -29,7 +30,7 @@ STATUS: dict[type[Exception], int] = {
     FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400, CollectionRequestError: 400,
     NoLlmTaskError: 400,
     AuthError: 401, ForbiddenError: 403,
-    SourceBusyError: 409, CollectionExistsError: 409, JobNotRetryableError: 409,
+    SourceBusyError: 409, CollectionExistsError: 409, JobNotRetryableError: 409, EmbeddingDisabledError: 409,
     PayloadTooLargeError: 413,
     QueueFullError: 429, TooManyRequestsError: 429,
     UnsupportedFileTypeError: 415, UnsupportedMediaTypeError: 415,

@@ -15,6 +15,7 @@ from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, 
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
 from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
+from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
@@ -42,6 +43,8 @@ def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
             OutboundPolicy.check_static(str(data["targetServerUrl"]))
         except OutboundBlockedError as e:
             raise ConfigValidationError([{"path": "$.targetServerUrl", "message": str(e), "value": data["targetServerUrl"]}]) from None
+    if kind == "providers" and (errors := references.entry_errors(data)):
+        raise ConfigValidationError(errors)
     if kind != "rags":
         return data
     runtime.validate_rag(data)

@@ -15,6 +15,8 @@ from functools import lru_cache
 from eddi_rag import registry
 from eddi_rag.config import RagConfiguration
 
+DISABLED_MAX_TOKENS = 8191  # chunk limit of a KB with embedding disabled (cl100k tokens, like API models)
+
 
 @dataclass(frozen=True)
 class TokenBudget:
@@ -43,6 +45,9 @@ def _cl100k():
 
 
 def budget_for(config: RagConfiguration) -> TokenBudget:
+    if config.embedding_disabled or not config.embeddingProvider:  # nothing will embed: count as most API models do
+        encoding = _cl100k()
+        return TokenBudget(lambda text: len(encoding.encode(text, disallowed_special=())), DISABLED_MAX_TOKENS, "cl100k_base")
     provider = registry.load(registry.EMBEDDINGS, config.embeddingProvider)
     params = config.embeddingParameters
     if config.embeddingProvider == "local":

@@ -13,6 +13,7 @@ RESOURCE_TYPES: dict[str, tuple[str, str, str]] = {
     "workflows": ("ai.labs.workflow", "workflowstore", "workflows"),
     "httpcalls": ("ai.labs.httpcalls", "httpcallsstore", "httpcalls"),
     "llm": ("ai.labs.llm", "llmstore", "llmconfigs"),
+    "providers": ("ai.labs.providers", "providerstore", "providers"),  # the providers map (embeddingProviderId)
 }
 
 _VERSION = re.compile(r"(?:^|&)version=(\d+)(?:&|$)")

@@ -94,7 +94,8 @@ def knowledge_bases(request: Request, filter: str = "", message: str = "", error
         id = kb_id_of(d.resource)
         config = runtime.resources.read("rags", id)
         rows.append({"id": id, "name": d.name, "storeType": config.get("storeType", "in-memory"),
-                     "provider": config.get("embeddingProvider", "openai"), "modified": d.lastModifiedOn,
+                     "provider": (f"provider {config['embeddingProviderId']}" if config.get("embeddingProviderId")
+                                  else config.get("embeddingProvider") or "(none: embedding disabled)"), "modified": d.lastModifiedOn,
                      "lastIngestion": last.get(id), "version": parse_uri(d.resource).version})
     return render(request, "kbs.html", caller, kbs=rows, filter=filter, message=message, error=error,
                   stores=registry.names(registry.STORES), providers=registry.names(registry.EMBEDDINGS))

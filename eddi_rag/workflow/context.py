@@ -181,6 +181,7 @@ class RagContextProvider:
                 "kb": cfg.name,
                 "kbId": sel.kb.id,
                 "provider": cfg.embeddingProvider,
+                **({"providerId": cfg.embeddingProviderId} if cfg.embeddingProviderId else {}),
                 "storeType": cfg.storeType,
                 "searchMode": cfg.searchMode,
                 "queryStrategy": strategy,

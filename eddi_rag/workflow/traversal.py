@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +44,10 @@ def workflow_steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class WorkflowTraversal:
-    def __init__(self, resources: ResourceStore):
-        self.resources = resources
+    def __init__(self, resources: ResourceStore,
+                 resolve: Callable[[RagConfiguration], RagConfiguration] = lambda config: config):
+        """``resolve``: a KB's embedding provider reference resolved (the Runtime's resolve_embedding)."""
+        self.resources, self.resolve = resources, resolve
 
     def _load(self, uri: Any, kind: str, found: Discovery) -> tuple[str, int, dict[str, Any]] | None:
         try:
@@ -73,7 +76,7 @@ class WorkflowTraversal:
                     if rag is None:
                         continue
                     try:
-                        config = validate_rag_configuration(rag[2])
+                        config = self.resolve(validate_rag_configuration(rag[2]))
                     except ConfigValidationError as e:
                         found.skipped.append(f"{uri}: {e}")
                         continue
