@@ -54,6 +54,18 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
 
 
 @main.command()
+@data_dir_option
+def mcp(data_dir) -> None:
+    """Serve the knowledge bases to an MCP client on stdin/stdout (tools: list_knowledge_bases,
+    search_knowledge_base, ingest_document). Over HTTP, `serve` has the same at /mcp."""
+    from eddi_rag.mcp_server import build_server
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        build_server(runtime).run("stdio")
+
+
+@main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=7070, show_default=True, type=int)
 @data_dir_option
@@ -87,7 +99,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, ll
     limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
     click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
     log_requests(log_format)
-    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model)), host=host, port=port,
+    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model), host=host), host=host, port=port,
                 access_log=False)  # eddi_rag.requests logs each request, with its route and caller
 
 

@@ -13,12 +13,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from eddi_rag.config import GROUNDING_INSTRUCTIONS
+from eddi_rag.ingest import chunking
 from eddi_rag.stores.bm25 import Bm25Index
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 
 NOTHING_FOUND = "I found nothing about this in the knowledge bases."
 _LABEL = re.compile(r"^\[Source (\d+)(?::[^\]]*)?\]\s*$", re.MULTILINE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|\|)")
 
 
@@ -38,13 +38,13 @@ def passages(system: str) -> list[tuple[int, str]]:
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of a passage: each line (Markdown headings, list items, table rows) cut at sentence ends."""
+    """Sentences of a passage: each line (Markdown headings, list items, table rows) cut at sentence ends (pysbd)."""
     out = []
     for line in text.splitlines():
         line = _MARKUP.sub("", line).strip(" |")
         if len(line) < 3 or line.startswith("```"):
             continue
-        out += [s.strip() for s in _SENTENCE_END.split(line) if len(s.strip()) > 2]
+        out += [s for s in chunking.sentences(line) if len(s) > 2]
     return out
 
 
@@ -63,7 +63,9 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3) -> str
 
 
 def _question(messages: list[BaseMessage]) -> str:
-    return next((str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+    """The last human message, with the one before it: a follow-up ("and how heavy?") keeps its subject."""
+    asked = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+    return " ".join(asked[-2:])
 
 
 def _system(messages: list[BaseMessage]) -> str:

@@ -14,26 +14,37 @@ from eddi_rag.api import agents, collections, errors, ingestion, keys, observabi
 from eddi_rag.api.deps import Authenticator, principal_of
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import resource_router
-from eddi_rag.auth import AuthError
+from eddi_rag.auth import TRUSTED, AuthError
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
+from eddi_rag.mcp_server import build_server, credential
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+MCP_PATH = "/mcp"
 
 
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
-               chat_model: Any = None, limits: Limits | None = None) -> FastAPI:
+               chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1") -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
     ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only).
     ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model).
-    ``limits``: per-caller rate and concurrency limits (default: from EDDI_RAG_RATE_LIMIT_* variables)."""
+    ``limits``: per-caller rate and concurrency limits (default: from EDDI_RAG_RATE_LIMIT_* variables).
+    ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding)."""
+    def mcp_caller(headers):
+        auth: Authenticator = app.state.auth
+        return auth.principal_for(credential(headers)) if auth.enabled() else TRUSTED
+
+    mcp = build_server(runtime, mcp_caller)
+    mcp_routes = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host).routes
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         runtime.jobs.start()
         runtime.scheduler.start()
-        yield
+        async with mcp.session_manager.run():
+            yield
         runtime.scheduler.stop()
         runtime.jobs.stop()
         runtime.stores.context.close()  # e.g. save HNSW graphs built in memory
@@ -50,8 +61,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
 
     @app.middleware("http")
     async def documentation_wants_a_credential(request: Request, call_next):
-        """FastAPI's own /openapi.json and /docs: like every endpoint but /health, once auth is on."""
-        if request.url.path in DOCUMENTATION:
+        """FastAPI's own /openapi.json and /docs, and /mcp: like every endpoint but /health, once auth is on."""
+        if request.url.path in DOCUMENTATION or request.url.path == MCP_PATH:
             try:
                 principal_of(request)
             except AuthError as e:
@@ -64,6 +75,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))
     ui.install(app)
+    app.router.routes.extend(mcp_routes)  # /mcp: the MCP server over streamable HTTP (eddi_rag.mcp_server)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

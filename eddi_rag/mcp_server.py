@@ -1,0 +1,147 @@
+"""An MCP server (the official ``mcp`` package) over the knowledge bases: ``eddi-rag mcp`` on stdio,
+and ``/mcp`` (streamable HTTP) on ``eddi-rag serve``.
+
+Tools: ``list_knowledge_bases``, ``search_knowledge_base`` (query, k, where; scored results with
+their sources and citations), ``ingest_document``. Over HTTP the caller's credential decides as on
+every other route (tenant, role, the user it retrieves as); on stdio the caller is the local user,
+trusted as the CLI is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from eddi_rag.api.deps import check_role
+from eddi_rag.auth import TRUSTED, Principal
+from eddi_rag.resources import ResourceNotFoundError
+from eddi_rag.runtime import Runtime
+
+INSTRUCTIONS = ("Knowledge bases of eddi-rag. Call list_knowledge_bases to see what exists, search_knowledge_base "
+                "to find passages (cite them by their citation), ingest_document to add a text.")
+MAX_K = 50
+T = TypeVar("T")
+
+
+def anticipated(error: Exception) -> bool:
+    """An error the caller can act on (bad input, not found, refused, a store down...): its message goes
+    back as the tool's error; anything else is a crash, reported without its text."""
+    from eddi_rag.api.errors import STATUS
+
+    return isinstance(error, (ValueError, LookupError)) or any(c in STATUS for c in type(error).__mro__)
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """Blocking work (the stores, the model) off the event loop; anticipated errors as tool errors."""
+    try:
+        return await anyio.to_thread.run_sync(work)
+    except Exception as e:
+        if anticipated(e):
+            raise ToolError(str(e)) from e
+        raise
+
+
+def credential(headers: Mapping[str, str] | None) -> str:
+    """The API key or OIDC token an HTTP request carries (Authorization: Bearer, or X-API-Key)."""
+    headers = {k.lower(): v for k, v in (headers or {}).items()}
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
+
+
+def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None], Principal] = lambda _: TRUSTED) -> MCPServer:
+    """``principal(headers)``: the caller of a request (headers None on stdio)."""
+    server = MCPServer(name="eddi-rag", instructions=INSTRUCTIONS)
+
+    def caller(ctx: Context, role: str, doing: str) -> Principal:
+        try:
+            headers = ctx.headers
+        except ValueError:  # no request context (a direct call)
+            headers = None
+        try:
+            who = principal(headers)
+            check_role(who, role, doing)
+        except Exception as e:
+            if anticipated(e):
+                raise ToolError(str(e)) from e
+            raise
+        return who
+
+    def knowledge_base(who: Principal, ref: str) -> str:
+        """A KB of the caller's tenant by id, else by its exact name."""
+        ids = [ref] if _exists(runtime, ref) else []
+        if not ids:
+            ids = [_kb_id(d.resource) for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant)
+                   if d.name == ref]
+        ids = [i for i in ids if runtime.resources.tenant_of("rags", i) == who.tenant]
+        if not ids:
+            raise ResourceNotFoundError(f"no knowledge base {ref!r} (give its id or exact name; list_knowledge_bases shows them)")
+        return ids[0]
+
+    @server.tool()
+    async def list_knowledge_bases(ctx: Context) -> list[dict[str, Any]]:
+        """The knowledge bases you may search: id, name, description, store type, embedding provider."""
+        who = caller(ctx, "viewer", "list knowledge bases")
+
+        def run() -> list[dict[str, Any]]:
+            out = []
+            for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant):
+                id = _kb_id(d.resource)
+                config = runtime.rag_config(id)
+                out.append({"id": id, "name": d.name, "description": d.description, "storeType": config.storeType,
+                            "embeddingProvider": config.embeddingProvider, "embedding": "disabled" if config.embedding_disabled else "ok"})
+            return out
+        return await in_thread(run)
+
+    @server.tool()
+    async def search_knowledge_base(knowledge_base_id: str, query: str, ctx: Context, k: int = 5,
+                                    where: dict[str, Any] | None = None, user_id: str | None = None) -> dict[str, Any]:
+        """Search one knowledge base (its id or exact name) for passages about ``query``: the best ``k``
+        (at most 50) with score (0-1), source document and citation. ``where``: a metadata filter
+        ({"field": value}, $eq/$ne/$gt/$gte/$lt/$lte/$in/$nin, $and/$or)."""
+        who = caller(ctx, "viewer", "search")
+        if not query.strip():
+            raise ToolError("query is blank")
+        if not 1 <= k <= MAX_K:
+            raise ToolError(f"k must be within 1..{MAX_K}, got {k}")
+
+        def run() -> dict[str, Any]:
+            id = knowledge_base(who, knowledge_base_id)
+            user = who.user_for(user_id)
+            hits = runtime.query(id, query, k, None, where, user)
+            results = [{key: value for key, value in h.to_json().items() if key not in ("similarity", "distance")} for h in hits]
+            return {"knowledgeBase": id, "query": query, "results": results}
+        return await in_thread(run)
+
+    @server.tool()
+    async def ingest_document(knowledge_base_id: str, document_name: str, text: str, ctx: Context,
+                              user_id: str | None = None) -> dict[str, Any]:
+        """Add (or replace) a text document in a knowledge base (its id or exact name): chunked, embedded
+        and stored before this returns. ``user_id``: keep it private to that user."""
+        who = caller(ctx, "editor", "ingest")
+        if not text.strip():
+            raise ToolError("text is blank")
+
+        def run() -> dict[str, Any]:
+            id = knowledge_base(who, knowledge_base_id)
+            user = who.user_for(user_id)
+            chunks = runtime.ingest(id, document_name, text, user_id=user)
+            return {"knowledgeBase": id, "document": document_name, "chunks": chunks}
+        return await in_thread(run)
+
+    return server
+
+
+def _kb_id(resource_uri: str) -> str:
+    return resource_uri.split("/")[-1].split("?")[0]
+
+
+def _exists(runtime: Runtime, id: str) -> bool:
+    try:
+        runtime.resources.current_version("rags", id)
+        return True
+    except (ResourceNotFoundError, ValueError):
+        return False
