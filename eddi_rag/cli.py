@@ -339,16 +339,31 @@ def evaluate(corpus, queries, qrels, modes, cache_dir, pipeline, chunk_strategy,
 
 
 @main.command("load")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=click.Path(exists=True))
 @data_dir_option
-def load(folder, data_dir) -> None:
-    """Load resources from FOLDER (<kind>/<id>.json, like examples/workflows)."""
+@click.option("--tenant", default="default", show_default=True, help="The tenant an EDDI export is imported into.")
+def load(path, data_dir, tenant) -> None:
+    """Load resources from PATH: a folder (<kind>/<id>.json, like examples/workflows), or an EDDI agent
+    export (the .zip of EDDI's POST /backup/export/{agentId}): the agent, its workflows and their RAG,
+    LLM and httpCall configurations, references rewritten; what is not imported is listed."""
     from eddi_rag.bundle import load_bundle
+    from eddi_rag.eddi_import import ExportError, import_agent_export
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
-        for ref in load_bundle(runtime.resources, folder):
+        if os.path.isdir(path):
+            for ref in load_bundle(runtime.resources, path):
+                click.echo(ref.uri)
+            return
+        try:
+            report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant)
+        except ExportError as e:
+            raise click.ClickException(f"{path}: {e}") from None
+        for ref in report.created:
             click.echo(ref.uri)
+        for reason in report.skipped:
+            click.echo(f"skipped: {reason}", err=True)
+        click.echo(f"imported {len(report.agents)} agent(s), {len(report.created)} resources; {len(report.skipped)} skipped", err=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Secret references: ``${env:NAME}`` and ``${eddivault:KEY}``.
+"""Secret references: ``${env:NAME}`` and ``${eddivault:KEY}`` (or ``${vault:KEY}``, the spelling EDDI
+writes since v6).
 
 References stay unresolved everywhere (stored configs, descriptors, API responses, traces,
 cache keys). They are resolved only by :func:`resolve_parameters`, called when a provider or
@@ -12,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-REFERENCE = re.compile(r"\$\{(env|eddivault):([^}]+)\}")
+REFERENCE = re.compile(r"\$\{(env|eddivault|vault):([^}]+)\}")
 
 
 class SecretNotFoundError(LookupError):

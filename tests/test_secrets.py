@@ -15,6 +15,12 @@ def test_default_vault_reads_eddi_vault_environment_variables():
     assert resolver.resolve("${eddivault:openai-key}") == "sk-1"
 
 
+def test_eddis_current_vault_spelling_resolves_too():
+    """EDDI v6 writes ${vault:KEY} (and rewrites ${eddivault:…} to it on import)."""
+    resolver = SecretResolver(vault={"openai-key": "sk-vault"})
+    assert resolver.resolve("${vault:openai-key}") == resolver.resolve("${eddivault:openai-key}") == "sk-vault"
+
+
 def test_missing_secret_names_the_reference_only():
     with pytest.raises(SecretNotFoundError, match=r"\$\{env:NOPE\}"):
         SecretResolver(environ={}).resolve("${env:NOPE}")

@@ -10,7 +10,19 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from eddi_rag import __version__
-from eddi_rag.api import agents, collections, errors, ingestion, keys, observability, providers, retrieval, sources, uploads
+from eddi_rag.api import (
+    agents,
+    backup,
+    collections,
+    errors,
+    ingestion,
+    keys,
+    observability,
+    providers,
+    retrieval,
+    sources,
+    uploads,
+)
 from eddi_rag.api.deps import Authenticator, principal_of
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import resource_router
@@ -70,7 +82,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         return await call_next(request)
 
     for router in (providers.router, ingestion.router, retrieval.router, retrieval.feedback_router, sources.router,
-                   collections.router, keys.router, agents.router):
+                   collections.router, keys.router, agents.router, backup.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -13,6 +13,7 @@ from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
 from eddi_rag.collections import CollectionExistsError, CollectionNotFoundError, CollectionRequestError
 from eddi_rag.config import ConfigValidationError
+from eddi_rag.eddi_import import ExportError
 from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.ingest.jobs import JobNotRetryableError, QueueFullError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
@@ -27,7 +28,7 @@ from eddi_rag.workflow.llm_task import NoLlmTaskError
 # Errors whose answer is {"error": message}, and their status. A subclass answers as its base.
 STATUS: dict[type[Exception], int] = {
     ResourceNotFoundError: 404, SourceNotFoundError: 404, CollectionNotFoundError: 404,
-    FilterError: 400, InvalidQueryError: 400, BadUploadError: 400, FolderNotAllowedError: 400, CollectionRequestError: 400,
+    FilterError: 400, InvalidQueryError: 400, ExportError: 400, BadUploadError: 400, FolderNotAllowedError: 400, CollectionRequestError: 400,
     NoLlmTaskError: 400,
     AuthError: 401, ForbiddenError: 403,
     SourceBusyError: 409, CollectionExistsError: 409, JobNotRetryableError: 409, EmbeddingDisabledError: 409,

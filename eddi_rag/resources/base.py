@@ -16,6 +16,15 @@ RESOURCE_TYPES: dict[str, tuple[str, str, str]] = {
     "providers": ("ai.labs.providers", "providerstore", "providers"),  # the providers map (embeddingProviderId)
 }
 
+# EDDI's other spellings of a kind's URI: its current ones where ours keep the older form, and v5's.
+URI_ALIASES: dict[tuple[str, str, str], str] = {
+    ("ai.labs.apicalls", "apicallstore", "apicalls"): "httpcalls",
+    ("ai.labs.llm", "llmstore", "llms"): "llm",
+    ("ai.labs.langchain", "langchainstore", "langchains"): "llm",
+    ("ai.labs.package", "packagestore", "packages"): "workflows",
+    ("ai.labs.bot", "botstore", "bots"): "agents",
+}
+
 _VERSION = re.compile(r"(?:^|&)version=(\d+)(?:&|$)")
 _URI = re.compile(r"^eddi://([^/?#]+)/([^/?#]+)/([^/?#]+)/([^/?#]+)(?:\?(.*))?$")
 
@@ -64,7 +73,8 @@ def parse_uri(uri: str) -> ResourceRef:
     if not m:
         raise ValueError(f"not a resource URI: {uri!r}")
     authority, store, collection, id, query = m.groups()
-    kind = next((k for k, v in RESOURCE_TYPES.items() if v == (authority, store, collection)), None)
+    kind = next((k for k, v in RESOURCE_TYPES.items() if v == (authority, store, collection)),
+                URI_ALIASES.get((authority, store, collection)))
     if kind is None:
         raise ValueError(f"unknown resource type in URI: {uri!r}")
     version = _VERSION.search(query or "")
@@ -74,7 +84,8 @@ def parse_uri(uri: str) -> ResourceRef:
 
 
 class ResourceStore(Protocol):
-    def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None) -> ResourceRef: ...
+    def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None,
+               tenant: str = "default") -> ResourceRef: ...
     def read(self, kind: str, id: str, version: int = 0) -> dict[str, Any]: ...
     def current_version(self, kind: str, id: str) -> int: ...
     def update(self, kind: str, id: str, version: int, data: dict[str, Any]) -> ResourceRef: ...
