@@ -37,6 +37,7 @@ from eddi_rag.stores.base import KEYWORD_SEARCH, StoreContext
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.llm_task import LlmTaskHook, choose_task
 from eddi_rag.workflow.memory import ConversationMemory
+from eddi_rag.workflow.memory_kb import EmbeddingSettings, MemoryKnowledge, NotesStore
 from eddi_rag.workflow.traversal import WorkflowTraversal
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,9 @@ class Runtime:
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver))
         self.traversal = WorkflowTraversal(self.resources, self.resolve_embedding)
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.resolver.redact),
-                                    self.outbound.client(timeout=10))
+                                    self.outbound.client(timeout=10), self._memory_knowledge_bases)
+        self.memory_knowledge: MemoryKnowledge | None = None  # remember_conversations() turns it on
+        self.notes = NotesStore(self.db)
         self.jobs = IngestionQueue(self.db, self._run_job, self.resolver.redact)
         self.pipeline = RagPipeline(self)
         self.sources = SourceSync(self)
@@ -180,7 +183,7 @@ class Runtime:
         whole system message, the messages, the memory entries written, and the answer when a chat
         model is given (None: everything up to the model call)."""
         discovery = self.traversal.discover(agent_id)
-        memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id)
+        memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.memory_knowledge)
         result = self.llm_task.execute(memory, choose_task(discovery, agent_id, task), chat_model, discovery)
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],
@@ -239,7 +242,23 @@ class Runtime:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def remember_conversations(self, embedding: EmbeddingSettings, **options: Any) -> MemoryKnowledge:
+        """Make saved turns and notes searchable (REQ-EMB-005): the returned callback embeds what the
+        notes store and every ConversationMemory of ``turn`` save into the agent's memory KB
+        (``options``: MemoryKnowledge's name, per, store_type). Give it to your own
+        ConversationMemory as ``on_save``."""
+        if self.memory_knowledge is not None:
+            self.memory_knowledge.close()
+        self.memory_knowledge = MemoryKnowledge(self, embedding, **options)
+        self.notes.on_save = self.memory_knowledge
+        return self.memory_knowledge
+
+    def _memory_knowledge_bases(self, agent_id: str, user_id: str | None) -> list[Any]:
+        return [] if self.memory_knowledge is None else self.memory_knowledge.knowledge_bases(agent_id, user_id)
+
     def close(self) -> None:
+        if self.memory_knowledge is not None:
+            self.memory_knowledge.close()
         self.scheduler.stop()
         self.jobs.stop()
         self.stores.context.close()

@@ -38,7 +38,7 @@ class RagResult:
 
 
 def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> list[KbSelection]:
-    """Explicit ``knowledgeBases`` win; else every discovered KB when ``enableWorkflowRag``."""
+    """Explicit ``knowledgeBases`` win; else every KB of the agent's workflows when ``enableWorkflowRag``."""
     if task.knowledgeBases:
         by_name = {ref.name: ref for ref in task.knowledgeBases}  # case-sensitive, as EDDI
         chosen = []
@@ -60,7 +60,7 @@ def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> 
                 kb.config.maxResults if d is None or d.maxResults is None else d.maxResults,
                 kb.config.minScore if d is None or d.minScore is None else d.minScore,
             )
-            for kb in discovered
+            for kb in discovered if kb.workflow
         ]
     return []
 

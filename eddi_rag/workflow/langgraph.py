@@ -35,7 +35,8 @@ class RagState(MessagesState):
     rag: dict[str, Any]  # memory entries of the last turn (rag:trace:*, rag:context:*, rag:topic...)
 
 
-def _memory(agent_id: str, messages: Sequence[BaseMessage], user_id: str | None, data: dict[str, Any] | None) -> ConversationMemory:
+def _memory(agent_id: str, messages: Sequence[BaseMessage], user_id: str | None, data: dict[str, Any] | None,
+            on_save: Any = None) -> ConversationMemory:
     """The hook's memory from a message list: the last human message is the turn's input, the
     human/AI messages before it the history (system messages are the task's own)."""
     last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
@@ -44,7 +45,7 @@ def _memory(agent_id: str, messages: Sequence[BaseMessage], user_id: str | None,
     history = [("user" if isinstance(m, HumanMessage) else "assistant", str(m.content))
                for m in messages[:last] if isinstance(m, (HumanMessage, AIMessage))]
     return ConversationMemory(agent_id=agent_id, user_input=str(messages[last].content), user_id=user_id,
-                              history=history, data=dict(data or {}))
+                              history=history, data=dict(data or {}), on_save=on_save)
 
 
 def _turn(runtime: Any, agent_id: str, task_id: str | None, memory: ConversationMemory,
@@ -71,7 +72,7 @@ def rag_node(runtime: Any, agent_id: str, chat_model: BaseChatModel, task: str |
     """A LangGraph node over RagState that answers the last human message (see the module doc)."""
 
     def node(state: RagState) -> dict[str, Any]:
-        memory = _memory(agent_id, list(state["messages"]), state.get("user_id"), state.get("rag"))
+        memory = _memory(agent_id, list(state["messages"]), state.get("user_id"), state.get("rag"), runtime.memory_knowledge)
         turn = _turn(runtime, agent_id, task, memory, chat_model)
         answer: BaseMessage = AIMessage(turn.answer or "")
         return {"messages": [answer], "rag": {k: v for k, v in memory.data.items() if k.startswith("rag:")}}

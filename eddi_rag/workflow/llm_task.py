@@ -7,7 +7,8 @@ discover KBs → retrieve → build the system message (``## Search Results:`` t
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -24,7 +25,7 @@ from eddi_rag.workflow.conversation import (
 )
 from eddi_rag.workflow.httpcall import call_for_context
 from eddi_rag.workflow.memory import ConversationMemory
-from eddi_rag.workflow.traversal import Discovery, WorkflowTraversal
+from eddi_rag.workflow.traversal import DiscoveredKb, Discovery, WorkflowTraversal
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,12 @@ def choose_task(discovery: Discovery, agent_id: str, wanted: str | None = None) 
 
 
 class LlmTaskHook:
-    def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None):
+    def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None,
+                 extra_knowledge_bases: Callable[[str, str | None], list[DiscoveredKb]] | None = None):
+        """``extra_knowledge_bases(agent_id, user_id)``: KBs a task may name besides its workflows' (the
+        agent's memory KB)."""
         self.traversal, self.provider, self.http = traversal, provider, http
+        self.extra_knowledge_bases = extra_knowledge_bases
 
     def prepare(self, memory: ConversationMemory, task: dict[str, Any], discovery: Discovery | None = None) -> TurnResult:
         """Everything up to the model call: RAG, the system message, the message list. ``discovery``:
@@ -103,6 +108,10 @@ class LlmTaskHook:
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
                 log.warning("workflow discovery failed for agent %s: %s", memory.agent_id, e)
         discovery = discovery or Discovery()
+        if query and wants_rag and self.extra_knowledge_bases is not None:  # e.g. the agent's memory KB
+            known = {kb.id for kb in discovery.knowledge_bases}
+            extra = [kb for kb in self.extra_knowledge_bases(memory.agent_id, memory.user_id) if kb.id not in known]
+            discovery = replace(discovery, knowledge_bases=[*discovery.knowledge_bases, *extra])
         if query and wants_rag:
             if rag.httpCallRag:
                 try:
@@ -166,6 +175,6 @@ class LlmTaskHook:
         if citations or turn.sources:
             memory.set(f"rag:citations:{turn.task_id}", citations)
         if memory.user_input:
-            memory.history.append(("user", memory.user_input))
-        memory.history.append(("assistant", turn.answer))
+            memory.save_turn("user", memory.user_input)
+        memory.save_turn("assistant", turn.answer)
         return turn

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddi_rag.workflow.memory_kb import EmbedCallback, SavedItem
+
 
 @dataclass
 class ConversationMemory:
@@ -15,6 +17,15 @@ class ConversationMemory:
     user_id: str | None = None  # retrieval only returns this user's private chunks (and shared ones)
     history: list[tuple[str, str]] = field(default_factory=list)  # (role, text): "user" | "assistant"
     data: dict[str, Any] = field(default_factory=dict)
+    conversation_id: str | None = None
+    # Called with each turn saved (REQ-EMB-005), e.g. MemoryKnowledge; None: turns are not embedded.
+    on_save: EmbedCallback | None = field(default=None, repr=False, compare=False)
+
+    def save_turn(self, role: str, text: str) -> None:
+        """Add a turn to the history, and hand it to the embed callback when there is one."""
+        self.history.append((role, text))
+        if self.on_save is not None:
+            self.on_save(SavedItem("turn", self.agent_id, text, self.user_id, self.conversation_id, role))
 
     def set(self, key: str, value: Any) -> None:
         self.data[key] = value

@@ -26,6 +26,7 @@ class DiscoveredKb:
     id: str
     version: int
     config: RagConfiguration
+    workflow: bool = True  # found in the agent's workflows (enableWorkflowRag searches these); False: e.g. its memory KB
 
 
 @dataclass
