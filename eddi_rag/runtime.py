@@ -98,8 +98,9 @@ class Runtime:
         config = validate_rag_configuration(data)
         errors = []
         checks = [(registry.STORES, "$.storeType", config.storeType, config.storeParameters)]
-        if config.embeddingProvider and not config.embeddingProviderId:  # a reference is resolved when used
-            checks.insert(0, (registry.EMBEDDINGS, "$.embeddingProvider", config.embeddingProvider, config.embeddingParameters))
+        if config.embeddingProvider:  # (embeddingProviderId is resolved when used: its entry may come later)
+            params = {} if config.embeddingProviderId else config.embeddingParameters  # checked against the entry's type then
+            checks.insert(0, (registry.EMBEDDINGS, "$.embeddingProvider", config.embeddingProvider, params))
         for group, path, value, params in checks:
             known = registry.names(group)
             if value not in known:

@@ -15,7 +15,8 @@ from eddi_rag.eddi_import import import_agent_export
 router = APIRouter(tags=["backup"], route_class=Route, responses=ERROR_RESPONSES)
 
 ZIP_BODY = {"required": True, "description": "The zip EDDI's POST /backup/export/{agentId} writes.",
-            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}}}
+            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}},
+                        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}
 
 
 @router.post("/backup/import", status_code=201, openapi_extra={"requestBody": ZIP_BODY}, responses={

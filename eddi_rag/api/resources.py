@@ -56,6 +56,11 @@ def rag_schema() -> dict[str, Any]:
     return {k: v for k, v in load_schema().items() if k not in ("$schema", "$id")}
 
 
+def provider_schema() -> dict[str, Any]:
+    """A providers map entry's JSON Schema as the OpenAPI document embeds it."""
+    return {k: v for k, v in load_schema(references.ENTRY_SCHEMA).items() if k not in ("$schema", "$id")}
+
+
 class ChunkPreviewRequest(RequestBody):
     model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["text"]}, {"required": ["base64"]}]})
 
@@ -63,6 +68,14 @@ class ChunkPreviewRequest(RequestBody):
     documentName: str = Field("pasted.txt", min_length=1, max_length=500)
     text: str | SkipJsonSchema[None] = None  # exactly one of text and base64
     base64: str | SkipJsonSchema[None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def no_nulls(cls, data: Any) -> Any:
+        for name in ("text", "base64"):
+            if isinstance(data, dict) and name in data and data[name] is None:
+                raise ValueError(f"{name} must be a string (leave it out instead of null)")
+        return data
 
     @model_validator(mode="after")
     def one_document(self) -> ChunkPreviewRequest:
@@ -75,7 +88,7 @@ class ChunkPreviewRequest(RequestBody):
             return self.text.encode("utf-8")
         try:
             return binascii.a2b_base64(self.base64 or "")
-        except binascii.Error as e:
+        except (binascii.Error, ValueError) as e:  # ValueError: characters outside ASCII
             raise BadUploadError(f"base64: not valid base64 ({e})") from None
 
 
@@ -83,9 +96,11 @@ def resource_router(kind: str) -> APIRouter:
     _, store, collection = RESOURCE_TYPES[kind]
     router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route, responses=ERROR_RESPONSES)
 
-    # A knowledge base's body is a RagConfiguration: the OpenAPI document says so with its JSON Schema.
-    body: dict[str, Any] = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": rag_schema()}}}}}
-            if kind == "rags" else {})
+    # A knowledge base's body is a RagConfiguration, a provider's a providers map entry: the OpenAPI document
+    # gives their JSON Schemas.
+    schema = rag_schema() if kind == "rags" else provider_schema() if kind == "providers" else None
+    body: dict[str, Any] = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}}
+                            if schema else {})
 
     if kind == "rags":
         @router.get("/jsonSchema")
@@ -96,7 +111,7 @@ def resource_router(kind: str) -> APIRouter:
         def chunk_preview(body: ChunkPreviewRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
             """The chunks ``configuration`` would make of a document (``text``, or a file as ``base64``),
             with their sizes in the model's tokens; embeds and stores nothing."""
-            config = runtime.validate_rag(body.configuration)
+            config = runtime.resolve_embedding(runtime.validate_rag(body.configuration))
             data = body.data()
             if len(data) > request.app.state.max_upload_bytes:
                 raise too_large("the document", request.app.state.max_upload_bytes)
