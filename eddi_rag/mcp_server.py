@@ -9,6 +9,7 @@ trusted as the CLI is.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -54,7 +55,14 @@ def credential(headers: Mapping[str, str] | None) -> str:
 
 def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None], Principal] = lambda _: TRUSTED) -> MCPServer:
     """``principal(headers)``: the caller of a request (headers None on stdio)."""
-    server = MCPServer(name="eddi-rag", instructions=INSTRUCTIONS)
+    # MCPServer calls logging.basicConfig (a rich handler on the root logger, at INFO) when the root has
+    # no handler: a library must not set up the application's logging, so give it one for that moment.
+    root, placeholder = logging.getLogger(), logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        server = MCPServer(name="eddi-rag", instructions=INSTRUCTIONS)
+    finally:
+        root.removeHandler(placeholder)
 
     def caller(ctx: Context, role: str, doing: str) -> Principal:
         try:
