@@ -17,6 +17,8 @@ from urllib.parse import parse_qs, urlparse
 import click
 from pydantic import SecretStr
 
+from eddi_rag.answers.extractive import extractive_answer
+from eddi_rag.answers.smollm2 import SmolLM2ChatModel
 from eddi_rag.bundle import load_bundle
 from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
@@ -169,3 +171,6 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
                 click.echo(f"  {key} = {json.dumps(memory.data[key], ensure_ascii=False)}")
         click.secho(f"Answer ({describe(model)}):" if model is not None else "Answer:", bold=True)
         click.echo("\n".join("  " + line for line in turn.answer.splitlines()) if turn.answer is not None else "  (no chat model)")
+        if isinstance(model, SmolLM2ChatModel):  # beside a model this small, what the context says word for word
+            click.secho("Extractive answer (the context's best-matching sentences):", bold=True)
+            click.echo("  " + extractive_answer(turn.system_message, question))

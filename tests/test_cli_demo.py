@@ -64,6 +64,8 @@ def test_demo_answers_with_the_small_local_model_by_default():
     label = "Answer (SmolLM2-135M-Instruct, a small local model (answers may be incomplete or wrong)):"
     assert label in result.stdout
     assert result.stdout.split(label, 1)[1].strip(), "an answer follows the label"
+    extract = result.stdout.split("Extractive answer (the context's best-matching sentences):", 1)[1]
+    assert "non-refundable" in extract.lower() and "[Source 1]" in extract
 
 
 def test_demo_answers_with_a_configured_chat_model():

@@ -51,6 +51,7 @@ class SmolLM2ChatModel(BaseChatModel):
 
     max_tokens: int = 256
     temperature: float = 0.2
+    repeat_penalty: float = 1.2
     context_tokens: int = 8192  # the model's training context
     threads: int = max(1, min(4, os.cpu_count() or 1))
     _server: Any = PrivateAttr(default=None)
@@ -81,6 +82,7 @@ class SmolLM2ChatModel(BaseChatModel):
             "messages": [{"role": _role(m), "content": str(m.content)} for m in messages],
             "max_tokens": int(kwargs.get("max_tokens", self.max_tokens)),
             "temperature": float(kwargs.get("temperature", self.temperature)),
+            "repeat_penalty": self.repeat_penalty,  # a model this small otherwise loops on one sentence
         }
         if stop:
             request["stop"] = stop
