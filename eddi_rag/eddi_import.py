@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
-from eddi_rag.resources import ResourceNotFoundError, ResourceRef, ResourceStore, parse_uri, resource_uri
+from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
 from eddi_rag.workflow.traversal import workflow_steps
 
 MAX_ENTRIES = 10_000
@@ -118,14 +118,6 @@ def _ref(uri: Any) -> ResourceRef | None:
         return None
 
 
-def _free(resources: ResourceStore, kind: str, id: str) -> bool:
-    try:
-        resources.current_version(kind, id)
-        return False
-    except ResourceNotFoundError:
-        return True
-
-
 def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default") -> ImportReport:
     """Import every agent of an EDDI export (see the module doc)."""
     export = _Export(data)
@@ -137,8 +129,8 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
     def plan(kind: str, old_id: str, version: int, data: dict[str, Any], folder: str) -> str:
         key = (kind, old_id, version)
         if key not in new_ids:
-            id = old_id if _free(resources, kind, old_id) and (kind, old_id) not in taken else f"{old_id}-{len(planned) + 1}"
-            while not _free(resources, kind, id) or (kind, id) in taken:
+            id = old_id if not resources.exists(kind, old_id) and (kind, old_id) not in taken else f"{old_id}-{len(planned) + 1}"
+            while resources.exists(kind, id) or (kind, id) in taken:
                 id += "x"
             taken.add((kind, id))
             new_ids[key] = id

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from eddi_rag.api.deps import check_role
 from eddi_rag.auth import TRUSTED, Principal
-from eddi_rag.resources import ResourceNotFoundError
+from eddi_rag.resources import ResourceNotFoundError, parse_uri
 from eddi_rag.runtime import Runtime
 
 INSTRUCTIONS = ("Knowledge bases of eddi-rag. Call list_knowledge_bases to see what exists, search_knowledge_base "
@@ -80,9 +80,9 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
 
     def knowledge_base(who: Principal, ref: str) -> str:
         """A KB of the caller's tenant by id, else by its exact name."""
-        ids = [ref] if _exists(runtime, ref) else []
+        ids = [ref] if runtime.resources.exists("rags", ref) else []
         if not ids:
-            ids = [_kb_id(d.resource) for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant)
+            ids = [parse_uri(d.resource).id for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant)
                    if d.name == ref]
         ids = [i for i in ids if runtime.resources.tenant_of("rags", i) == who.tenant]
         if not ids:
@@ -97,7 +97,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         def run() -> list[dict[str, Any]]:
             out = []
             for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant):
-                id = _kb_id(d.resource)
+                id = parse_uri(d.resource).id
                 config = runtime.rag_config(id)
                 out.append({"id": id, "name": d.name, "description": d.description, "storeType": config.storeType,
                             "embeddingProvider": config.embeddingProvider, "embedding": "disabled" if config.embedding_disabled else "ok"})
@@ -142,14 +142,3 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
 
     return server
 
-
-def _kb_id(resource_uri: str) -> str:
-    return resource_uri.split("/")[-1].split("?")[0]
-
-
-def _exists(runtime: Runtime, id: str) -> bool:
-    try:
-        runtime.resources.current_version("rags", id)
-        return True
-    except (ResourceNotFoundError, ValueError):
-        return False

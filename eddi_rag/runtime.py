@@ -35,7 +35,7 @@ from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
 from eddi_rag.stores.base import KEYWORD_SEARCH, StoreContext
 from eddi_rag.workflow.context import RagContextProvider
-from eddi_rag.workflow.llm_task import LlmTaskHook, choose_task
+from eddi_rag.workflow.llm_task import LlmTaskHook, TurnResult, choose_task
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.memory_kb import EmbeddingSettings, MemoryKnowledge, NotesStore
 from eddi_rag.workflow.traversal import WorkflowTraversal
@@ -56,11 +56,10 @@ def _has_keyword_search(store_type: str) -> bool | None:
 
 def embedding_status(config: RagConfiguration) -> dict[str, Any]:
     """How a KB embeds: {status: ok, provider, providerId?} or {status: disabled, reason}."""
+    via = {"providerId": config.embeddingProviderId} if config.embeddingProviderId else {}
     if config.embedding_disabled:
-        return {"status": "disabled", "reason": config.embedding_disabled,
-                **({"providerId": config.embeddingProviderId} if config.embeddingProviderId else {})}
-    return {"status": "ok", "provider": config.embeddingProvider,
-            **({"providerId": config.embeddingProviderId} if config.embeddingProviderId else {})}
+        return {"status": "disabled", "reason": config.embedding_disabled, **via}
+    return {"status": "ok", "provider": config.embeddingProvider, **via}
 
 
 class Runtime:
@@ -183,13 +182,18 @@ class Runtime:
         """One turn of an agent's LLM task through the LlmTask hook, as a runtime would run it: the
         whole system message, the messages, the memory entries written, and the answer when a chat
         model is given (None: everything up to the model call)."""
-        discovery = self.traversal.discover(agent_id)
         memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.memory_knowledge)
-        result = self.llm_task.execute(memory, choose_task(discovery, agent_id, task), chat_model, discovery)
+        result = self.run_turn(memory, task, chat_model)
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],
                 "knowledgeBases": [kb.config.name for kb in result.discovery.knowledge_bases],
                 "skipped": result.discovery.skipped, "memory": memory.data, "answer": result.answer}
+
+    def run_turn(self, memory: ConversationMemory, task: str | None = None, chat_model: Any = None) -> TurnResult:
+        """The LlmTask hook on ``memory``: the agent's workflows traversed, its LLM task ``task`` (default:
+        the first), the chat model called when given."""
+        discovery = self.traversal.discover(memory.agent_id, memory.agent_version)
+        return self.llm_task.execute(memory, choose_task(discovery, memory.agent_id, task), chat_model, discovery)
 
     def documents(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN) -> dict[str, Any]:
         """The KB's documents ({documentId, source, chunks, ingestedAt, user?}), read from its store's

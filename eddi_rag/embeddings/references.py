@@ -87,6 +87,8 @@ def resolve(provider_id: str | None, provider: str | None, parameters: dict[str,
 def resolve_config(config: RagConfiguration, read_entry: Callable[[str], dict[str, Any] | None],
                    declared: Callable[[str], set[str]] = lambda _: set()) -> RagConfiguration:
     """``config`` with ``embeddingProvider``/``embeddingParameters`` as resolved (or marked disabled)."""
+    if not config.embeddingProviderId:  # by name, or neither (its embedding_disabled says so): nothing to resolve
+        return config
     found = resolve(config.embeddingProviderId, config.embeddingProvider, config.embeddingParameters, read_entry, declared)
     return config.with_embedding(found.provider, found.parameters if found.provider else config.embeddingParameters, found.reason)
 

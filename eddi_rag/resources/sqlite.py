@@ -95,6 +95,14 @@ class SqliteResourceStore:
     def current_version(self, kind: str, id: str) -> int:
         return self._head(kind, id)["current_version"]
 
+    def exists(self, kind: str, id: str) -> bool:
+        """Whether ``kind/id`` exists and is not deleted."""
+        try:
+            self._head(kind, id)
+            return True
+        except ResourceNotFoundError:
+            return False
+
     def read(self, kind: str, id: str, version: int = 0) -> dict[str, Any]:
         head = self._head(kind, id)
         version = version or head["current_version"]

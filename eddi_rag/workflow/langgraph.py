@@ -24,7 +24,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, conver
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import MessagesState
 
-from eddi_rag.workflow.llm_task import TurnResult, choose_task
 from eddi_rag.workflow.memory import ConversationMemory
 
 
@@ -48,11 +47,9 @@ def _memory(agent_id: str, messages: Sequence[BaseMessage], user_id: str | None,
                               history=history, data=dict(data or {}), on_save=on_save)
 
 
-def _turn(runtime: Any, agent_id: str, task_id: str | None, memory: ConversationMemory,
-          chat_model: BaseChatModel | None) -> TurnResult:
-    discovery = runtime.traversal.discover(agent_id)
-    task = choose_task(discovery, agent_id, task_id)
-    return runtime.llm_task.execute(memory, task, chat_model, discovery)
+def _rag_entries(memory: ConversationMemory) -> dict[str, Any]:
+    """The turn's memory entries the hook wrote (rag:trace:*, rag:context:*, rag:topic...)."""
+    return {k: v for k, v in memory.data.items() if k.startswith("rag:")}
 
 
 def rag_runnable(runtime: Any, agent_id: str, task: str | None = None) -> Runnable[dict[str, Any], dict[str, Any]]:
@@ -61,9 +58,9 @@ def rag_runnable(runtime: Any, agent_id: str, task: str | None = None) -> Runnab
     def augment(inputs: dict[str, Any]) -> dict[str, Any]:
         messages = convert_to_messages(inputs.get("messages") or [])
         memory = _memory(agent_id, messages, inputs.get("user_id"), inputs.get("rag"))
-        turn = _turn(runtime, agent_id, task, memory, None)
+        turn = runtime.run_turn(memory, task)
         return {"messages": turn.messages, "system_message": turn.system_message, "sources": turn.sources,
-                "traces": {k: v for k, v in memory.data.items() if k.startswith("rag:")}}
+                "traces": _rag_entries(memory)}
 
     return RunnableLambda(augment, name="eddi_rag_llm_task")
 
@@ -73,9 +70,9 @@ def rag_node(runtime: Any, agent_id: str, chat_model: BaseChatModel, task: str |
 
     def node(state: RagState) -> dict[str, Any]:
         memory = _memory(agent_id, list(state["messages"]), state.get("user_id"), state.get("rag"), runtime.memory_knowledge)
-        turn = _turn(runtime, agent_id, task, memory, chat_model)
+        turn = runtime.run_turn(memory, task, chat_model)
         answer: BaseMessage = AIMessage(turn.answer or "")
-        return {"messages": [answer], "rag": {k: v for k, v in memory.data.items() if k.startswith("rag:")}}
+        return {"messages": [answer], "rag": _rag_entries(memory)}
 
     node.__name__ = "eddi_rag"
     return node

@@ -138,9 +138,7 @@ class MemoryKnowledge:
 
     def _ensure(self, kb_id: str) -> None:
         with self._lock:
-            try:
-                self.runtime.resources.current_version("rags", kb_id)
-            except ResourceNotFoundError:
+            if not self.runtime.resources.exists("rags", kb_id):
                 config = {"name": self.name, "description": "Saved conversation turns and notes, searchable (REQ-EMB-005)",
                           "storeType": self.store_type, "chunkStrategy": "recursive", "contextExpansion": "none",
                           "minScore": 0.55, **self.embedding.rag_fields()}
