@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlparse
 import click
 from pydantic import SecretStr
 
-from eddi_rag.answers.extractive import extractive_answer
+from eddi_rag.answers import smollm2
+from eddi_rag.answers.extractive import ExtractiveChatModel, extractive_answer
 from eddi_rag.answers.smollm2 import SmolLM2ChatModel
 from eddi_rag.bundle import load_bundle
 from eddi_rag.outbound import OutboundPolicy
@@ -70,20 +71,14 @@ def chat_model(llm: str | None, base_url: str | None, model: str | None, offline
         if os.environ.get("OPENAI_API_KEY") or base_url:
             llm = "openai"
         elif offline:
-            from eddi_rag.answers import smollm2
-
             llm = "smollm2" if smollm2.available() else "extractive"
         else:
             llm = "none"
     if llm == "none":
         return None
     if llm == "extractive":
-        from eddi_rag.answers.extractive import ExtractiveChatModel
-
         return ExtractiveChatModel()
     if llm == "smollm2":
-        from eddi_rag.answers.smollm2 import SmolLM2ChatModel
-
         return SmolLM2ChatModel()
     from langchain_openai import ChatOpenAI
 
@@ -98,11 +93,8 @@ def chat_model(llm: str | None, base_url: str | None, model: str | None, offline
 
 def describe(model) -> str:
     """What answers, as the demo labels it."""
-    from eddi_rag.answers.extractive import ExtractiveChatModel
-    from eddi_rag.answers.smollm2 import LABEL, SmolLM2ChatModel
-
     if isinstance(model, SmolLM2ChatModel):
-        return LABEL
+        return smollm2.LABEL
     if isinstance(model, ExtractiveChatModel):
         return "extractive: the context's best-matching sentences, no language model"
     return f"{getattr(model, 'model_name', None) or type(model).__name__}"
