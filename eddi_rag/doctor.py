@@ -29,7 +29,7 @@ def check_knowledge_base(runtime: Runtime, kb_id: str) -> list[Check]:
         return [Check(name, "configuration", False, str(e), "fix the fields named, then PUT a new version")]
     except (registry.ProviderUnavailableError, registry.UnknownProviderError) as e:
         return [Check(name, "provider", False, str(e), "install the extra named, or choose a registered provider")]
-    config = runtime.resolve_embedding(config)
+    config = runtime.resolve_embedding(config, runtime.resources.tenant_of("rags", kb_id))
     if config.embedding_disabled:
         return [Check(name, "configuration", True, f"(no embedding) → {config.storeType}"),
                 Check(name, "embeddings", False, f"embedding disabled: {config.embedding_disabled}",

@@ -80,11 +80,10 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
 
     def knowledge_base(who: Principal, ref: str) -> str:
         """A KB of the caller's tenant by id, else by its exact name."""
-        ids = [ref] if runtime.resources.exists("rags", ref) else []
+        ids = [ref] if runtime.resources.exists("rags", ref, tenant=who.tenant) else []
         if not ids:
             ids = [parse_uri(d.resource).id for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant)
                    if d.name == ref]
-        ids = [i for i in ids if runtime.resources.tenant_of("rags", i) == who.tenant]
         if not ids:
             raise ResourceNotFoundError(f"no knowledge base {ref!r} (give its id or exact name; list_knowledge_bases shows them)")
         return ids[0]

@@ -119,19 +119,24 @@ class Runtime:
         return config
 
     def rag_config(self, kb_id: str, version: int = 0) -> RagConfiguration:
-        """The KB's configuration, its embedding provider reference resolved (or marked disabled)."""
-        return self.resolve_embedding(validate_rag_configuration(self.resources.read("rags", kb_id, version)))
+        """The KB's configuration, its embedding provider reference resolved in the KB's own tenant
+        (or marked disabled)."""
+        config = validate_rag_configuration(self.resources.read("rags", kb_id, version))
+        if not config.embeddingProviderId:
+            return config
+        return self.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
 
-    def provider_entry(self, provider_id: str) -> dict[str, Any] | None:
-        """An entry of the providers map (/providerstore/providers), or None."""
+    def provider_entry(self, provider_id: str, tenant: str) -> dict[str, Any] | None:
+        """An entry of ``tenant``'s providers map (/providerstore/providers), or None (another tenant's too)."""
         try:
-            return self.resources.read("providers", provider_id)
+            return self.resources.read("providers", provider_id, tenant=tenant)
         except ResourceNotFoundError:
             return None
 
-    def resolve_embedding(self, config: RagConfiguration) -> RagConfiguration:
-        """``config`` with its embedding backend resolved from embeddingProviderId / embeddingProvider."""
-        return references.resolve_config(config, self.provider_entry, registry.parameter_names)
+    def resolve_embedding(self, config: RagConfiguration, tenant: str) -> RagConfiguration:
+        """``config`` with its embedding backend resolved from embeddingProviderId (an entry of
+        ``tenant``'s providers map) / embeddingProvider."""
+        return references.resolve_config(config, lambda id: self.provider_entry(id, tenant), registry.parameter_names)
 
     def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str,
                  progress: Callable[[int, int], None] | None = None) -> int:
@@ -178,21 +183,24 @@ class Runtime:
         return out
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
-             chat_model: Any = None) -> dict[str, Any]:
+             chat_model: Any = None, tenant: str | None = None) -> dict[str, Any]:
         """One turn of an agent's LLM task through the LlmTask hook, as a runtime would run it: the
         whole system message, the messages, the memory entries written, and the answer when a chat
-        model is given (None: everything up to the model call)."""
+        model is given (None: everything up to the model call). ``tenant``: the caller's (another
+        tenant's agent is not found); every reference is resolved in the agent's tenant."""
         memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.memory_knowledge)
-        result = self.run_turn(memory, task, chat_model)
+        result = self.run_turn(memory, task, chat_model, tenant)
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],
                 "knowledgeBases": [kb.config.name for kb in result.discovery.knowledge_bases],
                 "skipped": result.discovery.skipped, "memory": memory.data, "answer": result.answer}
 
-    def run_turn(self, memory: ConversationMemory, task: str | None = None, chat_model: Any = None) -> TurnResult:
-        """The LlmTask hook on ``memory``: the agent's workflows traversed, its LLM task ``task`` (default:
-        the first), the chat model called when given."""
-        discovery = self.traversal.discover(memory.agent_id, memory.agent_version)
+    def run_turn(self, memory: ConversationMemory, task: str | None = None, chat_model: Any = None,
+                 tenant: str | None = None) -> TurnResult:
+        """The LlmTask hook on ``memory``: the agent's workflows traversed (within the agent's tenant;
+        ``tenant``: the caller's, which must be the agent's), its LLM task ``task`` (default: the first),
+        the chat model called when given."""
+        discovery = self.traversal.discover(memory.agent_id, memory.agent_version, tenant)
         return self.llm_task.execute(memory, choose_task(discovery, memory.agent_id, task), chat_model, discovery)
 
     def documents(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN) -> dict[str, Any]:

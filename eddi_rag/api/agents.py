@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import Field
 
-from eddi_rag.api.deps import RuntimeDep, Viewer, own
+from eddi_rag.api.deps import RuntimeDep, Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
 
@@ -24,5 +24,5 @@ class TurnRequest(RequestBody):
 @router.post("/turn", dependencies=[QueryLimit])
 def turn(id: str, body: TurnRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{systemMessage, messages, knowledgeBases, memory (rag:trace / rag:context / rag:citations...), answer}."""
-    own(runtime, caller, "agents", id)
-    return runtime.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model)
+    return runtime.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model,
+                        tenant=caller.tenant)  # another tenant's agent: 404; its references are read in the caller's tenant

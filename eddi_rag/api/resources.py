@@ -21,6 +21,7 @@ from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
 from eddi_rag.runtime import Runtime
+from eddi_rag.workflow.traversal import reference_errors
 
 
 def _created(ref: ResourceRef, status: int = 201) -> Response:
@@ -34,10 +35,13 @@ WRITTEN: dict[str, Any] = {"response_class": Response, "responses": {
     for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
 
 
-def _checked(runtime: Runtime, kind: str, data: Any) -> dict[str, Any]:
-    """What is saved: a JSON object, valid for its kind (rags: schema, registry, parameters; sources get ids)."""
+def _checked(runtime: Runtime, kind: str, data: Any, tenant: str) -> dict[str, Any]:
+    """What is saved: a JSON object, valid for its kind (rags: schema, registry, parameters; sources get ids),
+    whose references (an agent's workflows, a workflow's RAG, httpCall and LLM steps) name resources of ``tenant``."""
     if not isinstance(data, dict):
         raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
+    if errors := reference_errors(runtime.resources, kind, data, tenant):
+        raise ConfigValidationError(errors)
     if kind == "httpcalls" and data.get("targetServerUrl") is not None:
         try:
             OutboundPolicy.check_static(str(data["targetServerUrl"]))
@@ -111,7 +115,7 @@ def resource_router(kind: str) -> APIRouter:
         def chunk_preview(body: ChunkPreviewRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
             """The chunks ``configuration`` would make of a document (``text``, or a file as ``base64``),
             with their sizes in the model's tokens; embeds and stores nothing."""
-            config = runtime.resolve_embedding(runtime.validate_rag(body.configuration))
+            config = runtime.resolve_embedding(runtime.validate_rag(body.configuration), caller.tenant)
             data = body.data()
             if len(data) > request.app.state.max_upload_bytes:
                 raise too_large("the document", request.app.state.max_upload_bytes)
@@ -125,7 +129,7 @@ def resource_router(kind: str) -> APIRouter:
 
     @router.post("", status_code=201, **WRITTEN, **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...)):
-        return _created(runtime.resources.create(kind, _checked(runtime, kind, data), tenant=caller.tenant))
+        return _created(runtime.resources.create(kind, _checked(runtime, kind, data, caller.tenant), tenant=caller.tenant))
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
@@ -136,7 +140,7 @@ def resource_router(kind: str) -> APIRouter:
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...)):
         own(runtime, caller, kind, id)
-        ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data))
+        ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data, caller.tenant))
         if kind == "rags":
             runtime.stores.evict(id)
         return _created(ref, 200)

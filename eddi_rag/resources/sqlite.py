@@ -57,9 +57,11 @@ class SqliteResourceStore:
                 c.execute(f"ALTER TABLE resources ADD COLUMN tenant TEXT NOT NULL DEFAULT '{DEFAULT_TENANT}'")
 
     # -- helpers --------------------------------------------------------------------------
-    def _head(self, kind: str, id: str) -> Any:
+    def _head(self, kind: str, id: str, tenant: str | None = None) -> Any:
+        """The live resource's row; another tenant's (when ``tenant`` is given) does not exist."""
         _check_kind(kind)
-        rows = self.db.query("SELECT * FROM resources WHERE kind=? AND id=? AND deleted=0", (kind, id))
+        rows = self.db.query("SELECT * FROM resources WHERE kind=? AND id=? AND deleted=0 AND (? IS NULL OR tenant=?)",
+                             (kind, id, tenant, tenant))
         if not rows:
             raise ResourceNotFoundError(f"{kind}/{id} not found")
         return rows[0]
@@ -92,19 +94,20 @@ class SqliteResourceStore:
             raise ResourceNotFoundError(f"{kind}/{id} not found")
         return rows[0]["tenant"]
 
-    def current_version(self, kind: str, id: str) -> int:
-        return self._head(kind, id)["current_version"]
+    def current_version(self, kind: str, id: str, tenant: str | None = None) -> int:
+        return self._head(kind, id, tenant)["current_version"]
 
-    def exists(self, kind: str, id: str) -> bool:
-        """Whether ``kind/id`` exists and is not deleted."""
+    def exists(self, kind: str, id: str, tenant: str | None = None) -> bool:
+        """Whether ``kind/id`` exists (in ``tenant``, when given) and is not deleted."""
         try:
-            self._head(kind, id)
+            self._head(kind, id, tenant)
             return True
         except ResourceNotFoundError:
             return False
 
-    def read(self, kind: str, id: str, version: int = 0) -> dict[str, Any]:
-        head = self._head(kind, id)
+    def read(self, kind: str, id: str, version: int = 0, tenant: str | None = None) -> dict[str, Any]:
+        """A version (0: the current one); with ``tenant``, another tenant's resource is not found."""
+        head = self._head(kind, id, tenant)
         version = version or head["current_version"]
         rows = self.db.query(
             "SELECT data FROM resource_versions WHERE kind=? AND id=? AND version=?", (kind, id, version)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import slug
 from eddi_rag.db import Database
 from eddi_rag.resources import ResourceNotFoundError
@@ -130,19 +131,26 @@ class MemoryKnowledge:
         from eddi_rag.workflow.traversal import DiscoveredKb
 
         id = self.kb_id(agent_id, user_id)
-        try:
-            version = self.runtime.resources.current_version("rags", id)
+        try:  # the agent's tenant's (a KB of that id in another tenant is not its memory)
+            version = self.runtime.resources.current_version("rags", id, tenant=self._tenant(agent_id))
         except ResourceNotFoundError:
             return []
         return [DiscoveredKb(id, version, self.runtime.rag_config(id, version), workflow=False)]
 
-    def _ensure(self, kb_id: str) -> None:
+    def _tenant(self, agent_id: str) -> str:
+        """The agent's tenant (an agent not stored here: the default one)."""
+        try:
+            return self.runtime.resources.tenant_of("agents", agent_id)
+        except ResourceNotFoundError:
+            return DEFAULT_TENANT
+
+    def _ensure(self, kb_id: str, agent_id: str) -> None:
         with self._lock:
             if not self.runtime.resources.exists("rags", kb_id):
                 config = {"name": self.name, "description": "Saved conversation turns and notes, searchable (REQ-EMB-005)",
                           "storeType": self.store_type, "chunkStrategy": "recursive", "contextExpansion": "none",
                           "minScore": 0.55, **self.embedding.rag_fields()}
-                self.runtime.resources.create("rags", config, id=kb_id)
+                self.runtime.resources.create("rags", config, id=kb_id, tenant=self._tenant(agent_id))
 
     def _document(self, item: SavedItem) -> Any:
         from eddi_rag.ingest.pipeline import Document
@@ -164,7 +172,7 @@ class MemoryKnowledge:
                 by_kb.setdefault(self.kb_id(item.agent_id, item.user_id), []).append(item)
             for kb_id, group in by_kb.items():
                 try:
-                    self._ensure(kb_id)
+                    self._ensure(kb_id, group[0].agent_id)
                     result = self.runtime.pipeline.ingest([self._document(i) for i in group], kb_id)
                     failed = [f"{e['document_id']}: {e['error']}" for e in result.errors]
                 except Exception as e:  # noqa: BLE001 - saving never breaks a turn; the failure is kept and logged
