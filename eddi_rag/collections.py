@@ -14,6 +14,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag import jsonvalues
 from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
@@ -79,13 +80,13 @@ class Collections:
                embedding_model: Any = None, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         if not isinstance(name, str) or not _NAME.match(name):
             raise CollectionRequestError("Collection name is required: 1-128 letters, digits, '.', '_' or '-', "
-                                         f"starting with a letter or digit (got {json.dumps(name)[:60]})")
+                                         "starting with a letter or digit")
         if metadata is not None and not isinstance(metadata, dict):
             raise CollectionRequestError("metadata must be an object")
         meta = dict(metadata or {})
         for key, value in (("embedding_provider", embedding_provider), ("embedding_model", embedding_model)):
             if value is not None and not isinstance(value, str):
-                raise CollectionRequestError(f"{key} must be a string (got {json.dumps(value)[:60]})")
+                raise CollectionRequestError(f"{key} must be a string (got {type(value).__name__})")
             if value is not None:
                 meta[key] = value
         now = _now()
@@ -140,7 +141,7 @@ class Collections:
             if not isinstance(metadata, dict) or any(not isinstance(v, (str, int, float, bool)) for v in metadata.values()):
                 raise CollectionRequestError(f"Document {n}: metadata must be an object of strings, numbers or booleans")
             if doc.get("id") is not None and not isinstance(doc["id"], str):
-                raise CollectionRequestError(f"Document {n}: id must be a string (got {json.dumps(doc['id'])[:60]})")
+                raise CollectionRequestError(f"Document {n}: id must be a string (got {type(doc['id']).__name__})")
             doc_id = doc.get("id") or secrets.token_hex(12)
             chunks.append(Chunk(str(doc_id), text, metadata, [float(x) for x in doc["embedding"]]))
         if row["dimension"] is not None and row["dimension"] != first:
@@ -161,6 +162,8 @@ class Collections:
             raise CollectionRequestError("Invalid 'where' filter: must be valid JSON") from None
         if parsed is not None and not isinstance(parsed, dict):
             raise CollectionRequestError("Invalid 'where' filter: must be a JSON object")
+        if wrong := jsonvalues.problem(parsed, "where"):
+            raise CollectionRequestError(f"Invalid 'where' filter: {wrong}")
         if offset < 0:
             raise CollectionRequestError("offset must be 0 or more")
         size = DEFAULT_LIMIT if limit is None else max(1, min(int(limit), MAX_LIMIT))

@@ -28,8 +28,12 @@ from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
 from eddi_rag.workflow.traversal import workflow_steps
 
+# An export holds small JSON files: what it may unpack to is checked from the zip's directory before
+# anything is inflated (Python's zipfile never inflates past a declared size).
 MAX_ENTRIES = 10_000
-MAX_BYTES = 200 * 1024 * 1024  # uncompressed, all entries
+MAX_ENTRY_BYTES = 16 * 1024 * 1024  # one file, uncompressed
+MAX_BYTES = 64 * 1024 * 1024  # all files, uncompressed
+MAX_DESCRIPTION = 10_000  # characters of a descriptor's description (it is listed with every descriptor)
 # A step's configuration kind -> the file extension EDDI's export gives it.
 EXTENSIONS = {"rags": ("rag",), "httpcalls": ("httpcalls", "apicalls"), "llm": ("langchain", "llm")}
 NOT_READ = {"behavior": "behavior rules", "regulardictionary": "dictionary", "dictionary": "dictionary", "output": "output set",
@@ -63,8 +67,12 @@ class _Export:
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) > MAX_ENTRIES:
             raise ExportError(f"the zip has {len(members)} files; an agent export has far fewer (at most {MAX_ENTRIES})")
+        big = max(members, key=lambda m: m.file_size, default=None)
+        if big is not None and big.file_size > MAX_ENTRY_BYTES:
+            raise ExportError(f"{big.filename[:100]!r} unpacks to {big.file_size / 2**20:,.1f} MB; a file of an agent export "
+                              f"may unpack to at most {MAX_ENTRY_BYTES // 2**20} MB")
         if sum(m.file_size for m in members) > MAX_BYTES:
-            raise ExportError(f"the zip unpacks to more than {MAX_BYTES // 2**20} MB")
+            raise ExportError(f"the zip unpacks to more than {MAX_BYTES // 2**20} MB (the most an agent export may)")
         self.files: dict[str, bytes] = {}
         for m in members:
             path = posixpath.normpath(m.filename.replace("\\", "/")).lstrip("/")
@@ -142,6 +150,9 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                     description = str(meta.get("description") or meta.get("name") or "") if isinstance(meta, dict) else ""
                 except json.JSONDecodeError:
                     pass
+                if len(description) > MAX_DESCRIPTION:
+                    raise ExportError(f"{folder}{old_id}.descriptor.json: the description has {len(description):,} characters "
+                                      f"(at most {MAX_DESCRIPTION:,})")
             planned.append((kind, id, data, description))
         return resource_uri(kind, new_ids[key], 1)
 

@@ -17,6 +17,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from eddi_rag import jsonvalues
 from eddi_rag.api.deps import check_role
 from eddi_rag.auth import TRUSTED, Principal
 from eddi_rag.resources import ResourceNotFoundError, parse_uri
@@ -78,6 +79,13 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
             raise
         return who
 
+    def text_only(**arguments: Any) -> None:
+        """A tool error naming the argument that holds a lone surrogate or a control character."""
+        for name, value in arguments.items():
+            if wrong := jsonvalues.problem(value, name) if not isinstance(value, str) else \
+                    jsonvalues.text_problem(value, name, name=name != "text" and name != "query"):
+                raise ToolError(wrong)
+
     def knowledge_base(who: Principal, ref: str) -> str:
         """A KB of the caller's tenant by id, else by its exact name."""
         ids = [ref] if runtime.resources.exists("rags", ref, tenant=who.tenant) else []
@@ -110,6 +118,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         (at most 50) with score (0-1), source document and citation. ``where``: a metadata filter
         ({"field": value}, $eq/$ne/$gt/$gte/$lt/$lte/$in/$nin, $and/$or)."""
         who = caller(ctx, "viewer", "search")
+        text_only(knowledge_base_id=knowledge_base_id, query=query, user_id=user_id, where=where)
         if not query.strip():
             raise ToolError("query is blank")
         if not 1 <= k <= MAX_K:
@@ -129,6 +138,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         """Add (or replace) a text document in a knowledge base (its id or exact name): chunked, embedded
         and stored before this returns. ``user_id``: keep it private to that user."""
         who = caller(ctx, "editor", "ingest")
+        text_only(knowledge_base_id=knowledge_base_id, document_name=document_name, text=text, user_id=user_id)
         if not text.strip():
             raise ToolError("text is blank")
 

@@ -6,6 +6,10 @@
 * Model files (``modelPath`` / ``tokenizerPath`` of the local embedding model and the cross-encoder
   reranker) are read only from folders the operator lists in ``EDDI_RAG_MODEL_ROOTS`` (default:
   none; the packaged model needs no path).
+* Folder sources lie under a folder in ``EDDI_RAG_FOLDER_ROOTS`` (default: the server's working
+  directory), checked when the configuration is saved and again for every file's real path when read.
+* Web and sitemap sources name no cloud metadata or link-local address (``OutboundPolicy.check_static``;
+  what their host resolves to is checked when they run).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag.config import RagConfiguration
+from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 
 IN_MEMORY = ":memory:"
 
@@ -23,6 +28,17 @@ def roots(variable: str, base: Path | None = None) -> list[Path]:
     raw = os.environ.get(variable, "")
     listed = [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
     return ([base.resolve()] if base is not None else []) + listed
+
+
+def folder_roots() -> list[Path]:
+    """Where folder sources may read (EDDI_RAG_FOLDER_ROOTS; default: the working directory)."""
+    raw = os.environ.get("EDDI_RAG_FOLDER_ROOTS")
+    return roots("EDDI_RAG_FOLDER_ROOTS") if raw else [Path.cwd().resolve()]
+
+
+def inside(path: Path, allowed: list[Path]) -> bool:
+    """Whether ``path`` (resolved) is one of ``allowed`` or under one."""
+    return _inside(path, allowed)
 
 
 def _inside(path: Path, allowed: list[Path]) -> bool:
@@ -52,4 +68,17 @@ def errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[str, An
                 out.append({"path": f"$.{group}.{key}", "value": value,
                             "message": "model files are read only from folders the operator lists in EDDI_RAG_MODEL_ROOTS "
                                        f"({', '.join(map(str, models)) or 'none set'})"})
+    for i, source in enumerate(config.sources):
+        where = f"$.sources[{i}]"
+        if source.folder is not None and not _inside(Path(source.folder.path).expanduser().resolve(), folder_roots()):
+            out.append({"path": f"{where}.folder.path", "value": source.folder.path,
+                        "message": f"is outside the folders sources may read ({', '.join(map(str, folder_roots()))}); "
+                                   "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
+        for kind, url in (("web.startUrl", source.web.startUrl if source.web else None),
+                          ("sitemap.url", source.sitemap.url if source.sitemap else None)):
+            if url is not None:
+                try:
+                    OutboundPolicy.check_static(url)
+                except OutboundBlockedError as e:
+                    out.append({"path": f"{where}.{kind}", "value": url, "message": str(e)})
     return out

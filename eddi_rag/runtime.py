@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,13 @@ from eddi_rag.embeddings import references
 from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
 from eddi_rag.feedback import FeedbackLog
-from eddi_rag.ingest.jobs import IngestionQueue
+from eddi_rag.ingest.jobs import IngestionQueue, Progress
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.pipeline import KbGenerations, RagPipeline
 from eddi_rag.resources import ResourceNotFoundError, SqliteResourceStore
-from eddi_rag.retrieval.retriever import Retriever
+from eddi_rag.retrieval.retriever import Retriever, visible_to
 from eddi_rag.secrets import SecretResolver
 from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
@@ -138,9 +137,9 @@ class Runtime:
         ``tenant``'s providers map) / embeddingProvider."""
         return references.resolve_config(config, lambda id: self.provider_entry(id, tenant), registry.parameter_names)
 
-    def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str,
-                 progress: Callable[[int, int], None] | None = None) -> int:
-        return self.ingestor.ingest_file(kb_id, self.rag_config(kb_id, version), document, data, fmt, progress).chunks
+    def _run_job(self, kb_id: str, version: int, document: str, data: bytes, fmt: str, progress: Progress) -> int:
+        return self.ingestor.ingest_file(kb_id, self.rag_config(kb_id, version), document, data, fmt, progress.embedded,
+                                         progress.parsed, progress.cancelled).chunks
 
     def ingest_file(self, kb_id: str, document: str, data: bytes, content_type: str | None = None,
                     version: int = 0, **kwargs: Any) -> int:
@@ -203,12 +202,13 @@ class Runtime:
         discovery = self.traversal.discover(memory.agent_id, memory.agent_version, tenant)
         return self.llm_task.execute(memory, choose_task(discovery, memory.agent_id, task), chat_model, discovery)
 
-    def documents(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN) -> dict[str, Any]:
+    def documents(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None) -> dict[str, Any]:
         """The KB's documents ({documentId, source, chunks, ingestedAt, user?}), read from its store's
-        chunks (the store is the truth); past ``max_chunks`` chunks the list is cut: ``complete`` false."""
+        chunks (the store is the truth); past ``max_chunks`` chunks the list is cut: ``complete`` false.
+        ``user_id``: only the shared documents and that user's own, as that user's search sees them."""
         store = self.stores.get(kb_id, self.rag_config(kb_id))
         found: dict[str, dict[str, Any]] = {}
-        chunks = store.get(limit=max_chunks + 1)
+        chunks = store.get(visible_to(user_id) if user_id is not None else None, limit=max_chunks + 1)
         for c in chunks[:max_chunks]:
             m = c.metadata
             doc = found.setdefault(m.get("document_id", "?"), {
@@ -218,9 +218,15 @@ class Runtime:
         return {"kbId": kb_id, "documents": sorted(found.values(), key=lambda d: str(d["documentId"])),
                 "complete": len(chunks) <= max_chunks}
 
-    def delete_document(self, kb_id: str, document_id: str) -> int:
-        """Remove one document's chunks; returns how many (0: no such document)."""
-        return self._delete_chunks(kb_id, {"document_id": document_id})
+    def delete_document(self, kb_id: str, document_id: str, user_id: str | None = None) -> int:
+        """Remove one document's chunks; returns how many (0: no such document). ``user_id``: only a
+        shared document or that user's own."""
+        where = {"document_id": document_id}
+        return self._delete_chunks(kb_id, {"$and": [where, visible_to(user_id)]} if user_id is not None else where)
+
+    def chunk_visible(self, kb_id: str, chunk_id: str, user_id: str | None) -> bool:
+        """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's)."""
+        return bool(self.stores.get(kb_id, self.rag_config(kb_id)).get(visible_to(user_id), limit=1, ids=[chunk_id]))
 
     def _delete_chunks(self, kb_id: str, where: dict[str, Any]) -> int:
         removed = self.stores.get(kb_id, self.rag_config(kb_id)).delete(where=where)
@@ -231,6 +237,7 @@ class Runtime:
     def delete_knowledge_base(self, kb_id: str, version: int = 0, permanent: bool = False) -> None:
         """Soft delete (the configuration's history kept, chunks untouched), or permanent: its chunks
         dropped from the store, then every version."""
+        self.jobs.cancel_kb(kb_id)  # its waiting ingestions stop (a processing one within a second)
         if permanent:
             try:
                 self.drop_knowledge_base(kb_id)

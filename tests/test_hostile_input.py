@@ -198,10 +198,10 @@ def test_a_processing_ingestion_stops_at_its_next_step(runtime):
     started, go = threading.Event(), threading.Event()
 
     def slow(kb, version, document, body, fmt, progress):
-        progress(0, 2)
+        progress.embedded(0, 2)
         started.set()
         go.wait(10)
-        progress(1, 2)  # the cancellation takes effect here
+        progress.embedded(1, 2)  # the cancellation takes effect here
         raise AssertionError("not reached")
 
     queue = IngestionQueue(runtime.db, slow)
@@ -209,7 +209,7 @@ def test_a_processing_ingestion_stops_at_its_next_step(runtime):
     worker = threading.Thread(target=queue.process, args=(job.id,))
     worker.start()
     assert started.wait(10)
-    assert queue.cancel(job.id).status == "processing"
+    assert queue.cancel(job.id).status == "cancelled"  # stored before cancel returns
     go.set()
     worker.join(10)
     assert queue.status(job.id).status == "cancelled"
@@ -322,3 +322,128 @@ def test_a_json_body_over_the_upload_limit_is_refused_before_it_is_parsed(tmp_pa
         assert big.status_code == 413 and "1000" in big.json()["error"].replace(",", "")
         assert client.get(f"{BASE}/{kb}/documents").json()["documents"] == []  # nothing was written
     runtime.close()
+
+
+# --- issue 19: one input guard at the edge, sources checked at save, feedback and lists scoped ------
+
+@pytest.mark.parametrize("path,body,field", [
+    ("{base}", b'{"name": "\\ud800x", "embeddingProvider": "local", "storeType": "sqlite"}', "body.name"),
+    ("{base}/{kb}/retrieve", b'{"query": "\\ud800x"}', "query"),
+    ("{base}/{kb}/query", b'{"query": "a\\u0000b"}', "query"),
+    ("{base}/{kb}/documents", b'{"documents": [{"document_id": "\\ud800", "text": "x"}]}', "document_id"),
+    ("{base}/{kb}/documents", b'{"documents": [{"document_id": "d", "text": "x\\udfff"}]}', "text"),
+    ("{base}/{kb}/documents", b'{"documents": [{"document_id": "a\\u0000b", "text": "x"}]}', "document_id"),
+    ("{base}", b'{"name": "kb\\u0000", "embeddingProvider": "local", "storeType": "sqlite"}', "body.name"),
+    ("{base}", b'{"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "m\\u0007": 1}', "a key"),
+])
+def test_lone_surrogates_and_control_characters_are_400_naming_the_field(client, kb, path, body, field):
+    """Finding 5 and 7: these were 500 (UnicodeEncodeError) or stored as given."""
+    before = client.get(f"{BASE}/descriptors").json()
+    r = client.post(path.format(base=BASE, kb=kb), content=body, headers=JSON)
+    assert r.status_code == 400 and field in r.json()["error"], r.text
+    assert "\\ud800" not in r.text and "\x00" not in r.text and "\x07" not in r.text  # nothing echoed
+    assert client.get(f"{BASE}/descriptors").json() == before
+    assert client.get(f"{BASE}/{kb}/documents").json()["documents"][0]["documentId"] == "a"
+
+
+def test_names_in_query_parameters_and_multipart_parts_are_checked(client, kb):
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=a%00b.txt", content=b"text")
+    assert r.status_code == 400 and "documentName" in r.json()["error"] and "NUL" in r.json()["error"]
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=a%1Bb.txt", content=b"text")
+    assert r.status_code == 400 and "documentName" in r.json()["error"]
+    r = client.post(f"{BASE}/{kb}/ingest", files=[("file", ("ok.txt", b"fine", "text/plain")), ("file", ("b\x1b[2J.txt", b"x", "text/plain"))])
+    assert r.status_code == 400 and "file part 2" in r.json()["error"] and "\x1b" not in r.text
+    assert client.get(f"{BASE}/{kb}/ingestions").json() == []  # neither file was queued
+
+
+def test_a_filter_error_names_the_problem_without_echoing_the_input(client):
+    client.post("/collections", json={"name": "c"})
+    secret = "<script>alert(1)</script>" * 20
+    for where in (f'{{"a": {{"$in": "{secret}"}}}}', f'{{"a": {{"$gt": ["{secret}"]}}}}', f'["{secret}"]'):
+        r = client.get("/collections/c/documents", params={"where": where})
+        assert r.status_code == 400 and "<script>" not in r.text, r.text
+
+
+def test_feedback_only_for_a_chunk_the_caller_can_see(client, kb):
+    chunk = client.post(f"{BASE}/{kb}/query", json={"query": "hello", "minScore": 0}).json()["results"][0]["id"]
+    vote = {"query": "hello?", "vote": "down"}
+    assert client.post(f"{BASE}/{kb}/feedback", json={**vote, "chunkId": chunk}).status_code == 201
+    r = client.post(f"{BASE}/{kb}/feedback", json={**vote, "chunkId": "no-such-chunk"})
+    assert r.status_code == 404 and "no chunk" in r.json()["error"]
+    assert len(client.get("/ragstore/feedback").json()) == 1
+
+
+def test_a_user_bound_key_lists_and_deletes_shared_documents_and_its_own_only(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime)) as client:
+        service = {"Authorization": f"Bearer {runtime.keys.create('t', 'admin', acts_for_users=True)[1]}"}
+        alice = {"Authorization": f"Bearer {runtime.keys.create('t', 'editor', user='alice')[1]}"}
+        kb = client.post(BASE, json={"name": "k", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0},
+                         headers=service).headers["location"].split("/")[-1].split("?")[0]
+        client.post(f"{BASE}/{kb}/documents", headers=service, json={"documents": [
+            {"document_id": "shared.md", "text": "Shared."}, {"document_id": "alice.md", "text": "Alice's.", "user_id": "alice"},
+            {"document_id": "bob.md", "text": "Bob's.", "user_id": "bob"}]})
+        listed = lambda who: sorted(d["documentId"] for d in client.get(f"{BASE}/{kb}/documents", headers=who).json()["documents"])  # noqa: E731
+        assert listed(alice) == ["alice.md", "shared.md"]
+        assert listed(service) == ["alice.md", "bob.md", "shared.md"]
+        assert client.delete(f"{BASE}/{kb}/documents/bob.md", headers=alice).status_code == 404
+        assert client.post(f"{BASE}/{kb}/feedback", headers=alice, json={
+            "query": "q", "vote": "up", "chunkId": runtime.stores.get(kb, runtime.rag_config(kb)).get({"document_id": "bob.md"})[0].id,
+        }).status_code == 404
+        assert listed(service) == ["alice.md", "bob.md", "shared.md"]
+    runtime.close()
+
+
+@pytest.mark.parametrize("source,field", [
+    ({"name": "meta", "web": {"startUrl": "http://169.254.169.254/latest/meta-data/"}}, "$.sources[0].web.startUrl"),
+    ({"name": "ll", "web": {"startUrl": "http://[fe80::1]/"}}, "$.sources[0].web.startUrl"),
+    ({"name": "gcp", "sitemap": {"url": "http://metadata.google.internal/sitemap.xml"}}, "$.sources[0].sitemap.url"),
+    ({"name": "etc", "folder": {"path": "/etc"}}, "$.sources[0].folder.path"),
+])
+def test_sources_that_may_never_run_are_refused_when_saved(client, source, field):
+    r = client.post(BASE, json={"name": "s", "embeddingProvider": "local", "storeType": "sqlite", "sources": [source]})
+    assert r.status_code == 400 and [e["path"] for e in r.json()["errors"]] == [field], r.text
+
+
+def test_a_symlinked_file_out_of_the_folder_roots_is_not_read(runtime, tmp_path, monkeypatch):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "docs").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.md").write_text("The outside secret is 4711.")
+    (root / "docs" / "fine.md").write_text("A fine document.")
+    (root / "docs" / "link.md").symlink_to(outside / "secret.md")
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(root))
+    kb = runtime.resources.create("rags", {"name": "f", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0,
+                                           "sources": [{"name": "docs", "folder": {"path": str(root / "docs")}}]}).id
+    run = runtime.sources.run(kb, "docs")
+    assert run.added == 1 and run.failed == 1 and "outside the folders" in run.failures[0]["reason"]
+    assert [d["documentId"] for d in runtime.documents(kb)["documents"]] == ["docs/fine.md"]
+    assert "4711" not in str(runtime.query(kb, "outside secret"))
+
+
+def test_stopping_the_worker_puts_a_running_job_back_for_the_next_start(runtime):
+    import threading
+
+    from eddi_rag.ingest.jobs import IngestionQueue
+
+    started = threading.Event()
+
+    def slow(kb, version, document, body, fmt, progress):
+        started.set()
+        while not progress.cancelled():
+            threading.Event().wait(0.01)
+        progress.embedded(0, 1)  # raises: the worker is stopping
+        raise AssertionError("not reached")
+
+    queue = IngestionQueue(runtime.db, slow)
+    job = queue.submit("kb", 1, "doc.txt", b"x")
+    queue.start()
+    assert started.wait(10)
+    queue.stop()
+    assert queue.status(job.id).status == "pending"
+    assert runtime.db.query("SELECT attempts FROM ingestion_jobs WHERE id=?", (job.id,))[0]["attempts"] == 0

@@ -51,3 +51,70 @@ def test_schemathesis_finds_nothing(tmp_path):
         server.should_exit = True
         thread.join(timeout=30)
         runtime.close()
+
+
+# --- what schemathesis never sends: lone surrogates and control characters -----------------------
+
+BAD_TEXT = {"NUL": "\x00", "a control character": "\x1b[31m", "a lone surrogate": "\ud800x"}
+
+
+def _operations(spec: dict) -> list[tuple[str, str, dict]]:
+    return [(method.upper(), path, op) for path, item in spec["paths"].items() for method, op in item.items()
+            if method in ("get", "post", "put", "delete", "patch")]
+
+
+def _string_properties(schema: dict) -> list[str]:
+    return [name for name, prop in (schema.get("properties") or {}).items()
+            if prop.get("type") == "string" or any(p.get("type") == "string" for p in prop.get("anyOf", []))]
+
+
+def test_every_operation_refuses_surrogates_and_control_characters_naming_the_field(tmp_path):
+    """Every string parameter (path, query) and every string property of every JSON body, of every
+    operation of the OpenAPI document, holding NUL, an escape sequence or a lone surrogate: 400 naming
+    the field, never a 5xx, never the value echoed, and nothing stored."""
+    import json as jsonlib
+    from urllib.parse import quote
+
+    from fastapi.testclient import TestClient
+
+    runtime = Runtime(tmp_path, outbound=OutboundPolicy())
+    kb = runtime.resources.create("rags", {"name": "fuzzed", "embeddingProvider": "local", "storeType": "sqlite"}).id
+    app = create_app(runtime, limits=Limits({"query": [], "ingest": []}, 1_000))
+    tried = 0
+    with TestClient(app, raise_server_exceptions=False) as client:
+        spec = client.get("/openapi.json").json()
+        components = spec.get("components", {}).get("schemas", {})
+        before = client.get("/ragstore/rags/descriptors").json()
+        for method, path, op in _operations(spec):
+            params = [p for p in op.get("parameters", []) if (p.get("schema") or {}).get("type") == "string"]
+            filled = path.replace("{id}", kb)
+            body = ((op.get("requestBody") or {}).get("content") or {}).get("application/json", {}).get("schema", {})
+            if "$ref" in body:
+                body = components.get(body["$ref"].split("/")[-1], {})
+            cases = [(p["in"], p["name"]) for p in params if p["in"] in ("query", "path")]
+            cases += [("body", name) for name in _string_properties(body)]
+            for where, name in cases:
+                for label, bad in BAD_TEXT.items():
+                    url, content = filled, None
+                    if where == "path":
+                        segment = quote(bad.encode("utf-8", "surrogatepass"), safe="")
+                        url = path.replace("{" + name + "}", segment).replace("{id}", kb)
+                        url = __import__("re").sub(r"\{[^}]+\}", "x", url)
+                    else:
+                        url = __import__("re").sub(r"\{[^}]+\}", "x", url)
+                    if where == "query":
+                        url += "?" + quote(name) + "=" + quote(bad.encode("utf-8", "surrogatepass"), safe="")
+                    if where == "body":
+                        content = jsonlib.dumps({name: bad}).encode()  # the JSON escape \ud800 is valid JSON
+                    r = client.request(method, url, content=content,
+                                       headers={"Content-Type": "application/json"} if content else {})
+                    tried += 1
+                    assert r.status_code < 500, (method, path, where, name, label, r.status_code, r.text[:300])
+                    if where != "body" and label == "a lone surrogate":
+                        continue  # a URL is percent-decoded as UTF-8 with replacement: no surrogate arrives
+                    assert r.status_code == 400, (method, path, where, name, label, r.status_code, r.text[:300])
+                    assert bad not in r.text and "\\ud800" not in r.text and "\\u001b" not in r.text, r.text[:300]
+                    assert (name if where != "path" else "path") in r.json()["error"], r.json()
+        assert client.get("/ragstore/rags/descriptors").json() == before  # nothing was written
+    runtime.close()
+    assert tried > 100

@@ -142,7 +142,7 @@ def test_a_crash_mid_run_leaves_whole_documents_and_the_next_run_completes(tmp_p
     rt = Runtime(data)
     try:
         (crashed,) = rt.sources.runs(kb, "docs")
-        assert crashed["status"] == "RUNNING"  # as the dead process left it
+        assert crashed["status"] == "FAILED" and "interrupted" in crashed["error"]  # not RUNNING, as the dead process left it
         stored = {c.metadata["document_id"] for c in chunks(rt, kb)}
         assert stored == {"docs/d0.md", "docs/d1.md"}  # whole documents only
         run = rt.sources.run(kb, "docs")

@@ -24,6 +24,7 @@ from eddi_rag.api import (
     uploads,
 )
 from eddi_rag.api.deps import Authenticator, principal_of
+from eddi_rag.api.edge import document_text_rule
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import TRUSTED, AuthError
@@ -93,6 +94,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             collections.document_json_parameters(generate())
+            document_text_rule(generate())
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -121,6 +121,82 @@ async def http_error(_: Request, e: Exception) -> Response:
     return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
 
 
+def install_input_guard(app: FastAPI) -> None:
+    """Every operation refuses a path, query parameter or parameter name holding a lone surrogate or a
+    control character (400 naming where; the value is never quoted). JSON bodies are checked by
+    ``strict_json``, multipart file names by ``uploads.read_multipart``."""
+    @app.middleware("http")
+    async def text_only(request: Request, call_next):
+        wrong = jsonvalues.text_problem(request.url.path, "the path", name=True)
+        for name, value in request.query_params.multi_items():
+            wrong = (wrong or jsonvalues.text_problem(name, "a query parameter's name", name=True)
+                     or jsonvalues.text_problem(value, f"query parameter {name!r}"))
+        if wrong:
+            return JSONResponse({"error": wrong}, status_code=400)
+        return await call_next(request)
+
+
+_CONTROL = "\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f"  # what text may not hold (jsonvalues); names: no tab or line break either
+TEXT = f"^[^{_CONTROL}]*$"
+NAME = "^[^\\x00-\\x1f\\x7f]*$"
+# Patterns the API's own schemas use, each with the text rule folded in.
+_WITH_RULE = {"\\S": f"^[^{_CONTROL}]*[^\\s{_CONTROL}][^{_CONTROL}]*$", "^https?://": f"^https?://[^{_CONTROL}]*$"}
+JSON_VALUE = {"anyOf": [{"type": "string", "pattern": TEXT}, {"type": ["number", "boolean", "null"]},
+                        {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+                        {"type": "object", "propertyNames": {"pattern": NAME},
+                         "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}]}
+
+
+def document_text_rule(spec: dict[str, Any]) -> None:
+    """The OpenAPI document says what the input guard refuses: every string a request carries (path and
+    query parameters, JSON bodies, their keys) matches a pattern without control characters, and a body
+    part of any type is a ``JsonValue`` (JSON whose strings and keys hold none)."""
+    spec.setdefault("components", {}).setdefault("schemas", {})["JsonValue"] = JSON_VALUE
+
+    def walk(node: Any, rule: str = TEXT) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if node == {} or set(node) <= {"title", "description"}:  # any JSON value
+            return {**node, "$ref": "#/components/schemas/JsonValue"}
+        declared = node.get("type")
+        types: list[Any] = declared if isinstance(declared, list) else [declared]
+        if "string" in types and "enum" not in node and "const" not in node and node.get("format") != "binary":
+            if "pattern" not in node:
+                node["pattern"] = rule
+            elif node["pattern"] in _WITH_RULE:
+                node["pattern"] = _WITH_RULE[node["pattern"]]
+        if "object" in types or "properties" in node:
+            node.setdefault("propertyNames", {"pattern": NAME})
+            if node.get("additionalProperties", True) is True:
+                node["additionalProperties"] = {"$ref": "#/components/schemas/JsonValue"}
+        for key in ("properties", "$defs", "definitions", "patternProperties"):
+            if isinstance(node.get(key), dict):
+                node[key] = {k: walk(v) for k, v in node[key].items()}
+        for key in ("items", "additionalProperties", "not", "contains"):
+            if isinstance(node.get(key), dict):
+                node[key] = walk(node[key])
+        for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            if isinstance(node.get(key), list):
+                node[key] = [walk(v) for v in node[key]]
+        return node
+
+    for name, schema in spec["components"]["schemas"].items():
+        if name != "JsonValue":
+            walk(schema)
+    for item in spec.get("paths", {}).values():
+        for op in item.values():
+            if not isinstance(op, dict):
+                continue
+            for parameter in op.get("parameters", []):
+                if "schema" in parameter:
+                    walk(parameter["schema"], NAME if parameter.get("in") == "path" else TEXT)
+                for media in (parameter.get("content") or {}).values():
+                    walk(media.get("schema"))
+            for media in ((op.get("requestBody") or {}).get("content") or {}).values():
+                if isinstance(media.get("schema"), dict):
+                    walk(media["schema"])
+
+
 def install_allow_header(app: FastAPI) -> None:
     """A 405 names every method the path takes, as the OpenAPI document lists them (Starlette
     names only its first matching route's)."""

@@ -7,7 +7,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from eddi_rag.api.edge import UnsupportedMediaTypeError, http_error, install_allow_header, invalid_request
+from eddi_rag.api.edge import (
+    UnsupportedMediaTypeError,
+    http_error,
+    install_allow_header,
+    install_input_guard,
+    invalid_request,
+)
 from eddi_rag.api.limits import TooManyRequestsError
 from eddi_rag.api.uploads import BadUploadError, PayloadTooLargeError
 from eddi_rag.auth import AuthError, ForbiddenError
@@ -73,5 +79,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
     install_allow_header(app)
+    install_input_guard(app)
     for error in STATUS:
         app.add_exception_handler(error, answer)

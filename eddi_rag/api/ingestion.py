@@ -13,6 +13,7 @@ from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
 from eddi_rag.ingest.loaders import detect
+from eddi_rag.jsonvalues import text_problem
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -42,6 +43,8 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
                                            for name, j in jobs]}
     if not documentName.strip():
         raise HTTPException(400, "documentName must not be blank")
+    if wrong := text_problem(documentName, "documentName"):
+        raise HTTPException(400, wrong)
     data = await read_body(request, limit)
     if not data.strip():
         raise HTTPException(400, "the request body (the document) is empty")
@@ -81,13 +84,14 @@ def cancel_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Ed
 
 @router.get("/documents")
 def documents(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    """The KB's documents with their chunk counts: {documents: [{documentId, source, chunks, ingestedAt}], complete}."""
-    return runtime.documents(id)
+    """The KB's documents with their chunk counts: {documents: [{documentId, source, chunks, ingestedAt}], complete};
+    a credential bound to a user sees the shared documents and its own, as its search does."""
+    return runtime.documents(id, user_id=caller.user_id)
 
 
 @router.delete("/documents/{document_id:path}")
 def delete_document(id: str, document_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
-    removed = runtime.delete_document(id, document_id)
+    removed = runtime.delete_document(id, document_id, caller.user_id)  # a user-bound key: shared or its own
     if not removed:
         raise HTTPException(404, f"knowledge base {id} has no document {document_id!r}")
     return {"kbId": id, "documentId": document_id, "removed": removed}

@@ -120,7 +120,7 @@ def resource_router(kind: str) -> APIRouter:
             if len(data) > request.app.state.max_upload_bytes:
                 raise too_large("the document", request.app.state.max_upload_bytes)
             fmt = detect(data, "text/plain" if body.text is not None else None, body.documentName)
-            return preview_chunks(config, body.documentName, data, fmt)
+            return preview_chunks(config, body.documentName, data, fmt, runtime.ingestor.limits)
 
     @router.get("/descriptors")
     def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: Offset = 0,

@@ -14,6 +14,7 @@ from eddi_rag.api.limits import QueryLimit
 from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.doctor import check_knowledge_base
 from eddi_rag.pipeline import MAX_QUERY_CHARS
+from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 from eddi_rag.workflow.traversal import DiscoveredKb
 
@@ -93,7 +94,10 @@ class FeedbackRequest(RequestBody):
 
 @router.post("/feedback", status_code=201)
 def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    """Thumbs up / down on a cited source, stored with the question for review (GET /ragstore/feedback)."""
+    """Thumbs up / down on a cited source, stored with the question for review (GET /ragstore/feedback);
+    any viewer, for a chunk of this KB its search can see (404 otherwise)."""
+    if not runtime.chunk_visible(id, body.chunkId, caller.user_id):
+        raise ResourceNotFoundError(f"knowledge base {id} has no chunk {body.chunkId!r} you can see")
     item = runtime.feedback.record(caller.tenant, id, body.query, body.chunkId, body.vote, body.source, body.citation,
                                    body.comment, caller.user_id)
     return item.__dict__

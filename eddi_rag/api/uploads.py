@@ -9,6 +9,7 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 
 from eddi_rag.ingest.loaders import detect
+from eddi_rag.jsonvalues import text_problem
 
 DEFAULT_MAX_UPLOAD_MB = 50
 MAX_FILES = 100  # file parts in one multipart request
@@ -70,7 +71,9 @@ async def read_multipart(request: Request, limit: int) -> list[Upload]:
         if not files:
             raise BadUploadError("the multipart body has no 'file' part (send each file as a part named 'file')")
         uploads = []
-        for f in files:
+        for i, f in enumerate(files):
+            if wrong := text_problem(f.filename or "", f"the filename of file part {i + 1}", name=True):
+                raise BadUploadError(wrong)
             name = (f.filename or "").strip() or "unnamed"
             if f.size is not None and f.size > limit:
                 raise too_large(f"file {name!r}", limit)

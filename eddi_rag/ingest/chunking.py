@@ -45,11 +45,10 @@ def split_text(text: str, config: RagConfiguration) -> list[str]:
     return [p.text for p in split_document(text, config)]
 
 
-def fits_for(config: RagConfiguration, budget: TokenBudget) -> Callable[[str], bool]:
-    """Whether a text fits one chunk: the model's token limit for ``markdown``, else ``chunkSize`` characters."""
-    if config.chunkStrategy == "markdown":
-        return lambda s: budget.count(s) <= budget.limit
-    return lambda s: len(s) <= config.chunkSize
+def fit_spec(config: RagConfiguration) -> dict[str, Any]:
+    """Whether a text fits one chunk, as data (``parsing.fits_of`` makes the function table loaders call):
+    ``{"chars": chunkSize}``, or for ``markdown`` the model's token budget."""
+    return budget_for(config).spec() if config.chunkStrategy == "markdown" else {"chars": config.chunkSize}
 
 
 def split_parts(parts: list[Part], config: RagConfiguration, budget: TokenBudget | None = None) -> list[Piece]:

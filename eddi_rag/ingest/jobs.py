@@ -4,8 +4,12 @@ Jobs and their statuses live in SQLite, so they survive a restart; a job that wa
 processing when the process stopped is picked up again by the next worker, at most MAX_ATTEMPTS
 times in all (a document that crashes the process fails for good: ``failed: gave up after 3
 attempts``). A job's document body is kept until it completes: a failed job can be retried as it
-was. A pending or processing job can be cancelled. At most ``max_queued`` jobs wait at once
-(EDDI_RAG_MAX_QUEUED_JOBS, default 1,000): more are refused (QueueFullError, HTTP 429).
+was. A pending or processing job can be cancelled: ``cancelled`` is stored before ``cancel`` returns
+(so no restart ever runs it again), a file being parsed has its parse process killed within
+POLL_SECONDS, and embedding stops before its next batch; nothing of a cancelled job is written. At
+most ``max_queued`` jobs wait at once (EDDI_RAG_MAX_QUEUED_JOBS, default 1,000): more are refused
+(QueueFullError, HTTP 429). While processing, ``progress`` says what the job does: ``parsing`` (the
+pages or rows read) or ``embedding`` (chunks done of all).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag.db import Database
+from eddi_rag.ingest.parsing import ParseCancelledError
 from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
@@ -65,10 +70,10 @@ class Job:
     chunks: int | None = None
     created: str | None = None
     updated: str | None = None
-    progress: tuple[int, int] | None = None  # (chunks embedded, chunks) while processing
+    progress: dict[str, Any] | None = None  # while processing: {phase, unit, done, total}
 
     @classmethod
-    def of(cls, row: Any, progress: tuple[int, int] | None = None) -> Job:
+    def of(cls, row: Any, progress: dict[str, Any] | None = None) -> Job:
         return cls(row["id"], row["kb_id"], row["version"], row["document"], row["status"], row["chunks"],
                    row["created_on"], row["updated_on"], progress if row["status"] == PROCESSING else None)
 
@@ -76,7 +81,7 @@ class Job:
         out: dict[str, Any] = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
                "status": self.status, "chunks": self.chunks, "createdOn": self.created, "updatedOn": self.updated}
         if self.progress is not None:
-            out["progress"] = {"done": self.progress[0], "total": self.progress[1]}
+            out["progress"] = self.progress
         return out
 
 
@@ -84,8 +89,27 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-# run(kb_id, version, document, body, format, progress(done, total)) -> number of chunks written
-Runner = Callable[[str, int, str, bytes, str, Callable[[int, int], None]], int]
+class Progress:
+    """What a running job hears from its work (pages/rows parsed, chunks embedded) and asks (was it cancelled?)."""
+
+    def __init__(self, job_id: str, queue: IngestionQueue):
+        self.job_id, self.queue = job_id, queue
+
+    def cancelled(self) -> bool:
+        """Cancelled, or the worker is stopping (then the job waits for the next start)."""
+        return self.job_id in self.queue._cancel or self.queue._stopping
+
+    def parsed(self, unit: str, done: int) -> None:
+        self.queue._progress[self.job_id] = {"phase": "parsing", "unit": unit, "done": done, "total": None}
+
+    def embedded(self, done: int, total: int) -> None:
+        if self.cancelled():
+            raise _Cancelled()
+        self.queue._progress[self.job_id] = {"phase": "embedding", "unit": "chunks", "done": done, "total": total}
+
+
+# run(kb_id, version, document, body, format, progress) -> number of chunks written
+Runner = Callable[[str, int, str, bytes, str, Progress], int]
 
 
 def max_queued_from_env() -> int:
@@ -106,13 +130,14 @@ class IngestionQueue:
         if "attempts" not in columns:
             db.execute("ALTER TABLE ingestion_jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
         self._cancel: set[str] = set()  # processing jobs asked to stop
+        self._stopping = False  # stop(): the running job is put back for the next start
         self._waits: dict[str, int] = {}  # job -> times its store was found down in a row
         self._timers: dict[str, threading.Timer] = {}
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._idle = threading.Condition()
         self._busy = 0
-        self._progress: dict[str, tuple[int, int]] = {}
+        self._progress: dict[str, dict[str, Any]] = {}
 
     def _enqueue(self, job_id: str) -> None:
         with self._idle:
@@ -163,29 +188,41 @@ class IngestionQueue:
         if job is None or not (job.status.startswith("failed") or job.status == CANCELLED):
             raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a failed or "
                                        f"cancelled one can be retried")
-        self.db.execute("UPDATE ingestion_jobs SET attempts=0 WHERE id=?", (job_id,))
-        self._set(job_id, PENDING)
+        self._cancel.discard(job_id)
+        self.db.execute("UPDATE ingestion_jobs SET status=?, chunks=NULL, attempts=0, updated_on=? WHERE id=?", (PENDING, _now(), job_id))
         self._enqueue(job_id)
         return self.status(job_id) or job
 
     def cancel(self, job_id: str) -> Job:
-        """Stop a pending job before it starts, or a processing one at its next progress step
-        (nothing of it is written: a document's chunks replace its old ones in one step, at the end)."""
+        """Cancel a pending or processing job: ``cancelled`` is stored at once; a processing one stops
+        within POLL_SECONDS while parsing (its process killed), or before its next embedding batch.
+        Nothing of it is written (a document's chunks replace its old ones in one step, at the end)."""
         job = self.status(job_id)
         if job is None or job.status not in WAITING:
             raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a pending or "
                                        f"processing one can be cancelled")
-        if job.status == PROCESSING:
-            self._cancel.add(job_id)
-        self.db.execute("UPDATE ingestion_jobs SET status=?, updated_on=? WHERE id=? AND status IN (?, ?)",
-                        (CANCELLED, _now(), job_id, PENDING, UNAVAILABLE))
+        self._cancel.add(job_id)  # (a pending one never starts: its stored status says so)
+        self.db.execute(f"UPDATE ingestion_jobs SET status=?, updated_on=? WHERE id=? AND status IN ({', '.join('?' * len(WAITING))})",
+                        (CANCELLED, _now(), job_id, *WAITING))
         return self.status(job_id) or job
 
+    def cancel_kb(self, kb_id: str) -> int:
+        """Cancel every pending or processing job of a knowledge base (it is being deleted); how many."""
+        rows = self.db.query(f"SELECT id FROM ingestion_jobs WHERE kb_id=? AND status IN ({', '.join('?' * len(WAITING))})",
+                             (kb_id, *WAITING))
+        for r in rows:
+            try:
+                self.cancel(r["id"])
+            except JobNotRetryableError:  # it ended meanwhile
+                pass
+        return len(rows)
+
     def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False) -> None:
+        """A job's new status, unless it was cancelled meanwhile (cancelled stays cancelled)."""
         body = ", body=NULL" if clear_body else ""
         self.db.execute(
-            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?{body} WHERE id=?",
-            (status, chunks, _now(), job_id),
+            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?{body} WHERE id=? AND status<>?",
+            (status, chunks, _now(), job_id, CANCELLED),
         )
 
     def process(self, job_id: str) -> None:
@@ -196,20 +233,22 @@ class IngestionQueue:
         if r["attempts"] >= MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process
             self._set(job_id, f"failed: gave up after {r['attempts']} attempts")
             return
-        self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts+1, updated_on=? WHERE id=?",
-                        (PROCESSING, _now(), job_id))
-
-        def progress(done: int, total: int) -> None:
-            if job_id in self._cancel:
-                raise _Cancelled()
-            self._progress[job_id] = (done, total)
-
+        self._cancel.discard(job_id)  # (a retried job cancelled before)
+        started = self.db.execute(f"UPDATE ingestion_jobs SET status=?, attempts=attempts+1, updated_on=? "
+                                  f"WHERE id=? AND status IN ({', '.join('?' * len(WAITING))})", (PROCESSING, _now(), job_id, *WAITING))
+        if not started.rowcount:  # cancelled since it was read
+            return
+        self._progress[job_id] = {"phase": "parsing", "unit": None, "done": 0, "total": None}
         try:
             body = r["body"] or b""
             chunks = self.run(r["kb_id"], r["version"], r["document"],
-                              body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text", progress)
-        except _Cancelled:
-            self._set(job_id, CANCELLED)
+                              body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text", Progress(job_id, self))
+        except (_Cancelled, ParseCancelledError):
+            if job_id in self._cancel:
+                self._set(job_id, CANCELLED)
+            else:  # the server is stopping: the next start runs it again (not counted as an attempt)
+                self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts-1, updated_on=? WHERE id=? AND status=?",
+                                (PENDING, _now(), job_id, PROCESSING))
         except StoreUnavailableError as e:  # not the document's fault: not an attempt either
             log.warning("ingestion %s of %r waits for its store: %s", job_id, r["document"], self.redact(str(e)))
             self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts-1, updated_on=? WHERE id=?",
@@ -241,6 +280,7 @@ class IngestionQueue:
         """Start the worker and re-queue jobs a previous process left unfinished."""
         if self._thread is not None:
             return
+        self._stopping = False
         unfinished = self.db.query("SELECT id FROM ingestion_jobs WHERE status IN (?, ?, ?) ORDER BY created_on", WAITING)
         for r in unfinished:
             self._enqueue(r["id"])
@@ -264,6 +304,8 @@ class IngestionQueue:
             return self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     def stop(self) -> None:
+        """Stop the worker; a job it is running stops at its next step and waits for the next start."""
+        self._stopping = True
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()

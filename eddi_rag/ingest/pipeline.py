@@ -26,9 +26,10 @@ from eddi_rag.factories import (
     EmbeddingStoreFactory,
     embedding_key,
 )
-from eddi_rag.ingest import loaders
-from eddi_rag.ingest.chunking import fits_for, split_parts
+from eddi_rag.ingest.chunking import fit_spec, split_parts
+from eddi_rag.ingest.limits import DocumentLimits
 from eddi_rag.ingest.loaders import Part
+from eddi_rag.ingest.parsing import Report, parse
 from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.stores.base import Chunk
 
@@ -109,8 +110,10 @@ def check_document(doc: Document, config: RagConfiguration) -> None:
 
 class Ingestor:
     def __init__(self, embeddings: EmbeddingModelFactory, stores: EmbeddingStoreFactory,
-                 on_change: Callable[[str], None] = lambda kb_id: None):
+                 on_change: Callable[[str], None] = lambda kb_id: None, limits: DocumentLimits | None = None):
+        """``limits``: what one document may cost (default: DocumentLimits.from_env())."""
         self.embeddings, self.stores, self.on_change = embeddings, stores, on_change
+        self.limits = limits or DocumentLimits.from_env()
 
     def ingest_text(
         self,
@@ -124,11 +127,14 @@ class Ingestor:
         return self.ingest(kb_id, config, Document(document, text, **fields), progress)
 
     def ingest_file(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
-                    progress: Callable[[int, int], None] | None = None, **fields: Any) -> IngestReport:
-        """Ingest a file already detected as ``fmt`` (``loaders.detect``): its parts are chunked
-        one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...).
-        Raises UnreadableDocumentError (encrypted, corrupt, no text) before anything is stored."""
-        parts = loaders.load(fmt, data, document, fits_for(config, budget_for(config)))
+                    progress: Callable[[int, int], None] | None = None, parsed: Report | None = None,
+                    cancelled: Callable[[], bool] = lambda: False, **fields: Any) -> IngestReport:
+        """Ingest a file already detected as ``fmt`` (``loaders.detect``): parsed in a limited process
+        (``parsing.parse``: ``parsed`` hears the pages/rows read, ``cancelled`` stops it), its parts
+        chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...).
+        Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
+        or ParseCancelledError before anything is stored."""
+        parts = parse(fmt, data, document, fit_spec(config), self.limits, parsed, cancelled)
         text = "\n\n".join(p.text for p in parts)
         return self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
 
@@ -189,8 +195,12 @@ class Ingestor:
     def _plan(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document) -> _Plan:
         """Check and split ``doc``; which pieces need embedding and which reuse stored vectors."""
         check_document(doc, config)
+        if len(doc.text) > self.limits.max_chars:
+            raise self.limits.over("max_chars", f"document {doc.document_id!r}: its text is {len(doc.text):,} characters")
         budget = budget_for(config)
         pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
+        if len(pieces) > self.limits.max_chunks:
+            raise self.limits.over("max_chunks", f"document {doc.document_id!r} makes {len(pieces):,} chunks")
         model_key = embedding_key(config)
         hashes = [content_hash(model_key, p.text) for p in pieces]
         stored = {c.metadata.get("content_hash"): c.vector for c in store.get({"document_id": doc.document_id})

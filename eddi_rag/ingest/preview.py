@@ -5,16 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from eddi_rag.config import RagConfiguration
-from eddi_rag.ingest import loaders
-from eddi_rag.ingest.chunking import fits_for, split_parts
+from eddi_rag.ingest.chunking import fit_spec, split_parts
+from eddi_rag.ingest.limits import DocumentLimits
+from eddi_rag.ingest.parsing import parse
 from eddi_rag.ingest.tokens import budget_for
 
 
-def preview_chunks(config: RagConfiguration, document: str, data: bytes, fmt: str) -> dict[str, Any]:
-    """{chunks: [{position, text, chars, tokens, section?, citation}], tokenLimit, tokenizer, overLimit}."""
+def preview_chunks(config: RagConfiguration, document: str, data: bytes, fmt: str,
+                   limits: DocumentLimits | None = None) -> dict[str, Any]:
+    """{chunks: [{position, text, chars, tokens, section?, citation}], tokenLimit, tokenizer, overLimit};
+    the file parsed as ingestion parses it (a limited process; ``limits``: default from the environment)."""
+    limits = limits or DocumentLimits.from_env()
     budget = budget_for(config)
-    parts = loaders.load(fmt, data, document, fits_for(config, budget))
+    parts = parse(fmt, data, document, fit_spec(config), limits)
     pieces = split_parts(parts, config, budget)
+    if len(pieces) > limits.max_chunks:
+        raise limits.over("max_chunks", f"the document makes {len(pieces):,} chunks")
     chunks: list[dict[str, Any]] = []
     for i, piece in enumerate(pieces):
         chunks.append({"position": i, "text": piece.text, "chars": len(piece.text), "tokens": budget.count(piece.text),

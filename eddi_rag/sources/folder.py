@@ -1,15 +1,16 @@
 """A folder on the server: every file of a supported type under it (recursively; hidden files and
 folders skipped), selected by include/exclude globs on its path under the folder. The folder must
 lie inside one of ``EDDI_RAG_FOLDER_ROOTS`` (paths separated by ``os.pathsep``; default: the
-server's working directory), so a configuration cannot make the server read anywhere it may."""
+server's working directory), so a configuration cannot make the server read anywhere it may: the
+folder when saved and run, and each file's real path (symlinks resolved) when listed and read."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from eddi_rag.config import FolderSource
 from eddi_rag.ingest.loaders import FORMATS
+from eddi_rag.paths import folder_roots, inside
 from eddi_rag.sources import Item, Listing, selected
 
 EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
@@ -19,16 +20,10 @@ class FolderNotAllowedError(ValueError):
     pass
 
 
-def roots() -> list[Path]:
-    raw = os.environ.get("EDDI_RAG_FOLDER_ROOTS")
-    parts = raw.split(os.pathsep) if raw else [os.getcwd()]
-    return [Path(p).resolve() for p in parts if p.strip()]
-
-
 def check_folder(path: str) -> Path:
     folder = Path(path).expanduser().resolve()
-    allowed = roots()
-    if not any(folder == r or r in folder.parents for r in allowed):
+    allowed = folder_roots()
+    if not inside(folder, allowed):
         raise FolderNotAllowedError(f"folder {path!r} is outside the allowed roots ({', '.join(map(str, allowed))}); "
                                     f"set EDDI_RAG_FOLDER_ROOTS to allow it")
     if not folder.is_dir():
@@ -36,10 +31,22 @@ def check_folder(path: str) -> Path:
     return folder
 
 
+def outside(path: Path) -> bool:
+    """Whether a file's real path (symlinks resolved) lies outside every folder root."""
+    return not inside(path.resolve(), folder_roots())
+
+
 def item(source_id: str, folder: Path, rel: str) -> Item:
-    """The document at ``rel`` (a posix path under ``folder``): id ``<source id>/<rel>``, cited as ``rel``."""
+    """The document at ``rel`` (a posix path under ``folder``): id ``<source id>/<rel>``, cited as ``rel``.
+    Its real path is checked against the roots again when it is read."""
     path = folder / rel
-    return Item(f"{source_id}/{rel}", rel, lambda: (path.read_bytes(), None))
+
+    def read() -> tuple[bytes, None]:
+        if outside(path):
+            raise FolderNotAllowedError(f"{rel}: its real path (a symlink?) is outside the folders sources may read")
+        return path.resolve().read_bytes(), None
+
+    return Item(f"{source_id}/{rel}", rel, read)
 
 
 def listing(source_id: str, spec: FolderSource) -> Listing:
@@ -50,5 +57,9 @@ def listing(source_id: str, spec: FolderSource) -> Listing:
         if any(part.startswith(".") for part in path.relative_to(folder).parts) or not path.is_file():
             continue
         if path.suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude):
+            if outside(path):  # a symlink (or a file under a linked folder) pointing out of the roots
+                out.failures.append({"document": rel, "reason": "its real path (a symlink?) is outside the folders "
+                                                                "sources may read (EDDI_RAG_FOLDER_ROOTS)"})
+                continue
             out.items.append(item(source_id, folder, rel))
     return out

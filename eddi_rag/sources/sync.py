@@ -93,8 +93,21 @@ class Run:
 class SourceSync:
     def __init__(self, runtime: Runtime):
         self.rt = runtime
+        self._active: set[str] = set()  # runs under way in this process
         for sql in _SCHEMA:
             runtime.db.execute(sql)
+
+    def _interrupted(self, row: Any) -> bool:
+        """Whether a RUNNING run's process ended before it finished (this process: a run it is not
+        carrying out, e.g. one of an earlier process that had the same pid)."""
+        if row["pid"] == os.getpid():
+            return row["run_id"] not in self._active
+        return not _alive(row["pid"])
+
+    def _fail_interrupted(self, conn: Any, row: Any) -> None:
+        conn.execute("UPDATE source_runs SET status=?, finished_at=?, error=? WHERE run_id=? AND status=?",
+                     (FAILED, _now(), f"interrupted: its process ({row['pid']}) ended before it finished", row["run_id"],
+                      RUNNING))
 
     # -- what is where ----------------------------------------------------------------------
     def source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
@@ -143,12 +156,11 @@ class SourceSync:
         with self.rt.db.transaction() as conn:
             for row in conn.execute("SELECT run_id, pid FROM source_runs WHERE kb_id=? AND source_id=? AND status=?",
                                     (kb_id, source_id, RUNNING)).fetchall():
-                if _alive(row["pid"]):
+                if not self._interrupted(row):
                     raise SourceBusyError(f"source {source_id!r} of knowledge base {kb_id!r} is already running "
                                           f"(run {row['run_id']}); one run per source at a time")
-                conn.execute("UPDATE source_runs SET status=?, finished_at=?, error=? WHERE run_id=?",
-                             (FAILED, _now(), f"interrupted: its process ({row['pid']}) ended before it finished",
-                              row["run_id"]))
+                self._fail_interrupted(conn, row)
+            self._active.add(run.runId)
             conn.execute("INSERT INTO source_runs (run_id, kb_id, source_id, kind, status, started_at, pid) "
                          "VALUES (?,?,?,?,?,?,?)", (run.runId, kb_id, source_id, kind, RUNNING, run.startedAt, os.getpid()))
         return run
@@ -210,6 +222,7 @@ class SourceSync:
             run.status, run.error = FAILED, self.rt.resolver.redact(f"{type(e).__name__}: {e}")
         run.finishedAt = _now()
         self._save(run)
+        self._active.discard(run.runId)
         return run
 
     def _one(self, kb_id: str, config: RagConfiguration, sid: str, item: Item, known: Any, run: Run) -> None:
@@ -263,8 +276,14 @@ class SourceSync:
 
     def runs(self, kb_id: str, source_id: str, limit: int = 50) -> list[dict[str, Any]]:
         _, source = self.source(kb_id, source_id)
-        rows = self.rt.db.query("SELECT * FROM source_runs WHERE kb_id=? AND source_id=? ORDER BY started_at DESC "
-                                "LIMIT ?", (kb_id, source.effective_id, limit))
+        query = ("SELECT * FROM source_runs WHERE kb_id=? AND source_id=? ORDER BY started_at DESC LIMIT ?",
+                 (kb_id, source.effective_id, limit))
+        stale = [r for r in self.rt.db.query(*query) if r["status"] == RUNNING and self._interrupted(r)]
+        if stale:  # a run whose process died reads as what it is
+            with self.rt.db.transaction() as conn:
+                for r in stale:
+                    self._fail_interrupted(conn, r)
+        rows = self.rt.db.query(*query)
         return [Run(r["run_id"], r["status"], r["started_at"], r["finished_at"], r["added"], r["updated"],
                     r["unchanged"], r["deleted"], r["failed"], json.loads(r["failures"] or "[]"), r["error"],
                     r["kind"], r["embedded"]).to_json() for r in rows]

@@ -54,6 +54,15 @@ def _is_scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool))
 
 
+def _shape(value: Any) -> str:
+    """What a value is, without quoting it (error messages never echo the input)."""
+    if isinstance(value, list):
+        return f"a list of {len(value)}" + (f" holding {_shape(next(v for v in value if not _is_scalar(v)))}"
+                                            if not all(_is_scalar(v) for v in value) else "")
+    names = {dict: "an object", str: "a string", bool: "a boolean", type(None): "null", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
+
+
 def _check_number(value: Any, path: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise FilterError(f"{path}: {value!r} is not a finite number")
@@ -85,14 +94,14 @@ def _compare(field: str, op: str, value: Any, path: str) -> Compare:
         raise FilterError(f"{path}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
     if op in ("$in", "$nin"):
         if not isinstance(value, list) or not all(_is_scalar(v) for v in value):
-            raise FilterError(f"{path}: {op} needs a list of strings, numbers or booleans, got {str(value)[:200]}")
+            raise FilterError(f"{path}: {op} needs a list of strings, numbers or booleans, got {_shape(value)}")
         if len(value) > MAX_VALUES:
             raise FilterError(f"{path}: {op} takes at most {MAX_VALUES:,} values, got {len(value):,}")
         for i, v in enumerate(value):
             _check_number(v, f"{path}[{i}]")
         return Compare(field, op, tuple(value))
     if not _is_scalar(value):
-        raise FilterError(f"{path}: {op} needs a string, number or boolean, got {str(value)[:200]}")
+        raise FilterError(f"{path}: {op} needs a string, number or boolean, got {_shape(value)}")
     _check_number(value, path)
     if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(value, bool):
         raise FilterError(f"{path}: {op} needs a number or a string, got {value!r}")
@@ -118,7 +127,7 @@ def _parse(where: Any, path: str, depth: int) -> Node | None:
     if where is None or where == {}:
         return None
     if not isinstance(where, dict):
-        raise FilterError(f"{path}: a filter must be an object, got {str(where)[:200]}")
+        raise FilterError(f"{path}: a filter must be an object, got {_shape(where)}")
     parts: list[Node] = []
     for key, value in where.items():
         here = f"{path}.{key}"

@@ -20,9 +20,12 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filetype
+
+if TYPE_CHECKING:
+    from eddi_rag.ingest.limits import Meter
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ FORMATS = {f.name: f for f in (
     Format("markdown", "text/markdown", (".md", ".markdown"), False),
     Format("text", "text/plain", (".txt", ".text"), False),
 )}
+ZIPPED = frozenset({"docx", "pptx", "xlsx"})  # OOXML: zip archives, checked before they are inflated
 _BY_MEDIA_TYPE = {f.media_type: f for f in FORMATS.values()} | {
     "application/xhtml+xml": FORMATS["html"], "text/x-markdown": FORMATS["markdown"],
     "application/csv": FORMATS["csv"], "application/vnd.ms-excel.sheet.macroenabled.12": FORMATS["xlsx"],
@@ -106,13 +110,22 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     return "text"
 
 
-def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool], meter: Meter | None = None) -> list[Part]:
     """Extract ``data`` (already detected as ``fmt``) into parts. ``fits`` tells table loaders how
-    many rows one chunk may hold. Raises UnreadableDocumentError; no parts means no text."""
+    many rows one chunk may hold; ``meter`` counts pages and rows against the document limits (default:
+    the default limits). Raises UnreadableDocumentError (DocumentLimitError over a limit); no parts
+    means no text. Untrusted files go through ``ingest.parsing.parse``, which runs this in a limited process."""
+    from eddi_rag.ingest.limits import DocumentLimits, Meter, check_zip
+
     if fmt not in FORMATS:
         raise _refuse(repr(fmt))
+    meter = meter or Meter(DocumentLimits())
+    if fmt in ZIPPED:
+        check_zip(data, meter.limits, name, fmt.upper())
     module = importlib.import_module(f"{__name__}.{fmt}")
-    return [p for p in module.load(data, name, fits) if p.text.strip()]
+    parts = [p for p in module.load(data, name, fits, meter) if p.text.strip()]
+    meter.characters(sum(len(p.text) for p in parts))
+    return parts
 
 
 def decode_text(data: bytes) -> str:

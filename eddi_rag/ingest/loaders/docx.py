@@ -9,6 +9,7 @@ import re
 import zipfile
 from collections.abc import Callable
 
+from eddi_rag.ingest.limits import Meter
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import table_blocks
 
@@ -22,7 +23,7 @@ def _heading_level(style_name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
     import docx
     from docx.table import Table
 
@@ -33,6 +34,7 @@ def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
     blocks: list[str] = []
     for item in document.iter_inner_content():
         if isinstance(item, Table):
+            meter.count("rows", len(item.rows))
             blocks += table_blocks([[cell.text.strip() for cell in row.cells] for row in item.rows])
             continue
         text = item.text.strip()

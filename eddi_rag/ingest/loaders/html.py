@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from eddi_rag.ingest.loaders import Part, decode_text
+from eddi_rag.ingest.limits import Meter
+from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, decode_text
 
 NOISE = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe", "svg",
          "button", "dialog")
@@ -34,5 +35,24 @@ def to_markdown(html: str) -> str:
     return text
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
-    return [Part(to_markdown(decode_text(data)), markdown=True)]
+MAX_DEPTH = 255  # elements nested deeper than libxml2's HTML parser reads (its own limit, 256)
+
+
+def check_depth(html: str, name: str) -> None:
+    """Refuse HTML nested deeper than MAX_DEPTH, found by libxml2 in milliseconds (Python's parsers
+    take minutes and gigabytes on a few megabytes of nested elements)."""
+    from lxml import etree
+
+    parser = etree.HTMLParser(recover=True)
+    etree.fromstring(html.encode("utf-8", "surrogatepass"), parser)
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
+        raise UnreadableDocumentError(f"{name}: the HTML nests elements more than {MAX_DEPTH} levels deep")
+
+
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+    html = decode_text(data)
+    check_depth(html, name)
+    try:
+        return [Part(to_markdown(html), markdown=True)]
+    except RecursionError:
+        raise UnreadableDocumentError(f"{name}: the HTML nests elements too deeply to read") from None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
+from eddi_rag.ingest.limits import Meter
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 
@@ -16,7 +17,11 @@ def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise UnreadableDocumentError(f"{name}: the PDF is encrypted; upload a copy without a password")
-        pages = [(n, (page.extract_text() or "").strip()) for n, page in enumerate(reader.pages, 1)]
+        meter.whole("pages", len(reader.pages))
+        pages = []
+        for n, page in enumerate(reader.pages, 1):
+            pages.append((n, (page.extract_text() or "").strip()))
+            meter.count("pages")
     except UnreadableDocumentError:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:

@@ -7,6 +7,7 @@ import io
 import zipfile
 from collections.abc import Callable
 
+from eddi_rag.ingest.limits import Meter
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import table_blocks
 
@@ -23,7 +24,7 @@ def _shape_texts(shapes) -> list[str]:
     return out
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
     from pptx import Presentation
 
     try:
@@ -31,7 +32,9 @@ def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
     except (zipfile.BadZipFile, KeyError, ValueError) as e:
         raise UnreadableDocumentError(f"{name}: corrupt or unreadable PPTX ({type(e).__name__}: {e})") from e
     parts = []
+    meter.whole("pages", len(deck.slides))
     for n, slide in enumerate(deck.slides, 1):
+        meter.count("pages")
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text.strip() if title_shape is not None and title_shape.has_text_frame else ""
         title_id = title_shape.shape_id if title_shape is not None else None

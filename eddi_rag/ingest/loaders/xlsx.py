@@ -9,6 +9,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.ingest.limits import Meter
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import Row, format_value, pack_rows, row_lines, row_span
 
@@ -30,7 +31,7 @@ def _cite(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
     return cite
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
     from openpyxl import load_workbook
 
     try:
@@ -44,6 +45,7 @@ def load(data: bytes, name: str, fits: Callable[[str], bool]) -> list[Part]:
             header = [format_value(v) for v in next(values, ())]
             rows = []
             for number, row in enumerate(values, 2):
+                meter.count("rows")
                 filled = [i for i, v in enumerate(row) if format_value(v)]
                 if filled:
                     rows.append(Row(number, "\n".join(row_lines(header, row)), filled[0] + 1, filled[-1] + 1))

@@ -337,6 +337,12 @@ async function pollIngestions(kb) {
   }
 }
 
+function progressText(p) {
+  // parsing: the pages or rows read so far; embedding: chunks done of all
+  if (p.phase === "parsing") return p.unit ? `parsing · ${p.done} ${p.unit}` : "parsing";
+  return `embedding ${p.done}/${p.total}`;
+}
+
 function renderIngestions(kb, jobs) {
   for (const job of jobs) {
     const item = uploads.get(job.ingestionId);
@@ -355,7 +361,7 @@ function renderIngestions(kb, jobs) {
     el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", {}, "Status"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Updated"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
     el("tbody", {}, jobs.map((j) => el("tr", { class: statusClass(j.status), "data-ingestion": j.ingestionId },
       el("td", {}, j.documentName),
-      el("td", { class: "status" }, j.status === "processing" && j.progress ? `processing ${j.progress.done}/${j.progress.total}` : j.status),
+      el("td", { class: "status" }, j.status === "processing" && j.progress ? progressText(j.progress) : j.status),
       el("td", { class: "num" }, j.chunks ?? ""),
       el("td", {}, when(j.updatedOn)),
       el("td", {}, j.status.startsWith("failed") && CAN_EDIT()

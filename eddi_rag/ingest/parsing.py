@@ -1,0 +1,220 @@
+"""Untrusted files are parsed in a separate process under hard limits, so that no document can take
+the server down: the child limits its own address space (``parse_memory_mb``) and CPU time
+(``parse_cpu_seconds``) before it reads the file; the server kills it past ``parse_seconds`` of wall
+time, or within a fraction of a second of a cancel. What it parsed comes back as parts (text +
+citation metadata); pages and rows read so far come back as progress while it works. Zip-based
+files are checked against the unzip limits before the child starts.
+
+Plain text and Markdown are only decoded (nothing to isolate): they are read in process, under the
+same character limit. ``EDDI_RAG_ISOLATE=0`` reads everything in process (debugging only).
+
+The child is ``python -m eddi_rag.ingest.parsing``: one JSON line (format, name, fit, limits, size),
+then the file's bytes on stdin; JSON lines on stdout: ``{"progress": [unit, n]}``, then
+``{"parts": [[text, metadata, markdown], ...]}`` or ``{"error": [kind, message]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import IO, Any
+
+from eddi_rag.ingest import loaders
+from eddi_rag.ingest.limits import MB, DocumentLimitError, DocumentLimits, Meter, check_zip
+from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, UnsupportedFileTypeError
+
+IN_PROCESS = frozenset({"text", "markdown"})  # decoded, not parsed
+POLL_SECONDS = 0.1  # how often the wait looks at cancel and the clock
+# What the child may see of the server's environment (never its secrets).
+_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+_ERRORS: dict[str, type[Exception]] = {"limit": DocumentLimitError, "unreadable": UnreadableDocumentError,
+                                       "unsupported": UnsupportedFileTypeError}
+
+
+class ParseCancelledError(Exception):
+    """The parse was stopped because its job was cancelled."""
+
+
+Report = Callable[[str, int], None]  # (unit, count read so far)
+
+
+def parse(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: DocumentLimits,
+          report: Report | None = None, cancelled: Callable[[], bool] = lambda: False) -> list[Part]:
+    """The parts of a file detected as ``fmt`` (``loaders.detect``). ``fit``: ``{"chars": n}`` or a token
+    budget's spec (how table loaders pack rows). Raises UnreadableDocumentError (DocumentLimitError
+    over a limit, naming its setting) or ParseCancelledError."""
+    if fmt in loaders.ZIPPED:
+        check_zip(data, limits, name, fmt.upper())  # before a process is even started
+    if fmt in IN_PROCESS or not limits.isolate:
+        return loaders.load(fmt, data, name, fits_of(fit), Meter(limits, report))
+    return _Child(limits).run({"fmt": fmt, "name": name, "fit": fit}, data, report, cancelled)
+
+
+def fits_of(spec: dict[str, Any]) -> Callable[[str], bool]:
+    """A ``fit`` spec as the function table loaders call: ``chunkSize`` characters, or tokens within a budget."""
+    if "chars" in spec:
+        size = int(spec["chars"])
+        return lambda text: len(text) <= size
+    from eddi_rag.ingest.tokens import budget_of
+
+    budget = budget_of(spec["tokenizer"], int(spec["limit"]), spec.get("path"))
+    return lambda text: budget.count(text) <= budget.limit
+
+
+class _Child:
+    def __init__(self, limits: DocumentLimits):
+        self.limits = limits
+
+    def run(self, request: dict[str, Any], data: bytes, report: Report | None, cancelled: Callable[[], bool]) -> list[Part]:
+        env = {k: v for k, v in os.environ.items() if k in _ENV}
+        process = subprocess.Popen([sys.executable, "-B", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=env, start_new_session=True)
+        assert process.stdin and process.stdout and process.stderr
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        stderr: list[bytes] = []
+        header = json.dumps({**request, "limits": asdict(self.limits), "size": len(data)}).encode() + b"\n"
+        threads = [threading.Thread(target=_send, args=(process.stdin, header, data), daemon=True),
+                   threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True),
+                   threading.Thread(target=_tail, args=(process.stderr, stderr), daemon=True)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + self.limits.parse_seconds
+        try:
+            while True:
+                if cancelled():
+                    raise ParseCancelledError("cancelled while parsing")
+                if time.monotonic() > deadline:
+                    raise self.limits.over("parse_seconds", f"parsing took longer than {self.limits.parse_seconds} s")
+                try:
+                    line = lines.get(timeout=POLL_SECONDS)
+                except queue.Empty:
+                    continue
+                if line is None:  # the child ended without an answer
+                    raise self._died(process, b"".join(stderr))
+                message = json.loads(line)
+                if "progress" in message and report is not None:
+                    report(*message["progress"])
+                elif "parts" in message:
+                    return [Part(text, metadata, markdown) for text, metadata, markdown in message["parts"]]
+                elif "error" in message:
+                    kind, text = message["error"]
+                    raise _ERRORS.get(kind, UnreadableDocumentError)(text)
+        finally:
+            _kill(process)
+            for t in threads:
+                t.join(timeout=5)
+
+    def _died(self, process: subprocess.Popen[bytes], stderr: bytes) -> Exception:
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        cpu = usage.ru_utime + usage.ru_stime
+        if process.returncode == -signal.SIGXCPU or (process.returncode == -signal.SIGKILL and cpu >= self.limits.parse_cpu_seconds - 0.5):
+            return self.limits.over("parse_cpu_seconds", f"parsing used more than {self.limits.parse_cpu_seconds} s of CPU time")
+        if process.returncode == -signal.SIGKILL:  # the kernel's OOM killer, or someone else
+            return self.limits.over("parse_memory_mb", "the parser was killed (out of memory?)")
+        last = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit code {process.returncode}"]
+        return UnreadableDocumentError(f"the parser stopped: {last[0][:300]}")
+
+
+def _send(pipe: IO[bytes], header: bytes, data: bytes) -> None:
+    try:
+        pipe.write(header)
+        pipe.write(data)
+        pipe.close()
+    except (BrokenPipeError, OSError, ValueError):  # the child died (or was killed) before reading it all
+        pass
+
+
+def _lines(pipe: IO[bytes], out: queue.Queue[bytes | None]) -> None:
+    try:
+        for line in pipe:
+            out.put(line)
+    except (OSError, ValueError):
+        pass
+    out.put(None)
+
+
+def _tail(pipe: IO[bytes], out: list[bytes]) -> None:
+    try:
+        for line in pipe:
+            out[:] = [*out[-20:], line]
+    except (OSError, ValueError):
+        pass
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    if process.returncode is None and process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: anything it started goes too
+        except ProcessLookupError:
+            pass
+        process.wait()
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the server dies (even by kill -9), so no parse outlives it."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parse ends at its CPU limit or on its first write
+        pass
+    if os.getppid() != parent:  # the server died before the line above
+        os._exit(1)
+
+
+def _child() -> None:
+    import resource
+
+    _die_with_parent()
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the answer's channel; a library's prints go to stderr
+    os.dup2(2, 1)
+    request = json.loads(sys.stdin.buffer.readline())
+    limits = DocumentLimits(**request["limits"])
+    memory = limits.parse_memory_mb * MB
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.parse_cpu_seconds, limits.parse_cpu_seconds + 2))
+
+    def send(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message, ensure_ascii=False) + "\n")
+        out.flush()
+
+    try:
+        data = sys.stdin.buffer.read(request["size"])
+        meter = Meter(limits, lambda unit, n: send({"progress": [unit, n]}))
+        parts = loaders.load(request["fmt"], data, request["name"], fits_of(request["fit"]), meter)
+        send({"parts": [[p.text, p.metadata, p.markdown] for p in parts]})
+    except MemoryError:
+        send({"error": ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "
+                                 f"(limit: {limits.setting('parse_memory_mb')}={limits.parse_memory_mb})"]})
+    except DocumentLimitError as e:
+        send({"error": ["limit", str(e)]})
+    except UnreadableDocumentError as e:
+        send({"error": ["unreadable", str(e)]})
+    except UnsupportedFileTypeError as e:
+        send({"error": ["unsupported", str(e)]})
+    except RecursionError:
+        send({"error": ["unreadable", f"{request['name']}: nested too deeply to read"]})
+    except Exception as e:  # noqa: BLE001 - whatever a parser raises is the document's problem
+        send({"error": ["unreadable", f"{request['name']}: unreadable ({type(e).__name__}: {str(e)[:300]})"]})
+
+
+if __name__ == "__main__":
+    _child()
