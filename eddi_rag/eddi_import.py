@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from eddi_rag import jsonvalues
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
 from eddi_rag.workflow.traversal import workflow_steps
@@ -94,6 +95,8 @@ class _Export:
             raise ExportError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(value, dict):
             raise ExportError(f"{path}: a configuration must be a JSON object")
+        if wrong := jsonvalues.problem(value, path):  # no NaN, surrogates or control characters are stored
+            raise ExportError(wrong)
         return value
 
     def find(self, folder: str, id: str, extensions: tuple[str, ...]) -> str | None:
@@ -148,8 +151,10 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 try:
                     meta = json.loads(descriptor)
                     description = str(meta.get("description") or meta.get("name") or "") if isinstance(meta, dict) else ""
-                except json.JSONDecodeError:
+                except ValueError:  # not JSON, or not UTF-8: no description
                     pass
+                if wrong := jsonvalues.text_problem(description, f"{folder}{old_id}.descriptor.json: the description"):
+                    raise ExportError(wrong)
                 if len(description) > MAX_DESCRIPTION:
                     raise ExportError(f"{folder}{old_id}.descriptor.json: the description has {len(description):,} characters "
                                       f"(at most {MAX_DESCRIPTION:,})")

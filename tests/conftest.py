@@ -7,6 +7,14 @@ from eddi_rag.runtime import Runtime
 from tests.support.openai_server import OpenAIStandIn
 
 
+def pytest_collection_modifyitems(config, items):
+    """mypy takes most of a minute on its own: when it is among the tests, it starts now, beside them."""
+    if any(item.nodeid.endswith("test_lint.py::test_mypy_finds_nothing") for item in items):
+        from tests.test_lint import start_mypy
+
+        start_mypy()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def loopback_allowed():
     """The tests' servers all run on 127.0.0.1: the outbound guard allows loopback here (a server

@@ -262,3 +262,27 @@ def test_limits_come_from_the_environment_and_bad_values_are_named():
     for bad in ({"EDDI_RAG_MAX_ROWS": "lots"}, {"EDDI_RAG_PARSE_MEMORY_MB": "0"}, {"EDDI_RAG_PARSE_MEMORY_MB": "100"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             DocumentLimits.from_env(bad)
+
+
+def test_an_eddi_export_is_checked_like_a_body(runtime):
+    import io
+    import zipfile
+
+    from eddi_rag.eddi_import import ExportError, import_agent_export
+
+    def export(**entries: bytes) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, data in entries.items():
+                z.writestr(name, data)
+        return out.getvalue()
+
+    refused = [(export(**{"a.agent.json": b'{"workflows": [], "name": "x\\u0000"}'}), "a.agent.json.name: NUL"),
+               (export(**{"a.agent.json": b'{"workflows": [], "n\\ud800": 1}'}), "a lone surrogate"),
+               (export(**{"a.agent.json": b'{"workflows": []}', "a.descriptor.json": b'{"description": "' + b"d" * 10_001 + b'"}'}),
+                "10,001 characters"),
+               (bombs.eddi_export_with_description(20), "may unpack to at most 16 MB")]
+    for data, reason in refused:
+        with pytest.raises(ExportError, match=reason):
+            import_agent_export(runtime.resources, data)
+    assert runtime.resources.ids("agents") == []
