@@ -101,28 +101,20 @@ def test_cli_load_ingest_query(tmp_path):
 
 
 def test_serve_answers_rest_calls(tmp_path):
-    import socket
     import time
 
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from tests.support.serving import free_port, wait_until_healthy
+
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", str(tmp_path), "--load", "examples/workflows"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)
+        wait_until_healthy(base, server)
         job = httpx.post(f"{base}/ragstore/rags/travel-policies/ingest?documentName=pets.md",
                          content="Small pets travel in the cabin.", headers={"Content-Type": "text/markdown"}).json()
         status_url = f"{base}/ragstore/rags/travel-policies/ingestion/{job['ingestionId']}/status"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from eddi_rag.ingest.limits import DocumentLimitError, DocumentLimits
 from eddi_rag.ingest.loaders import UnreadableDocumentError
 from eddi_rag.ingest.parsing import ParseCancelledError, parse
 from tests.support import bombs, files
+from tests.support.serving import free_port, wait_until_healthy
 
 MB = 1024 * 1024
 PARSE_MEMORY_MB = 512
@@ -47,21 +47,12 @@ class Server:
         self.child_peak = 0
 
     def start(self) -> Server:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(self.port),
                                          "--data-dir", str(self.data_dir)], env=self.env,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{self.url}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert self.process.poll() is None and time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
+        wait_until_healthy(self.url, self.process)
         self._sampling = True
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()

@@ -1,0 +1,27 @@
+"""A real ``eddi-rag serve`` process for the tests: started on a free loopback port, ready once /health answers."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
+    """Return once ``url``/health answers 200; fail if ``process`` ends or ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{url}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
