@@ -8,11 +8,16 @@ from tests.support.openai_server import OpenAIStandIn
 
 
 def pytest_collection_modifyitems(config, items):
-    """mypy takes most of a minute on its own: when it is among the tests, it starts now, beside them."""
+    """mypy and schemathesis take a minute or more each, in processes of their own: when they are among
+    the tests, they start now and run beside the others (their tests collect the results)."""
     if any(item.nodeid.endswith("test_lint.py::test_mypy_finds_nothing") for item in items):
         from tests.test_lint import start_mypy
 
         start_mypy()
+    if any(item.nodeid.endswith("test_openapi_fuzz.py::test_schemathesis_finds_nothing") for item in items):
+        from tests.test_openapi_fuzz import start_schemathesis
+
+        start_schemathesis()
 
 
 @pytest.fixture(autouse=True, scope="session")
