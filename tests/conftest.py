@@ -1,6 +1,16 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+# Property tests are deterministic in the test command (the same examples every run: CI's outcome never
+# depends on the run); what they once found stays as explicit cases (FILTERS in eddi_rag.testing).
+# EDDI_RAG_HYPOTHESIS=random draws fresh examples: EDDI_RAG_HYPOTHESIS=random ./scripts/test -k random
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("random", database=None, print_blob=True)
+settings.load_profile(os.environ.get("EDDI_RAG_HYPOTHESIS", "deterministic"))
 
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.runtime import Runtime
@@ -24,8 +34,6 @@ def pytest_collection_modifyitems(config, items):
 def loopback_allowed():
     """The tests' servers all run on 127.0.0.1: the outbound guard allows loopback here (a server
     allows no private network by default)."""
-    import os
-
     before = os.environ.get("EDDI_RAG_OUTBOUND_ALLOW")
     os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = "127.0.0.0/8"
     yield

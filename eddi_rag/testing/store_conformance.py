@@ -78,6 +78,13 @@ FILTERS = [
     {"source": {"$gt": "doc2.md"}},
     {"n": 1.0},
     {"even": 1},  # a boolean is not a number
+    # $in / $nin over booleans and over missing fields (hypothesis found Typesense's $nin [false, true])
+    {"even": {"$nin": [False, True]}},
+    {"even": {"$in": [False, True]}},
+    {"even": {"$nin": [True]}},
+    {"missing": {"$nin": [True, False]}},
+    {"missing": {"$in": [True, "x", 1]}},
+    {"colour": {"$nin": ["red", True, 3]}},
 ]
 
 
