@@ -5,16 +5,17 @@ import os
 import pytest
 from hypothesis import settings
 
-# Property tests are deterministic in the test command (the same examples every run: CI's outcome never
-# depends on the run); what they once found stays as explicit cases (FILTERS in eddi_rag.testing).
-# EDDI_RAG_HYPOTHESIS=random draws fresh examples: EDDI_RAG_HYPOTHESIS=random ./scripts/test -k random
-settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
-settings.register_profile("random", database=None, print_blob=True)
-settings.load_profile(os.environ.get("EDDI_RAG_HYPOTHESIS", "deterministic"))
-
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.runtime import Runtime
 from tests.support.openai_server import OpenAIStandIn
+
+# Property tests are deterministic in the test command (the same examples every run: CI's outcome never
+# depends on the run); what they once found stays as explicit cases (FILTERS in eddi_rag.testing).
+# (eddi_rag.testing, which holds them, is imported after this file.) Fresh examples:
+# EDDI_RAG_HYPOTHESIS=random ./scripts/test -k random
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("random", database=None, print_blob=True)
+settings.load_profile(os.environ.get("EDDI_RAG_HYPOTHESIS", "deterministic"))
 
 
 def pytest_collection_modifyitems(config, items):
