@@ -20,6 +20,7 @@ import json
 import posixpath
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -129,8 +130,13 @@ def _ref(uri: Any) -> ResourceRef | None:
         return None
 
 
-def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default") -> ImportReport:
-    """Import every agent of an EDDI export (see the module doc)."""
+Check = Callable[[str, dict[str, Any]], dict[str, Any]]  # (kind, body) -> what is saved; ConfigValidationError
+
+
+def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default", check: Check | None = None) -> ImportReport:
+    """Import every agent of an EDDI export (see the module doc). ``check``: the save rules every
+    resource passes (``saving.checked`` without the reference check: the import rewrites references
+    to what it creates); default: RagConfigurations against their JSON Schema only."""
     export = _Export(data)
     report = ImportReport()
     planned: list[tuple[str, str, dict[str, Any], str]] = []  # (kind, old id, data, description), written in order
@@ -189,11 +195,13 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 if file is None:
                     raise ExportError(f"workflow {ref.id} step {i} names {config['uri']}, whose file the zip lacks")
                 body = export.json(file)
-                if target.kind == "rags":
-                    try:
+                try:
+                    if check is not None:
+                        body = check(target.kind, body)
+                    elif target.kind == "rags":
                         validate_rag_configuration(body)
-                    except ConfigValidationError as e:
-                        raise ExportError(f"{file}: {e}") from None
+                except ConfigValidationError as e:
+                    raise ExportError(f"{file}: {e}") from None
                 config["uri"] = plan(target.kind, target.id, target.version, body, folder)
             workflows.append(plan("workflows", ref.id, ref.version, workflow, folder))
         agent["workflows"] = workflows

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import TTLCache
 
-from eddi_rag.config import validate_rag_configuration
 from eddi_rag.db import Database
 from eddi_rag.ingest.pipeline import Document, DocumentError
 from eddi_rag.stores.base import StoreUnavailableError
@@ -128,14 +127,16 @@ class RagPipeline:
         if not 0 <= min_relevance <= 1:
             raise InvalidQueryError(f"min_relevance must be within [0, 1], got {min_relevance}")
         rt = self.runtime
-        raw_config = rt.resources.read("rags", context_key)  # ResourceNotFoundError for an unknown key
-        key = (context_key, rt.generations.get(context_key), json.dumps(raw_config, sort_keys=True), query,
+        # ResourceNotFoundError for an unknown key; the embedding provider resolved as /query resolves it
+        # (embeddingProviderId: the providers map entry of the KB's tenant, or disabled)
+        config = rt.rag_config(context_key)
+        shown = {**config.to_json(), "disabled": config.embedding_disabled}
+        key = (context_key, rt.generations.get(context_key), json.dumps(shown, sort_keys=True, default=str), query,
                max_chunks, min_relevance, user_id, json.dumps(where, sort_keys=True), expansion)
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None:
             return replace(hit, cached=True)
-        config = validate_rag_configuration(raw_config)
         vector = rt.embeddings.for_config(config).embed_query(query)
         try:
             hits = rt.retriever.search(context_key, config, query, max_chunks, 0.0, where, user_id, vector)

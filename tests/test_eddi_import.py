@@ -101,3 +101,25 @@ def test_cli_load_takes_an_export(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("eddi://") == 5 and "skipped: workflow" in result.stderr and "imported 1 agent(s)" in result.stderr
+
+
+@pytest.mark.parametrize("rag,calls,reason", [
+    # registry and parameters (issue 20, defect 2: the import checked the JSON Schema only)
+    ({"name": "H", "embeddingProvider": "no-such-provider", "storeType": "sqlite"}, None, "$.embeddingProvider"),
+    ({"name": "H", "embeddingProvider": "local", "storeType": "sqlite", "storeParameters": {"path": "/etc/kb.db"}}, None,
+     "$.storeParameters.path"),
+    ({"name": "H", "embeddingProvider": "local", "storeType": "sqlite",
+      "sources": [{"name": "meta", "web": {"startUrl": "http://169.254.169.254/"}}]}, None, "$.sources[0].web.startUrl"),
+    (None, {"targetServerUrl": "http://169.254.169.254/latest", "httpCalls": []}, "$.targetServerUrl"),
+])
+def test_the_rest_import_applies_every_save_rule(client, rag, calls, reason):
+    data = export_zip(rag=rag)
+    if calls is not None:
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(buffer, "w") as dst:
+            for info in src.infolist():
+                dst.writestr(info, json.dumps(calls) if info.filename.endswith(".httpcalls.json") else src.read(info))
+        data = buffer.getvalue()
+    r = client.post("/backup/import", content=data, headers={"Content-Type": "application/zip"})
+    assert r.status_code == 400 and reason in r.json()["error"], r.text
+    assert client.get("/agentstore/agents/descriptors").json() == []

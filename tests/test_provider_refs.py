@@ -105,6 +105,10 @@ def test_a_kb_embeds_through_the_provider_it_names(client, openai_server, monkey
     assert call["headers"]["authorization"] == "Bearer sk-from-the-map" and call["json"]["dimensions"] == 16
     health = client.get(f"{BASE}/{id}/health").json()
     assert health["embedding"] == {"status": "ok", "provider": "openai", "providerId": provider_id}
+    # the retrieve contract resolves the reference as /query does (issue 20, defect 1: it answered 409)
+    retrieved = client.post(f"{BASE}/{id}/retrieve", json={"query": "night train", "minRelevance": 0})
+    assert retrieved.status_code == 200 and retrieved.json()["chunks"][0]["text"].startswith("The night train"), retrieved.text
+    assert all(c["headers"]["authorization"] == "Bearer sk-from-the-map" for c in openai_server.calls("/embeddings"))
 
 
 @pytest.mark.parametrize("config,reason", [
@@ -120,6 +124,8 @@ def test_a_kb_with_embedding_disabled_says_why_and_nothing_crashes(client, confi
     assert health["embedding"]["status"] == "disabled" and reason in health["embedding"]["reason"]
     query = client.post(f"{BASE}/{id}/query", json={"query": "refunds"})
     assert query.status_code == 409 and reason in query.json()["error"]
+    retrieve = client.post(f"{BASE}/{id}/retrieve", json={"query": "refunds"})
+    assert retrieve.status_code == 409 and reason in retrieve.json()["error"]
     ingest = client.post(f"{BASE}/{id}/ingest", content="Refunds take 7 days.", headers={"Content-Type": "text/plain"})
     assert ingest.status_code == 202
     runtime.jobs.wait_idle()

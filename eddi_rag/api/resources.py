@@ -14,14 +14,13 @@ from pydantic.json_schema import SkipJsonSchema
 from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer, check_role, own
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
-from eddi_rag.config import ConfigValidationError, load_schema, with_source_ids
+from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.preview import preview_chunks
-from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
 from eddi_rag.runtime import Runtime
-from eddi_rag.workflow.traversal import reference_errors
+from eddi_rag.saving import checked
 
 
 def _created(ref: ResourceRef, status: int = 201) -> Response:
@@ -36,23 +35,7 @@ WRITTEN: dict[str, Any] = {"response_class": Response, "responses": {
 
 
 def _checked(runtime: Runtime, kind: str, data: Any, tenant: str) -> dict[str, Any]:
-    """What is saved: a JSON object, valid for its kind (rags: schema, registry, parameters; sources get ids),
-    whose references (an agent's workflows, a workflow's RAG, httpCall and LLM steps) name resources of ``tenant``."""
-    if not isinstance(data, dict):
-        raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
-    if errors := reference_errors(runtime.resources, kind, data, tenant):
-        raise ConfigValidationError(errors)
-    if kind == "httpcalls" and data.get("targetServerUrl") is not None:
-        try:
-            OutboundPolicy.check_static(str(data["targetServerUrl"]))
-        except OutboundBlockedError as e:
-            raise ConfigValidationError([{"path": "$.targetServerUrl", "message": str(e), "value": data["targetServerUrl"]}]) from None
-    if kind == "providers" and (errors := references.entry_errors(data)):
-        raise ConfigValidationError(errors)
-    if kind != "rags":
-        return data
-    runtime.validate_rag(data)
-    return with_source_ids(data)
+    return checked(runtime.validate_rag, runtime.resources, kind, data, tenant)
 
 
 def rag_schema() -> dict[str, Any]:
