@@ -447,3 +447,13 @@ def test_stopping_the_worker_puts_a_running_job_back_for_the_next_start(runtime)
     queue.stop()
     assert queue.status(job.id).status == "pending"
     assert runtime.db.query("SELECT attempts FROM ingestion_jobs WHERE id=?", (job.id,))[0]["attempts"] == 0
+
+
+def test_a_configuration_naming_a_missing_secret_answers_409_naming_it(client):
+    """Found while resolving issue 19: /query and /retrieve answered a bare 500 (SecretNotFoundError)."""
+    kb = client.post(BASE, json={"name": "s", "embeddingProvider": "openai", "storeType": "sqlite",
+                                 "embeddingParameters": {"apiKey": "${env:EDDI_RAG_TEST_NO_SUCH_KEY}"}})
+    kb = kb.headers["location"].split("/")[-1].split("?")[0]
+    for path in ("query", "retrieve"):
+        r = client.post(f"{BASE}/{kb}/{path}", json={"query": "x"})
+        assert r.status_code == 409 and "${env:EDDI_RAG_TEST_NO_SUCH_KEY}" in r.json()["error"], (path, r.text)

@@ -24,10 +24,12 @@ from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.ingest.jobs import JobNotRetryableError, QueueFullError
 from eddi_rag.ingest.loaders import UnreadableDocumentError, UnsupportedFileTypeError
 from eddi_rag.pipeline import InvalidQueryError, VectorDBUnavailableError
+from eddi_rag.registry import ProviderUnavailableError, UnknownProviderError
 from eddi_rag.resources import ResourceNotFoundError, VersionConflictError
+from eddi_rag.secrets import SecretNotFoundError
 from eddi_rag.sources.folder import FolderNotAllowedError
 from eddi_rag.sources.sync import SourceBusyError, SourceNotFoundError
-from eddi_rag.stores.base import StoreUnavailableError
+from eddi_rag.stores.base import DimensionMismatchError, StoreUnavailableError
 from eddi_rag.stores.filters import FilterError
 from eddi_rag.workflow.llm_task import NoLlmTaskError
 
@@ -38,11 +40,13 @@ STATUS: dict[type[Exception], int] = {
     NoLlmTaskError: 400,
     AuthError: 401, ForbiddenError: 403,
     SourceBusyError: 409, CollectionExistsError: 409, JobNotRetryableError: 409, EmbeddingDisabledError: 409,
+    # a stored configuration that cannot be used as it stands: the message names what to set or change
+    SecretNotFoundError: 409, UnknownProviderError: 409, DimensionMismatchError: 409,
     PayloadTooLargeError: 413,
     QueueFullError: 429, TooManyRequestsError: 429,
     UnsupportedFileTypeError: 415, UnsupportedMediaTypeError: 415,
     UnreadableDocumentError: 422,
-    VectorDBUnavailableError: 503, StoreUnavailableError: 503,
+    VectorDBUnavailableError: 503, StoreUnavailableError: 503, ProviderUnavailableError: 503,
 }
 
 
