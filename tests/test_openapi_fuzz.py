@@ -46,7 +46,8 @@ def _schemathesis(folder: Path, outcome: dict[str, object]) -> None:
             outcome["result"] = subprocess.run(
                 [st, "--no-color", "--config-file", str(CONFIG), "run", f"http://127.0.0.1:{port}/openapi.json", "--checks", "all",
                  "--max-examples", "10", "--seed", "1", "-H", f"Authorization: Bearer {secret}"],
-                capture_output=True, text=True, timeout=900, env={**env, "EDDI_RAG_FUZZ_KB": kb})
+                capture_output=True, text=True, timeout=900, env={**env, "EDDI_RAG_FUZZ_KB": kb},
+                cwd=folder)  # its .schemathesis cache lands there: every run starts from nothing
         finally:
             server.terminate()
             server.wait(60)
