@@ -51,11 +51,22 @@ def parse(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: Documen
     """The parts of a file detected as ``fmt`` (``loaders.detect``). ``fit``: ``{"chars": n}`` or a token
     budget's spec (how table loaders pack rows). Raises UnreadableDocumentError (DocumentLimitError
     over a limit, naming its setting) or ParseCancelledError."""
+    if fmt in IN_PROCESS or not limits.isolate:
+        return _load(fmt, data, name, fit, limits, report)
     if fmt in loaders.ZIPPED:
         check_zip(data, limits, name, fmt.upper())  # before a process is even started
-    if fmt in IN_PROCESS or not limits.isolate:
-        return loaders.load(fmt, data, name, fits_of(fit), Meter(limits, report))
     return _Child(limits).run({"fmt": fmt, "name": name, "fit": fit}, data, report, cancelled)
+
+
+def _load(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: DocumentLimits, report: Report | None) -> list[Part]:
+    """The loader under the document limits: a zip checked before it is inflated, pages and rows
+    counted while read, the characters of what it read."""
+    if fmt in loaders.ZIPPED:
+        check_zip(data, limits, name, fmt.upper())
+    meter = Meter(limits, report)
+    parts = loaders.load(fmt, data, name, fits_of(fit), meter)
+    meter.characters(sum(len(p.text) for p in parts))
+    return parts
 
 
 def fits_of(spec: dict[str, Any]) -> Callable[[str], bool]:
@@ -198,8 +209,7 @@ def _child() -> None:
 
     try:
         data = sys.stdin.buffer.read(request["size"])
-        meter = Meter(limits, lambda unit, n: send({"progress": [unit, n]}))
-        parts = loaders.load(request["fmt"], data, request["name"], fits_of(request["fit"]), meter)
+        parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}))
         send({"parts": [[p.text, p.metadata, p.markdown] for p in parts]})
     except MemoryError:
         send({"error": ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "

@@ -20,12 +20,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import filetype
-
-if TYPE_CHECKING:
-    from eddi_rag.ingest.limits import Meter
 
 
 @dataclass(frozen=True)
@@ -110,22 +107,30 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     return "text"
 
 
-def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool], meter: Meter | None = None) -> list[Part]:
-    """Extract ``data`` (already detected as ``fmt``) into parts. ``fits`` tells table loaders how
-    many rows one chunk may hold; ``meter`` counts pages and rows against the document limits (default:
-    the default limits). Raises UnreadableDocumentError (DocumentLimitError over a limit); no parts
-    means no text. Untrusted files go through ``ingest.parsing.parse``, which runs this in a limited process."""
-    from eddi_rag.ingest.limits import DocumentLimits, Meter, check_zip
+class Counter(Protocol):
+    """What a loader reports as it reads (``ingest.limits.Meter``: counted against the document limits)."""
 
+    def count(self, unit: str, n: int = 1) -> None: ...  # unit: "pages" or "rows"
+    def whole(self, unit: str, n: int) -> None: ...  # a count known before reading
+
+
+class _Uncounted:
+    def count(self, unit: str, n: int = 1) -> None:
+        pass
+
+    def whole(self, unit: str, n: int) -> None:
+        pass
+
+
+def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool], counter: Counter | None = None) -> list[Part]:
+    """Extract ``data`` (already detected as ``fmt``) into parts. ``fits`` tells table loaders how
+    many rows one chunk may hold; ``counter`` hears the pages and rows read (and may stop the read by
+    raising). Raises UnreadableDocumentError; no parts means no text. Untrusted files go through
+    ``ingest.parsing.parse``: a limited process, the zip and document limits."""
     if fmt not in FORMATS:
         raise _refuse(repr(fmt))
-    meter = meter or Meter(DocumentLimits())
-    if fmt in ZIPPED:
-        check_zip(data, meter.limits, name, fmt.upper())
     module = importlib.import_module(f"{__name__}.{fmt}")
-    parts = [p for p in module.load(data, name, fits, meter) if p.text.strip()]
-    meter.characters(sum(len(p.text) for p in parts))
-    return parts
+    return [p for p in module.load(data, name, fits, counter or _Uncounted()) if p.text.strip()]
 
 
 def decode_text(data: bytes) -> str:

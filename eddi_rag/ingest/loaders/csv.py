@@ -7,12 +7,11 @@ import csv as csvlib
 import io
 from collections.abc import Callable
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, decode_text
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, decode_text
 from eddi_rag.ingest.loaders.rows import Row, pack_rows, row_lines, row_span
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     text = decode_text(data)
     try:
         dialect = csvlib.Sniffer().sniff(text[:8192], delimiters=",;\t|")

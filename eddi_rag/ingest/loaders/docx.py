@@ -9,8 +9,7 @@ import re
 import zipfile
 from collections.abc import Callable
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import table_blocks
 
 _HEADING = re.compile(r"^(?:heading|überschrift|titre)\s*(\d)$", re.I)
@@ -23,7 +22,7 @@ def _heading_level(style_name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     import docx
     from docx.table import Table
 

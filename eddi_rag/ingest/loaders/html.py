@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, decode_text
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, decode_text
 
 NOISE = ("script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "iframe", "svg",
          "button", "dialog")
@@ -49,7 +48,7 @@ def check_depth(html: str, name: str) -> None:
         raise UnreadableDocumentError(f"{name}: the HTML nests elements more than {MAX_DEPTH} levels deep")
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     html = decode_text(data)
     check_depth(html, name)
     try:

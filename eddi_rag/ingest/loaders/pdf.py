@@ -5,11 +5,10 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from pypdf import PdfReader
     from pypdf.errors import PdfReadError
 

@@ -7,8 +7,7 @@ import io
 import zipfile
 from collections.abc import Callable
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import table_blocks
 
 
@@ -24,7 +23,7 @@ def _shape_texts(shapes) -> list[str]:
     return out
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from pptx import Presentation
 
     try:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, decode_text
+from eddi_rag.ingest.loaders import Counter, Part, decode_text
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     return [Part(decode_text(data))]

@@ -9,8 +9,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
-from eddi_rag.ingest.limits import Meter
-from eddi_rag.ingest.loaders import Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import Row, format_value, pack_rows, row_lines, row_span
 
 
@@ -31,7 +30,7 @@ def _cite(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
     return cite
 
 
-def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Meter) -> list[Part]:
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from openpyxl import load_workbook
 
     try:
