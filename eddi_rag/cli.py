@@ -349,7 +349,6 @@ def load(path, data_dir, tenant) -> None:
     from eddi_rag.bundle import load_bundle
     from eddi_rag.eddi_import import ExportError, import_agent_export
     from eddi_rag.runtime import Runtime
-    from eddi_rag.saving import checked
 
     with Runtime(data_dir) as runtime:
         if os.path.isdir(path):
@@ -357,8 +356,7 @@ def load(path, data_dir, tenant) -> None:
                 click.echo(ref.uri)
             return
         try:
-            report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, check=lambda kind, body: checked(
-                runtime.validate_rag, runtime.resources, kind, body, tenant, references=False))
+            report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.validate_rag)
         except ExportError as e:
             raise click.ClickException(f"{path}: {e}") from None
         for ref in report.created:

@@ -38,11 +38,13 @@ def folder_roots() -> list[Path]:
 
 def inside(path: Path, allowed: list[Path]) -> bool:
     """Whether ``path`` (resolved) is one of ``allowed`` or under one."""
-    return _inside(path, allowed)
-
-
-def _inside(path: Path, allowed: list[Path]) -> bool:
     return any(path == root or root in path.parents for root in allowed)
+
+
+def in_folder_roots(path: str | Path, allowed: list[Path] | None = None) -> bool:
+    """Whether ``path``'s real location (``~`` expanded, symlinks resolved) lies in a folder source root
+    (``allowed``: folder_roots(), when a caller checks many paths)."""
+    return inside(Path(path).expanduser().resolve(), folder_roots() if allowed is None else allowed)
 
 
 def resolve(value: str, data_dir: Path | None) -> Path:
@@ -56,7 +58,7 @@ def errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[str, An
     store_path = config.storeParameters.get("path")
     if isinstance(store_path, str) and store_path != IN_MEMORY:
         allowed = roots("EDDI_RAG_PATH_ROOTS", data_dir)
-        if not _inside(resolve(store_path, data_dir), allowed):
+        if not inside(resolve(store_path, data_dir), allowed):
             where = ", ".join(map(str, allowed)) or "none: this server keeps its data in memory"
             out.append({"path": "$.storeParameters.path", "value": store_path,
                         "message": f"must lie under the data directory or EDDI_RAG_PATH_ROOTS ({where})"})
@@ -64,13 +66,13 @@ def errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[str, An
     for group, params in (("embeddingParameters", config.embeddingParameters), ("rerankerParameters", config.rerankerParameters)):
         for key in ("modelPath", "tokenizerPath"):
             value = params.get(key)
-            if isinstance(value, str) and not _inside(resolve(value, None), models):
+            if isinstance(value, str) and not inside(resolve(value, None), models):
                 out.append({"path": f"$.{group}.{key}", "value": value,
                             "message": "model files are read only from folders the operator lists in EDDI_RAG_MODEL_ROOTS "
                                        f"({', '.join(map(str, models)) or 'none set'})"})
     for i, source in enumerate(config.sources):
         where = f"$.sources[{i}]"
-        if source.folder is not None and not _inside(Path(source.folder.path).expanduser().resolve(), folder_roots()):
+        if source.folder is not None and not in_folder_roots(source.folder.path):
             out.append({"path": f"{where}.folder.path", "value": source.folder.path,
                         "message": f"is outside the folders sources may read ({', '.join(map(str, folder_roots()))}); "
                                    "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})

@@ -11,7 +11,6 @@ from eddi_rag.api.deps import Editor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import read_body
 from eddi_rag.eddi_import import import_agent_export
-from eddi_rag.saving import checked
 
 router = APIRouter(tags=["backup"], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -27,7 +26,6 @@ async def import_export(request: Request, runtime: RuntimeDep, caller: Editor) -
     """Import an EDDI agent export into the caller's tenant: the agent, its workflows and their RAG,
     LLM and httpCall configurations (references rewritten); all or nothing (400 naming what is wrong)."""
     data = await read_body(request, request.app.state.max_upload_bytes)
-    report = import_agent_export(runtime.resources, data, caller.tenant, check=lambda kind, body: checked(
-        runtime.validate_rag, runtime.resources, kind, body, caller.tenant, references=False))  # what a save checks
+    report = import_agent_export(runtime.resources, data, caller.tenant, runtime.validate_rag)  # what a save checks
     headers = {"Location": report.agents[-1].uri} if report.agents else {}
     return JSONResponse(report.to_json(), status_code=201, headers=headers)

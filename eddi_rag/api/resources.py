@@ -19,7 +19,6 @@ from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
-from eddi_rag.runtime import Runtime
 from eddi_rag.saving import checked
 
 
@@ -32,10 +31,6 @@ _URI = {"description": "The version's EDDI URI (eddi://…?version=N)", "schema"
 WRITTEN: dict[str, Any] = {"response_class": Response, "responses": {
     code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": {}}
     for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
-
-
-def _checked(runtime: Runtime, kind: str, data: Any, tenant: str) -> dict[str, Any]:
-    return checked(runtime.validate_rag, runtime.resources, kind, data, tenant)
 
 
 def rag_schema() -> dict[str, Any]:
@@ -112,7 +107,7 @@ def resource_router(kind: str) -> APIRouter:
 
     @router.post("", status_code=201, **WRITTEN, **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...)):
-        return _created(runtime.resources.create(kind, _checked(runtime, kind, data, caller.tenant), tenant=caller.tenant))
+        return _created(runtime.resources.create(kind, checked(runtime.validate_rag, runtime.resources, kind, data, caller.tenant), tenant=caller.tenant))
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
@@ -123,7 +118,7 @@ def resource_router(kind: str) -> APIRouter:
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...)):
         own(runtime, caller, kind, id)
-        ref = runtime.resources.update(kind, id, version, _checked(runtime, kind, data, caller.tenant))
+        ref = runtime.resources.update(kind, id, version, checked(runtime.validate_rag, runtime.resources, kind, data, caller.tenant))
         if kind == "rags":
             runtime.stores.evict(id)
         return _created(ref, 200)

@@ -228,6 +228,7 @@ class IngestionQueue:
     def process(self, job_id: str) -> None:
         rows = self.db.query("SELECT * FROM ingestion_jobs WHERE id=?", (job_id,))
         if not rows or rows[0]["status"] not in WAITING:
+            self._cancel.discard(job_id)  # (cancelled before it started)
             return
         r = rows[0]
         if r["attempts"] >= MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process

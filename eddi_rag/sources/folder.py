@@ -10,7 +10,7 @@ from pathlib import Path
 
 from eddi_rag.config import FolderSource
 from eddi_rag.ingest.loaders import FORMATS
-from eddi_rag.paths import folder_roots, inside
+from eddi_rag.paths import folder_roots, in_folder_roots
 from eddi_rag.sources import Item, Listing, selected
 
 EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
@@ -23,17 +23,12 @@ class FolderNotAllowedError(ValueError):
 def check_folder(path: str) -> Path:
     folder = Path(path).expanduser().resolve()
     allowed = folder_roots()
-    if not inside(folder, allowed):
+    if not in_folder_roots(folder, allowed):
         raise FolderNotAllowedError(f"folder {path!r} is outside the allowed roots ({', '.join(map(str, allowed))}); "
                                     f"set EDDI_RAG_FOLDER_ROOTS to allow it")
     if not folder.is_dir():
         raise FolderNotAllowedError(f"folder {path!r} does not exist or is not a folder")
     return folder
-
-
-def outside(path: Path) -> bool:
-    """Whether a file's real path (symlinks resolved) lies outside every folder root."""
-    return not inside(path.resolve(), folder_roots())
 
 
 def item(source_id: str, folder: Path, rel: str) -> Item:
@@ -42,7 +37,7 @@ def item(source_id: str, folder: Path, rel: str) -> Item:
     path = folder / rel
 
     def read() -> tuple[bytes, None]:
-        if outside(path):
+        if not in_folder_roots(path):
             raise FolderNotAllowedError(f"{rel}: its real path (a symlink?) is outside the folders sources may read")
         return path.resolve().read_bytes(), None
 
@@ -51,13 +46,14 @@ def item(source_id: str, folder: Path, rel: str) -> Item:
 
 def listing(source_id: str, spec: FolderSource) -> Listing:
     folder = check_folder(spec.path)
+    allowed = folder_roots()
     out = Listing()
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
         if any(part.startswith(".") for part in path.relative_to(folder).parts) or not path.is_file():
             continue
         if path.suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude):
-            if outside(path):  # a symlink (or a file under a linked folder) pointing out of the roots
+            if not in_folder_roots(path, allowed):  # a symlink (or a file under a linked folder) pointing out of the roots
                 out.failures.append({"document": rel, "reason": "its real path (a symlink?) is outside the folders "
                                                                 "sources may read (EDDI_RAG_FOLDER_ROOTS)"})
                 continue

@@ -278,12 +278,13 @@ class SourceSync:
         _, source = self.source(kb_id, source_id)
         query = ("SELECT * FROM source_runs WHERE kb_id=? AND source_id=? ORDER BY started_at DESC LIMIT ?",
                  (kb_id, source.effective_id, limit))
-        stale = [r for r in self.rt.db.query(*query) if r["status"] == RUNNING and self._interrupted(r)]
+        rows = self.rt.db.query(*query)
+        stale = [r for r in rows if r["status"] == RUNNING and self._interrupted(r)]
         if stale:  # a run whose process died reads as what it is
             with self.rt.db.transaction() as conn:
                 for r in stale:
                     self._fail_interrupted(conn, r)
-        rows = self.rt.db.query(*query)
+            rows = self.rt.db.query(*query)
         return [Run(r["run_id"], r["status"], r["started_at"], r["finished_at"], r["added"], r["updated"],
                     r["unchanged"], r["deleted"], r["failed"], json.loads(r["failures"] or "[]"), r["error"],
                     r["kind"], r["embedded"]).to_json() for r in rows]

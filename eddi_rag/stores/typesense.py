@@ -128,11 +128,12 @@ def _compile(node: filters.Node, fields: set[str], approx: list[bool]) -> str:
         by_kind: dict[str, list[Any]] = {}
         for v in node.value:
             by_kind.setdefault(filters.scalar_kind(v), []).append(v)
-        parts = [_leaf(node.field, node.op, vs, fields, approx) for vs in by_kind.values()]
-        if node.op == "$nin" and "bool" in by_kind and len(by_kind["bool"]) > 1:
-            # Typesense 0.24's `!=[false,true]` on a bool field matches documents it should not: one != per value
-            parts = [p for vs, p in zip(by_kind.values(), parts) if filters.scalar_kind(vs[0]) != "bool"]
-            parts += [_leaf(node.field, "$ne", [v], fields, approx) for v in by_kind["bool"]]
+        parts: list[str] = []
+        for kind, vs in by_kind.items():
+            if node.op == "$nin" and kind == "bool":  # Typesense 0.24's `!=[false,true]` matches documents it should not
+                parts += [_leaf(node.field, "$ne", [v], fields, approx) for v in vs]
+            else:
+                parts.append(_leaf(node.field, node.op, vs, fields, approx))
         return _combine(parts, "||" if node.op == "$in" else "&&")
     return _leaf(node.field, node.op, [node.value], fields, approx)
 
