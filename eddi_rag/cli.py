@@ -35,7 +35,19 @@ def chat_model_options(command):
     return command
 
 
-@click.group()
+class Commands(click.Group):
+    """The one place the CLI maps the product's errors: their message, exit status 1 (no traceback)."""
+
+    def invoke(self, ctx: click.Context):
+        from eddi_rag.errors import EddiRagError
+
+        try:
+            return super().invoke(ctx)
+        except EddiRagError as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group(cls=Commands)
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 def main(verbose: bool) -> None:
     """Knowledge bases (RAG) for LLM agent workflows."""
@@ -128,6 +140,7 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
     HTML, Markdown and text, one document per file, named by its path under the folder given."""
     from tqdm import tqdm
 
+    from eddi_rag.errors import EddiRagError
     from eddi_rag.ingest.loaders import FORMATS
     from eddi_rag.runtime import Runtime
 
@@ -149,7 +162,7 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
                 try:
                     chunks += runtime.ingest_file(kb_id, name, path.read_bytes(), None, version=version,
                                                   user_id=user_id, ttl_seconds=ttl_seconds)
-                except ValueError as e:  # unsupported type, unreadable file, rejected document
+                except EddiRagError as e:  # unsupported type, unreadable file, rejected document
                     failures.append((name, str(e)))
     click.echo(f"ingested {len(files) - len(failures)} document(s), {chunks} chunks, into {kb_id}")
     for name, reason in failures:
@@ -185,11 +198,8 @@ def keys_create(tenant, role, user, name, act_for_users, data_dir) -> None:
     """Create a key; its secret is printed once, alone on the last line."""
     from eddi_rag.runtime import Runtime
 
-    try:
-        with Runtime(data_dir) as runtime:
-            info, secret = runtime.keys.create(tenant, role, user, name, act_for_users)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from e
+    with Runtime(data_dir) as runtime:
+        info, secret = runtime.keys.create(tenant, role, user, name, act_for_users)
     click.echo(f"created key {info.id} (tenant {info.tenant}, role {info.role}"
                + (f", user {info.user}" if info.user else "") + (", acts for users" if info.actsForUsers else "")
                + "). Its secret, shown only now:")
@@ -218,11 +228,8 @@ def keys_revoke(key_id, data_dir) -> None:
     """Revoke a key: it is refused from now on."""
     from eddi_rag.runtime import Runtime
 
-    try:
-        with Runtime(data_dir) as runtime:
-            info = runtime.keys.revoke(key_id)
-    except LookupError as e:
-        raise click.ClickException(str(e)) from e
+    with Runtime(data_dir) as runtime:
+        info = runtime.keys.revoke(key_id)
     click.echo(f"revoked key {info.id} (tenant {info.tenant}, role {info.role})")
 
 
@@ -347,7 +354,7 @@ def load(path, data_dir, tenant) -> None:
     export (the .zip of EDDI's POST /backup/export/{agentId}): the agent, its workflows and their RAG,
     LLM and httpCall configurations, references rewritten; what is not imported is listed."""
     from eddi_rag.bundle import load_bundle
-    from eddi_rag.eddi_import import ExportError, import_agent_export
+    from eddi_rag.eddi_import import import_agent_export
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
@@ -355,10 +362,7 @@ def load(path, data_dir, tenant) -> None:
             for ref in load_bundle(runtime.resources, path):
                 click.echo(ref.uri)
             return
-        try:
-            report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.validate_rag)
-        except ExportError as e:
-            raise click.ClickException(f"{path}: {e}") from None
+        report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.validate_rag)
         for ref in report.created:
             click.echo(ref.uri)
         for reason in report.skipped:

@@ -18,6 +18,7 @@ from eddi_rag import jsonvalues
 from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.stores.base import Chunk, KnowledgeStore
 
@@ -28,16 +29,19 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS collections (tenant TEXT NOT NULL, name 
     dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, PRIMARY KEY (tenant, name))"""
 
 
-class CollectionNotFoundError(LookupError):
+class CollectionNotFoundError(EddiRagError, LookupError):
+    status = 404
     pass
 
 
-class CollectionExistsError(ValueError):
+class CollectionExistsError(EddiRagError, ValueError):
+    status = 409
     pass
 
 
-class CollectionRequestError(ValueError):
+class CollectionRequestError(EddiRagError, ValueError):
     """A request the spec answers with 400 and a message."""
+    status = 400
 
 
 def _now() -> str:

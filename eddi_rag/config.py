@@ -16,16 +16,21 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from eddi_rag import jsonvalues
+from eddi_rag.errors import EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
 
 
-class ConfigValidationError(ValueError):
+class ConfigValidationError(EddiRagError, ValueError):
     """A configuration failed validation. ``errors`` is a list of {path, message, value}."""
+    status = 400
 
     def __init__(self, errors: list[dict[str, Any]]):
         self.errors = errors
         super().__init__("; ".join(f"{e['path']}: {e['message']}" for e in errors))
+
+    def body(self) -> dict[str, Any]:
+        return {"error": "invalid configuration", "errors": self.errors}
 
 
 @cache

@@ -27,6 +27,7 @@ from typing import Any
 
 from eddi_rag import jsonvalues
 from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration
+from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
 from eddi_rag.saving import checked
 from eddi_rag.workflow.traversal import workflow_steps
@@ -45,8 +46,9 @@ NOT_READ = {"behavior": "behavior rules", "regulardictionary": "dictionary", "di
 _CONFIG_FILE = re.compile(r"^(?P<id>.+)\.(?P<ext>[a-z]+)\.json$")
 
 
-class ExportError(ValueError):
+class ExportError(EddiRagError, ValueError):
     """The file is not an EDDI agent export we can import; the message says what is wrong."""
+    status = 400
 
 
 @dataclass

@@ -18,8 +18,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from eddi_rag import jsonvalues
-from eddi_rag.api.deps import check_role
 from eddi_rag.auth import TRUSTED, Principal
+from eddi_rag.auth.http import check_role
+from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceNotFoundError, parse_uri
 from eddi_rag.runtime import Runtime
 
@@ -30,11 +31,9 @@ T = TypeVar("T")
 
 
 def anticipated(error: Exception) -> bool:
-    """An error the caller can act on (bad input, not found, refused, a store down...): its message goes
-    back as the tool's error; anything else is a crash, reported without its text."""
-    from eddi_rag.api.errors import STATUS
-
-    return isinstance(error, (ValueError, LookupError)) or any(c in STATUS for c in type(error).__mro__)
+    """An error the caller can act on (a product error: bad input, not found, refused, a store down...):
+    its message goes back as the tool's error; anything else is a crash, reported without its text."""
+    return isinstance(error, EddiRagError)
 
 
 async def in_thread(work: Callable[[], T]) -> T:
@@ -45,13 +44,6 @@ async def in_thread(work: Callable[[], T]) -> T:
         if anticipated(e):
             raise ToolError(str(e)) from e
         raise
-
-
-def credential(headers: Mapping[str, str] | None) -> str:
-    """The API key or OIDC token an HTTP request carries (Authorization: Bearer, or X-API-Key)."""
-    headers = {k.lower(): v for k, v in (headers or {}).items()}
-    scheme, _, value = headers.get("authorization", "").partition(" ")
-    return value.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
 
 
 def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None], Principal] = lambda _: TRUSTED) -> MCPServer:

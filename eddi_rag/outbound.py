@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from eddi_rag.errors import EddiRagError
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 NEVER = tuple(ipaddress.ip_network(n) for n in (
     "169.254.0.0/16", "fe80::/10",  # link-local, where cloud metadata services live
@@ -25,8 +27,9 @@ METADATA_HOSTS = {"metadata.google.internal", "metadata", "instance-data", "meta
 GUARDED = tuple(ipaddress.ip_network(n) for n in ("100.64.0.0/10",))  # carrier-grade NAT: private in practice
 
 
-class OutboundBlockedError(ValueError):
+class OutboundBlockedError(EddiRagError, ValueError):
     """A request to an address the server may not reach."""
+    status = 400
 
 
 def _allowed_from_env() -> tuple[Network, ...]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from cachetools import TTLCache
 
 from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.pipeline import Document, DocumentError
 from eddi_rag.stores.base import StoreUnavailableError
 
@@ -29,7 +30,8 @@ MAX_QUERY_CHARS = 2000
 RESULT_TTL_SECONDS = 300
 
 
-class InvalidQueryError(ValueError):
+class InvalidQueryError(EddiRagError, ValueError):
+    status = 400
     pass
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from eddi_rag.errors import EddiRagError
 from eddi_rag.parameters import ALIAS, normalise
 from eddi_rag.secrets import REFERENCE
 
@@ -55,12 +56,14 @@ EXTRAS = {
 }
 
 
-class UnknownProviderError(ValueError):
+class UnknownProviderError(EddiRagError, ValueError):
+    status = 409
     pass
 
 
-class ProviderUnavailableError(RuntimeError):
+class ProviderUnavailableError(EddiRagError, RuntimeError):
     """A registered provider whose optional dependencies are not installed."""
+    status = 503
 
 
 def names(group: str) -> list[str]:

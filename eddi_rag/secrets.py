@@ -13,11 +13,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from eddi_rag.errors import EddiRagError
+
 REFERENCE = re.compile(r"\$\{(env|eddivault|vault):([^}]+)\}")
 
 
-class SecretNotFoundError(LookupError):
+class SecretNotFoundError(EddiRagError, LookupError):
     """A reference names a secret that is not available. The message names only the reference."""
+    status = 409
 
 
 class SecretResolver:

@@ -23,13 +23,13 @@ from eddi_rag.api import (
     sources,
     uploads,
 )
-from eddi_rag.api.deps import Authenticator, principal_of
 from eddi_rag.api.edge import document_text_rule
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import resource_router
-from eddi_rag.auth import TRUSTED, AuthError
+from eddi_rag.auth import AuthError
+from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
-from eddi_rag.mcp_server import build_server, credential
+from eddi_rag.mcp_server import build_server
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
@@ -45,11 +45,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model).
     ``limits``: per-caller rate and concurrency limits (default: from EDDI_RAG_RATE_LIMIT_* variables).
     ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding)."""
-    def mcp_caller(headers):
-        auth: Authenticator = app.state.auth
-        return auth.principal_for(credential(headers)) if auth.enabled() else TRUSTED
-
-    mcp = build_server(runtime, mcp_caller)
+    mcp = build_server(runtime, lambda headers: app.state.auth.principal_of_headers(headers))
     mcp_routes = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host).routes
 
     @asynccontextmanager

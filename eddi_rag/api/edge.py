@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from eddi_rag import jsonvalues
 from eddi_rag.api.uploads import BadUploadError, read_body
+from eddi_rag.errors import EddiRagError
 
 
 class RequestBody(BaseModel):
@@ -54,8 +55,9 @@ ERROR_STATUSES = {400: "Bad input (the message names the field)", 401: "No or an
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody, "description": text} for code, text in ERROR_STATUSES.items()}
 
 
-class UnsupportedMediaTypeError(ValueError):
+class UnsupportedMediaTypeError(EddiRagError, ValueError):
     """A body in a content type the route does not take (HTTP 415)."""
+    status = 415
 
 
 def strict_json(data: bytes, what: str = "body") -> Any:

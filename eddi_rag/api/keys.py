@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from pydantic import ConfigDict
 
 from eddi_rag.api.deps import Admin, RuntimeDep
@@ -31,16 +31,10 @@ def list_keys(runtime: RuntimeDep, caller: Admin) -> list[dict[str, Any]]:
 
 @router.post("", status_code=201)
 def create_key(body: KeyRequest, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
-    try:
-        info, secret = runtime.keys.create(caller.tenant, body.role, body.user, body.name, body.actsForUsers)
-    except ValueError as e:
-        raise HTTPException(400, str(e)) from e
+    info, secret = runtime.keys.create(caller.tenant, body.role, body.user, body.name, body.actsForUsers)
     return {**info.to_json(), "key": secret}
 
 
 @router.delete("/{key_id}")
 def revoke_key(key_id: str, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
-    try:
-        return runtime.keys.revoke(key_id, caller.tenant).to_json()
-    except LookupError as e:
-        raise HTTPException(404, str(e)) from e
+    return runtime.keys.revoke(key_id, caller.tenant).to_json()

@@ -24,19 +24,24 @@ from limits import RateLimitItem, parse_many
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from eddi_rag.api.deps import principal_of
 from eddi_rag.auth import TRUSTED
+from eddi_rag.auth.http import principal_of
+from eddi_rag.errors import EddiRagError
 
 DEFAULTS = {"query": "6000/minute", "ingest": "600/minute"}
 DEFAULT_CONCURRENT = 16
 
 
-class TooManyRequestsError(RuntimeError):
+class TooManyRequestsError(EddiRagError, RuntimeError):
     """A caller over a rate or concurrency limit (HTTP 429 with Retry-After)."""
+    status = 429
 
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
         self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 def _rates(kind: str) -> list[RateLimitItem]:

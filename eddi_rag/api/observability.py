@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from eddi_rag import metrics
-from eddi_rag.api.deps import require
+from eddi_rag.auth.http import require
 from eddi_rag.runtime import Runtime
 
 log = logging.getLogger("eddi_rag.requests")

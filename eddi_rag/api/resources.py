@@ -11,9 +11,10 @@ from fastapi.responses import Response
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer, check_role, own
+from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
+from eddi_rag.auth.http import check_role, own
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
@@ -111,13 +112,13 @@ def resource_router(kind: str) -> APIRouter:
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
-        own(runtime, caller, kind, id)
+        own(runtime.resources, caller, kind, id)
         return runtime.resources.read(kind, id, version)
 
     @router.put("/{id}", **WRITTEN, **body)
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...)):
-        own(runtime, caller, kind, id)
+        own(runtime.resources, caller, kind, id)
         ref = runtime.resources.update(kind, id, version, checked(runtime.validate_rag, runtime.resources, kind, data, caller.tenant))
         if kind == "rags":
             runtime.stores.evict(id)
@@ -125,12 +126,12 @@ def resource_router(kind: str) -> APIRouter:
 
     @router.post("/{id}", status_code=201, **WRITTEN)
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
-        own(runtime, caller, kind, id)
+        own(runtime.resources, caller, kind, id)
         return _created(runtime.resources.duplicate(kind, id, version))
 
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
-        own(runtime, caller, kind, id)
+        own(runtime.resources, caller, kind, id)
         if permanent:
             check_role(caller, "admin", "delete permanently")
         if kind == "rags":

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.jsonvalues import text_problem
 
@@ -15,12 +16,14 @@ DEFAULT_MAX_UPLOAD_MB = 50
 MAX_FILES = 100  # file parts in one multipart request
 
 
-class PayloadTooLargeError(ValueError):
+class PayloadTooLargeError(EddiRagError, ValueError):
     """A body over the upload limit (HTTP 413)."""
+    status = 413
 
 
-class BadUploadError(ValueError):
+class BadUploadError(EddiRagError, ValueError):
     """A malformed upload (HTTP 400)."""
+    status = 400
 
 
 @dataclass(frozen=True)

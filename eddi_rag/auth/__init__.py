@@ -7,16 +7,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eddi_rag.errors import EddiRagError
+
 ROLES = ("viewer", "editor", "admin")
 DEFAULT_TENANT = "default"
 
 
-class AuthError(Exception):
+class AuthError(EddiRagError):
     """No credential, or a bad one (HTTP 401)."""
+    status = 401
+
+    def headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": "Bearer"}
 
 
-class ForbiddenError(Exception):
+class ForbiddenError(EddiRagError):
     """A credential whose role or binding does not allow this (HTTP 403)."""
+    status = 403
 
 
 @dataclass(frozen=True)

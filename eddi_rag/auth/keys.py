@@ -12,8 +12,18 @@ from typing import Any
 
 from eddi_rag.auth import ROLES, AuthError, Principal
 from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
 
 PREFIX = "erk"
+
+
+class KeyRequestError(EddiRagError, ValueError):
+    """A key that cannot be created as asked (HTTP 400)."""
+    status = 400
+
+
+class KeyNotFoundError(EddiRagError, LookupError):
+    status = 404
 _SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL,
     user_id TEXT, acts_for_users INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT NOT NULL,
     created_on TEXT NOT NULL, revoked_on TEXT)"""
@@ -47,11 +57,11 @@ class KeyStore:
                acts_for_users: bool = False) -> tuple[KeyInfo, str]:
         """A new key: (its info, the secret — shown once, never stored)."""
         if role not in ROLES:
-            raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
+            raise KeyRequestError(f"role {role!r} is not one of {', '.join(ROLES)}")
         if not tenant or not tenant.strip():
-            raise ValueError("tenant is required")
+            raise KeyRequestError("tenant is required")
         if acts_for_users and user:
-            raise ValueError("a key bound to a user cannot act for other users")
+            raise KeyRequestError("a key bound to a user cannot act for other users")
         key_id = secrets.token_hex(6)
         secret = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -62,7 +72,7 @@ class KeyStore:
     def get(self, key_id: str) -> KeyInfo:
         rows = self.db.query("SELECT * FROM api_keys WHERE id=?", (key_id,))
         if not rows:
-            raise LookupError(f"no key {key_id!r}")
+            raise KeyNotFoundError(f"no key {key_id!r}")
         return self._info(rows[0])
 
     @staticmethod
@@ -78,7 +88,7 @@ class KeyStore:
     def revoke(self, key_id: str, tenant: str | None = None) -> KeyInfo:
         info = self.get(key_id)
         if tenant is not None and info.tenant != tenant:
-            raise LookupError(f"no key {key_id!r}")
+            raise KeyNotFoundError(f"no key {key_id!r}")
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.db.execute("UPDATE api_keys SET revoked_on=COALESCE(revoked_on, ?) WHERE id=?", (now, key_id))
         return self.get(key_id)

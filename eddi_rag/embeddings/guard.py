@@ -10,13 +10,16 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from eddi_rag.errors import EddiRagError
+
 log = logging.getLogger(__name__)
 
 ATTEMPTS = 3
 BACKOFF_SECONDS = 1.0  # first wait; doubles each attempt (tests shorten it)
 
 
-class EmbeddingDimensionError(ValueError):
+class EmbeddingDimensionError(EddiRagError, ValueError):
+    status = 502
     pass
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddi_rag.config import RagConfiguration, load_schema, schema_errors
+from eddi_rag.errors import EddiRagError
 
 ENTRY_SCHEMA = "provider.schema.json"
 
@@ -41,8 +42,9 @@ NEEDS_NO_KEY = {"ollama", "local"}
 CARRIED = ("apiKey", "baseUrl")  # what an entry gives a backend whose parameters cannot be read
 
 
-class EmbeddingDisabledError(RuntimeError):
+class EmbeddingDisabledError(EddiRagError, RuntimeError):
     """The knowledge base (or the runtime) has no embedding backend: ``reason`` says why."""
+    status = 409
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.parsing import ParseCancelledError
 from eddi_rag.stores.base import StoreUnavailableError
 
@@ -46,14 +47,17 @@ RETRY_SECONDS = (5.0, 300.0)  # a job whose store is down is tried again after 5
 DEFAULT_MAX_QUEUED = 1_000
 
 
-class JobNotRetryableError(ValueError):
+class JobNotRetryableError(EddiRagError, ValueError):
     """Only a failed or cancelled job can be retried; only a pending or processing one cancelled."""
+    status = 409
 
 
-class QueueFullError(RuntimeError):
+class QueueFullError(EddiRagError, RuntimeError):
     """Too much ingestion work is waiting (HTTP 429)."""
+    status = 429
 
-    retry_after = 30
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "30"}
 
 
 class _Cancelled(Exception):

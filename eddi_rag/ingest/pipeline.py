@@ -21,6 +21,7 @@ from typing import Any
 
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import EmbeddingBuffer
+from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import (
     EmbeddingModelFactory,
     EmbeddingStoreFactory,
@@ -39,8 +40,9 @@ RESERVED = frozenset({"kbId", "document_id", "position_in_doc", "section", "cont
                       "user_id", "private", "expiresAt", "expires"})
 
 
-class DocumentError(ValueError):
+class DocumentError(EddiRagError, ValueError):
     """A document that cannot be ingested; the message names the field."""
+    status = 400
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Versioned resources (EDDI-compatible): rags, agents, workflows, httpcalls, llm configs."""
 
 from eddi_rag.resources.base import (
+    MAX_VERSION,
     RESOURCE_TYPES,
     Descriptor,
     ResourceNotFoundError,
@@ -13,6 +14,7 @@ from eddi_rag.resources.base import (
 from eddi_rag.resources.sqlite import SqliteResourceStore
 
 __all__ = [
+    "MAX_VERSION",
     "RESOURCE_TYPES",
     "Descriptor",
     "ResourceNotFoundError",

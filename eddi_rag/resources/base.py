@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from eddi_rag.errors import EddiRagError
+
 # kind -> (authority, store, collection): eddi://<authority>/<store>/<collection>/<id>?version=N
 RESOURCE_TYPES: dict[str, tuple[str, str, str]] = {
     "rags": ("ai.labs.rag", "ragstore", "rags"),
@@ -25,20 +27,27 @@ URI_ALIASES: dict[tuple[str, str, str], str] = {
     ("ai.labs.bot", "botstore", "bots"): "agents",
 }
 
+MAX_VERSION = 2**31 - 1  # a version number fits a 32-bit signed integer (EDDI's Java int)
+
 _VERSION = re.compile(r"(?:^|&)version=(\d+)(?:&|$)")
 _URI = re.compile(r"^eddi://([^/?#]+)/([^/?#]+)/([^/?#]+)/([^/?#]+)(?:\?(.*))?$")
 
 
-class ResourceNotFoundError(LookupError):
+class ResourceNotFoundError(EddiRagError, LookupError):
+    status = 404
     pass
 
 
-class VersionConflictError(Exception):
+class VersionConflictError(EddiRagError):
     """The caller named a version that is not the current one (HTTP 409)."""
+    status = 409
 
     def __init__(self, kind: str, id: str, given: int, current: int):
         self.current = current
         super().__init__(f"{kind}/{id}: version {given} is not the current version {current}")
+
+    def body(self) -> dict[str, Any]:
+        return {"error": str(self), "currentVersion": self.current}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from eddi_rag.config import IngestionSource, RagConfiguration
+from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import embedding_key
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.sources import Item, Listing, folder, sitemap, web
@@ -48,12 +49,14 @@ _SCHEMA = (
 RUNNING, COMPLETED, FAILED = "RUNNING", "COMPLETED", "FAILED"
 
 
-class SourceNotFoundError(LookupError):
+class SourceNotFoundError(EddiRagError, LookupError):
+    status = 404
     pass
 
 
-class SourceBusyError(RuntimeError):
+class SourceBusyError(EddiRagError, RuntimeError):
     """A run of this source is under way (HTTP 409)."""
+    status = 409
 
 
 def _now() -> str:

@@ -14,6 +14,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from eddi_rag.citations import source_label
 from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
 from eddi_rag.stores import filters
 
 # Capability names a backend may declare.
@@ -103,13 +104,15 @@ class StoreContext:
             closer()
 
 
-class StoreUnavailableError(RuntimeError):
+class StoreUnavailableError(EddiRagError, RuntimeError):
     """A knowledge base's engine is down, refused the connection or timed out (HTTP 503). Raised by
     the application's store factory around every store call; a ValueError (the request's or the
     configuration's fault) passes through as it is."""
+    status = 503
 
 
-class DimensionMismatchError(ValueError):
+class DimensionMismatchError(EddiRagError, ValueError):
+    status = 409
     pass
 
 

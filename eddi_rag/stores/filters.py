@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from eddi_rag.errors import EddiRagError
+
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 # What every backend executes (the conformance suite runs filters at these limits on each):
 MAX_DEPTH = 16  # levels of $and / $or
@@ -25,8 +27,9 @@ MAX_INTEGER = 2**63 - 1  # integers beyond a signed 64-bit one are refused
 Scalar = str | int | float | bool
 
 
-class FilterError(ValueError):
+class FilterError(EddiRagError, ValueError):
     """A malformed filter. The message names the offending part by path."""
+    status = 400
 
 
 @dataclass(frozen=True)

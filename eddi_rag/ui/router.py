@@ -16,11 +16,11 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__, registry
-from eddi_rag.api.deps import MAX_VERSION, check_role, own, principal_of
 from eddi_rag.auth import AuthError, Principal
+from eddi_rag.auth.http import check_role, own, principal_of
+from eddi_rag.auth.session import COOKIE
 from eddi_rag.config import ConfigValidationError
-from eddi_rag.resources import parse_uri
-from eddi_rag.ui.session import COOKIE
+from eddi_rag.resources import MAX_VERSION, parse_uri
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -129,7 +129,7 @@ def duplicate_kb(id: str, request: Request):
     caller = caller_of(request)
     _editor(caller)
     runtime = runtime_of(request)
-    own(runtime, caller, "rags", id)
+    own(runtime.resources, caller, "rags", id)
     ref = runtime.resources.duplicate("rags", id)
     return _back(message=f"Duplicated as {ref.id} (its documents are not copied).")
 
@@ -139,7 +139,7 @@ def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmN
     caller = caller_of(request)
     _editor(caller)
     runtime = runtime_of(request)
-    own(runtime, caller, "rags", id)
+    own(runtime.resources, caller, "rags", id)
     name = runtime.resources.read("rags", id).get("name", "")
     if not permanent:
         runtime.delete_knowledge_base(id)
@@ -155,7 +155,7 @@ def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict
     """(caller, runtime, {id, name, version}, config) of one of the caller's KBs, at its current version."""
     caller = caller_of(request)
     runtime = runtime_of(request)
-    own(runtime, caller, "rags", id)
+    own(runtime.resources, caller, "rags", id)
     version = runtime.resources.current_version("rags", id)
     config = runtime.resources.read("rags", id, version)
     return caller, runtime, {"id": id, "name": config.get("name", id), "version": version}, config
@@ -236,9 +236,13 @@ def install(app: FastAPI) -> None:
         target = f"/ui/login?next={quote(e.next_url)}" + (f"&error={quote(e.message)}" if e.message else "")
         return RedirectResponse(target, status_code=303)
 
+    app.state.error_page = error_page
 
-def error_page(request: Request, status: int, message: str) -> HTMLResponse:
-    """An error met by a page (not by the API): the same message, as a page."""
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse | None:
+    """An error met by a page (not by the API): the same message, as a page (None: not a page)."""
+    if not is_page(request):
+        return None
     caller = getattr(request.state, "principal", None)
     return render(request, "error.html", caller, status, message=message)
 

@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from eddi_rag import metrics
 from eddi_rag.config import MISS_PHRASES, LlmTaskRag
+from eddi_rag.errors import EddiRagError
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.conversation import (
     check_citations,
@@ -67,8 +68,9 @@ def system_prompt(task: dict[str, Any]) -> str:
     return str(params.get("systemMessage") or task.get("systemMessage") or "")
 
 
-class NoLlmTaskError(ValueError):
+class NoLlmTaskError(EddiRagError, ValueError):
     """The agent's workflows declare no LLM task (or not the one asked for)."""
+    status = 400
 
 
 def choose_task(discovery: Discovery, agent_id: str, wanted: str | None = None) -> dict[str, Any]:

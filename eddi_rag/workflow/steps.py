@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceStore, parse_uri
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import HTTPCALLS_STEP, LLM_STEP, RAG_STEP, workflow_steps
@@ -22,7 +23,8 @@ def _noop(memory: ConversationMemory, step: dict[str, Any]) -> None:
 STEP_TYPES: dict[str, Step] = {RAG_STEP: _noop, HTTPCALLS_STEP: _noop, LLM_STEP: _noop}
 
 
-class UndeployableWorkflowError(ValueError):
+class UndeployableWorkflowError(EddiRagError, ValueError):
+    status = 400
     pass
 
 

@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 import filetype
 
+from eddi_rag.errors import EddiRagError
+
 
 @dataclass(frozen=True)
 class Part:
@@ -32,12 +34,14 @@ class Part:
     markdown: bool = False  # Markdown text: headings give sections
 
 
-class UnsupportedFileTypeError(ValueError):
+class UnsupportedFileTypeError(EddiRagError, ValueError):
     """The body is of no supported type (HTTP 415)."""
+    status = 415
 
 
-class UnreadableDocumentError(ValueError):
+class UnreadableDocumentError(EddiRagError, ValueError):
     """A file of a supported type that cannot be read: encrypted, corrupt, or without text."""
+    status = 422
 
 
 @dataclass(frozen=True)

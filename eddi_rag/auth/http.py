@@ -1,0 +1,81 @@
+"""Who is calling over HTTP, for every face that serves it (REST, the Manager UI, MCP): the
+credential from the Authorization / X-API-Key header or the UI's sign-in cookie, the ``Principal``
+it gives, the role a route needs, and the tenant check of a resource it names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from eddi_rag.auth import TRUSTED, AuthError, ForbiddenError, Principal
+from eddi_rag.auth.keys import PREFIX, KeyStore
+from eddi_rag.auth.oidc import OidcVerifier
+from eddi_rag.auth.session import cookie_credential
+from eddi_rag.resources import ResourceNotFoundError, ResourceStore
+
+
+def credential(headers: Mapping[str, str] | None) -> str:
+    """The API key or OIDC token a request's headers carry (Authorization: Bearer, or X-API-Key), or ""."""
+    headers = {k.lower(): v for k, v in (headers or {}).items()}
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
+
+
+class Authenticator:
+    """Auth is on once a key exists or OIDC is configured; until then every caller is TRUSTED."""
+
+    def __init__(self, keys: KeyStore, oidc: OidcVerifier | None = None):
+        self.keys, self.oidc = keys, oidc
+
+    def enabled(self) -> bool:
+        return self.oidc is not None or self.keys.any()
+
+    def principal(self, request: Request) -> Principal:
+        """The caller of a request: its header's credential, else the Manager UI's sign-in cookie."""
+        if not self.enabled():
+            return TRUSTED
+        return self.principal_for(credential(request.headers) or cookie_credential(request))
+
+    def principal_of_headers(self, headers: Mapping[str, str] | None) -> Principal:
+        """The caller of an MCP request (headers None on stdio: trusted, as the CLI)."""
+        return self.principal_for(credential(headers)) if self.enabled() else TRUSTED
+
+    def principal_for(self, credential: str) -> Principal:
+        if not credential:
+            raise AuthError("a credential is required: Authorization: Bearer <API key or OIDC token>")
+        if credential.startswith(PREFIX + "_") or self.oidc is None:
+            return self.keys.authenticate(credential)
+        return self.oidc.authenticate(credential)
+
+
+def principal_of(request: Request) -> Principal:
+    """The caller, authenticated once per request."""
+    if not hasattr(request.state, "principal"):
+        request.state.principal = request.app.state.auth.principal(request)
+    return request.state.principal
+
+
+def own(resources: ResourceStore, caller: Principal, kind: str, id: str) -> None:
+    """Another tenant's resource does not exist for the caller: 404, as for a missing one."""
+    if resources.tenant_of(kind, id) != caller.tenant:
+        raise ResourceNotFoundError(f"{kind}/{id} not found")
+
+
+def check_role(principal: Principal, role: str, doing: str = "do this") -> None:
+    if not principal.allows(role):
+        raise ForbiddenError(f"role {principal.role!r} may not {doing}; it needs {role!r} or above")
+
+
+def require(role: str):
+    def dependency(request: Request) -> Principal:
+        principal = principal_of(request)
+        check_role(principal, role)
+        return principal
+    return dependency
+
+
+Viewer = Annotated[Principal, Depends(require("viewer"))]
+Editor = Annotated[Principal, Depends(require("editor"))]
+Admin = Annotated[Principal, Depends(require("admin"))]
