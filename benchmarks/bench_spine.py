@@ -28,7 +28,6 @@ from eddi_rag.db import Database
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.ingest.chunking import split_text
 from eddi_rag.ingest.pipeline import Document
-from eddi_rag.pipeline import RagPipeline
 from eddi_rag.runtime import Runtime
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.memory import InMemoryStore
@@ -72,7 +71,7 @@ def bench_ingestion(texts: list[str]) -> None:
         fresh = rt.resources.create("rags", {"name": "bench-batch", "embeddingProvider": "local", "storeType": "sqlite"}).id
         rt.embeddings.for_config(rt.rag_config(fresh)).embed_query("warm up")
         t0 = time.perf_counter()
-        result = RagPipeline(rt).ingest([Document(f"doc{i}", t) for i, t in enumerate(texts)], fresh)
+        result = rt.ingesting.batch([Document(f"doc{i}", t) for i, t in enumerate(texts)], fresh)
         batched = result.chunk_count / (time.perf_counter() - t0)
         rt.close()
     print("| what | chunks/s |\n|---|---|")

@@ -11,20 +11,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eddi_rag.config import ConfigValidationError, validate_rag_configuration
-from eddi_rag.embeddings.references import entry_errors
-from eddi_rag.resources import ResourceNotFoundError, ResourceRef, ResourceStore
+from eddi_rag.auth import DEFAULT_TENANT
+from eddi_rag.resources import ResourceRef
+from eddi_rag.verbs.saving import Saving
 
 # Referenced kinds first, so a reader never sees a dangling URI.
 LOAD_ORDER = ("providers", "rags", "httpcalls", "llm", "workflows", "agents")
 
 
 def load_bundle(
-    resources: ResourceStore,
+    saving: Saving,
     folder: str | Path,
     patch: Callable[[str, str, dict[str, Any]], dict[str, Any]] | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> list[ResourceRef]:
-    """``patch(kind, id, data)`` may adjust a resource before it is stored."""
+    """Every resource of ``folder`` saved (``Saving.put``: the save rules apply) into ``tenant``;
+    ``patch(kind, id, data)`` may adjust a resource before it is saved."""
     folder = Path(folder)
     loaded = []
     for kind in LOAD_ORDER:
@@ -32,18 +34,5 @@ def load_bundle(
             data = json.loads(path.read_text(encoding="utf-8"))
             if patch is not None:
                 data = patch(kind, path.stem, data)
-            if kind == "rags":
-                validate_rag_configuration(data)
-            if kind == "providers" and (errors := entry_errors(data)):
-                raise ConfigValidationError(errors)
-            id = path.stem
-            try:
-                current = resources.current_version(kind, id)
-            except ResourceNotFoundError:
-                loaded.append(resources.create(kind, data, id=id))
-                continue
-            if resources.read(kind, id, current) != data:
-                loaded.append(resources.update(kind, id, current, data))
-            else:
-                loaded.append(ResourceRef(kind, id, current))
+            loaded.append(saving.put(kind, path.stem, data, tenant))
     return loaded

@@ -107,7 +107,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, ll
             f"delete every knowledge base. Create a key (eddi-rag keys create --tenant T --role admin), configure "
             f"OIDC (EDDI_RAG_OIDC_JWKS_URL), or pass --insecure.")
     for folder in bundles:
-        load_bundle(runtime.resources, folder)
+        load_bundle(runtime.saving, folder)
     limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
     click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
     log_requests(log_format)
@@ -155,13 +155,13 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
             files.append((given, given.name))
     chunks, failures = 0, []
     with Runtime(data_dir) as runtime:
-        runtime.rag_config(kb_id, version)  # an unknown KB fails before any work
+        runtime.configs.get(kb_id, version)  # an unknown KB fails before any work
         with tqdm(files, desc="ingesting", unit="file", file=sys.stderr) as bar:
             for path, name in bar:
                 bar.set_postfix_str(name[-40:])
                 try:
-                    chunks += runtime.ingest_file(kb_id, name, path.read_bytes(), None, version=version,
-                                                  user_id=user_id, ttl_seconds=ttl_seconds)
+                    chunks += runtime.ingesting.file(kb_id, name, path.read_bytes(), None, version,
+                                                     user_id=user_id, ttl_seconds=ttl_seconds)
                 except EddiRagError as e:  # unsupported type, unreadable file, rejected document
                     failures.append((name, str(e)))
     click.echo(f"ingested {len(files) - len(failures)} document(s), {chunks} chunks, into {kb_id}")
@@ -248,7 +248,7 @@ def sources_run(kb_id, source_id, data_dir) -> None:
 
     failed = False
     with Runtime(data_dir) as runtime:
-        ids = [source_id] if source_id else [s.effective_id for s in runtime.rag_config(kb_id).sources]
+        ids = [source_id] if source_id else [s.effective_id for s in runtime.configs.get(kb_id).sources]
         if not ids:
             click.echo(f"knowledge base {kb_id} has no sources")
         for sid in ids:
@@ -273,9 +273,11 @@ def sources_run(kb_id, source_id, data_dir) -> None:
 def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_json) -> None:
     """Search knowledge base KB_ID and print scored chunks."""
     from eddi_rag.runtime import Runtime
+    from eddi_rag.verbs.search import SearchRequest
 
     with Runtime(data_dir) as runtime:
-        hits = runtime.query(kb_id, question, max_results, min_score, json.loads(where) if where else None, user_id)
+        hits = runtime.search.hits(SearchRequest(kb_id, question, k=max_results, min_score=min_score,
+                                                 where=json.loads(where) if where else None, user_id=user_id))
     if as_json:
         click.echo(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
         return
@@ -294,7 +296,7 @@ def purge(kb_id, data_dir) -> None:
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
-        removed = runtime.purge_expired(kb_id)
+        removed = runtime.documents.purge_expired(kb_id)
     click.echo(f"removed {removed} expired chunk(s) from {kb_id}")
 
 
@@ -302,11 +304,11 @@ def purge(kb_id, data_dir) -> None:
 @data_dir_option
 def doctor(data_dir) -> None:
     """Check every knowledge base: provider, secrets, store, dimensions; print fixes."""
-    from eddi_rag.doctor import format_table, run_doctor
+    from eddi_rag.doctor import format_table
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
-        checks = run_doctor(runtime)
+        checks = runtime.health.all_checks()
     if not checks:
         click.echo(f"no knowledge bases in {data_dir}")
         return
@@ -359,10 +361,10 @@ def load(path, data_dir, tenant) -> None:
 
     with Runtime(data_dir) as runtime:
         if os.path.isdir(path):
-            for ref in load_bundle(runtime.resources, path):
+            for ref in load_bundle(runtime.saving, path):
                 click.echo(ref.uri)
             return
-        report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.validate_rag)
+        report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.configs.checked)
         for ref in report.created:
             click.echo(ref.uri)
         for reason in report.skipped:

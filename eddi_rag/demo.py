@@ -122,15 +122,15 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
         # The httpCall config names the local notices stand-in started for this demo.
         return {**data, "targetServerUrl": notices_url} if kind == "httpcalls" else data
 
-    for ref in load_bundle(runtime.resources, EXAMPLES / "workflows", point_at_stand_in):
+    for ref in load_bundle(runtime.saving, EXAMPLES / "workflows", point_at_stand_in):
         click.echo(f"  {ref.uri}")
     click.echo(f"  httpCall 'serviceNotices' → local stand-in at {notices_url}")
 
     _section("2. Ingest examples/documents")
     for kb_dir in sorted((EXAMPLES / "documents").iterdir()):
-        config = runtime.rag_config(kb_dir.name)
+        config = runtime.configs.get(kb_dir.name)
         for doc in sorted(kb_dir.glob("*.md")):
-            n = runtime.ingest(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))
+            n = runtime.ingesting.text(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))
             click.echo(f"  {config.name:<16} {doc.name:<14} {n:>3} chunks  ({config.embeddingProvider} model → {config.storeType} store)")
 
     llm_config = runtime.resources.read("llm", "travel-assistant")
@@ -143,7 +143,7 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
     for i, question in enumerate(questions, 1):
         _section(f"Question {i}: {question}")
         memory = ConversationMemory(agent_id=AGENT_ID, user_input=question)
-        turn = runtime.llm_task.execute(memory, task, model)
+        turn = runtime.turns.run(memory, tid, model)
         click.secho("Retrieved chunks:", bold=True)
         for entry in memory.get(f"rag:trace:{tid}", []):
             if "error" in entry:

@@ -26,10 +26,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from eddi_rag import jsonvalues
-from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration
+from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
-from eddi_rag.saving import checked
 from eddi_rag.workflow.traversal import workflow_steps
 
 # An export holds small JSON files: what it may unpack to is checked from the zip's directory before
@@ -134,10 +133,10 @@ def _ref(uri: Any) -> ResourceRef | None:
 
 
 def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default",
-                        validate_rag: Callable[[Any], RagConfiguration] | None = None) -> ImportReport:
-    """Import every agent of an EDDI export (see the module doc). With ``validate_rag`` (the Runtime's),
-    every configuration passes the save rules (``saving.checked``, but for the reference check: the
-    import rewrites references to what it creates); without it, RagConfigurations pass their JSON Schema."""
+                        checked: Callable[..., dict[str, Any]] | None = None) -> ImportReport:
+    """Import every agent of an EDDI export (see the module doc). With ``checked`` (the save rules,
+    ``Configs.checked``), every configuration passes them, but for the reference check (the import
+    rewrites references to what it creates); without it, RagConfigurations pass their JSON Schema."""
     export = _Export(data)
     report = ImportReport()
     planned: list[tuple[str, str, dict[str, Any], str]] = []  # (kind, old id, data, description), written in order
@@ -197,8 +196,8 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                     raise ExportError(f"workflow {ref.id} step {i} names {config['uri']}, whose file the zip lacks")
                 body = export.json(file)
                 try:
-                    if validate_rag is not None:
-                        body = checked(validate_rag, resources, target.kind, body, tenant, references=False)
+                    if checked is not None:
+                        body = checked(target.kind, body, tenant, references=False)
                     elif target.kind == "rags":
                         validate_rag_configuration(body)
                 except ConfigValidationError as e:

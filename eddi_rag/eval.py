@@ -28,7 +28,6 @@ from ir_measures import RR, R, nDCG
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
-from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.bm25 import Bm25Index
@@ -106,6 +105,7 @@ def evaluate_pipeline(data: Beir, modes: list[str], cache_dir: Path, chunking: d
     by the Retriever in each search mode, and a document ranked by its best chunk."""
     from eddi_rag.ingest.pipeline import Document
     from eddi_rag.runtime import Runtime
+    from eddi_rag.verbs.search import SearchRequest
 
     runtime = Runtime(Path(cache_dir) / "pipeline")
     try:
@@ -113,27 +113,23 @@ def evaluate_pipeline(data: Beir, modes: list[str], cache_dir: Path, chunking: d
         kb_id = f"eval-{digest}"
         raw = {"name": kb_id, "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0, "recencyWindow": 0,
                **chunking}
-        try:
-            runtime.resources.read("rags", kb_id)
-        except ResourceNotFoundError:
-            runtime.resources.create("rags", runtime.validate_rag(raw).to_json(), id=kb_id)
-        config = runtime.rag_config(kb_id)
-        if runtime.stores.get(kb_id, config).count() == 0:
+        if not runtime.resources.exists("rags", kb_id):
+            runtime.saving.create("rags", raw, id=kb_id)
+        if not runtime.documents.list(kb_id, max_chunks=1)["documents"]:
             ids = list(data.docs)
             for start in range(0, len(ids), 500):
                 progress(f"ingesting documents {start + 1}-{min(start + 500, len(ids))} of {len(ids)} ({chunking})...")
-                result = runtime.pipeline.ingest([Document(i, data.docs[i]) for i in ids[start : start + 500]], kb_id)
+                result = runtime.ingesting.batch([Document(i, data.docs[i]) for i in ids[start : start + 500]], kb_id)
                 if result.errors:
                     raise RuntimeError(f"ingestion failed: {result.errors[:3]}")
-        model = runtime.embeddings.for_config(config)
+        model = runtime.embeddings.for_config(runtime.configs.get(kb_id))
         runs: dict[str, list[ir_measures.ScoredDoc]] = {m: [] for m in modes}
         progress(f"searching {len(data.queries)} queries...")
         for qid, text in data.queries.items():
             vector = model.embed_query(text)
             for mode in modes:
-                cfg = config.model_copy(update={"searchMode": "hybrid" if mode == "rrf" else mode,
-                                                "fusion": "rrf" if mode == "rrf" else "weighted"})
-                hits = runtime.retriever.search(kb_id, cfg, text, 3 * DEPTH, 0.0, vector=vector)
+                hits = runtime.search.hits(SearchRequest(kb_id, text, vector, k=3 * DEPTH, min_score=0.0,
+                                                         mode="weighted" if mode == "hybrid" else mode))
                 ranked = list(dict.fromkeys(h.metadata["document_id"] for h in hits))[:DEPTH]
                 runs[mode] += [ir_measures.ScoredDoc(qid, doc, float(DEPTH - rank)) for rank, doc in enumerate(ranked)]
         return {mode: {str(m): float(v) for m, v in ir_measures.calc_aggregate(MEASURES, data.qrels, runs[mode]).items()}

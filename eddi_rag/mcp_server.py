@@ -23,6 +23,7 @@ from eddi_rag.auth.http import check_role
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceNotFoundError, parse_uri
 from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.search import SearchRequest
 
 INSTRUCTIONS = ("Knowledge bases of eddi-rag. Call list_knowledge_bases to see what exists, search_knowledge_base "
                 "to find passages (cite them by their citation), ingest_document to add a text.")
@@ -97,7 +98,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
             out = []
             for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant):
                 id = parse_uri(d.resource).id
-                config = runtime.rag_config(id)
+                config = runtime.configs.get(id)
                 out.append({"id": id, "name": d.name, "description": d.description, "storeType": config.storeType,
                             "embeddingProvider": config.embeddingProvider, "embedding": "disabled" if config.embedding_disabled else "ok"})
             return out
@@ -119,7 +120,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         def run() -> dict[str, Any]:
             id = knowledge_base(who, knowledge_base_id)
             user = who.user_for(user_id)
-            hits = runtime.query(id, query, k, None, where, user)
+            hits = runtime.search.hits(SearchRequest(id, query, k=k, where=where, user_id=user))
             results = [{key: value for key, value in h.to_json().items() if key not in ("similarity", "distance")} for h in hits]
             return {"knowledgeBase": id, "query": query, "results": results}
         return await in_thread(run)
@@ -137,7 +138,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         def run() -> dict[str, Any]:
             id = knowledge_base(who, knowledge_base_id)
             user = who.user_for(user_id)
-            chunks = runtime.ingest(id, document_name, text, user_id=user)
+            chunks = runtime.ingesting.text(id, document_name, text, user_id=user)
             return {"knowledgeBase": id, "document": document_name, "chunks": chunks}
         return await in_thread(run)
 

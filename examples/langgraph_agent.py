@@ -35,13 +35,13 @@ def without_notices(kind: str, id: str, data: dict) -> dict:
 
 def main(questions: list[str], llm: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, Runtime(tmp) as runtime:
-        load_bundle(runtime.resources, EXAMPLES / "workflows", without_notices)
+        load_bundle(runtime.saving, EXAMPLES / "workflows", without_notices)
         for kb in sorted((EXAMPLES / "documents").iterdir()):
             for doc in sorted(kb.glob("*.md")):
                 runtime.ingest(kb.name, doc.name, doc.read_text(encoding="utf-8"))
         model = chat_model(llm, None, None, offline=True)
         graph = StateGraph(RagState)
-        graph.add_node("assistant", rag_node(runtime, "travel-assistant", model))
+        graph.add_node("assistant", rag_node(runtime.turns, "travel-assistant", model))
         graph.add_edge(START, "assistant")
         graph.add_edge("assistant", END)
         app = graph.compile()

@@ -107,7 +107,7 @@ def test_doctor_reports_each_check_with_its_fix(client):
 
 def test_an_agent_turn_shows_the_system_message_and_the_memory_entries(client):
     runtime = client.app.state.runtime
-    load_bundle(runtime.resources, EXAMPLES / "workflows")
+    load_bundle(runtime.saving, EXAMPLES / "workflows")
     for kb_dir in sorted((EXAMPLES / "documents").iterdir()):
         for doc in sorted(kb_dir.glob("*.md")):
             runtime.ingest(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))

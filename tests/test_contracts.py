@@ -6,9 +6,11 @@ import time
 
 import pytest
 
+from eddi_rag.contracts import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.ingest.pipeline import Document
-from eddi_rag.pipeline import InvalidQueryError, RagPipeline, VectorDBUnavailableError
 from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.contract import RagPipeline
+from eddi_rag.verbs.search import Search
 
 TEA = "Green tea is steeped at eighty degrees for two minutes."
 TRAINS = "The night train to Vienna leaves at 22:10 from platform 4."
@@ -165,7 +167,8 @@ def test_the_cache_expires_after_its_time_to_live(runtime):
     k = kb(runtime)
     runtime.pipeline.ingest([Document("trains", TRAINS)], context_key=k)
     clock = [1000.0]
-    pipeline = RagPipeline(runtime, timer=lambda: clock[0])
+    search = Search(runtime.configs, runtime.embeddings, runtime.retriever, runtime.generations, timer=lambda: clock[0])
+    pipeline = RagPipeline(search, runtime.ingesting)
     pipeline.retrieve("night train", k)
     clock[0] += 299
     assert pipeline.retrieve("night train", k).cached
@@ -207,8 +210,8 @@ def test_expired_chunks_are_never_returned_and_purge_removes_them(runtime):
     assert offer["expires"] is True and now + 3590 < offer["expiresAt"] < now + 3610  # the KB's ttlSeconds
     found = {c.metadata["document_id"] for c in runtime.pipeline.retrieve("train tickets Vienna", k, 10, 0).chunks}
     assert found == {"offer", "timetable"}
-    assert runtime.purge_expired(k) == 1 and store.count() == 2
-    assert runtime.purge_expired(k, now=now + 7200) == 1  # the offer's hour has passed
+    assert runtime.documents.purge_expired(k) == 1 and store.count() == 2
+    assert runtime.documents.purge_expired(k, now=now + 7200) == 1  # the offer's hour has passed
     assert [c.metadata["document_id"] for c in store.get()] == ["timetable"]
 
 

@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from eddi_rag.embeddings.buffer import EmbeddingBuffer
-from eddi_rag.pipeline import RagPipeline
 
 
 class Recorder:
@@ -93,7 +92,7 @@ def test_batch_ingestion_shares_model_calls_across_documents(runtime, monkeypatc
     monkeypatch.setattr(model, "embed_documents", lambda texts: calls.append(len(texts)) or original(texts))
     docs = [{"document_id": f"doc{i}", "text": f"Night train number {i} leaves from platform {i % 7}."} for i in range(30)]
     docs.insert(12, {"document_id": "empty", "text": "  "})
-    result = RagPipeline(runtime).ingest(docs, kb)
+    result = runtime.ingesting.batch(docs, kb)
     assert (result.documents_processed, result.documents_failed, result.chunk_count) == (30, 1, 30)
     assert result.errors[0]["document_id"] == "empty" and "text is empty" in result.errors[0]["error"]
     assert sum(calls) == 30 and len(calls) < 30  # texts of several documents per model call

@@ -422,7 +422,7 @@ def test_a_symlinked_file_out_of_the_folder_roots_is_not_read(runtime, tmp_path,
                                            "sources": [{"name": "docs", "folder": {"path": str(root / "docs")}}]}).id
     run = runtime.sources.run(kb, "docs")
     assert run.added == 1 and run.failed == 1 and "outside the folders" in run.failures[0]["reason"]
-    assert [d["documentId"] for d in runtime.documents(kb)["documents"]] == ["docs/fine.md"]
+    assert [d["documentId"] for d in runtime.documents.list(kb)["documents"]] == ["docs/fine.md"]
     assert "4711" not in str(runtime.query(kb, "outside secret"))
 
 

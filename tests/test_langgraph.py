@@ -26,7 +26,7 @@ def agent(runtime) -> str:
 
 
 def test_the_runnable_gives_the_augmented_messages_and_the_traces(runtime):
-    chain = rag_runnable(runtime, agent(runtime))
+    chain = rag_runnable(runtime.turns, agent(runtime))
     out = chain.invoke({"messages": [("user", "hi"), ("assistant", "hello"), ("user", "When does the night train leave?")]})
     system, *rest = out["messages"]
     assert isinstance(system, SystemMessage) and "## Relevant Context:" in system.content and "22:10" in system.content
@@ -42,7 +42,7 @@ def test_the_runnable_scopes_to_the_user(runtime):
     id = agent(runtime)
     kb = runtime.resources.descriptors("rags")[0].resource.split("/")[-1].split("?")[0]
     runtime.ingest(kb, "ann.md", "Ann's reserved seat on the night train is 42A.", user_id="ann")
-    chain = rag_runnable(runtime, id)
+    chain = rag_runnable(runtime.turns, id)
     ask = [("user", "Which seat is reserved on the night train?")]
     assert "42A" in chain.invoke({"messages": ask, "user_id": "ann"})["system_message"]
     assert "42A" not in chain.invoke({"messages": ask, "user_id": "bob"})["system_message"]
@@ -50,7 +50,7 @@ def test_the_runnable_scopes_to_the_user(runtime):
 
 def test_a_langgraph_agent_answers_and_follow_ups_keep_the_topic(runtime):
     graph = StateGraph(RagState)
-    graph.add_node("assistant", rag_node(runtime, agent(runtime), ExtractiveChatModel(max_sentences=1)))
+    graph.add_node("assistant", rag_node(runtime.turns, agent(runtime), ExtractiveChatModel(max_sentences=1)))
     graph.add_edge(START, "assistant")
     graph.add_edge("assistant", END)
     app = graph.compile()

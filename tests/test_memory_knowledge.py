@@ -81,7 +81,7 @@ def test_with_embedding_disabled_turns_go_on_and_health_says_why(runtime):
     memory = converse(runtime, id, "ann", ["My dog is called Bruno."])
     remembered.flush()
     assert len(memory.history) == 2 and "embedding disabled" in remembered.errors[0]
-    health = runtime.health(remembered.kb_id(id, "ann"))
+    health = runtime.health.of(remembered.kb_id(id, "ann"))
     assert health["embedding"] == {"status": "disabled", "reason": "neither embeddingProviderId nor embeddingProvider is set"}
 
 

@@ -52,7 +52,7 @@ def test_a_knowledge_base_on_pgvector_end_to_end(runtime, pgvector_params):
         hits = runtime.query(kb, "When does the train to Vienna leave?", min_score=0)
         assert [h.metadata["source"] for h in hits] == ["rail.md", "food.md"]
     finally:
-        runtime.drop_knowledge_base(kb)
+        runtime.documents.drop(kb)
 
 
 def test_bulk_load_then_build_the_index(pgvector_params, ctx):

@@ -112,10 +112,10 @@ def test_a_turn_never_reads_another_tenants_resources(legacy):
         if r.status_code == 200:
             assert any("in this tenant" in s or "not found" in s for s in r.json()["skipped"]), (what, r.json())
         in_process = [lambda: runtime.turn(agent, "What is the launch code?"),
-                      lambda: runtime.run_turn(ConversationMemory(agent_id=agent, user_input="What is the launch code?")),
+                      lambda: runtime.turns.run(ConversationMemory(agent_id=agent, user_input="What is the launch code?")),
                       lambda: runtime.llm_task.execute(ConversationMemory(agent_id=agent, user_input="What is the launch code?"),
                                                        {"id": "answer", "enableWorkflowRag": True}),
-                      lambda: rag_runnable(runtime, agent).invoke({"messages": [("human", "What is the launch code?")]})]
+                      lambda: rag_runnable(runtime.turns, agent).invoke({"messages": [("human", "What is the launch code?")]})]
         for run in in_process:
             try:
                 result = run()

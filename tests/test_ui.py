@@ -194,7 +194,7 @@ def test_sign_in_offers_only_what_the_role_may_do(browser, server):
 
 def test_agent_turn_and_health(browser, server):
     url, runtime = server
-    load_bundle(runtime.resources, EXAMPLES / "workflows")
+    load_bundle(runtime.saving, EXAMPLES / "workflows")
     for kb_dir in sorted((EXAMPLES / "documents").iterdir()):
         for doc in sorted(kb_dir.glob("*.md")):
             runtime.ingest(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))

@@ -236,7 +236,7 @@ def test_chunks_of_one_document_are_limited(runtime):
     runtime.ingestor.limits = replace(runtime.ingestor.limits, max_chunks=5)
     with pytest.raises(DocumentLimitError, match=r"makes \d+ chunks \(limit: EDDI_RAG_MAX_CHUNKS=5\)"):
         runtime.ingest(kb, "long.txt", "A sentence of some length. " * 100)
-    assert runtime.documents(kb)["documents"] == []
+    assert runtime.documents.list(kb)["documents"] == []
 
 
 def test_a_cancelled_parse_stops_and_a_corrupt_file_is_unreadable():
@@ -275,5 +275,5 @@ def test_an_eddi_export_is_checked_like_a_body(runtime):
                (bombs.eddi_export_with_description(20), "may unpack to at most 16 MB")]
     for data, reason in refused:
         with pytest.raises(ExportError, match=reason):
-            import_agent_export(runtime.resources, data)
+            import_agent_export(runtime.resources, data, checked=runtime.configs.checked)
     assert runtime.resources.ids("agents") == []

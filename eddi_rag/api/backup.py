@@ -26,6 +26,6 @@ async def import_export(request: Request, runtime: RuntimeDep, caller: Editor) -
     """Import an EDDI agent export into the caller's tenant: the agent, its workflows and their RAG,
     LLM and httpCall configurations (references rewritten); all or nothing (400 naming what is wrong)."""
     data = await read_body(request, request.app.state.max_upload_bytes)
-    report = import_agent_export(runtime.resources, data, caller.tenant, runtime.validate_rag)  # what a save checks
+    report = import_agent_export(runtime.resources, data, caller.tenant, runtime.configs.checked)  # what a save checks
     headers = {"Location": report.agents[-1].uri} if report.agents else {}
     return JSONResponse(report.to_json(), status_code=201, headers=headers)

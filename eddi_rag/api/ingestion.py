@@ -12,8 +12,6 @@ from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
-from eddi_rag.ingest.loaders import detect
-from eddi_rag.jsonvalues import text_problem
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -33,23 +31,14 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
     extension helps decide its type), or ``multipart/form-data`` with one or more ``file``
     parts (one ingestion each). 413 over the upload limit, 415 for an unsupported type."""
-    runtime.rag_config(id, version)  # 404 for an unknown config or version
-    version = version or runtime.resources.current_version("rags", id)
+    version = runtime.configs.version(id, version)  # 404 for an unknown config or version, before the body is read
     limit = request.app.state.max_upload_bytes
     if is_multipart(request):
-        jobs = [(u.name, runtime.jobs.submit(id, version, u.name, u.data, u.format))
+        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format))
                 for u in await read_multipart(request, limit)]
         return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
                                            for name, j in jobs]}
-    if not documentName.strip():
-        raise HTTPException(400, "documentName must not be blank")
-    if wrong := text_problem(documentName, "documentName"):
-        raise HTTPException(400, wrong)
-    data = await read_body(request, limit)
-    if not data.strip():
-        raise HTTPException(400, "the request body (the document) is empty")
-    fmt = detect(data, request.headers.get("content-type"), documentName)
-    job = runtime.jobs.submit(id, version, documentName, data, fmt)
+    job = runtime.ingesting.submit(id, documentName, await read_body(request, limit), request.headers.get("content-type"), version)
     return {"ingestionId": job.id, "kbId": id, "status": job.status}
 
 
@@ -86,12 +75,12 @@ def cancel_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Ed
 def documents(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """The KB's documents with their chunk counts: {documents: [{documentId, source, chunks, ingestedAt}], complete};
     a credential bound to a user sees the shared documents and its own, as its search does."""
-    return runtime.documents(id, user_id=caller.user_id)
+    return runtime.documents.list(id, user_id=caller.user_id)
 
 
 @router.delete("/documents/{document_id:path}")
 def delete_document(id: str, document_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
-    removed = runtime.delete_document(id, document_id, caller.user_id)  # a user-bound key: shared or its own
+    removed = runtime.documents.delete(id, document_id, caller.user_id)  # a user-bound key: shared or its own
     if not removed:
         raise HTTPException(404, f"knowledge base {id} has no document {document_id!r}")
     return {"kbId": id, "documentId": document_id, "removed": removed}
@@ -103,10 +92,10 @@ def ingest_documents(id: str, body: DocumentsRequest, runtime: RuntimeDep, calle
     A credential bound to a user ingests as that user; only one acting for users may name another."""
     documents = [{**d, "user_id": caller.user_for(d.get("user_id"))} if isinstance(d, dict) and
                  (caller.user_id or d.get("user_id") is not None) else d for d in body.documents]
-    return runtime.pipeline.ingest(documents, id).to_json()
+    return runtime.ingesting.batch(documents, id).to_json()
 
 
 @router.post("/purge")
 def purge(id: str, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
     """Delete the chunks whose time to live has passed."""
-    return {"kbId": id, "removed": runtime.purge_expired(id)}
+    return {"kbId": id, "removed": runtime.documents.purge_expired(id)}

@@ -39,7 +39,7 @@ class RuntimeCollector(Collector):
         yield jobs
         chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base (unreachable stores left out).",
                                    labels=["kb", "name", "store"])
-        for kb_id, name, store_type, count in self.runtime.chunk_counts():
+        for kb_id, name, store_type, count in self.runtime.health.chunk_counts():
             chunks.add_metric([kb_id, name, store_type], count)
         yield chunks
         turns = {s.labels["outcome"]: s.value for m in metrics.RAG_TURNS.collect() for s in m.samples if s.name.endswith("_total")}

@@ -20,7 +20,6 @@ from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
-from eddi_rag.saving import checked
 
 
 def _created(ref: ResourceRef, status: int = 201) -> Response:
@@ -94,7 +93,7 @@ def resource_router(kind: str) -> APIRouter:
         def chunk_preview(body: ChunkPreviewRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
             """The chunks ``configuration`` would make of a document (``text``, or a file as ``base64``),
             with their sizes in the model's tokens; embeds and stores nothing."""
-            config = runtime.resolve_embedding(runtime.validate_rag(body.configuration), caller.tenant)
+            config = runtime.configs.resolve_embedding(runtime.configs.validate(body.configuration), caller.tenant)
             data = body.data()
             if len(data) > request.app.state.max_upload_bytes:
                 raise too_large("the document", request.app.state.max_upload_bytes)
@@ -108,7 +107,7 @@ def resource_router(kind: str) -> APIRouter:
 
     @router.post("", status_code=201, **WRITTEN, **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...)):
-        return _created(runtime.resources.create(kind, checked(runtime.validate_rag, runtime.resources, kind, data, caller.tenant), tenant=caller.tenant))
+        return _created(runtime.saving.create(kind, data, caller.tenant))
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
@@ -119,25 +118,19 @@ def resource_router(kind: str) -> APIRouter:
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...)):
         own(runtime.resources, caller, kind, id)
-        ref = runtime.resources.update(kind, id, version, checked(runtime.validate_rag, runtime.resources, kind, data, caller.tenant))
-        if kind == "rags":
-            runtime.stores.evict(id)
-        return _created(ref, 200)
+        return _created(runtime.saving.update(kind, id, version, data, caller.tenant), 200)
 
     @router.post("/{id}", status_code=201, **WRITTEN)
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
         own(runtime.resources, caller, kind, id)
-        return _created(runtime.resources.duplicate(kind, id, version))
+        return _created(runtime.saving.duplicate(kind, id, version))
 
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
         own(runtime.resources, caller, kind, id)
         if permanent:
             check_role(caller, "admin", "delete permanently")
-        if kind == "rags":
-            runtime.delete_knowledge_base(id, version, permanent)
-        else:
-            runtime.resources.delete(kind, id, version, permanent)
+        runtime.saving.delete(kind, id, version, permanent)
         return Response(status_code=200)
 
     return router

@@ -11,12 +11,9 @@ from pydantic import Field
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
-from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
-from eddi_rag.doctor import check_knowledge_base
-from eddi_rag.pipeline import MAX_QUERY_CHARS
+from eddi_rag.contracts import MAX_QUERY_CHARS
 from eddi_rag.resources import ResourceNotFoundError
-from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
-from eddi_rag.workflow.traversal import DiscoveredKb
+from eddi_rag.verbs.search import SearchRequest
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -49,15 +46,9 @@ class RetrieveRequest(RequestBody):
 def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Scored chunks and their passages; ``userId`` only for credentials acting for users (a
     credential bound to a user always searches as that user)."""
-    user = caller.user_for(body.userId)
-    config = runtime.rag_config(id)
-    hits = runtime.retriever.search(id, config, body.query, body.maxResults, body.minScore, body.where, user)
-    passages = runtime.retriever.passages(id, config, hits, body.contextExpansion, user, body.maxContextChars)
-    text_of = {h.id: p.text for p in passages for h in p.hits}
-    return {"kbId": id, "name": config.name, "query": body.query,
-            "contextExpansion": body.contextExpansion or config.contextExpansion,
-            "results": [{**h.to_json(), "passage": text_of.get(h.id)} for h in hits],
-            "passages": [p.to_json() for p in passages]}
+    return runtime.search.run(SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
+                                            user_id=caller.user_for(body.userId), expansion=body.contextExpansion,
+                                            max_context_chars=body.maxContextChars)).to_json()
 
 
 class ContextRequest(RequestBody):
@@ -74,13 +65,8 @@ class ContextRequest(RequestBody):
 @router.post("/context", dependencies=[QueryLimit])
 def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}."""
-    version = runtime.resources.current_version("rags", id)
-    config = runtime.rag_config(id, version)
-    task = LlmTaskRag(knowledgeBases=[KnowledgeBaseRef(name=config.name, maxResults=body.maxResults, minScore=body.minScore)],
-                      contextExpansion=body.contextExpansion, maxRagContextChars=body.maxRagContextChars)
-    found = runtime.llm_task.provider.retrieve(task, [DiscoveredKb(id, version, config)], body.query, caller.user_for(body.userId))
-    return {"kbId": id, "query": body.query, "section": RELEVANT_CONTEXT + found.context if found.context else None,
-            "sources": found.sources, "trace": found.trace}
+    return runtime.turns.context(id, body.query, caller.user_for(body.userId), body.maxResults, body.minScore,
+                                 body.contextExpansion, body.maxRagContextChars)
 
 
 class FeedbackRequest(RequestBody):
@@ -96,7 +82,7 @@ class FeedbackRequest(RequestBody):
 def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Thumbs up / down on a cited source, stored with the question for review (GET /ragstore/feedback);
     any viewer, for a chunk of this KB its search can see (404 otherwise)."""
-    if not runtime.chunk_visible(id, body.chunkId, caller.user_id):
+    if not runtime.documents.visible(id, body.chunkId, caller.user_id):
         raise ResourceNotFoundError(f"knowledge base {id} has no chunk {body.chunkId!r} you can see")
     item = runtime.feedback.record(caller.tenant, id, body.query, body.chunkId, body.vote, body.source, body.citation,
                                    body.comment, caller.user_id)
@@ -106,19 +92,20 @@ def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer
 @router.post("/retrieve", dependencies=[QueryLimit])
 def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
-    return runtime.pipeline.retrieve(body.query, id, body.maxChunks, body.minRelevance, user_id=caller.user_for(body.userId),
-                                     where=body.where, expansion=body.contextExpansion).to_json()
+    return runtime.search.retrieve(SearchRequest(id, body.query, k=body.maxChunks, where=body.where,
+                                                 user_id=caller.user_for(body.userId), expansion=body.contextExpansion),
+                                   body.minRelevance).to_json()
 
 
 @router.get("/health")
 def kb_health(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    return runtime.health(id)
+    return runtime.health.of(id)
 
 
 @router.get("/doctor")
 def kb_doctor(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
     """``eddi-rag doctor`` for this KB: [{check, ok, detail, fix}]."""
-    return [{"check": c.check, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in check_knowledge_base(runtime, id)]
+    return [{"check": c.check, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in runtime.health.checks(id)]
 
 
 feedback_router = APIRouter(tags=["retrieval"], route_class=Route, responses=ERROR_RESPONSES)

@@ -93,16 +93,18 @@ class Retriever:
         kb_id: str,
         config: RagConfiguration,
         query: str,
-        max_results: int | None = None,
+        *,
+        k: int | None = None,
         min_score: float | None = None,
         where: dict[str, Any] | None = None,
         user_id: str | None = None,
         vector: list[float] | None = None,
     ) -> list[SearchHit]:
-        """``vector``: the query's embedding when the caller already has it (one per model per turn)."""
-        if not query or not query.strip():
+        """``k``, ``min_score``: default the KB's maxResults, minScore. ``vector``: the query's embedding
+        when the caller already has it (one per model per turn); then ``query`` may be blank in vector mode."""
+        if vector is None and (not query or not query.strip()):
             raise ValueError("query must not be empty")
-        k = config.maxResults if max_results is None else max_results
+        k = config.maxResults if k is None else k
         threshold = config.minScore if min_score is None else min_score
         if vector is None:
             vector = self.embeddings.for_config(config).embed_query(query)

@@ -7,21 +7,19 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from croniter import croniter
 
-from eddi_rag.sources.sync import SourceBusyError
-
-if TYPE_CHECKING:
-    from eddi_rag.runtime import Runtime
+from eddi_rag.resources import ResourceStore
+from eddi_rag.sources.sync import SourceBusyError, SourceSync
+from eddi_rag.verbs.configs import Configs
 
 log = logging.getLogger(__name__)
 
 
 class SourceScheduler:
-    def __init__(self, runtime: Runtime, interval: float = 30):
-        self.rt, self.interval = runtime, interval
+    def __init__(self, resources: ResourceStore, configs: Configs, sources: SourceSync, interval: float = 30):
+        self.resources, self.configs, self.sources, self.interval = resources, configs, sources, interval
         self.last = datetime.now(timezone.utc)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -31,11 +29,11 @@ class SourceScheduler:
         out = []
         index = 0
         while True:
-            page = self.rt.resources.descriptors("rags", "", index, 100)
+            page = self.resources.descriptors("rags", "", index, 100)
             for d in page:
                 kb_id = d.resource.split("/")[-1].split("?")[0]
                 try:
-                    config = self.rt.rag_config(kb_id)
+                    config = self.configs.get(kb_id)
                 except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
                     continue
                 for source in config.sources:
@@ -51,7 +49,7 @@ class SourceScheduler:
         started = []
         for kb_id, source_id in self.due(now):
             try:
-                started.append(self.rt.sources.start(kb_id, source_id).runId)
+                started.append(self.sources.start(kb_id, source_id).runId)
             except SourceBusyError as e:
                 log.info("scheduled run skipped: %s", e)
             except Exception as e:  # noqa: BLE001 - one source's problem never stops the others

@@ -21,18 +21,21 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eddi_rag.config import IngestionSource, RagConfiguration
+from eddi_rag.db import Database
 from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import embedding_key
 from eddi_rag.ingest.loaders import detect
+from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.sources import Item, Listing, folder, sitemap, web
-
-if TYPE_CHECKING:
-    from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.documents import Documents
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +97,13 @@ class Run:
 
 
 class SourceSync:
-    def __init__(self, runtime: Runtime):
-        self.rt = runtime
+    def __init__(self, db: Database, configs: Configs, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
+                 redact: Callable[[str], str] = lambda s: s):
+        self.db, self.configs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
+            db, configs, ingestor, documents, outbound, redact
         self._active: set[str] = set()  # runs under way in this process
         for sql in _SCHEMA:
-            runtime.db.execute(sql)
+            db.execute(sql)
 
     def _interrupted(self, row: Any) -> bool:
         """Whether a RUNNING run's process ended before it finished (this process: a run it is not
@@ -114,7 +119,7 @@ class SourceSync:
 
     # -- what is where ----------------------------------------------------------------------
     def source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
-        config = self.rt.rag_config(kb_id)
+        config = self.configs.get(kb_id)
         source = config.source(source_id)
         if source is None:
             known = ", ".join(s.effective_id for s in config.sources) or "none"
@@ -125,7 +130,7 @@ class SourceSync:
         sid = source.effective_id
         if source.folder is not None:
             return folder.listing(sid, source.folder)
-        with self.rt.outbound.client() as client:
+        with self.outbound.client() as client:
             if source.web is not None:
                 return web.listing(sid, source.web, client)
             assert source.sitemap is not None  # a source is exactly one of folder, web, sitemap (schema)
@@ -133,7 +138,7 @@ class SourceSync:
 
     def _fetch_url(self, url: str):
         def fetch() -> tuple[bytes, str | None]:
-            with self.rt.outbound.client() as client:
+            with self.outbound.client() as client:
                 return web.fetch(client, url)
         return fetch
 
@@ -144,7 +149,7 @@ class SourceSync:
         return Item(document_id, name, self._fetch_url(document_id))
 
     def _state(self, kb_id: str, source_id: str) -> dict[str, Any]:
-        rows = self.rt.db.query("SELECT * FROM source_documents WHERE kb_id=? AND source_id=?", (kb_id, source_id))
+        rows = self.db.query("SELECT * FROM source_documents WHERE kb_id=? AND source_id=?", (kb_id, source_id))
         return {r["document_id"]: r for r in rows}
 
     @staticmethod
@@ -156,7 +161,7 @@ class SourceSync:
     # -- runs -------------------------------------------------------------------------------
     def _begin(self, kb_id: str, source_id: str, kind: str) -> Run:
         run = Run(secrets.token_hex(12), RUNNING, _now(), kind=kind)
-        with self.rt.db.transaction() as conn:
+        with self.db.transaction() as conn:
             for row in conn.execute("SELECT run_id, pid FROM source_runs WHERE kb_id=? AND source_id=? AND status=?",
                                     (kb_id, source_id, RUNNING)).fetchall():
                 if not self._interrupted(row):
@@ -169,14 +174,14 @@ class SourceSync:
         return run
 
     def _save(self, run: Run) -> None:
-        self.rt.db.execute(
+        self.db.execute(
             "UPDATE source_runs SET status=?, finished_at=?, added=?, updated=?, unchanged=?, deleted=?, failed=?, "
             "failures=?, error=?, embedded=? WHERE run_id=?",
             (run.status, run.finishedAt, run.added, run.updated, run.unchanged, run.deleted, run.failed,
              json.dumps(run.failures), run.error, run.embedded, run.runId))
 
     def _record(self, kb_id: str, source_id: str, item: Item, digest: str | None, reason: str | None) -> None:
-        self.rt.db.execute(
+        self.db.execute(
             "INSERT INTO source_documents VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(kb_id, source_id, document_id) "
             "DO UPDATE SET name=excluded.name, hash=excluded.hash, status=excluded.status, reason=excluded.reason, "
             "updated_at=excluded.updated_at",
@@ -222,7 +227,7 @@ class SourceSync:
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("source %s of %s failed: %s", sid, kb_id, e)
-            run.status, run.error = FAILED, self.rt.resolver.redact(f"{type(e).__name__}: {e}")
+            run.status, run.error = FAILED, self.redact(f"{type(e).__name__}: {e}")
         run.finishedAt = _now()
         self._save(run)
         self._active.discard(run.runId)
@@ -236,10 +241,10 @@ class SourceSync:
                 run.unchanged += 1
                 return
             fmt = detect(data, content_type, item.name)
-            report = self.rt.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, source=item.name,
+            report = self.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, source=item.name,
                                                   metadata={"sourceId": sid})
         except Exception as e:  # noqa: BLE001 - one document's failure is recorded, the run goes on
-            reason = self.rt.resolver.redact(str(e) or type(e).__name__)
+            reason = self.redact(str(e) or type(e).__name__)
             # the hash of the version still stored (None: nothing stored yet) stays, marked failed
             self._record(kb_id, sid, item, known["hash"] if known is not None else None, reason)
             run.failed += 1
@@ -281,13 +286,13 @@ class SourceSync:
         _, source = self.source(kb_id, source_id)
         query = ("SELECT * FROM source_runs WHERE kb_id=? AND source_id=? ORDER BY started_at DESC LIMIT ?",
                  (kb_id, source.effective_id, limit))
-        rows = self.rt.db.query(*query)
+        rows = self.db.query(*query)
         stale = [r for r in rows if r["status"] == RUNNING and self._interrupted(r)]
         if stale:  # a run whose process died reads as what it is
-            with self.rt.db.transaction() as conn:
+            with self.db.transaction() as conn:
                 for r in stale:
                     self._fail_interrupted(conn, r)
-            rows = self.rt.db.query(*query)
+            rows = self.db.query(*query)
         return [Run(r["run_id"], r["status"], r["started_at"], r["finished_at"], r["added"], r["updated"],
                     r["unchanged"], r["deleted"], r["failed"], json.loads(r["failures"] or "[]"), r["error"],
                     r["kind"], r["embedded"]).to_json() for r in rows]
@@ -305,11 +310,8 @@ class SourceSync:
 
     def _remove(self, kb_id: str, config: RagConfiguration, source_id: str, document_ids: list[str]) -> int:
         """Take documents of the source out of the knowledge base and forget them; returns how many."""
-        store = self.rt.stores.get(kb_id, config)
         for document_id in document_ids:
-            store.delete(where={"document_id": document_id})
-            self.rt.db.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=? AND document_id=?",
-                               (kb_id, source_id, document_id))
-        if document_ids:
-            self.rt.generations.bump(kb_id)
+            self.kb_documents.delete(kb_id, document_id)
+            self.db.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=? AND document_id=?",
+                            (kb_id, source_id, document_id))
         return len(document_ids)

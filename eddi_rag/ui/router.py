@@ -117,10 +117,9 @@ def create_kb(request: Request, name: str = Form(""), storeType: str = Form("sql
     runtime = runtime_of(request)
     data = {"name": name.strip(), "embeddingProvider": embeddingProvider, "storeType": storeType}
     try:
-        runtime.validate_rag(data)
+        ref = runtime.saving.create("rags", data, caller.tenant)
     except ConfigValidationError as e:
         return _back(error="; ".join(f"{x['path']}: {x['message']}" for x in e.errors))
-    ref = runtime.resources.create("rags", data, tenant=caller.tenant)
     return RedirectResponse(f"/ui/kbs/{ref.id}", status_code=303)
 
 
@@ -130,7 +129,7 @@ def duplicate_kb(id: str, request: Request):
     _editor(caller)
     runtime = runtime_of(request)
     own(runtime.resources, caller, "rags", id)
-    ref = runtime.resources.duplicate("rags", id)
+    ref = runtime.saving.duplicate("rags", id)
     return _back(message=f"Duplicated as {ref.id} (its documents are not copied).")
 
 
@@ -142,12 +141,12 @@ def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmN
     own(runtime.resources, caller, "rags", id)
     name = runtime.resources.read("rags", id).get("name", "")
     if not permanent:
-        runtime.delete_knowledge_base(id)
+        runtime.saving.delete("rags", id)
         return _back(message=f"Deleted {name!r} (soft: its configuration is kept and its chunks are not dropped).")
     check_role(caller, "admin", "delete permanently")
     if confirmName != name:
         return _back(error=f"Not deleted: type the knowledge base's name {name!r} exactly to delete it permanently.")
-    runtime.delete_knowledge_base(id, permanent=True)
+    runtime.saving.delete("rags", id, permanent=True)
     return _back(message=f"Deleted {name!r} permanently, with its chunks.")
 
 

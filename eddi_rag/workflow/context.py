@@ -149,7 +149,7 @@ class RagContextProvider:
     def _search(self, sel: KbSelection, query: str, vector: Any, user_id: str | None) -> list[SearchHit]:
         if isinstance(vector, Exception):
             raise vector
-        return self.retriever.search(sel.kb.id, sel.kb.config, query, sel.max_results, sel.min_score,
+        return self.retriever.search(sel.kb.id, sel.kb.config, query, k=sel.max_results, min_score=sel.min_score,
                                      user_id=user_id, vector=vector)
 
     def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str,

@@ -1,11 +1,11 @@
 """The LlmTask hook where LangChain and LangGraph agents live.
 
-``rag_runnable(runtime, agent_id)``: a LangChain ``Runnable`` taking ``{"messages": [...], "user_id":
+``rag_runnable(runtime.turns, agent_id)``: a LangChain ``Runnable`` taking ``{"messages": [...], "user_id":
 ...}`` and giving ``{"messages": the augmented messages (the task's system message with
 ## Relevant Context:, the history, the question), "system_message", "sources", "traces": the
 rag:* memory entries}`` — pipe its ``messages`` into any chat model.
 
-``rag_node(runtime, agent_id, chat_model)``: a ready LangGraph node over ``RagState`` (LangGraph's
+``rag_node(runtime.turns, agent_id, chat_model)``: a ready LangGraph node over ``RagState`` (LangGraph's
 ``MessagesState`` plus ``user_id`` and ``rag``, the turn's memory entries carried between turns so
 follow-ups keep the conversation's topic): it answers the last human message through the hook
 (context, ragTemperature, citations, misses) and appends the answer.
@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, conver
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import MessagesState
 
+from eddi_rag.verbs.turns import Turns
 from eddi_rag.workflow.memory import ConversationMemory
 
 
@@ -52,25 +53,25 @@ def _rag_entries(memory: ConversationMemory) -> dict[str, Any]:
     return {k: v for k, v in memory.data.items() if k.startswith("rag:")}
 
 
-def rag_runnable(runtime: Any, agent_id: str, task: str | None = None) -> Runnable[dict[str, Any], dict[str, Any]]:
+def rag_runnable(turns: Turns, agent_id: str, task: str | None = None) -> Runnable[dict[str, Any], dict[str, Any]]:
     """The hook up to the model call, as a Runnable (see the module doc)."""
 
     def augment(inputs: dict[str, Any]) -> dict[str, Any]:
         messages = convert_to_messages(inputs.get("messages") or [])
         memory = _memory(agent_id, messages, inputs.get("user_id"), inputs.get("rag"))
-        turn = runtime.run_turn(memory, task)
+        turn = turns.run(memory, task)
         return {"messages": turn.messages, "system_message": turn.system_message, "sources": turn.sources,
                 "traces": _rag_entries(memory)}
 
     return RunnableLambda(augment, name="eddi_rag_llm_task")
 
 
-def rag_node(runtime: Any, agent_id: str, chat_model: BaseChatModel, task: str | None = None):
+def rag_node(turns: Turns, agent_id: str, chat_model: BaseChatModel, task: str | None = None):
     """A LangGraph node over RagState that answers the last human message (see the module doc)."""
 
     def node(state: RagState) -> dict[str, Any]:
-        memory = _memory(agent_id, list(state["messages"]), state.get("user_id"), state.get("rag"), runtime.memory_knowledge)
-        turn = runtime.run_turn(memory, task, chat_model)
+        memory = _memory(agent_id, list(state["messages"]), state.get("user_id"), state.get("rag"), turns.remembering.current)
+        turn = turns.run(memory, task, chat_model)
         answer: BaseMessage = AIMessage(turn.answer or "")
         return {"messages": [answer], "rag": _rag_entries(memory)}
 

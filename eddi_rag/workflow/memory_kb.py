@@ -28,7 +28,7 @@ from typing import Any
 from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import slug
 from eddi_rag.db import Database
-from eddi_rag.resources import ResourceNotFoundError
+from eddi_rag.resources import ResourceNotFoundError, ResourceStore
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +96,15 @@ class NotesStore:
 class MemoryKnowledge:
     """The embed callback that makes saved turns and notes searchable (see the module doc)."""
 
-    def __init__(self, runtime: Any, embedding: EmbeddingSettings, name: str = MEMORY_KB, per: str = "agent",
-                 store_type: str = "sqlite", max_pending: int = 10_000):
+    def __init__(self, resources: ResourceStore, config_of: Callable[[str, int], Any], create: Callable[..., Any],
+                 ingest: Callable[[list[Any], str], Any], embedding: EmbeddingSettings, name: str = MEMORY_KB,
+                 per: str = "agent", store_type: str = "sqlite", max_pending: int = 10_000):
+        """``config_of(kb_id, version)``, ``create(kind, data, tenant=, id=)`` and ``ingest(documents, kb_id)``:
+        the verbs (``Configs.get``, ``Saving.create``, ``Ingesting.batch``)."""
         if per not in ("agent", "user"):
             raise ValueError(f"per must be 'agent' or 'user', got {per!r}")
-        self.runtime, self.embedding, self.name, self.per, self.store_type = runtime, embedding, name, per, store_type
+        self.resources, self.config_of, self.create, self.ingest = resources, config_of, create, ingest
+        self.embedding, self.name, self.per, self.store_type = embedding, name, per, store_type
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="memory-knowledge", daemon=True)
@@ -132,25 +136,25 @@ class MemoryKnowledge:
 
         id = self.kb_id(agent_id, user_id)
         try:  # the agent's tenant's (a KB of that id in another tenant is not its memory)
-            version = self.runtime.resources.current_version("rags", id, tenant=self._tenant(agent_id))
+            version = self.resources.current_version("rags", id, tenant=self._tenant(agent_id))
         except ResourceNotFoundError:
             return []
-        return [DiscoveredKb(id, version, self.runtime.rag_config(id, version), workflow=False)]
+        return [DiscoveredKb(id, version, self.config_of(id, version), workflow=False)]
 
     def _tenant(self, agent_id: str) -> str:
         """The agent's tenant (an agent not stored here: the default one)."""
         try:
-            return self.runtime.resources.tenant_of("agents", agent_id)
+            return self.resources.tenant_of("agents", agent_id)
         except ResourceNotFoundError:
             return DEFAULT_TENANT
 
     def _ensure(self, kb_id: str, agent_id: str) -> None:
         with self._lock:
-            if not self.runtime.resources.exists("rags", kb_id):
+            if not self.resources.exists("rags", kb_id):
                 config = {"name": self.name, "description": "Saved conversation turns and notes, searchable (REQ-EMB-005)",
                           "storeType": self.store_type, "chunkStrategy": "recursive", "contextExpansion": "none",
                           "minScore": 0.55, **self.embedding.rag_fields()}
-                self.runtime.resources.create("rags", config, id=kb_id, tenant=self._tenant(agent_id))
+                self.create("rags", config, tenant=self._tenant(agent_id), id=kb_id)
 
     def _document(self, item: SavedItem) -> Any:
         from eddi_rag.ingest.pipeline import Document
@@ -173,7 +177,7 @@ class MemoryKnowledge:
             for kb_id, group in by_kb.items():
                 try:
                     self._ensure(kb_id, group[0].agent_id)
-                    result = self.runtime.pipeline.ingest([self._document(i) for i in group], kb_id)
+                    result = self.ingest([self._document(i) for i in group], kb_id)
                     failed = [f"{e['document_id']}: {e['error']}" for e in result.errors]
                 except Exception as e:  # noqa: BLE001 - saving never breaks a turn; the failure is kept and logged
                     failed = [f"{type(e).__name__}: {e}"]
@@ -185,3 +189,18 @@ class MemoryKnowledge:
                     marker.set()
             if any(marker is _STOP for marker in batch):
                 return
+
+
+class Remembering:
+    """Where saved turns and notes go: the ``MemoryKnowledge`` that ``Runtime.remember_conversations``
+    turned on, or nowhere."""
+
+    def __init__(self) -> None:
+        self.current: MemoryKnowledge | None = None
+
+    def knowledge_bases(self, agent_id: str, user_id: str | None) -> list[Any]:
+        return [] if self.current is None else self.current.knowledge_bases(agent_id, user_id)
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()

@@ -1,0 +1,20 @@
+"""A counter per knowledge base, bumped by every write (ingest, delete, purge, drop, a source's
+removal): cached search results of an older generation are stale. Kept in the embedded database, so
+a server's cache notices an ingest made by the CLI."""
+
+from __future__ import annotations
+
+from eddi_rag.db import Database
+
+
+class KbGenerations:
+    def __init__(self, db: Database):
+        self.db = db
+        db.execute("CREATE TABLE IF NOT EXISTS kb_generations (kb_id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+
+    def get(self, kb_id: str) -> int:
+        rows = self.db.query("SELECT n FROM kb_generations WHERE kb_id=?", (kb_id,))
+        return rows[0]["n"] if rows else 0
+
+    def bump(self, kb_id: str) -> None:
+        self.db.execute("INSERT INTO kb_generations VALUES (?, 1) ON CONFLICT(kb_id) DO UPDATE SET n = n + 1", (kb_id,))

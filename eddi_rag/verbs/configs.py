@@ -1,0 +1,103 @@
+"""A knowledge base's configuration as it is used (validated; ``embeddingProviderId`` resolved in the
+KB's own tenant, or marked disabled), and the rules every resource passes before it is saved, whoever
+saves it (REST, the Manager, an EDDI import, a bundle, the memory KBs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from eddi_rag import paths, registry
+from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration, with_source_ids
+from eddi_rag.embeddings import references as provider_references
+from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
+from eddi_rag.resources import ResourceNotFoundError, ResourceStore
+from eddi_rag.stores.base import KEYWORD_SEARCH
+from eddi_rag.workflow.traversal import reference_errors
+
+
+def _has_keyword_search(store_type: str) -> bool | None:
+    """Whether the store type declares keyword search; None when its extra is not installed."""
+    try:
+        return KEYWORD_SEARCH in registry.load(registry.STORES, store_type).capabilities
+    except registry.ProviderUnavailableError:
+        return None
+
+
+class Configs:
+    def __init__(self, resources: ResourceStore, data_dir: Path | None):
+        self.resources, self.data_dir = resources, data_dir
+
+    def validate(self, data: Any) -> RagConfiguration:
+        """Schema validation plus: the named provider and store type are registered, their parameters
+        known, keyword search available for the search mode, paths confined."""
+        config = validate_rag_configuration(data)
+        errors = []
+        checks = [(registry.STORES, "$.storeType", config.storeType, config.storeParameters)]
+        if config.embeddingProvider:  # (embeddingProviderId is resolved when used: its entry may come later)
+            params = {} if config.embeddingProviderId else config.embeddingParameters  # checked against the entry's type then
+            checks.insert(0, (registry.EMBEDDINGS, "$.embeddingProvider", config.embeddingProvider, params))
+        for group, path, value, params in checks:
+            known = registry.names(group)
+            if value not in known:
+                errors.append({"path": path, "message": f"{value!r} is not registered; known: {', '.join(known)}", "value": value})
+            else:
+                errors += registry.validate_parameters(group, value, params)
+        if config.searchMode != "vector" and config.storeType in registry.store_types():
+            # Without the store's extra we cannot tell; building the store will.
+            if _has_keyword_search(config.storeType) is False:
+                capable = [n for n in registry.store_types() if _has_keyword_search(n)]
+                errors.append({"path": "$.searchMode", "value": config.searchMode,
+                               "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
+                                          f"(use {', '.join(capable)}, or searchMode 'vector')"})
+        errors += paths.errors(config, self.data_dir)
+        if errors:
+            raise ConfigValidationError(errors)
+        return config
+
+    def get(self, kb_id: str, version: int = 0) -> RagConfiguration:
+        """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
+        provider reference resolved in the KB's own tenant (or marked disabled)."""
+        config = validate_rag_configuration(self.resources.read("rags", kb_id, version))
+        if not config.embeddingProviderId:
+            return config
+        return self.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
+
+    def version(self, kb_id: str, version: int = 0) -> int:
+        """``version``, or the current one for 0 (ResourceNotFoundError for an unknown id or version)."""
+        self.resources.read("rags", kb_id, version)
+        return version or self.resources.current_version("rags", kb_id)
+
+    def provider_entry(self, provider_id: str, tenant: str) -> dict[str, Any] | None:
+        """An entry of ``tenant``'s providers map (/providerstore/providers), or None (another tenant's too)."""
+        try:
+            return self.resources.read("providers", provider_id, tenant=tenant)
+        except ResourceNotFoundError:
+            return None
+
+    def resolve_embedding(self, config: RagConfiguration, tenant: str) -> RagConfiguration:
+        """``config`` with its embedding backend resolved from embeddingProviderId (an entry of
+        ``tenant``'s providers map) / embeddingProvider."""
+        return provider_references.resolve_config(config, lambda id: self.provider_entry(id, tenant), registry.parameter_names)
+
+    def checked(self, kind: str, data: Any, tenant: str, references: bool = True) -> dict[str, Any]:
+        """What is saved of ``data``: a JSON object, valid for its kind (a RagConfiguration: ``validate``,
+        and its sources get ids; a providers map entry: its schema; an httpCall: a target that may ever
+        be called), naming (with ``references``) only resources of ``tenant``; ``references=False``: an
+        import whose references point at resources it creates itself. Raises ConfigValidationError
+        listing every problem as {path, message, value}."""
+        if not isinstance(data, dict):
+            raise ConfigValidationError([{"path": "$", "message": "a resource must be a JSON object", "value": data}])
+        if references and (errors := reference_errors(self.resources, kind, data, tenant)):
+            raise ConfigValidationError(errors)
+        if kind == "httpcalls" and data.get("targetServerUrl") is not None:
+            try:
+                OutboundPolicy.check_static(str(data["targetServerUrl"]))
+            except OutboundBlockedError as e:
+                raise ConfigValidationError([{"path": "$.targetServerUrl", "message": str(e), "value": data["targetServerUrl"]}]) from None
+        if kind == "providers" and (errors := provider_references.entry_errors(data)):
+            raise ConfigValidationError(errors)
+        if kind != "rags":
+            return data
+        self.validate(data)
+        return with_source_ids(data)

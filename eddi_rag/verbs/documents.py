@@ -1,0 +1,69 @@
+"""A knowledge base's documents, read from its store's chunks (the store is the truth): list them,
+delete one, purge expired chunks, drop them all. Every write bumps the KB's generation, so cached
+search results are not served stale."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from eddi_rag.factories import EmbeddingStoreFactory
+from eddi_rag.retrieval.generations import KbGenerations
+from eddi_rag.retrieval.retriever import visible_to
+from eddi_rag.verbs.configs import Configs
+
+DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
+
+
+class Documents:
+    def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, generations: KbGenerations):
+        self.configs, self.stores, self.generations = configs, stores, generations
+
+    def _store(self, kb_id: str):
+        return self.stores.get(kb_id, self.configs.get(kb_id))
+
+    def list(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None) -> dict[str, Any]:
+        """The KB's documents ({documentId, source, chunks, ingestedAt, user?}); past ``max_chunks``
+        chunks the list is cut: ``complete`` false. ``user_id``: only the shared documents and that
+        user's own, as that user's search sees them."""
+        found: dict[str, dict[str, Any]] = {}
+        chunks = self._store(kb_id).get(visible_to(user_id) if user_id is not None else None, limit=max_chunks + 1)
+        for c in chunks[:max_chunks]:
+            m = c.metadata
+            doc = found.setdefault(m.get("document_id", "?"), {
+                "documentId": m.get("document_id"), "source": m.get("source"), "chunks": 0, "ingestedAt": m.get("ingestedAt"),
+                **({"userId": m["user_id"]} if "user_id" in m else {})})
+            doc["chunks"] += 1
+        return {"kbId": kb_id, "documents": sorted(found.values(), key=lambda d: str(d["documentId"])),
+                "complete": len(chunks) <= max_chunks}
+
+    def delete(self, kb_id: str, document_id: str, user_id: str | None = None) -> int:
+        """Remove one document's chunks; returns how many (0: no such document). ``user_id``: only a
+        shared document or that user's own."""
+        where = {"document_id": document_id}
+        return self.delete_where(kb_id, {"$and": [where, visible_to(user_id)]} if user_id is not None else where)
+
+    def visible(self, kb_id: str, chunk_id: str, user_id: str | None) -> bool:
+        """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's)."""
+        return bool(self._store(kb_id).get(visible_to(user_id), limit=1, ids=[chunk_id]))
+
+    def delete_where(self, kb_id: str, where: dict[str, Any]) -> int:
+        removed = self._store(kb_id).delete(where=where)
+        if removed:
+            self.generations.bump(kb_id)  # cached results of this KB are stale
+        return removed
+
+    def purge_expired(self, kb_id: str, now: float | None = None) -> int:
+        """Delete the KB's chunks whose time to live has passed; returns how many."""
+        when = time.time() if now is None else now
+        return self.delete_where(kb_id, {"expires": True, "expiresAt": {"$lte": when}})
+
+    def drop(self, kb_id: str) -> None:
+        """Remove all of a KB's chunks from its store (a permanent delete of its configuration)."""
+        self._store(kb_id).drop()
+        self.forget_store(kb_id)
+
+    def forget_store(self, kb_id: str) -> None:
+        """The KB's store is opened afresh at its next use (its configuration changed)."""
+        self.stores.evict(kb_id)
+        self.generations.bump(kb_id)

@@ -1,0 +1,110 @@
+"""Documents into a knowledge base: a text, a file (its type detected from its bytes, content type
+and name), a batch of documents (the ingest contract: upserted by ``document_id``, one failure
+reported without stopping the others), or a file queued as an ingestion job."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from eddi_rag.contracts import IngestionResult, as_document
+from eddi_rag.ingest.jobs import IngestionQueue, Job, Progress
+from eddi_rag.ingest.loaders import detect
+from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
+from eddi_rag.jsonvalues import text_problem
+from eddi_rag.verbs.configs import Configs
+
+
+class DocumentNameError(DocumentError):
+    """A document name that cannot be stored (HTTP 400)."""
+
+
+def job_runner(configs: Configs, ingestor: Ingestor) -> Callable[[str, int, str, bytes, str, Progress], int]:
+    """What the ingestion queue runs for a job: the file ingested with the configuration version the
+    job was submitted against; returns its chunk count."""
+    def run(kb_id: str, version: int, document: str, data: bytes, fmt: str, progress: Progress) -> int:
+        return ingestor.ingest_file(kb_id, configs.get(kb_id, version), document, data, fmt, progress.embedded,
+                                    progress.parsed, progress.cancelled).chunks
+    return run
+
+
+def _named(document: str) -> str:
+    if not isinstance(document, str) or not document.strip():
+        raise DocumentNameError("documentName must not be blank")
+    if wrong := text_problem(document, "documentName"):
+        raise DocumentNameError(wrong)
+    return document
+
+
+class Ingesting:
+    def __init__(self, configs: Configs, ingestor: Ingestor, jobs: IngestionQueue, redact: Callable[[str], str] = lambda s: s):
+        self.configs, self.ingestor, self.jobs, self.redact = configs, ingestor, jobs, redact
+
+    def text(self, kb_id: str, document: str, text: str, version: int = 0, **options: Any) -> int:
+        """Ingest a text now; returns its chunk count (``options``: user_id, ttl_seconds, metadata, source)."""
+        return self.ingestor.ingest_text(kb_id, self.configs.get(kb_id, version), _named(document), text, **options).chunks
+
+    def file(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
+             **options: Any) -> int:
+        """Ingest a file now; returns its chunk count. UnsupportedFileTypeError / UnreadableDocumentError."""
+        config = self.configs.get(kb_id, version)
+        return self.ingestor.ingest_file(kb_id, config, _named(document), data, detect(data, content_type, document),
+                                         **options).chunks
+
+    def submit(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
+               fmt: str | None = None) -> Job:
+        """Queue a file (or text) as an ingestion job against ``version`` (0: the current one); ``fmt``:
+        its type when already detected."""
+        version = self.configs.version(kb_id, version)  # 404 for an unknown config or version
+        if not data.strip():
+            raise DocumentError("the document is empty")
+        return self.jobs.submit(kb_id, version, _named(document), data, fmt or detect(data, content_type, document))
+
+    def batch(self, documents: Iterable[Document | dict[str, Any]], kb_id: str) -> IngestionResult:
+        """Upsert documents by ``document_id``, one at a time: a rejected or failed document is
+        reported and leaves its stored version whole; the others still land."""
+        started = time.perf_counter()
+        config = self.configs.get(kb_id)
+        result = IngestionResult(job_id=secrets.token_hex(12))
+        seen: set[str] = set()
+        failed: list[tuple[int, Any, Exception]] = []  # documents that did not parse
+        position: dict[int, int] = {}
+
+        def parsed() -> Iterator[Document]:
+            for n, raw in enumerate(documents):
+                try:
+                    doc = as_document(raw)
+                except Exception as e:  # noqa: BLE001 - reported per document
+                    failed.append((n, raw.get("document_id") if isinstance(raw, dict) else getattr(raw, "document_id", None), e))
+                    continue
+                position[id(doc)] = n
+                yield doc
+
+        for doc, report in self.ingestor.ingest_many(kb_id, config, parsed()):
+            while failed:
+                self._failed(result, *failed.pop(0))
+            if isinstance(report, Exception):
+                self._failed(result, position[id(doc)], doc.document_id, report)
+                continue
+            if doc.document_id in seen:
+                result.warnings.append(f"document {doc.document_id!r} appears more than once; the last one wins")
+            seen.add(doc.document_id)
+            result.documents_processed += 1
+            result.embedding_count += report.embedded
+            result.chunk_count += report.chunks
+            if report.over_limit:
+                result.warnings.append(
+                    f"document {doc.document_id!r}: {report.over_limit} chunk(s) exceed the embedding model's "
+                    f"{report.token_limit}-token input and are truncated when embedded; lower chunkSize")
+        while failed:
+            self._failed(result, *failed.pop(0))
+        result.duration = round(time.perf_counter() - started, 3)
+        return result
+
+    def _failed(self, result: IngestionResult, n: int, doc_id: Any, error: Exception) -> None:
+        message = str(error) if isinstance(error, DocumentError) else f"{type(error).__name__}: {error}"
+        result.documents_failed += 1
+        result.errors.append({"document_id": str(doc_id) if doc_id is not None else f"#{n}",
+                              "error": self.redact(message)})

@@ -1,0 +1,60 @@
+"""Saving resources, whoever saves them (REST, the Manager, a bundle, the memory KBs): every write
+passes ``Configs.checked``; a knowledge base's update reopens its store, its delete stops its
+ingestions and (permanent) drops its chunks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddi_rag.auth import DEFAULT_TENANT
+from eddi_rag.ingest.jobs import IngestionQueue
+from eddi_rag.resources import ResourceNotFoundError, ResourceRef, ResourceStore
+from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.documents import Documents
+
+
+class Saving:
+    def __init__(self, resources: ResourceStore, configs: Configs, documents: Documents, jobs: IngestionQueue):
+        self.resources, self.configs, self.documents, self.jobs = resources, configs, documents, jobs
+
+    def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
+               description: str = "") -> ResourceRef:
+        """Version 1 of a new resource (``id``: keep this one; it must be unused)."""
+        return self.resources.create(kind, self.configs.checked(kind, data, tenant), description=description, id=id,
+                                     tenant=tenant)
+
+    def update(self, kind: str, id: str, version: int, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
+        """A new version; ``version`` must be the current one (VersionConflictError otherwise)."""
+        ref = self.resources.update(kind, id, version, self.configs.checked(kind, data, tenant))
+        if kind == "rags":
+            self.documents.forget_store(id)
+        return ref
+
+    def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
+        """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
+        saved = self.configs.checked(kind, data, tenant)
+        try:
+            current = self.resources.current_version(kind, id, tenant=tenant)
+        except ResourceNotFoundError:
+            return self.resources.create(kind, saved, id=id, tenant=tenant)
+        if self.resources.read(kind, id, current) == saved:
+            return ResourceRef(kind, id, current)
+        ref = self.resources.update(kind, id, current, saved)
+        if kind == "rags":
+            self.documents.forget_store(id)
+        return ref
+
+    def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
+        return self.resources.duplicate(kind, id, version)
+
+    def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None:
+        """Soft delete (the history kept; a KB's chunks untouched) or permanent (every version; a KB's
+        chunks dropped from its store first). A KB's waiting ingestions stop either way."""
+        if kind == "rags":
+            self.jobs.cancel_kb(id)  # a processing one stops within a second
+            if permanent:
+                try:
+                    self.documents.drop(id)
+                except ResourceNotFoundError:
+                    pass  # already soft-deleted: its config is gone, nothing we can open to drop
+        self.resources.delete(kind, id, version, permanent)

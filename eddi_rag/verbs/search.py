@@ -1,0 +1,161 @@
+"""Searching one knowledge base: one ``SearchRequest`` in, scored chunks and the passages that reach
+the model out. ``retrieve`` is the retrieve contract over it: chunks above ``min_relevance`` (none
+when their average is below it), answered from a 5-minute cache for the same request; any write to
+the knowledge base (ingest, delete, purge, drop) or a new configuration version invalidates it,
+across processes sharing the data directory."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cachetools import TTLCache
+
+from eddi_rag.config import RagConfiguration
+from eddi_rag.contracts import MAX_QUERY_CHARS, RESULT_TTL_SECONDS, InvalidQueryError, RAGContext, RetrievedChunk, VectorDBUnavailableError
+from eddi_rag.factories import EmbeddingModelFactory
+from eddi_rag.retrieval.expansion import Passage
+from eddi_rag.retrieval.generations import KbGenerations
+from eddi_rag.retrieval.retriever import Retriever
+from eddi_rag.stores.base import SearchHit, StoreUnavailableError
+from eddi_rag.verbs.configs import Configs
+
+MODES = ("vector", "keyword", "hybrid", "rrf", "weighted")  # rrf, weighted: hybrid fused so
+EXPANSIONS = ("none", "neighbors", "section")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What to search for. A default (None) takes the knowledge base's own setting."""
+
+    kb_id: str
+    query: str = ""  # the text (keyword search and rerankers need it); may be "" when ``vector`` is given in vector mode
+    vector: list[float] | None = None  # the query's embedding, when the caller already has it
+    k: int | None = None  # maxResults
+    min_score: float | None = None  # minScore, 0..1 ((cosine + 1) / 2)
+    where: dict[str, Any] | None = None  # a metadata filter
+    user_id: str | None = None  # shared chunks and this user's own
+    expansion: str | None = None  # contextExpansion: none, neighbors, section
+    max_context_chars: int | None = None  # the passages grow within this budget
+    mode: str | None = None  # searchMode: vector, keyword, hybrid (the KB's fusion), rrf or weighted (hybrid fused so)
+
+    def problems(self) -> list[str]:
+        """What is wrong with the request itself, each naming its field."""
+        wrong = []
+        text = self.query if isinstance(self.query, str) else None
+        if text is None:
+            wrong.append(f"query must be a string, got {type(self.query).__name__}")
+        elif not text.strip() and self.vector is None:
+            wrong.append("query is empty")
+        elif len(text) > MAX_QUERY_CHARS:
+            wrong.append(f"query is {len(text)} characters; at most {MAX_QUERY_CHARS} are allowed")
+        if self.k is not None and self.k < 1:
+            wrong.append(f"k (maxResults) must be at least 1, got {self.k}")
+        if self.min_score is not None and not 0 <= self.min_score <= 1:
+            wrong.append(f"minScore must be within [0, 1], got {self.min_score}")
+        if self.max_context_chars is not None and self.max_context_chars < 1:
+            wrong.append(f"maxContextChars must be at least 1, got {self.max_context_chars}")
+        if self.mode is not None and self.mode not in MODES:
+            wrong.append(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.expansion is not None and self.expansion not in EXPANSIONS:
+            wrong.append(f"contextExpansion {self.expansion!r} is not one of {', '.join(EXPANSIONS)}")
+        return wrong
+
+
+@dataclass
+class SearchResult:
+    request: SearchRequest
+    config: RagConfiguration
+    hits: list[SearchHit]  # best first
+    passages: list[Passage] = field(default_factory=list)  # one per document, ordered by their best hit
+
+    def to_json(self) -> dict[str, Any]:
+        text_of = {h.id: p.text for p in self.passages for h in p.hits}
+        return {"kbId": self.request.kb_id, "name": self.config.name, "query": self.request.query,
+                "contextExpansion": self.request.expansion or self.config.contextExpansion,
+                "results": [{**h.to_json(), "passage": text_of.get(h.id)} for h in self.hits],
+                "passages": [p.to_json() for p in self.passages]}
+
+
+class Search:
+    def __init__(self, configs: Configs, embeddings: EmbeddingModelFactory, retriever: Retriever,
+                 generations: KbGenerations, redact: Callable[[str], str] = lambda s: s,
+                 ttl_seconds: float = RESULT_TTL_SECONDS, timer: Callable[[], float] = time.monotonic):
+        self.configs, self.embeddings, self.retriever, self.generations, self.redact = configs, embeddings, retriever, generations, redact
+        self._cache: TTLCache = TTLCache(1024, ttl_seconds, timer=timer)
+        self._lock = threading.Lock()
+
+    def _config(self, request: SearchRequest) -> RagConfiguration:
+        if wrong := request.problems():
+            raise InvalidQueryError("; ".join(wrong))
+        config = self.configs.get(request.kb_id)  # ResourceNotFoundError for an unknown KB
+        if request.mode in ("rrf", "weighted"):
+            config = config.model_copy(update={"searchMode": "hybrid", "fusion": request.mode})
+        elif request.mode is not None:
+            config = config.model_copy(update={"searchMode": request.mode})
+        reranked = config.reranker != "none"
+        if not request.query.strip() and (config.searchMode != "vector" or reranked):
+            raise InvalidQueryError(f"query is empty; searchMode {config.searchMode!r}"
+                                    f"{' with a reranker' if reranked else ''} needs its text")
+        return config
+
+    def hits(self, request: SearchRequest) -> list[SearchHit]:
+        """The scored chunks alone (no passages)."""
+        config = self._config(request)
+        return self._hits(request, config)
+
+    def _hits(self, request: SearchRequest, config: RagConfiguration, min_score: float | None = None) -> list[SearchHit]:
+        return self.retriever.search(request.kb_id, config, request.query, k=request.k,
+                                     min_score=request.min_score if min_score is None else min_score,
+                                     where=request.where, user_id=request.user_id, vector=request.vector)
+
+    def run(self, request: SearchRequest) -> SearchResult:
+        """Scored chunks and the passages that reach the model for them."""
+        config = self._config(request)
+        hits = self._hits(request, config)
+        passages = self.retriever.passages(request.kb_id, config, hits, request.expansion, request.user_id,
+                                           request.max_context_chars)
+        return SearchResult(request, config, hits, passages)
+
+    def retrieve(self, request: SearchRequest, min_relevance: float = 0.6) -> RAGContext:
+        """The retrieve contract: ``request.k`` chunks (default 5) searched without a score floor; kept
+        when their average reaches ``min_relevance``, each above it. Cached (see the module doc)."""
+        if not 0 <= min_relevance <= 1:
+            raise InvalidQueryError(f"minRelevance must be within [0, 1], got {min_relevance}")
+        request = replace(request, k=5 if request.k is None else request.k, min_score=0.0)
+        config = self._config(request)
+        shown = {**config.to_json(), "disabled": config.embedding_disabled}
+        key = (request.kb_id, self.generations.get(request.kb_id), json.dumps(shown, sort_keys=True, default=str),
+               json.dumps([request.query, request.vector, request.k, request.where, request.user_id, request.expansion],
+                          sort_keys=True), min_relevance)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return replace(hit, cached=True)
+        if request.vector is None:
+            request = replace(request, vector=self.embeddings.for_config(config).embed_query(request.query))
+        try:
+            hits = self._hits(request, config)
+            avg = sum(h.score for h in hits) / len(hits) if hits else 0.0
+            meets = bool(hits) and avg >= min_relevance
+            kept = [h for h in hits if meets and h.score >= min_relevance]
+            passages = self.retriever.passages(request.kb_id, config, kept, request.expansion, request.user_id)
+        except ValueError:
+            raise  # a bad filter or a dimension mismatch: the request's or the configuration's fault
+        except StoreUnavailableError as e:
+            raise VectorDBUnavailableError(str(e)) from e
+        except Exception as e:  # noqa: BLE001 - the engine is down, refused us, or timed out
+            raise VectorDBUnavailableError(self.redact(
+                f"knowledge base {request.kb_id!r}: {config.storeType} store unavailable: {type(e).__name__}: {e}")) from e
+        text_of = {h.id: p.text for p in passages for h in p.hits}
+        chunks = [RetrievedChunk(h.id, h.text, round(h.score, 6), h.metadata.get("position_in_doc"), h.metadata,
+                                 text_of.get(h.id)) for h in kept]
+        result = RAGContext(uuid.uuid4().hex, uuid.uuid4().hex, request.kb_id, request.query, chunks, round(avg, 6), meets)
+        with self._lock:
+            self._cache[key] = result
+        return result

@@ -1,0 +1,51 @@
+"""One turn of an agent's LLM task through the LlmTask hook, as an agent runtime runs it, and the
+context the hook would inject for one knowledge base (what the model sees)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
+from eddi_rag.verbs.configs import Configs
+from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task
+from eddi_rag.workflow.memory import ConversationMemory
+from eddi_rag.workflow.memory_kb import Remembering
+from eddi_rag.workflow.traversal import DiscoveredKb, WorkflowTraversal
+
+
+class Turns:
+    def __init__(self, traversal: WorkflowTraversal, llm_task: LlmTaskHook, configs: Configs, remembering: Remembering):
+        self.traversal, self.llm_task, self.configs, self.remembering = traversal, llm_task, configs, remembering
+
+    def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
+             chat_model: Any = None, tenant: str | None = None) -> dict[str, Any]:
+        """The whole system message, the messages, the memory entries written, and the answer when a
+        chat model is given (None: everything up to the model call). ``tenant``: the caller's (another
+        tenant's agent is not found); every reference is resolved in the agent's tenant."""
+        memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.remembering.current)
+        result = self.run(memory, task, chat_model, tenant)
+        return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
+                "messages": [{"role": m.type, "content": m.content} for m in result.messages],
+                "knowledgeBases": [kb.config.name for kb in result.discovery.knowledge_bases],
+                "skipped": result.discovery.skipped, "memory": memory.data, "answer": result.answer}
+
+    def run(self, memory: ConversationMemory, task: str | None = None, chat_model: Any = None,
+            tenant: str | None = None) -> TurnResult:
+        """The LlmTask hook on ``memory``: the agent's workflows traversed (within the agent's tenant;
+        ``tenant``: the caller's, which must be the agent's), its LLM task ``task`` (default: the first),
+        the chat model called when given."""
+        discovery = self.traversal.discover(memory.agent_id, memory.agent_version, tenant)
+        return self.llm_task.execute(memory, choose_task(discovery, memory.agent_id, task), chat_model, discovery)
+
+    def context(self, kb_id: str, query: str, user_id: str | None = None, max_results: int | None = None,
+                min_score: float | None = None, expansion: str | None = None,
+                max_chars: int | None = 20000) -> dict[str, Any]:
+        """What one LLM task referencing this KB alone would inject for ``query``: {section (None:
+        nothing passed), sources, trace}."""
+        version = self.configs.version(kb_id)
+        config = self.configs.get(kb_id, version)
+        task = LlmTaskRag.model_validate({"knowledgeBases": [KnowledgeBaseRef(name=config.name, maxResults=max_results, minScore=min_score)],
+                                          "contextExpansion": expansion, "maxRagContextChars": max_chars})
+        found = self.llm_task.provider.retrieve(task, [DiscoveredKb(kb_id, version, config)], query, user_id)
+        return {"kbId": kb_id, "query": query, "section": RELEVANT_CONTEXT + found.context if found.context else None,
+                "sources": found.sources, "trace": found.trace}

@@ -1,0 +1,227 @@
+"""Each verb through each face it is offered on: the same result, and the same refusal for the same
+bad input. Faces: the Python API (``Runtime`` and its verbs), REST, MCP, the CLI, the Manager UI,
+LangGraph, the EDDI import. The rules live once, in ``eddi_rag.verbs``."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+from mcp import Client
+
+from eddi_rag.api.app import create_app
+from eddi_rag.cli import main
+from eddi_rag.errors import EddiRagError
+from eddi_rag.mcp_server import build_server
+from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.search import SearchRequest
+from tests.test_eddi_import import export_zip
+
+DOCS = {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4.",
+        "menu.md": "The dining car serves goulash and apple strudel until 21:00.",
+        "pets.md": "Dogs travel free on night trains when kept on a leash."}
+KB = {"name": "Trains", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0}
+BAD_KB = {"name": "Broken", "embeddingProvider": "local", "storeType": "nope"}
+QUESTION = "When does the night train leave?"
+
+
+@pytest.fixture(scope="module")
+def faces(tmp_path_factory):
+    data = tmp_path_factory.mktemp("parity")
+    runtime = Runtime(data)
+    kb = runtime.saving.create("rags", KB).id
+    for name, text in DOCS.items():
+        runtime.ingesting.text(kb, name, text)
+    with TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        yield runtime, client, kb, data
+    runtime.close()
+
+
+def mcp(runtime: Runtime, tool: str, args: dict):
+    async def run():
+        async with Client(build_server(runtime)) as client:
+            return await client.call_tool(tool, args)
+    return anyio.run(run)
+
+
+def mcp_payload(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content if result.structured_content is not None else json.loads(result.content[0].text)
+
+
+def cli(data, *args: str):
+    return CliRunner().invoke(main, [*args, "--data-dir", str(data)])
+
+
+# -- searching ----------------------------------------------------------------------------------
+
+def test_search_gives_the_same_chunks_on_every_face(faces):
+    runtime, client, kb, data = faces
+    library = [h.id for h in runtime.query(kb, QUESTION, max_results=3)]
+    verb = [h.id for h in runtime.search.hits(SearchRequest(kb, QUESTION, k=3))]
+    rest = [r["id"] for r in client.post(f"/ragstore/rags/{kb}/query", json={"query": QUESTION, "maxResults": 3}).json()["results"]]
+    retrieve = [c["id"] for c in client.post(f"/ragstore/rags/{kb}/retrieve",
+                                             json={"query": QUESTION, "maxChunks": 3, "minRelevance": 0}).json()["chunks"]]
+    tool = [r["id"] for r in mcp_payload(mcp(runtime, "search_knowledge_base", {"knowledge_base_id": kb, "query": QUESTION, "k": 3}))["results"]]
+    printed = cli(data, "query", kb, QUESTION, "-k", "3", "--json")
+    assert printed.exit_code == 0, printed.output
+    command = [h["id"] for h in json.loads(printed.output)]
+    assert len(library) == 3 and library == verb == rest == retrieve == tool == command
+    assert runtime.search.hits(SearchRequest(kb, QUESTION, k=3))[0].metadata["source"] == "rail.md"
+
+
+def test_search_refuses_an_unknown_knowledge_base_on_every_face(faces):
+    runtime, client, _, data = faces
+    with pytest.raises(EddiRagError) as library:
+        runtime.query("nope", QUESTION)
+    assert library.value.status == 404
+    assert client.post("/ragstore/rags/nope/query", json={"query": QUESTION}).status_code == 404
+    assert client.post("/ragstore/rags/nope/retrieve", json={"query": QUESTION}).status_code == 404
+    tool = mcp(runtime, "search_knowledge_base", {"knowledge_base_id": "nope", "query": QUESTION})
+    assert tool.is_error and "no knowledge base 'nope'" in tool.content[0].text
+    printed = cli(data, "query", "nope", QUESTION)
+    assert printed.exit_code == 1 and "not found" in printed.output
+
+
+def test_search_refuses_a_bad_filter_with_the_same_message_on_every_face(faces):
+    runtime, client, kb, data = faces
+    where = {"source": {"$near": "x"}}
+    with pytest.raises(EddiRagError) as library:
+        runtime.search.hits(SearchRequest(kb, QUESTION, where=where))
+    message = str(library.value)
+    assert library.value.status == 400 and "$near" in message
+    rest = client.post(f"/ragstore/rags/{kb}/query", json={"query": QUESTION, "where": where})
+    assert (rest.status_code, rest.json()["error"]) == (400, message)
+    retrieve = client.post(f"/ragstore/rags/{kb}/retrieve", json={"query": QUESTION, "where": where})
+    assert (retrieve.status_code, retrieve.json()["error"]) == (400, message)
+    tool = mcp(runtime, "search_knowledge_base", {"knowledge_base_id": kb, "query": QUESTION, "where": where})
+    assert tool.is_error and tool.content[0].text.endswith(message)
+    printed = cli(data, "query", kb, QUESTION, "--where", json.dumps(where))
+    assert printed.exit_code == 1 and message in printed.output
+
+
+def test_search_refuses_a_blank_query_on_every_face(faces):
+    runtime, client, kb, data = faces
+    with pytest.raises(EddiRagError, match="query is empty"):
+        runtime.query(kb, "   ")
+    assert client.post(f"/ragstore/rags/{kb}/query", json={"query": "   "}).status_code in (400, 422)
+    assert client.post(f"/ragstore/rags/{kb}/retrieve", json={"query": "   "}).status_code in (400, 422)
+    assert mcp(runtime, "search_knowledge_base", {"knowledge_base_id": kb, "query": "   "}).is_error
+    assert cli(data, "query", kb, "   ").exit_code == 1
+
+
+def test_the_llm_task_context_is_the_turns_verb(faces):
+    runtime, client, kb, _ = faces
+    verb = runtime.turns.context(kb, QUESTION)
+    rest = client.post(f"/ragstore/rags/{kb}/context", json={"query": QUESTION}).json()
+    assert rest["section"] == verb["section"] and "22:10" in verb["section"]
+
+
+# -- ingesting, documents ------------------------------------------------------------------------
+
+def test_ingesting_a_text_makes_the_same_chunks_on_every_face(faces, tmp_path):
+    runtime, client, kb, data = faces
+    text = "Bicycles travel on night trains in the bike carriage, booked ahead."
+    counts = {"library": runtime.ingest(kb, "bikes-1.md", text)}
+    counts["verb"] = runtime.ingesting.text(kb, "bikes-2.md", text)
+    counts["rest"] = client.post(f"/ragstore/rags/{kb}/documents",
+                                 json={"documents": [{"document_id": "bikes-3.md", "text": text}]}).json()["chunk_count"]
+    counts["mcp"] = mcp_payload(mcp(runtime, "ingest_document", {"knowledge_base_id": kb, "document_name": "bikes-4.md", "text": text}))["chunks"]
+    file = tmp_path / "bikes-5.md"
+    file.write_text(text)
+    printed = cli(data, "ingest", kb, str(file))
+    assert printed.exit_code == 0 and "1 chunks" in printed.output
+    counts["cli"] = 1
+    job = client.post(f"/ragstore/rags/{kb}/ingest?documentName=bikes-6.md", content=text, headers={"Content-Type": "text/plain"}).json()
+    runtime.jobs.start()
+    runtime.jobs.wait_idle(60)
+    counts["queued"] = client.get(f"/ragstore/rags/{kb}/ingestion/{job['ingestionId']}/status").json()["chunks"]
+    assert set(counts.values()) == {1}, counts
+    listed = {d["documentId"]: d["chunks"] for d in runtime.documents.list(kb)["documents"]}
+    rest = {d["documentId"]: d["chunks"] for d in client.get(f"/ragstore/rags/{kb}/documents").json()["documents"]}
+    assert listed == rest and all(listed[f"bikes-{i}.md"] == 1 for i in range(1, 7))
+    assert runtime.documents.delete(kb, "bikes-1.md") == 1
+    assert client.delete(f"/ragstore/rags/{kb}/documents/bikes-2.md").json()["removed"] == 1
+    assert runtime.documents.delete(kb, "bikes-1.md") == 0 and client.delete(f"/ragstore/rags/{kb}/documents/bikes-2.md").status_code == 404
+
+
+def test_ingesting_refuses_a_blank_document_name_on_every_face(faces):
+    runtime, client, kb, _ = faces
+    with pytest.raises(EddiRagError, match="documentName must not be blank"):
+        runtime.ingest(kb, "  ", "some text")
+    rest = client.post(f"/ragstore/rags/{kb}/ingest?documentName=%20", content="some text", headers={"Content-Type": "text/plain"})
+    assert (rest.status_code, rest.json()["error"]) == (400, "documentName must not be blank")
+    tool = mcp(runtime, "ingest_document", {"knowledge_base_id": kb, "document_name": " ", "text": "some text"})
+    assert tool.is_error and "documentName must not be blank" in tool.content[0].text
+
+
+def test_purge_is_the_same_verb_on_every_face(faces):
+    runtime, client, kb, data = faces
+    runtime.ingest(kb, "old.md", "A notice that expired long ago.", ttl_seconds=0.001)
+    import time
+    time.sleep(0.01)
+    assert client.post(f"/ragstore/rags/{kb}/purge").json()["removed"] == 1
+    assert runtime.documents.purge_expired(kb) == 0
+    assert "removed 0 expired" in cli(data, "purge", kb).output
+
+
+# -- health -------------------------------------------------------------------------------------
+
+def test_health_and_doctor_agree_on_every_face(faces):
+    runtime, client, kb, data = faces
+    library, rest = runtime.health.of(kb), client.get(f"/ragstore/rags/{kb}/health").json()
+    assert {k: v for k, v in library.items() if k != "timestamp"} == {k: v for k, v in rest.items() if k != "timestamp"}
+    checks = [(c.check, c.ok) for c in runtime.health.checks(kb)]
+    assert [(c["check"], c["ok"]) for c in client.get(f"/ragstore/rags/{kb}/doctor").json()] == checks
+    assert all(ok for _, ok in checks)
+    assert "all checks passed" in cli(data, "doctor").output
+
+
+# -- saving a resource ------------------------------------------------------------------------------
+
+def test_saving_refuses_the_same_configuration_on_every_face(faces, tmp_path):
+    runtime, client, _, data = faces
+    with pytest.raises(EddiRagError) as library:
+        runtime.saving.create("rags", BAD_KB)
+    assert library.value.status == 400 and "$.storeType" in str(library.value)
+    rest = client.post("/ragstore/rags", json=BAD_KB)
+    assert rest.status_code == 400 and [e["path"] for e in rest.json()["errors"]] == ["$.storeType"]
+    page = client.post("/ui/kbs", data={"name": "Broken", "storeType": "nope", "embeddingProvider": "local"}, follow_redirects=False)
+    assert page.status_code == 303 and "storeType" in page.headers["location"]
+    imported = client.post("/backup/import", content=export_zip(rag=BAD_KB), headers={"Content-Type": "application/zip"})
+    assert imported.status_code == 400 and "$.storeType" in imported.json()["error"]
+    (tmp_path / "rags").mkdir()
+    (tmp_path / "rags" / "broken.json").write_text(json.dumps(BAD_KB))
+    loaded = cli(data, "load", str(tmp_path))
+    assert loaded.exit_code == 1 and "$.storeType" in loaded.output
+    assert "Broken" not in [d.name for d in runtime.resources.descriptors("rags", "", 0, 100)]
+
+
+def test_saving_accepts_the_same_configuration_on_every_face(faces, tmp_path):
+    runtime, client, _, data = faces
+    good = {**KB, "name": "Saved", "sources": [{"name": "site", "sitemap": {"url": "https://example.org/sitemap.xml"}}]}
+    by_library = runtime.resources.read("rags", runtime.saving.create("rags", good).id)
+    location = client.post("/ragstore/rags", json=good).headers["location"]
+    by_rest = client.get(location.split("eddi://ai.labs.rag")[1].split("?")[0]).json()
+    strip = lambda d: {**d, "sources": [{k: v for k, v in s.items() if k != "id"} for s in d["sources"]]}  # noqa: E731
+    assert strip(by_library) == strip(by_rest) and by_library["sources"][0]["id"] and by_rest["sources"][0]["id"]
+
+
+def test_langgraph_and_the_library_run_the_same_turn(faces):
+    runtime, _, kb, _ = faces
+    pytest.importorskip("langgraph")
+    from eddi_rag.workflow.langgraph import rag_runnable
+    from eddi_rag.workflow.memory import ConversationMemory
+
+    runtime.saving.put("llm", "parity-llm", {"tasks": [{"id": "t", "type": "openai", "parameters": {"systemMessage": "Be brief."},
+                                                        "knowledgeBases": [{"name": "Trains"}]}]})
+    runtime.saving.put("workflows", "parity-wf", {"workflowSteps": [
+        {"type": "eddi://ai.labs.llm", "config": {"uri": "eddi://ai.labs.llm/llmstore/llmconfigs/parity-llm?version=1"}},
+        {"type": "eddi://ai.labs.rag", "config": {"uri": f"eddi://ai.labs.rag/ragstore/rags/{kb}?version=1"}}]})
+    runtime.saving.put("agents", "parity", {"workflows": ["eddi://ai.labs.workflow/workflowstore/workflows/parity-wf?version=1"]})
+    library = runtime.turns.run(ConversationMemory(agent_id="parity", user_input=QUESTION)).system_message
+    chain = rag_runnable(runtime.turns, "parity").invoke({"messages": [("human", QUESTION)]})
+    assert chain["system_message"] == library and "22:10" in library
