@@ -14,7 +14,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from eddi_rag import jsonvalues
+from eddi_rag import jsonvalues, state
 from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
@@ -25,10 +25,6 @@ from eddi_rag.stores.base import Chunk, KnowledgeStore
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _NAME = re.compile(NAME_PATTERN)
-_SCHEMA = """CREATE TABLE IF NOT EXISTS collections (tenant TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL,
-    dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, PRIMARY KEY (tenant, name))"""
-
-
 class CollectionNotFoundError(EddiRagError, LookupError):
     status = 404
     pass
@@ -62,7 +58,7 @@ class Collections:
     def __init__(self, db: Database, stores: EmbeddingStoreFactory, store_type: str | None = None):
         self.db, self.stores = db, stores
         self.store_type = store_type or os.environ.get("EDDI_RAG_COLLECTIONS_STORE", "sqlite")
-        db.execute(_SCHEMA)
+        state.migrate(db)
 
     def _store(self, tenant: str, name: str) -> KnowledgeStore:
         config = RagConfiguration(name=f"collection {name}", embeddingProvider="none", storeType=self.store_type)

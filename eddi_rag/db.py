@@ -26,6 +26,7 @@ class Database:
             self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._depth = 0
+        self.migrated = False  # state.migrate brought its tables up to date
 
     @contextmanager
     def transaction(self):

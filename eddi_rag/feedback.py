@@ -8,11 +8,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+from eddi_rag import state
 from eddi_rag.db import Database
-
-_SCHEMA = """CREATE TABLE IF NOT EXISTS citation_feedback (
-    id TEXT PRIMARY KEY, tenant TEXT NOT NULL, kb_id TEXT NOT NULL, question TEXT NOT NULL, chunk_id TEXT NOT NULL,
-    source TEXT, citation TEXT, vote TEXT NOT NULL, comment TEXT, user_id TEXT, created_on TEXT NOT NULL)"""
 
 Vote = Literal["up", "down"]
 
@@ -34,7 +31,7 @@ class Feedback:
 class FeedbackLog:
     def __init__(self, db: Database):
         self.db = db
-        db.execute(_SCHEMA)
+        state.migrate(db)
 
     def record(self, tenant: str, kb_id: str, question: str, chunk_id: str, vote: Vote, source: str | None = None,
                citation: str | None = None, comment: str | None = None, user_id: str | None = None) -> Feedback:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag import state
 from eddi_rag.auth import ROLES, AuthError, Principal
 from eddi_rag.db import Database
 from eddi_rag.errors import EddiRagError
@@ -24,11 +25,6 @@ class KeyRequestError(EddiRagError, ValueError):
 
 class KeyNotFoundError(EddiRagError, LookupError):
     status = 404
-_SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL,
-    user_id TEXT, acts_for_users INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT NOT NULL,
-    created_on TEXT NOT NULL, revoked_on TEXT)"""
-
-
 @dataclass
 class KeyInfo:
     id: str
@@ -51,7 +47,7 @@ def _hash(key: str) -> str:
 class KeyStore:
     def __init__(self, db: Database):
         self.db = db
-        db.execute(_SCHEMA)
+        state.migrate(db)
 
     def create(self, tenant: str, role: str, user: str | None = None, name: str | None = None,
                acts_for_users: bool = False) -> tuple[KeyInfo, str]:

@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from eddi_rag import metrics
+from eddi_rag import metrics, state
 from eddi_rag.db import Database
 
 
@@ -34,7 +34,7 @@ class VectorCache(Protocol):
 class SqliteVectorCache:
     def __init__(self, db: Database):
         self.db = db
-        db.execute("CREATE TABLE IF NOT EXISTS embedding_cache (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        state.migrate(db)
 
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag import state
 from eddi_rag.db import Database
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.parsing import ParseCancelledError
@@ -31,12 +32,6 @@ from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """CREATE TABLE IF NOT EXISTS ingestion_jobs (
-    id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, version INTEGER NOT NULL, document TEXT NOT NULL,
-    status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL,
-    format TEXT)"""
-# ``body`` holds the file's bytes (a BLOB) or, in jobs written before files were supported, text;
-# ``format`` is what loaders.detect decided (NULL in those older jobs: plain text).
 _COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on"  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
@@ -127,12 +122,7 @@ class IngestionQueue:
     def __init__(self, db: Database, run: Runner, redact: Callable[[str], str] = lambda s: s, max_queued: int | None = None):
         self.db, self.run, self.redact = db, run, redact
         self.max_queued = max_queued or max_queued_from_env()
-        db.execute(_SCHEMA)
-        columns = {r["name"] for r in db.query("PRAGMA table_info(ingestion_jobs)")}
-        if "format" not in columns:
-            db.execute("ALTER TABLE ingestion_jobs ADD COLUMN format TEXT")
-        if "attempts" not in columns:
-            db.execute("ALTER TABLE ingestion_jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
+        state.migrate(db)
         self._cancel: set[str] = set()  # processing jobs asked to stop
         self._stopping = False  # stop(): the running job is put back for the next start
         self._waits: dict[str, int] = {}  # job -> times its store was found down in a row

@@ -8,6 +8,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag import state
 from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.db import Database
 from eddi_rag.resources.base import (
@@ -18,21 +19,6 @@ from eddi_rag.resources.base import (
     VersionConflictError,
     resource_uri,
 )
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS resource_versions (
-    kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL,
-    data TEXT NOT NULL, created_on TEXT NOT NULL,
-    PRIMARY KEY (kind, id, version)
-);
-CREATE TABLE IF NOT EXISTS resources (
-    kind TEXT NOT NULL, id TEXT NOT NULL, current_version INTEGER NOT NULL,
-    name TEXT NOT NULL, description TEXT NOT NULL,
-    created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (kind, id)
-);
-"""
-
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -49,12 +35,7 @@ def _check_kind(kind: str) -> None:
 class SqliteResourceStore:
     def __init__(self, db: Database):
         self.db = db
-        with db.transaction() as c:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    c.execute(statement)
-            if "tenant" not in {r["name"] for r in c.execute("PRAGMA table_info(resources)").fetchall()}:
-                c.execute(f"ALTER TABLE resources ADD COLUMN tenant TEXT NOT NULL DEFAULT '{DEFAULT_TENANT}'")
+        state.migrate(db)
 
     # -- helpers --------------------------------------------------------------------------
     def _head(self, kind: str, id: str, tenant: str | None = None) -> Any:

@@ -4,13 +4,14 @@ a server's cache notices an ingest made by the CLI."""
 
 from __future__ import annotations
 
+from eddi_rag import state
 from eddi_rag.db import Database
 
 
 class KbGenerations:
     def __init__(self, db: Database):
         self.db = db
-        db.execute("CREATE TABLE IF NOT EXISTS kb_generations (kb_id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+        state.migrate(db)
 
     def get(self, kb_id: str) -> int:
         rows = self.db.query("SELECT n FROM kb_generations WHERE kb_id=?", (kb_id,))

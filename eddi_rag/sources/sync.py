@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from eddi_rag import state
 from eddi_rag.config import IngestionSource, RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.errors import EddiRagError
@@ -39,22 +40,11 @@ from eddi_rag.verbs.documents import Documents
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS source_runs (run_id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, source_id TEXT NOT NULL,
-       kind TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT, added INTEGER DEFAULT 0,
-       updated INTEGER DEFAULT 0, unchanged INTEGER DEFAULT 0, deleted INTEGER DEFAULT 0, failed INTEGER DEFAULT 0,
-       failures TEXT DEFAULT '[]', error TEXT, pid INTEGER NOT NULL, embedded INTEGER DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS source_runs_by_source ON source_runs (kb_id, source_id, started_at)",
-    """CREATE TABLE IF NOT EXISTS source_documents (kb_id TEXT NOT NULL, source_id TEXT NOT NULL,
-       document_id TEXT NOT NULL, name TEXT NOT NULL, hash TEXT, status TEXT NOT NULL, reason TEXT,
-       updated_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id, document_id))""",
-)
 RUNNING, COMPLETED, FAILED = "RUNNING", "COMPLETED", "FAILED"
 
 
 class SourceNotFoundError(EddiRagError, LookupError):
     status = 404
-    pass
 
 
 class SourceBusyError(EddiRagError, RuntimeError):
@@ -102,8 +92,7 @@ class SourceSync:
         self.db, self.configs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
             db, configs, ingestor, documents, outbound, redact
         self._active: set[str] = set()  # runs under way in this process
-        for sql in _SCHEMA:
-            db.execute(sql)
+        state.migrate(db)
 
     def _interrupted(self, row: Any) -> bool:
         """Whether a RUNNING run's process ended before it finished (this process: a run it is not

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddi_rag import state
 from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import slug
 from eddi_rag.db import Database
@@ -75,8 +76,7 @@ class NotesStore:
 
     def __init__(self, db: Database, on_save: EmbedCallback | None = None):
         self.db, self.on_save = db, on_save
-        self.db.execute("CREATE TABLE IF NOT EXISTS notes (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, user_id TEXT, "
-                        "text TEXT NOT NULL, saved_at REAL NOT NULL)")
+        state.migrate(db)
 
     def save(self, agent_id: str, text: str, user_id: str | None = None) -> str:
         if not text.strip():

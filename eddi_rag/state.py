@@ -1,0 +1,101 @@
+"""The embedded database's state tables in one place, and their migrations: ``PRAGMA user_version``
+is the schema's version; ``migrate`` brings a database up to ``LATEST`` in one transaction, once per
+connection, and refuses a database written by a newer release. Every component that keeps state
+(resources, keys, jobs, sources, collections, feedback, notes, the embedding cache, generations)
+calls ``migrate`` on the database it is given instead of creating tables itself. The embedded store
+engines' own tables (``stores/sqlite.py``, ``stores/sqlite_vec.py``) belong to those engines.
+
+A change of the schema is a new entry at the end of ``MIGRATIONS``; an entry never changes once
+released. Version 1 is the schema as it stood before versions: it also brings a database of an
+older release up (columns that were added then without a version)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
+
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS resource_versions (
+        kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL, created_on TEXT NOT NULL,
+        PRIMARY KEY (kind, id, version))""",
+    """CREATE TABLE IF NOT EXISTS resources (
+        kind TEXT NOT NULL, id TEXT NOT NULL, current_version INTEGER NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+        created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0,
+        tenant TEXT NOT NULL DEFAULT 'default', PRIMARY KEY (kind, id))""",
+    """CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL,
+        user_id TEXT, acts_for_users INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT NOT NULL,
+        created_on TEXT NOT NULL, revoked_on TEXT)""",
+    # ``body``: the file's bytes (a BLOB) or, in jobs written before files were supported, text;
+    # ``format``: what loaders.detect decided (NULL in those older jobs: plain text)
+    """CREATE TABLE IF NOT EXISTS ingestion_jobs (
+        id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, version INTEGER NOT NULL, document TEXT NOT NULL,
+        status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL,
+        format TEXT, attempts INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE TABLE IF NOT EXISTS kb_generations (kb_id TEXT PRIMARY KEY, n INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS collections (tenant TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL,
+        dimension INTEGER, created_on TEXT NOT NULL, last_modified_on TEXT NOT NULL, PRIMARY KEY (tenant, name))""",
+    """CREATE TABLE IF NOT EXISTS source_runs (run_id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, source_id TEXT NOT NULL,
+        kind TEXT NOT NULL, status TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT, added INTEGER DEFAULT 0,
+        updated INTEGER DEFAULT 0, unchanged INTEGER DEFAULT 0, deleted INTEGER DEFAULT 0, failed INTEGER DEFAULT 0,
+        failures TEXT DEFAULT '[]', error TEXT, pid INTEGER NOT NULL, embedded INTEGER DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS source_runs_by_source ON source_runs (kb_id, source_id, started_at)",
+    """CREATE TABLE IF NOT EXISTS source_documents (kb_id TEXT NOT NULL, source_id TEXT NOT NULL,
+        document_id TEXT NOT NULL, name TEXT NOT NULL, hash TEXT, status TEXT NOT NULL, reason TEXT,
+        updated_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id, document_id))""",
+    """CREATE TABLE IF NOT EXISTS citation_feedback (
+        id TEXT PRIMARY KEY, tenant TEXT NOT NULL, kb_id TEXT NOT NULL, question TEXT NOT NULL, chunk_id TEXT NOT NULL,
+        source TEXT, citation TEXT, vote TEXT NOT NULL, comment TEXT, user_id TEXT, created_on TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS notes (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, user_id TEXT,
+        text TEXT NOT NULL, saved_at REAL NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS embedding_cache (key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
+)
+
+# Columns added without a version before there were versions: (table, column, its definition).
+UNVERSIONED_COLUMNS = (
+    ("resources", "tenant", "TEXT NOT NULL DEFAULT 'default'"),
+    ("ingestion_jobs", "format", "TEXT"),
+    ("ingestion_jobs", "attempts", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+
+def _baseline(c: sqlite3.Connection) -> None:
+    """Version 1: every table; a database of a release before versions gets the columns it lacks."""
+    for statement in TABLES:
+        c.execute(statement)
+    for table, column, definition in UNVERSIONED_COLUMNS:
+        if column not in {r["name"] for r in c.execute(f"PRAGMA table_info({table})").fetchall()}:
+            c.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline,)
+LATEST = len(MIGRATIONS)
+
+
+
+class NewerDatabaseError(EddiRagError, RuntimeError):
+    """The database was written by a newer release than this one (HTTP 503: the server cannot run on it)."""
+    status = 503
+
+
+def version(db: Database) -> int:
+    return db.query("PRAGMA user_version")[0][0]
+
+
+def migrate(db: Database) -> int:
+    """Bring ``db`` up to ``LATEST`` (nothing to do the second time); returns its version."""
+    with db.transaction() as c:  # (the database's lock: one migration at a time)
+        if db.migrated:
+            return LATEST
+        current = c.execute("PRAGMA user_version").fetchone()[0]
+        if current > LATEST:
+            raise NewerDatabaseError(f"{db.path}: its schema is version {current}, written by a newer eddi-rag; "
+                                     f"this release reads up to version {LATEST}: upgrade eddi-rag")
+        for step in MIGRATIONS[current:]:
+            step(c)
+        if current < LATEST:
+            c.execute(f"PRAGMA user_version = {LATEST}")
+        db.migrated = True
+    return LATEST
