@@ -2,7 +2,7 @@
 
 Every retrieval carries a filter (shared or this user's chunks, not expired: see
 eddi_rag/retrieval/retriever.py:scope). The in-memory and sqlite stores evaluate it as numpy masks
-over per-field columns (eddi_rag/stores/masks.py); the peer is the reference evaluator called on
+over per-field columns (eddi_rag/stores/embedded/masks.py); the peer is the reference evaluator called on
 every row (what the in-memory store did before), measured in the same run.
 
     .venv/bin/python benchmarks/bench_filters.py [--n 100000] [--dim 384] [--repeats 20]
@@ -23,8 +23,8 @@ from eddi_rag.db import Database
 from eddi_rag.retrieval.retriever import scope
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, StoreContext, normalise, top_k
-from eddi_rag.stores.memory import InMemoryStore
-from eddi_rag.stores.sqlite import SqliteStore
+from eddi_rag.stores.embedded.memory import InMemoryStore
+from eddi_rag.stores.embedded.sqlite import SqliteStore
 
 
 def median_ms(fn, repeats: int) -> float:

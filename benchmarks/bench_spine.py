@@ -30,8 +30,8 @@ from eddi_rag.ingest.chunking import split_text
 from eddi_rag.ingest.pipeline import Document
 from eddi_rag.runtime import Runtime
 from eddi_rag.stores.base import Chunk, StoreContext
-from eddi_rag.stores.memory import InMemoryStore
-from eddi_rag.stores.sqlite import SqliteStore
+from eddi_rag.stores.embedded.memory import InMemoryStore
+from eddi_rag.stores.embedded.sqlite import SqliteStore
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "nfcorpus" / "corpus.jsonl"
 

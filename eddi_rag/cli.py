@@ -60,7 +60,7 @@ def main(verbose: bool) -> None:
 @click.option("-q", "--question", "questions", multiple=True, help="Ask this instead of the built-in questions (repeatable).")
 def demo(data_dir, llm, base_url, model, questions) -> None:
     """Run the offline end-to-end demo on examples/."""
-    from eddi_rag.demo import run_demo
+    from eddi_rag.tools.demo import run_demo
 
     run_demo(data_dir, llm, base_url, model, list(questions) or None)
 
@@ -70,7 +70,7 @@ def demo(data_dir, llm, base_url, model, questions) -> None:
 def mcp(data_dir) -> None:
     """Serve the knowledge bases to an MCP client on stdin/stdout (tools: list_knowledge_bases,
     search_knowledge_base, ingest_document). Over HTTP, `serve` has the same at /mcp."""
-    from eddi_rag.mcp_server import build_server
+    from eddi_rag.interop.mcp import build_server
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
@@ -95,9 +95,9 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, ll
 
     from eddi_rag.api.app import create_app
     from eddi_rag.auth.oidc import OidcConfig
-    from eddi_rag.bundle import load_bundle
-    from eddi_rag.demo import chat_model
     from eddi_rag.runtime import Runtime
+    from eddi_rag.tools.bundle import load_bundle
+    from eddi_rag.tools.demo import chat_model
 
     runtime = Runtime(data_dir)
     if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
@@ -304,8 +304,8 @@ def purge(kb_id, data_dir) -> None:
 @data_dir_option
 def doctor(data_dir) -> None:
     """Check every knowledge base: provider, secrets, store, dimensions; print fixes."""
-    from eddi_rag.doctor import format_table
     from eddi_rag.runtime import Runtime
+    from eddi_rag.tools.doctor import format_table
 
     with Runtime(data_dir) as runtime:
         checks = runtime.health.all_checks()
@@ -333,8 +333,8 @@ def doctor(data_dir) -> None:
 @click.option("--chunk-overlap", default=64, show_default=True, type=int, help="--pipeline: chunkOverlap.")
 def evaluate(corpus, queries, qrels, modes, cache_dir, pipeline, chunk_strategy, chunk_size, chunk_overlap) -> None:
     """nDCG@10, Recall@10/100 and MRR@10 of the offline model, BM25 and their fusions on BEIR data."""
-    from eddi_rag.eval import MODES, evaluate_pipeline, format_table, load_beir
-    from eddi_rag.eval import evaluate as run
+    from eddi_rag.tools.eval import MODES, evaluate_pipeline, format_table, load_beir
+    from eddi_rag.tools.eval import evaluate as run
 
     data = load_beir(Path(corpus), Path(queries), Path(qrels))
     say = lambda m: click.echo(m, err=True)  # noqa: E731
@@ -355,9 +355,9 @@ def load(path, data_dir, tenant) -> None:
     """Load resources from PATH: a folder (<kind>/<id>.json, like examples/workflows), or an EDDI agent
     export (the .zip of EDDI's POST /backup/export/{agentId}): the agent, its workflows and their RAG,
     LLM and httpCall configurations, references rewritten; what is not imported is listed."""
-    from eddi_rag.bundle import load_bundle
-    from eddi_rag.eddi_import import import_agent_export
     from eddi_rag.runtime import Runtime
+    from eddi_rag.tools.bundle import load_bundle
+    from eddi_rag.tools.eddi_import import import_agent_export
 
     with Runtime(data_dir) as runtime:
         if os.path.isdir(path):

@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import jsonvalues, state
-from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import EmbeddingStoreFactory
+from eddi_rag.resources import DEFAULT_TENANT
 from eddi_rag.stores.base import Chunk, KnowledgeStore
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000

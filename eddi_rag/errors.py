@@ -1,6 +1,6 @@
 """The one base of every error the product raises for a caller: ``status`` is its HTTP status and
 ``str(error)`` its safe message (never a secret or a stack). REST, MCP and the CLI each map it in
-one place (``api/errors.py``, ``mcp_server.py``, ``cli.py``); an error class keeps its built-in
+one place (``api/errors.py``, ``interop/mcp.py``, ``cli.py``); an error class keeps its built-in
 base too (``ValueError``, ``LookupError``...), so ``except ValueError`` still catches it."""
 
 from __future__ import annotations

@@ -22,8 +22,6 @@ from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, VectorCache
 from eddi_rag.embeddings.guard import GuardedEmbeddings
 from eddi_rag.embeddings.references import EmbeddingDisabledError
-from eddi_rag.retrieval import rerankers
-from eddi_rag.retrieval.rerankers import Reranker
 from eddi_rag.secrets import SecretResolver, resolve_parameters
 from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
 
@@ -62,7 +60,7 @@ class BoundedCache(Generic[T]):
         return len(self._items)
 
 
-def _key(*parts: Any) -> str:
+def cache_key(*parts: Any) -> str:
     return json.dumps(parts, sort_keys=True, default=str)
 
 
@@ -70,8 +68,8 @@ def embedding_key(config: RagConfiguration) -> str:
     """Identifies the embedding model of a configuration (provider + unresolved parameters); the
     factory caches models under the same key."""
     if config.embedding_disabled:  # no model: each such KB reports its own reason
-        return _key(None, config.name, config.embedding_disabled)
-    return _key(config.embeddingProvider, config.embeddingParameters)
+        return cache_key(None, config.name, config.embedding_disabled)
+    return cache_key(config.embeddingProvider, config.embeddingParameters)
 
 
 class EmbeddingModelFactory:
@@ -84,7 +82,7 @@ class EmbeddingModelFactory:
         self._cache: BoundedCache[Embeddings] = BoundedCache(**cache_args)
 
     def get(self, provider: str, params: dict[str, Any]) -> Embeddings:
-        return self._cache.get_or_build(_key(provider, params), lambda: self._build(provider, params))
+        return self._cache.get_or_build(cache_key(provider, params), lambda: self._build(provider, params))
 
     def _build(self, provider: str, params: dict[str, Any]) -> Embeddings:
         spec = registry.load(registry.EMBEDDINGS, provider)
@@ -105,20 +103,6 @@ class EmbeddingModelFactory:
         return self.get(config.embeddingProvider, config.embeddingParameters)
 
 
-class RerankerFactory:
-    """One reranker per (kind, parameters): a cross-encoder's ONNX session loads once."""
-
-    def __init__(self, resolver: SecretResolver | None = None, **cache_args: Any):
-        self.resolver = resolver or SecretResolver()
-        self._cache: BoundedCache[Any] = BoundedCache(**cache_args)
-
-    def for_config(self, config: RagConfiguration) -> Reranker | None:
-        if config.reranker == "none":
-            return None
-        return self._cache.get_or_build(_key(config.reranker, config.rerankerParameters), lambda: rerankers.build(
-            config.reranker, resolve_parameters(config.rerankerParameters, self.resolver)))
-
-
 class EmbeddingStoreFactory:
     """One store object per (storeType, configuration id, parameters)."""
 
@@ -127,7 +111,7 @@ class EmbeddingStoreFactory:
         self._cache: BoundedCache[KnowledgeStore] = BoundedCache(**cache_args)
 
     def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
-        key = _key(config.storeType, kb_id, config.storeParameters)
+        key = cache_key(config.storeType, kb_id, config.storeParameters)
         return self._cache.get_or_build(key, lambda: self._build(key, kb_id, config))
 
     def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:

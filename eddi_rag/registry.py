@@ -22,11 +22,11 @@ KINDS = {"stores": STORES, "embeddings": EMBEDDINGS}
 
 BUILTIN: dict[str, dict[str, str]] = {
     STORES: {
-        "in-memory": "eddi_rag.stores.memory:InMemoryStore",
-        "sqlite": "eddi_rag.stores.sqlite:SqliteStore",
+        "in-memory": "eddi_rag.stores.embedded.memory:InMemoryStore",
+        "sqlite": "eddi_rag.stores.embedded.sqlite:SqliteStore",
         "pgvector": "eddi_rag.stores.pgvector:PgVectorStore",
         "qdrant": "eddi_rag.stores.qdrant:QdrantStore",
-        "sqlite-vec": "eddi_rag.stores.sqlite_vec:SqliteVecStore",
+        "sqlite-vec": "eddi_rag.stores.embedded.sqlite_vec:SqliteVecStore",
         "chroma": "eddi_rag.stores.chroma:ChromaStore",
         "elasticsearch": "eddi_rag.stores.elasticsearch:ElasticsearchStore",
         "mongodb-atlas": "eddi_rag.stores.mongodb_atlas:MongoAtlasStore",

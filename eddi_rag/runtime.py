@@ -13,13 +13,14 @@ from eddi_rag.collections import Collections
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
+from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.feedback import FeedbackLog
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.resources import SqliteResourceStore
 from eddi_rag.retrieval.generations import KbGenerations
+from eddi_rag.retrieval.rerankers import RerankerFactory
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.secrets import SecretResolver
 from eddi_rag.sources.schedule import SourceScheduler

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from langgraph.graph import END, START, StateGraph
 
-from eddi_rag.bundle import load_bundle
-from eddi_rag.demo import chat_model, describe
+from eddi_rag.interop.langgraph import RagState, rag_node
 from eddi_rag.runtime import Runtime
-from eddi_rag.workflow.langgraph import RagState, rag_node
+from eddi_rag.tools.bundle import load_bundle
+from eddi_rag.tools.demo import chat_model, describe
 
 EXAMPLES = Path(__file__).resolve().parent
 QUESTIONS = ["How many checked bags are included in a Business fare?", "And how heavy may they be?"]

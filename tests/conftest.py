@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 import os
 
 import pytest
@@ -18,9 +19,42 @@ settings.register_profile("random", database=None, print_blob=True)
 settings.load_profile(os.environ.get("EDDI_RAG_HYPOTHESIS", "deterministic"))
 
 
+SERVICE_FIXTURES = {"redis_url", "typesense_params", "chroma_params", "postgres_url", "pgvector_params", "elasticsearch_params"}
+SERVICE_BACKENDS = ("pgvector", "chroma", "typesense", "elasticsearch", "mongodb-atlas")  # conformance parameters
+# what a test's own code names when it starts a process or serves on loopback
+OTHER_PROCESSES = ("subprocess", "Popen", "sys.executable", "serving(", "StandIn", "openai_server", "site(", "site,", "redis",
+                   "CliRunner", "run_demo", "chrome(")
+
+
+def kinds(item) -> list[str]:
+    """The markers a test gets: unit or integration, and what it needs (see pyproject's markers)."""
+    path = item.path.name
+    if path == "test_lint.py":
+        return ["integration", "lint"]
+    if path == "test_openapi_fuzz.py":
+        return ["integration", "fuzz"]
+    try:
+        source = inspect.getsource(item.function)
+    except (OSError, TypeError):
+        source = ""
+    needs = []
+    if "chrome(" in source or "browser" in item.fixturenames:
+        needs.append("browser")
+    backend = item.callspec.params.get("make") if hasattr(item, "callspec") else None
+    if SERVICE_FIXTURES & set(item.fixturenames) or (isinstance(backend, str) and backend.startswith(SERVICE_BACKENDS)):
+        needs.append("services")
+    fixtures = set(item.fixturenames)
+    other = needs or any(word in source for word in OTHER_PROCESSES) or {"openai_server", "site"} & fixtures
+    return ["integration", *needs] if other else ["unit"]
+
+
 def pytest_collection_modifyitems(config, items):
-    """mypy and schemathesis take a minute or more each, in processes of their own: when they are among
-    the tests, they start now and run beside the others (their tests collect the results)."""
+    """Every test marked unit or integration (and services / browser / fuzz / lint: ``-m unit`` runs the
+    in-process ones alone). mypy and schemathesis take a minute or more each, in processes of their own:
+    when they are among the tests, they start now and run beside the others (their tests collect the results)."""
+    for item in items:
+        for kind in kinds(item):
+            item.add_marker(kind)
     if any(item.nodeid.endswith("test_lint.py::test_mypy_finds_nothing") for item in items):
         from tests.test_lint import start_mypy
 

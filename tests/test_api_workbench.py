@@ -5,7 +5,7 @@ an agent's turn."""
 import base64
 from pathlib import Path
 
-from eddi_rag.bundle import load_bundle
+from eddi_rag.tools.bundle import load_bundle
 from tests.support.files import pdf
 from tests.test_api import BASE, kb_id, wait_for
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from eddi_rag.eval import evaluate, load_beir
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
-from eddi_rag.stores.bm25 import Bm25Index
+from eddi_rag.stores.embedded.bm25 import Bm25Index
+from eddi_rag.tools.eval import evaluate, load_beir
 
 DOCS = {
     "d1": ("Night trains", "The night train to Vienna leaves at 22:10 from platform 4."),
@@ -67,7 +67,7 @@ def test_eval_command(beir, tmp_path):
 
 @pytest.mark.parametrize("strategy", ["recursive", "markdown"])
 def test_the_pipeline_eval_runs_the_product_end_to_end(beir, tmp_path, strategy):
-    from eddi_rag.eval import evaluate_pipeline
+    from eddi_rag.tools.eval import evaluate_pipeline
 
     data = load_beir(beir / "corpus.jsonl", beir / "queries.jsonl", beir / "qrels.tsv")
     chunking = {"chunkStrategy": strategy, "chunkSize": 40, "chunkOverlap": 0}

@@ -10,7 +10,7 @@ from eddi_rag.db import Database
 from eddi_rag.resources import resource_uri
 from eddi_rag.retrieval.expansion import expand
 from eddi_rag.stores.base import Chunk, SearchHit, StoreContext
-from eddi_rag.stores.memory import InMemoryStore
+from eddi_rag.stores.embedded.memory import InMemoryStore
 from eddi_rag.workflow.memory import ConversationMemory
 from tests.test_api import BASE, kb_id
 from tests.test_workflow import RAG, TASK, make_agent, make_kb, step

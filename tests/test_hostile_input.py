@@ -111,7 +111,7 @@ def test_validation_errors_never_fail_to_serialise(client, kb):
 def test_the_embedded_stores_take_filters_at_the_documented_limits(runtime):
     """SQLite compiles $in as one json_each term: any list within MAX_VALUES."""
     from eddi_rag.stores.base import Chunk
-    from eddi_rag.stores.sqlite import SqliteStore
+    from eddi_rag.stores.embedded.sqlite import SqliteStore
 
     store = SqliteStore("kb", {}, runtime.stores.context)
     store.upsert([Chunk(f"c{i}", f"text {i}", {"n": i, "s": f"v{i}", "b": i % 2 == 0}, [1.0, float(i)]) for i in range(50)])

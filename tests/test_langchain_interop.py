@@ -16,9 +16,9 @@ from langchain_tests.unit_tests import EmbeddingsUnitTests
 from eddi_rag import registry
 from eddi_rag.db import Database
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
-from eddi_rag.langchain_adapter import EddiVectorStore, KnowledgeBaseRetriever
+from eddi_rag.interop.langchain import EddiVectorStore, KnowledgeBaseRetriever
 from eddi_rag.stores.base import StoreContext
-from eddi_rag.stores.memory import InMemoryStore
+from eddi_rag.stores.embedded.memory import InMemoryStore
 from tests.conformance.test_store_conformance import BACKENDS
 
 

@@ -15,7 +15,7 @@ from mcp import Client
 from eddi_rag.api.app import create_app
 from eddi_rag.cli import main
 from eddi_rag.errors import EddiRagError
-from eddi_rag.mcp_server import build_server
+from eddi_rag.interop.mcp import build_server
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.search import SearchRequest
 from tests.test_eddi_import import export_zip
@@ -213,7 +213,7 @@ def test_saving_accepts_the_same_configuration_on_every_face(faces, tmp_path):
 def test_langgraph_and_the_library_run_the_same_turn(faces):
     runtime, _, kb, _ = faces
     pytest.importorskip("langgraph")
-    from eddi_rag.workflow.langgraph import rag_runnable
+    from eddi_rag.interop.langgraph import rag_runnable
     from eddi_rag.workflow.memory import ConversationMemory
 
     runtime.saving.put("llm", "parity-llm", {"tasks": [{"id": "t", "type": "openai", "parameters": {"systemMessage": "Be brief."},

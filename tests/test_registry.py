@@ -7,7 +7,7 @@ from eddi_rag import registry
 
 def test_a_third_party_store_registers_through_an_entry_point(tmp_path, monkeypatch, runtime):
     (tmp_path / "acme_store.py").write_text(textwrap.dedent('''
-        from eddi_rag.stores.memory import InMemoryStore
+        from eddi_rag.stores.embedded.memory import InMemoryStore
 
         class AcmeStore(InMemoryStore):
             """A store from another package: here, the in-memory store under another name."""

@@ -8,8 +8,8 @@ import pytest
 
 from eddi_rag import registry
 from eddi_rag.db import Database
-from eddi_rag.stores import rows as rows_module
 from eddi_rag.stores.base import Chunk, StoreContext, normalise
+from eddi_rag.stores.embedded import rows as rows_module
 
 DIM = 16
 
@@ -130,7 +130,7 @@ def test_sqlite_graph_is_saved_and_reused_and_other_writers_are_seen(tmp_path, m
 
 
 def test_search_breadth_grows_with_the_graph_unless_chosen():
-    from eddi_rag.stores.ann import Hnsw, default_ef
+    from eddi_rag.stores.embedded.ann import Hnsw, default_ef
 
     assert default_ef(5_000) == default_ef(100_000) == 64 and default_ef(1_000_000) == 192
     assert Hnsw(4).ef_search == 64 and Hnsw(4, 200).ef_search == 200

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
+from eddi_rag.interop.langgraph import rag_runnable
 from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.runtime import Runtime
-from eddi_rag.workflow.langgraph import rag_runnable
 from eddi_rag.workflow.memory import ConversationMemory
 
 SECRET = "The A-tenant launch code is 4711."
@@ -144,7 +144,7 @@ def test_mcp_finds_only_the_callers_knowledge_bases(two_tenants):
     import asyncio
 
     from eddi_rag.auth import Principal
-    from eddi_rag.mcp_server import build_server
+    from eddi_rag.interop.mcp import build_server
 
     b = Principal("B", "admin", subject="b")
     server = build_server(two_tenants.runtime, lambda headers: b)

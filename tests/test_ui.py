@@ -12,8 +12,8 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from eddi_rag.api.app import create_app
-from eddi_rag.bundle import load_bundle
 from eddi_rag.runtime import Runtime
+from eddi_rag.tools.bundle import load_bundle
 from tests.support.browser import chrome, screenshot, serving
 from tests.support.files import pdf
 

@@ -14,7 +14,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from eddi_rag.config import GROUNDING_INSTRUCTIONS
 from eddi_rag.ingest import chunking
-from eddi_rag.stores.bm25 import Bm25Index
+from eddi_rag.stores.embedded.bm25 import Bm25Index
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 
 NOTHING_FOUND = "I found nothing about this in the knowledge bases."

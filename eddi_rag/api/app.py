@@ -1,4 +1,4 @@
-"""The REST API (FastAPI), composed of one router per area: providers, resources (EDDI's
+"""The REST API (FastAPI), composed of one router per area: backends (what is registered), resources (EDDI's
 /ragstore/rags and the other kinds the plugin reads), ingestion, retrieval, sources, collections; errors are
 mapped to statuses in one place (``errors.py``)."""
 
@@ -12,13 +12,13 @@ from fastapi import FastAPI, Request
 from eddi_rag import __version__
 from eddi_rag.api import (
     agents,
+    backends,
     backup,
     collections,
     errors,
     ingestion,
     keys,
     observability,
-    providers,
     retrieval,
     sources,
     uploads,
@@ -29,7 +29,7 @@ from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import AuthError
 from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
-from eddi_rag.mcp_server import build_server
+from eddi_rag.interop.mcp import build_server
 from eddi_rag.resources import RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
@@ -78,13 +78,13 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
                 return await errors.answer(request, e)
         return await call_next(request)
 
-    for router in (providers.router, ingestion.router, retrieval.router, retrieval.feedback_router, sources.router,
+    for router in (backends.router, ingestion.router, retrieval.router, retrieval.feedback_router, sources.router,
                    collections.router, keys.router, agents.router, backup.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))
     ui.install(app)
-    app.router.routes.extend(mcp_routes)  # /mcp: the MCP server over streamable HTTP (eddi_rag.mcp_server)
+    app.router.routes.extend(mcp_routes)  # /mcp: the MCP server over streamable HTTP (eddi_rag.interop.mcp)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from eddi_rag.api.deps import Editor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import read_body
-from eddi_rag.eddi_import import import_agent_export
+from eddi_rag.tools.eddi_import import import_agent_export
 
 router = APIRouter(tags=["backup"], route_class=Route, responses=ERROR_RESPONSES)
 

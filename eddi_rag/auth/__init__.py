@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eddi_rag.resources.base import DEFAULT_TENANT
+
+__all__ = ["DEFAULT_TENANT", "ROLES", "TRUSTED", "AuthError", "ForbiddenError", "Principal"]
+
 from eddi_rag.errors import EddiRagError
 
 ROLES = ("viewer", "editor", "admin")
-DEFAULT_TENANT = "default"
 
 
 class AuthError(EddiRagError):

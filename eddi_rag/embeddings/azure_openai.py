@@ -17,7 +17,7 @@ def build(params: dict[str, Any]):
         "azure_deployment": params.get("deploymentName", DEFAULT_DEPLOYMENT),
         "api_key": params["apiKey"],
         "api_version": params.get("apiVersion", "2024-10-21"),
-        "check_embedding_ctx_length": False,  # no tiktoken download (DESIGN §6)
+        "check_embedding_ctx_length": False,  # no tiktoken download (docs/architecture.md §6)
         "max_retries": 0,
     }
     if params.get("dimensions"):

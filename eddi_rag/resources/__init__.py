@@ -1,6 +1,7 @@
 """Versioned resources (EDDI-compatible): rags, agents, workflows, httpcalls, llm configs."""
 
 from eddi_rag.resources.base import (
+    DEFAULT_TENANT,
     MAX_VERSION,
     RESOURCE_TYPES,
     Descriptor,
@@ -14,6 +15,7 @@ from eddi_rag.resources.base import (
 from eddi_rag.resources.sqlite import SqliteResourceStore
 
 __all__ = [
+    "DEFAULT_TENANT",
     "MAX_VERSION",
     "RESOURCE_TYPES",
     "Descriptor",

@@ -27,6 +27,7 @@ URI_ALIASES: dict[tuple[str, str, str], str] = {
     ("ai.labs.bot", "botstore", "bots"): "agents",
 }
 
+DEFAULT_TENANT = "default"  # the tenant of a resource written without one (auth off: every caller's)
 MAX_VERSION = 2**31 - 1  # a version number fits a 32-bit signed integer (EDDI's Java int)
 
 _VERSION = re.compile(r"(?:^|&)version=(\d+)(?:&|$)")

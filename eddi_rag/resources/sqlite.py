@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.db import Database
 from eddi_rag.resources.base import (
+    DEFAULT_TENANT,
     RESOURCE_TYPES,
     Descriptor,
     ResourceNotFoundError,

@@ -20,10 +20,10 @@ import numpy as np
 
 from eddi_rag import metrics
 from eddi_rag.config import RagConfiguration
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory, RerankerFactory
+from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
-from eddi_rag.retrieval.rerankers import Reranker
+from eddi_rag.retrieval.rerankers import Reranker, RerankerFactory
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import KEYWORD_SEARCH, KeywordSearch, KnowledgeStore, SearchHit, normalise
 from eddi_rag.stores.filters import value_kind

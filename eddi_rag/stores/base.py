@@ -1,4 +1,4 @@
-"""The KnowledgeStore protocol (DESIGN §4) and what every backend shares."""
+"""The KnowledgeStore protocol (docs/architecture.md §4) and what every backend shares."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ class StoreHealth(TypedDict):
 
 @runtime_checkable
 class KnowledgeStore(Protocol):
-    """A knowledge base's chunks in one engine (DESIGN §4). ``where`` is the parsed filter tree
+    """A knowledge base's chunks in one engine (docs/architecture.md §4). ``where`` is the parsed filter tree
     (``filters.parse``, done once by the caller); a mapping is also accepted and parsed."""
 
     capabilities: frozenset[str]

@@ -1,4 +1,4 @@
-"""The one ``where`` filter language (DESIGN §4), parsed once into an AST.
+"""The one ``where`` filter language (docs/architecture.md §4), parsed once into an AST.
 
 Chroma/Mongo style: ``{"field": value}`` (equality), ``{"field": {"$op": value}}`` with
 ``$eq $ne $gt $gte $lt $lte $in $nin``, several fields = implicit AND, and ``$and``/``$or``

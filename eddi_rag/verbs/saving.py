@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.ingest.jobs import IngestionQueue
-from eddi_rag.resources import ResourceNotFoundError, ResourceRef, ResourceStore
+from eddi_rag.resources import DEFAULT_TENANT, ResourceNotFoundError, ResourceRef, ResourceStore
 from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.documents import Documents
 

@@ -98,7 +98,7 @@ def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list
 
 
 def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str, list[dict[str, Any]], int]:
-    """The ``## Relevant Context:`` body (DESIGN §3): a ``### Source: <kb>`` header whenever the KB
+    """The ``## Relevant Context:`` body (docs/architecture.md §3): a ``### Source: <kb>`` header whenever the KB
     changes, then ``[Source n: <document>, <section>]`` and the passage. Returns (text, the sources
     injected as {n, label, chunkId, kb, source, section}, number of passages omitted).
 

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.auth import DEFAULT_TENANT
 from eddi_rag.config import slug
 from eddi_rag.db import Database
-from eddi_rag.resources import ResourceNotFoundError, ResourceStore
+from eddi_rag.resources import DEFAULT_TENANT, ResourceNotFoundError, ResourceStore
 
 log = logging.getLogger(__name__)
 

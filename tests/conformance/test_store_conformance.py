@@ -38,7 +38,7 @@ class TestStores(StoreConformance):
         """make(kb) -> a store of the backend under test for KB ``kb``, unique to this test."""
         params = BACKENDS[request.param](request)
         if request.param.endswith("/hnsw"):  # even a handful of rows goes through the graph
-            request.getfixturevalue("monkeypatch").setattr("eddi_rag.stores.rows.EXACT_BELOW", 0)
+            request.getfixturevalue("monkeypatch").setattr("eddi_rag.stores.embedded.rows.EXACT_BELOW", 0)
         ctx = StoreContext(Database(tmp_path / "store.db"), tmp_path)
         cls = registry.load(registry.STORES, request.param.split("/")[0])
         prefix = uuid.uuid4().hex[:8]

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from eddi_rag.config import RagConfiguration
+from eddi_rag.factories import BoundedCache, cache_key
+from eddi_rag.secrets import SecretResolver, resolve_parameters
+
 KINDS = ("none", "cohere", "jina", "voyage", "cross-encoder")
 
 
@@ -40,3 +44,17 @@ def _known(kind: str, params: dict[str, Any], allowed: tuple[str, ...]) -> dict[
         raise ValueError(f"rerankerParameters.{unknown[0]} is not a parameter of reranker {kind!r}; "
                          f"known: {', '.join(allowed)}")
     return params
+
+
+class RerankerFactory:
+    """One reranker per (kind, parameters): a cross-encoder's ONNX session loads once."""
+
+    def __init__(self, resolver: SecretResolver | None = None, **cache_args: Any):
+        self.resolver = resolver or SecretResolver()
+        self._cache: BoundedCache[Any] = BoundedCache(**cache_args)
+
+    def for_config(self, config: RagConfiguration) -> Reranker | None:
+        if config.reranker == "none":
+            return None
+        return self._cache.get_or_build(cache_key(config.reranker, config.rerankerParameters), lambda: build(
+            config.reranker, resolve_parameters(config.rerankerParameters, self.resolver)))

@@ -6,7 +6,7 @@ old row of an id dead and appends the new one (capacity doubles, so appends are 
 O(1)); deletes only mark. Dead rows are compacted away once they are a third of the table.
 
 Searches are exact (a matrix-vector product over the live rows) or, with ``index="hnsw"`` (or
-``"auto"`` from ``AUTO_HNSW_FROM`` live rows on), walk an HNSW graph (eddi_rag.stores.ann) that
+``"auto"`` from ``AUTO_HNSW_FROM`` live rows on), walk an HNSW graph (eddi_rag.stores.embedded.ann) that
 is brought up to date with the rows appended since its last search. A filter is answered
 exactly: by the exact scan when it selects few rows, else inside the graph walk with the exact
 scan as fallback when the walk finds fewer than k.
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.ann import Hnsw
 from eddi_rag.stores.base import check_dimension, top_k
-from eddi_rag.stores.masks import MetadataColumns
+from eddi_rag.stores.embedded.ann import Hnsw
+from eddi_rag.stores.embedded.masks import MetadataColumns
 
 INDEXES = ("exact", "hnsw", "auto")
 AUTO_HNSW_FROM = 10_000  # live rows from which ``auto`` searches the graph (384-d: exact 0.17 ms at 5k, 0.35 ms at 10k; HNSW about 0.2)

@@ -2,7 +2,7 @@
 
 Chunks live in one table of the application's SQLite file (or of ``storeParameters.path``),
 keyed by (configuration id, chunk id); vectors are float32 blobs. Search reads a KB's vectors
-and metadata once into a RowTable (eddi_rag.stores.rows) shared by every store object of the
+and metadata once into a RowTable (eddi_rag.stores.embedded.rows) shared by every store object of the
 process; our writes update it in place (a write costs what it writes, and so does finding the
 rows a ``replace`` removes), and a write by another process (seen through the KB's generation
 counter, bumped in every write's transaction) reloads it. With ``index: hnsw`` (or ``auto`` on a
@@ -25,7 +25,6 @@ import numpy as np
 
 from eddi_rag.db import Database
 from eddi_rag.stores import filters
-from eddi_rag.stores.ann import Hnsw
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -42,8 +41,9 @@ from eddi_rag.stores.base import (
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.memory import INDEX_PARAMETERS
-from eddi_rag.stores.rows import RowTable
+from eddi_rag.stores.embedded.ann import Hnsw
+from eddi_rag.stores.embedded.memory import INDEX_PARAMETERS
+from eddi_rag.stores.embedded.rows import RowTable
 
 
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:

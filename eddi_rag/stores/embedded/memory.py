@@ -1,6 +1,6 @@
 """``in-memory``: a numpy float32 matrix per knowledge base. Fast, not persistent.
 
-The rows live in a RowTable (eddi_rag.stores.rows: writes cost what they write; exact or HNSW
+The rows live in a RowTable (eddi_rag.stores.embedded.rows: writes cost what they write; exact or HNSW
 search) kept in the application's StoreContext, keyed by configuration id, not in this object,
 so a factory may evict and rebuild store objects freely.
 
@@ -31,8 +31,8 @@ from eddi_rag.stores.base import (
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.bm25 import Bm25Index
-from eddi_rag.stores.rows import INDEXES, RowTable
+from eddi_rag.stores.embedded.bm25 import Bm25Index
+from eddi_rag.stores.embedded.rows import INDEXES, RowTable
 
 INDEX_PARAMETERS = {
     "index": {"enum": list(INDEXES), "default": "auto",

@@ -76,7 +76,7 @@ class EddiVectorStore(VectorStore):
     ) -> EddiVectorStore:
         """Without ``store``: a fresh in-memory knowledge base."""
         if store is None:
-            from eddi_rag.stores.memory import InMemoryStore
+            from eddi_rag.stores.embedded.memory import InMemoryStore
 
             store = InMemoryStore(str(uuid.uuid4()), {}, StoreContext(Database()))
         vs = cls(store, embedding)

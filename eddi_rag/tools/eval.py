@@ -30,8 +30,8 @@ from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import Chunk, StoreContext
-from eddi_rag.stores.bm25 import Bm25Index
-from eddi_rag.stores.memory import InMemoryStore
+from eddi_rag.stores.embedded.bm25 import Bm25Index
+from eddi_rag.stores.embedded.memory import InMemoryStore
 
 MODES = ("vector", "keyword", "hybrid", "rrf")
 MEASURES = [nDCG @ 10, R @ 10, R @ 100, RR @ 10]

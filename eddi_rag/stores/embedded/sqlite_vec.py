@@ -37,7 +37,7 @@ from eddi_rag.stores.base import (
     parameters_schema,
     query_vector,
 )
-from eddi_rag.stores.sqlite import ensure_fts, keyword_query, to_sqlite
+from eddi_rag.stores.embedded.sqlite import ensure_fts, keyword_query, to_sqlite
 
 MAX_K = 4096  # sqlite-vec's limit on k
 _SCHEMA = [

@@ -1,0 +1,92 @@
+"""README's Layout section is the map of eddi_rag/: it names every module and package there, and
+everything it names exists; every store backend registered has its file in it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from eddi_rag import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "eddi_rag"
+
+
+def layout() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Layout\n"):]
+    return section[section.index("```\n") + 4:section.index("\n```", section.index("```\n") + 4)]
+
+
+def named() -> set[str]:
+    return set(re.findall(r"[A-Za-z_][\w]*(?:\.py|/)", layout()))
+
+
+def test_the_layout_names_every_module_and_package_of_the_top_level():
+    top = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    top |= {p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert sorted(top - named()) == []
+
+
+def test_the_layout_names_every_store_backend():
+    files = {spec.split(":")[0].rsplit(".", 1)[1] + ".py" for spec in registry.BUILTIN[registry.STORES].values()}
+    assert sorted(files - named()) == []
+
+
+def test_everything_the_layout_names_exists():
+    outside = {"schemas/", "examples/", "workflows/", "documents/", "tests/", "conformance/", "benchmarks/", "docs/",
+               "templates/", "static/", "eddi_rag/"}
+    existing = {p.name for p in PACKAGE.rglob("*.py")} | {p.name + "/" for p in PACKAGE.rglob("*") if p.is_dir()}
+    assert sorted(named() - existing - outside) == []
+    assert all((ROOT / d).is_dir() for d in ("schemas", "examples/workflows", "examples/documents", "docs", "tests/conformance", "benchmarks"))
+
+
+FACES = ("eddi_rag.api", "eddi_rag.ui", "eddi_rag.cli", "eddi_rag.interop", "eddi_rag.tools", "eddi_rag.runtime")
+BELOW_THE_FACES = ("verbs", "workflow", "retrieval", "ingest", "sources", "stores", "embeddings", "resources", "answers",
+                   "config", "contracts", "errors", "state", "db", "registry", "factories", "collections", "feedback")
+
+
+def imports() -> dict[str, set[str]]:
+    """module -> the eddi_rag modules it imports (anywhere in it, at any depth)."""
+    import ast
+
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("eddi_rag"):
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("eddi_rag")}
+        graph[module] = found
+    return {m: {i for i in deps if i in graph and i != m} for m, deps in graph.items()}
+
+
+def test_no_import_circle_between_files():
+    graph = imports()
+    graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}  # a package's own face
+    state: dict[str, int] = {}
+    circles = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                circles.append(path[path.index(d):] + [d] if d in path else [m, d])
+            elif d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert circles == []
+
+
+def test_nothing_below_the_faces_imports_a_face():
+    upward = sorted(f"{m} -> {d}" for m, deps in imports().items() for d in deps
+                    if m.split(".")[1] in BELOW_THE_FACES and d.startswith(FACES))
+    assert upward == []
