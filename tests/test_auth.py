@@ -17,7 +17,7 @@ from eddi_rag.auth.oidc import OidcConfig
 from eddi_rag.runtime import Runtime
 from tests.support.wire import WireStandIn
 from tests.test_api import BASE, kb_id
-from tests.test_cli_demo import eddi_rag
+from tests.test_cli_demo import eddi_rag, in_process
 
 KB = {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0}
 
@@ -245,10 +245,10 @@ def test_cli_keys_create_list_revoke(tmp_path):
     secret = made.stdout.strip().splitlines()[-1]
     assert secret.startswith("erk_") and len(secret) > 40
     key_id = secret.split("_")[1]
-    listed = eddi_rag("keys", "list", "--data-dir", data).stdout
+    listed = in_process("keys", "list", "--data-dir", data).stdout
     assert key_id in listed and "alice" in listed and secret not in listed
-    assert "revoked key " + key_id in eddi_rag("keys", "revoke", key_id, "--data-dir", data).stdout
-    assert eddi_rag("keys", "create", "--tenant", "acme", "--role", "boss", "--data-dir", data).returncode == 2
+    assert "revoked key " + key_id in in_process("keys", "revoke", key_id, "--data-dir", data).stdout
+    assert in_process("keys", "create", "--tenant", "acme", "--role", "boss", "--data-dir", data).returncode == 2
 
 
 def test_the_ui_sign_in_cookie_authorises_only_changes_from_our_own_pages(world):

@@ -16,6 +16,16 @@ def eddi_rag(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
                           timeout=300, env=environment)
 
 
+def in_process(*args: str) -> subprocess.CompletedProcess:
+    """The same command run in this process (click's CliRunner): its exit status, stdout and stderr."""
+    from click.testing import CliRunner
+
+    from eddi_rag.cli import main
+
+    result = CliRunner().invoke(main, list(args))
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 @pytest.fixture(scope="module")
 def demo_output() -> str:
     result = eddi_rag("demo", "--llm", "extractive")
@@ -79,24 +89,24 @@ def test_demo_answers_with_a_configured_chat_model():
 
 def test_cli_load_ingest_query(tmp_path):
     data = str(tmp_path / "data")
-    assert eddi_rag("load", "examples/workflows", "--data-dir", data).returncode == 0
+    assert eddi_rag("load", "examples/workflows", "--data-dir", data).returncode == 0  # the command as a process once
     doc = tmp_path / "pets.md"
     doc.write_text("Small pets travel in the cabin in a carrier of up to 8 kg.\n\nLarger dogs travel in the hold.")
-    result = eddi_rag("ingest", "travel-policies", str(doc), "--data-dir", data)
+    result = in_process("ingest", "travel-policies", str(doc), "--data-dir", data)
     assert result.returncode == 0, result.stderr
     assert "ingested 1 document(s), 1 chunks, into travel-policies" in result.stdout
-    result = eddi_rag("query", "travel-policies", "Can my cat fly in the cabin?", "--data-dir", data, "--min-score", "0", "--json")
+    result = in_process("query", "travel-policies", "Can my cat fly in the cabin?", "--data-dir", data, "--min-score", "0", "--json")
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert hits[0]["source"] == "pets.md" and 0 <= hits[0]["score"] <= 1
     private = tmp_path / "mine.md"
     private.write_text("My cat Tiger flies with me in the cabin every summer.")
-    assert eddi_rag("ingest", "travel-policies", str(private), "--data-dir", data, "--user", "ann", "--ttl", "3600").returncode == 0
+    assert in_process("ingest", "travel-policies", str(private), "--data-dir", data, "--user", "ann", "--ttl", "3600").returncode == 0
     for user, sees in (("ann", True), ("bob", False)):
-        result = eddi_rag("query", "travel-policies", "cat Tiger", "--data-dir", data, "--min-score", "0", "--json", "--user", user)
+        result = in_process("query", "travel-policies", "cat Tiger", "--data-dir", data, "--min-score", "0", "--json", "--user", user)
         assert ("mine.md" in [h["source"] for h in json.loads(result.stdout)]) is sees
-    assert "removed 0 expired chunk(s) from travel-policies" in eddi_rag("purge", "travel-policies", "--data-dir", data).stdout
-    missing = eddi_rag("query", "nope", "q", "--data-dir", data)
+    assert "removed 0 expired chunk(s) from travel-policies" in in_process("purge", "travel-policies", "--data-dir", data).stdout
+    missing = in_process("query", "nope", "q", "--data-dir", data)
     assert missing.returncode != 0 and "not found" in missing.stderr
 
 

@@ -12,7 +12,7 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.context import format_context, merge
 from tests.support import files
 from tests.test_api import BASE, kb_id, wait_for
-from tests.test_cli_demo import eddi_rag
+from tests.test_cli_demo import eddi_rag, in_process
 
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
@@ -216,12 +216,12 @@ def test_cli_ingests_files_and_folders_recursively(tmp_path):
     (folder / ".hidden.md").write_text("# hidden")
     single = tmp_path / "deck.pptx"
     single.write_bytes(files.pptx([("Pets", "Dogs up to 8 kg.")]))
-    result = eddi_rag("ingest", "travel-policies", str(folder), str(single), "--data-dir", data)
+    result = in_process("ingest", "travel-policies", str(folder), str(single), "--data-dir", data)
     assert result.returncode == 1  # the scan failed, the others landed
     assert "ingested 3 document(s)" in result.stdout
     assert "failed: sub/scan.pdf: the PDF has 2 page(s) but no extractable text" in result.stderr
     assert "ingesting" in result.stderr and "4/4" in result.stderr  # one progress bar over the files
-    out = eddi_rag("query", "travel-policies", "how long do refunds take", "--data-dir", data, "--json",
+    out = in_process("query", "travel-policies", "how long do refunds take", "--data-dir", data, "--json",
                    "--min-score", "0").stdout
     assert '"citation": "rapport.pdf, page 1"' in out
 
