@@ -20,6 +20,19 @@ data_dir_option = click.option(
 
 
 
+def json_object(value: str | None, option: str) -> dict | None:
+    """An option's JSON object, or a usage error naming the option."""
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError as e:
+        raise click.BadParameter(f"not JSON: {e}", param_hint=option) from None
+    if not isinstance(parsed, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    return parsed
+
+
 def chat_model_options(command):
     """--llm / --base-url / --model: the chat model of the demo and of served agent turns."""
     for option in reversed((
@@ -267,7 +280,8 @@ def sources_run(kb_id, source_id, data_dir) -> None:
 @data_dir_option
 @click.option("-k", "--max-results", type=int, default=None, help="Default: the KB's maxResults.")
 @click.option("--min-score", type=float, default=None, help="Default: the KB's minScore.")
-@click.option("--where", default=None, help='Metadata filter, e.g. \'{"source": "refunds.md"}\'.')
+@click.option("--where", default=None, callback=lambda ctx, param, value: json_object(value, "--where"),
+              help='Metadata filter, e.g. \'{"source": "refunds.md"}\'.')
 @click.option("--user", "user_id", default=None, help="Search as this user: their private chunks and shared ones.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_json) -> None:
@@ -277,7 +291,7 @@ def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_
 
     with Runtime(data_dir) as runtime:
         hits = runtime.search.hits(SearchRequest(kb_id, question, k=max_results, min_score=min_score,
-                                                 where=json.loads(where) if where else None, user_id=user_id))
+                                                 where=where, user_id=user_id))
     if as_json:
         click.echo(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
         return

@@ -101,6 +101,8 @@ def test_search_refuses_a_bad_filter_with_the_same_message_on_every_face(faces):
     assert tool.is_error and tool.content[0].text.endswith(message)
     printed = cli(data, "query", kb, QUESTION, "--where", json.dumps(where))
     assert printed.exit_code == 1 and message in printed.output
+    not_json = cli(data, "query", kb, QUESTION, "--where", "{source: x}")
+    assert not_json.exit_code == 2 and "--where" in not_json.output and "Traceback" not in not_json.output
 
 
 def test_search_refuses_a_blank_query_on_every_face(faces):
