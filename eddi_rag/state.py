@@ -70,7 +70,13 @@ def _baseline(c: sqlite3.Connection) -> None:
             c.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline,)
+def _appended_ingestions(c: sqlite3.Connection) -> None:
+    """Version 2: an ingestion job's ``document_id`` (the id its chunks get; NULL: its ``document`` name,
+    as every job before this version): REST ingestions append as EDDI's do, each under an id of its own."""
+    c.execute("ALTER TABLE ingestion_jobs ADD COLUMN document_id TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions)
 LATEST = len(MIGRATIONS)
 
 

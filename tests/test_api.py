@@ -178,3 +178,33 @@ def test_documents_retrieve_and_purge_over_http(client):
     assert r.status_code == 400 and "2001 characters" in r.json()["error"]
     assert client.post(f"{BASE}/{id}/purge").json() == {"kbId": id, "removed": 1}
     assert client.post(f"{BASE}/{id}/retrieve", json={"query": "night train to Vienna", "maxChunks": 3}).json()["cached"] is False
+
+
+def test_ingestions_append_as_in_eddi_and_replace_is_opt_in(client):
+    """EDDI's ingest appends: every ingestion without a name is ``unnamed`` and all of them stay
+    retrievable; ``replace=true`` (refused without a documentName) replaces a document's chunks."""
+    kb = kb_id(client.post(BASE, json={"name": "Appended", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0}))
+
+    def ingest(query: str, text: str) -> dict:
+        r = client.post(f"{BASE}/{kb}/ingest{query}", content=text, headers={"Content-Type": "text/plain"})
+        assert r.status_code == 202, r.text
+        return wait_for(client, f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}/status")
+
+    first = ingest("", "The night train to Vienna leaves at 22:10.")
+    second = ingest("", "The dining car closes at 21:00.")
+    assert first["documentName"] == second["documentName"] == "unnamed" and first["documentId"] != second["documentId"]
+    docs = client.get(f"{BASE}/{kb}/documents").json()["documents"]
+    assert sorted(d["documentId"] for d in docs) == sorted([first["documentId"], second["documentId"]])
+    assert {d["source"] for d in docs} == {"unnamed"}
+    found = {r["text"] for r in client.post(f"{BASE}/{kb}/query", json={"query": "train and dining car", "maxResults": 5}).json()["results"]}
+    assert {"The night train to Vienna leaves at 22:10.", "The dining car closes at 21:00."} <= found
+    named = [ingest("?documentName=notice.md", f"Notice {n}.")["documentId"] for n in (1, 2)]
+    assert len(set(named)) == 2 and all(d.startswith("notice.md#") for d in named)  # appended too, as in EDDI
+    assert ingest("?documentName=guide.md&replace=true", "Old guide.")["documentId"] == "guide.md"
+    ingest("?documentName=guide.md&replace=true", "New guide.")
+    guide = [d for d in client.get(f"{BASE}/{kb}/documents").json()["documents"] if d["documentId"] == "guide.md"]
+    assert [d["chunks"] for d in guide] == [1]
+    texts = {r["text"] for r in client.post(f"{BASE}/{kb}/query", json={"query": "guide", "where": {"document_id": "guide.md"}}).json()["results"]}
+    assert texts == {"New guide."}
+    refused = client.post(f"{BASE}/{kb}/ingest?replace=true", content="x", headers={"Content-Type": "text/plain"})
+    assert refused.status_code == 400 and "documentName" in refused.json()["error"]

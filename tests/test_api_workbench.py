@@ -17,7 +17,7 @@ def make_kb(client, **cfg) -> str:
 
 
 def ingest(client, kb: str, name: str, body: bytes | str, content_type: str = "text/markdown") -> dict:
-    r = client.post(f"{BASE}/{kb}/ingest?documentName={name}", content=body, headers={"Content-Type": content_type})
+    r = client.post(f"{BASE}/{kb}/ingest?documentName={name}&replace=true", content=body, headers={"Content-Type": content_type})
     assert r.status_code == 202, r.text
     return wait_for(client, f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}/status")
 

@@ -33,7 +33,7 @@ def api(tmp_path):
 
 def ingest(api, name: str, data: bytes, content_type: str | None = None) -> dict:
     headers = {"Content-Type": content_type} if content_type else {}
-    r = api.post(f"{BASE}/{api.kb}/ingest?documentName={name}", content=data, headers=headers)
+    r = api.post(f"{BASE}/{api.kb}/ingest?documentName={name}&replace=true", content=data, headers=headers)  # the file, by its name
     assert r.status_code == 202, r.text
     return wait_for(api, f"{BASE}/{api.kb}/ingestion/{r.json()['ingestionId']}/status")
 
@@ -140,7 +140,7 @@ def test_text_and_markdown_keep_working_on_the_eddi_path(api):
 ])
 def test_junk_is_refused_with_415_naming_what_was_found(api, name, data, content_type, detected):
     headers = {"Content-Type": content_type} if content_type else {}
-    r = api.post(f"{BASE}/{api.kb}/ingest?documentName={name}", content=data, headers=headers)
+    r = api.post(f"{BASE}/{api.kb}/ingest?documentName={name}&replace=true", content=data, headers=headers)  # the file, by its name
     assert r.status_code == 415, r.text
     assert detected in r.json()["error"] and "supported: pdf (.pdf), docx (.docx)" in r.json()["error"]
     assert chunks_of(api, name) == []
@@ -176,7 +176,7 @@ def test_multipart_ingests_each_file_as_its_own_job(api):
     parts = [("file", ("rapport.pdf", files.pdf(["Anvils are heavy."]), "application/pdf")),
              ("file", ("production.xlsx", files.xlsx(STOCKS), XLSX_TYPE)),
              ("file", ("readme.md", b"# Readme\n\nHello.", "text/markdown"))]
-    r = api.post(f"{BASE}/{api.kb}/ingest", files=parts)
+    r = api.post(f"{BASE}/{api.kb}/ingest?replace=true", files=parts)
     assert r.status_code == 202, r.text
     jobs = r.json()["ingestions"]
     assert [j["documentName"] for j in jobs] == ["rapport.pdf", "production.xlsx", "readme.md"]

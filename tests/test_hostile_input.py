@@ -155,7 +155,7 @@ def test_a_job_that_keeps_crashing_the_process_gives_up(tmp_path):
     db = Database(tmp_path / "jobs.db")
     crashes: list[str] = []
 
-    def crash(kb, version, document, body, fmt, progress):
+    def crash(kb, version, document, name, body, fmt, progress):
         crashes.append(document)
         raise SystemExit  # stands in for the process dying: the job is left "processing"
 
@@ -197,7 +197,7 @@ def test_a_processing_ingestion_stops_at_its_next_step(runtime):
 
     started, go = threading.Event(), threading.Event()
 
-    def slow(kb, version, document, body, fmt, progress):
+    def slow(kb, version, document, name, body, fmt, progress):
         progress.embedded(0, 2)
         started.set()
         go.wait(10)
@@ -433,7 +433,7 @@ def test_stopping_the_worker_puts_a_running_job_back_for_the_next_start(runtime)
 
     started = threading.Event()
 
-    def slow(kb, version, document, body, fmt, progress):
+    def slow(kb, version, document, name, body, fmt, progress):
         started.set()
         while not progress.cancelled():
             threading.Event().wait(0.01)

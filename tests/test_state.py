@@ -50,7 +50,7 @@ def test_an_older_database_gets_the_columns_added_before_versions(tmp_path):
     db.execute("INSERT INTO resources VALUES ('rags', 'kb', 1, 'Old', '', 't', 't', 0)")
     state.migrate(db)
     columns = {r["name"] for r in db.query("PRAGMA table_info(ingestion_jobs)")}
-    assert {"format", "attempts"} <= columns
+    assert {"format", "attempts", "document_id"} <= columns
     assert db.query("SELECT tenant FROM resources")[0]["tenant"] == "default"
     assert state.version(db) == state.LATEST
 

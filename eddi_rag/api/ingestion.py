@@ -3,7 +3,7 @@ contract, the KB's documents (list, delete one), purge."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import Field
@@ -26,19 +26,26 @@ INGEST_BODY = {"required": True, "description": "The document: raw text (shown h
 
 
 @router.post("/ingest", status_code=202, dependencies=[IngestLimit], openapi_extra={"requestBody": INGEST_BODY})
-async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: Version = 0, documentName: str = "unnamed",
-                 kbId: str | None = None):
+async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: Version = 0,
+                 documentName: Annotated[str | None, Query(min_length=1, max_length=1000, pattern=r"\S")] = None,
+                 replace: bool = False, kbId: str | None = None):
     """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
-    extension helps decide its type), or ``multipart/form-data`` with one or more ``file``
-    parts (one ingestion each). 413 over the upload limit, 415 for an unsupported type."""
+    extension helps decide its type; default ``unnamed``), or ``multipart/form-data`` with one or
+    more ``file`` parts (one ingestion each). As in EDDI, an ingestion appends: its chunks land beside
+    those of earlier ingestions of the same name (``documentId`` ``<name>#<ingestionId>``);
+    ``replace=true`` replaces the document of that name instead (it needs a ``documentName``, or file
+    names). 413 over the upload limit, 415 for an unsupported type."""
+    if replace and documentName is None and not is_multipart(request):
+        raise HTTPException(400, "replace=true needs a documentName: the document whose chunks it replaces")
     version = runtime.configs.version(id, version)  # 404 for an unknown config or version, before the body is read
     limit = request.app.state.max_upload_bytes
     if is_multipart(request):
-        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format))
+        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace))
                 for u in await read_multipart(request, limit)]
         return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
                                            for name, j in jobs]}
-    job = runtime.ingesting.submit(id, documentName, await read_body(request, limit), request.headers.get("content-type"), version)
+    job = runtime.ingesting.submit(id, "unnamed" if documentName is None else documentName, await read_body(request, limit),
+                                   request.headers.get("content-type"), version, replace=replace)
     return {"ingestionId": job.id, "kbId": id, "status": job.status}
 
 

@@ -32,7 +32,7 @@ from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on"  # a Job's (not the body)
+_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on, document_id"  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
 UNAVAILABLE = "pending: indexing unavailable"  # the KB's store is down: tried again until it is back
@@ -70,14 +70,17 @@ class Job:
     created: str | None = None
     updated: str | None = None
     progress: dict[str, Any] | None = None  # while processing: {phase, unit, done, total}
+    document_id: str | None = None  # the id its chunks get: the name (replacing), or name#ingestion id (appended)
 
     @classmethod
     def of(cls, row: Any, progress: dict[str, Any] | None = None) -> Job:
         return cls(row["id"], row["kb_id"], row["version"], row["document"], row["status"], row["chunks"],
-                   row["created_on"], row["updated_on"], progress if row["status"] == PROCESSING else None)
+                   row["created_on"], row["updated_on"], progress if row["status"] == PROCESSING else None,
+                   row["document_id"] or row["document"])
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
+               "documentId": self.document_id or self.document,
                "status": self.status, "chunks": self.chunks, "createdOn": self.created, "updatedOn": self.updated}
         if self.progress is not None:
             out["progress"] = self.progress
@@ -108,7 +111,7 @@ class Progress:
 
 
 # run(kb_id, version, document, body, format, progress) -> number of chunks written
-Runner = Callable[[str, int, str, bytes, str, Progress], int]
+Runner = Callable[[str, int, str, str, bytes, str, Progress], int]  # kb, version, document id, name, body, format
 
 
 def max_queued_from_env() -> int:
@@ -138,17 +141,20 @@ class IngestionQueue:
             self._busy += 1
         self._queue.put(job_id)
 
-    def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text") -> Job:
+    def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False) -> Job:
+        """Queue ``body`` as the document named ``document``: its chunks replace that document's, or
+        (``append``) land beside them under an id of their own (``<document>#<ingestion id>``)."""
         waiting = self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?, ?)", WAITING)[0]["n"]
         if waiting >= self.max_queued:
             raise QueueFullError(f"{waiting} ingestions are waiting (at most {self.max_queued}); try again later")
-        job = Job(secrets.token_hex(12), kb_id, version, document, PENDING)
+        job_id = secrets.token_hex(12)
+        job = Job(job_id, kb_id, version, document, PENDING, document_id=f"{document}#{job_id}" if append else document)
         now = _now()
         data = body.encode("utf-8") if isinstance(body, str) else body
         self.db.execute(
             "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
-            "format) VALUES (?,?,?,?,?,?,NULL,?,?,?)",
-            (job.id, kb_id, version, document, PENDING, data, now, now, fmt),
+            "format, document_id) VALUES (?,?,?,?,?,?,NULL,?,?,?,?)",
+            (job.id, kb_id, version, document, PENDING, data, now, now, fmt, job.document_id),
         )
         self._enqueue(job.id)
         job.created = job.updated = now
@@ -236,7 +242,7 @@ class IngestionQueue:
         self._progress[job_id] = {"phase": "parsing", "unit": None, "done": 0, "total": None}
         try:
             body = r["body"] or b""
-            chunks = self.run(r["kb_id"], r["version"], r["document"],
+            chunks = self.run(r["kb_id"], r["version"], r["document_id"] or r["document"], r["document"],
                               body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text", Progress(job_id, self))
         except (_Cancelled, ParseCancelledError):
             if job_id in self._cancel:

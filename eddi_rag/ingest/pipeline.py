@@ -136,7 +136,7 @@ class Ingestor:
         chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...).
         Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
         or ParseCancelledError before anything is stored."""
-        parts = parse(fmt, data, document, fit_spec(config), self.limits, parsed, cancelled)
+        parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled)
         text = "\n\n".join(p.text for p in parts)
         return self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
 

@@ -21,12 +21,12 @@ class DocumentNameError(DocumentError):
     """A document name that cannot be stored (HTTP 400)."""
 
 
-def job_runner(configs: Configs, ingestor: Ingestor) -> Callable[[str, int, str, bytes, str, Progress], int]:
-    """What the ingestion queue runs for a job: the file ingested with the configuration version the
-    job was submitted against; returns its chunk count."""
-    def run(kb_id: str, version: int, document: str, data: bytes, fmt: str, progress: Progress) -> int:
-        return ingestor.ingest_file(kb_id, configs.get(kb_id, version), document, data, fmt, progress.embedded,
-                                    progress.parsed, progress.cancelled).chunks
+def job_runner(configs: Configs, ingestor: Ingestor) -> Callable[[str, int, str, str, bytes, str, Progress], int]:
+    """What the ingestion queue runs for a job: the file ingested as ``document_id`` (its chunks' source:
+    ``name``) with the configuration version the job was submitted against; returns its chunk count."""
+    def run(kb_id: str, version: int, document_id: str, name: str, data: bytes, fmt: str, progress: Progress) -> int:
+        return ingestor.ingest_file(kb_id, configs.get(kb_id, version), document_id, data, fmt, progress.embedded,
+                                    progress.parsed, progress.cancelled, source=name).chunks
     return run
 
 
@@ -54,13 +54,15 @@ class Ingesting:
                                          **options).chunks
 
     def submit(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
-               fmt: str | None = None) -> Job:
+               fmt: str | None = None, replace: bool = True) -> Job:
         """Queue a file (or text) as an ingestion job against ``version`` (0: the current one); ``fmt``:
-        its type when already detected."""
+        its type when already detected. ``replace``: its chunks replace those of the document of that
+        name; else they land beside them, as EDDI's ingestions do (``<name>#<ingestion id>``)."""
         version = self.configs.version(kb_id, version)  # 404 for an unknown config or version
         if not data.strip():
             raise DocumentError("the document is empty")
-        return self.jobs.submit(kb_id, version, _named(document), data, fmt or detect(data, content_type, document))
+        return self.jobs.submit(kb_id, version, _named(document), data, fmt or detect(data, content_type, document),
+                                append=not replace)
 
     def batch(self, documents: Iterable[Document | dict[str, Any]], kb_id: str) -> IngestionResult:
         """Upsert documents by ``document_id``, one at a time: a rejected or failed document is

@@ -284,7 +284,7 @@ function upload(kb, file) {
   const body = new FormData();
   body.append("file", file, file.name);
   const xhr = new XMLHttpRequest();
-  xhr.open("POST", kbUrl(kb.id, "/ingest"));
+  xhr.open("POST", kbUrl(kb.id, "/ingest?replace=true")); // uploading a file again replaces it
   xhr.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 50); };
   xhr.onload = () => {
     let data = {};
