@@ -17,8 +17,3 @@ class EddiRagError(Exception):
 
     def headers(self) -> dict[str, str]:
         return {}
-
-
-def status_of(error: BaseException) -> int | None:
-    """The status of a product error; None for anything else (a bug: the caller sees a generic 500)."""
-    return error.status if isinstance(error, EddiRagError) else None

@@ -92,6 +92,8 @@ def version(db: Database) -> int:
 
 def migrate(db: Database) -> int:
     """Bring ``db`` up to ``LATEST`` (nothing to do the second time); returns its version."""
+    if db.migrated:  # every component calls this: no write lock taken once it is done
+        return LATEST
     with db.transaction() as c:  # (the database's lock: one migration at a time)
         if db.migrated:
             return LATEST

@@ -300,7 +300,7 @@ class SourceSync:
     def _remove(self, kb_id: str, config: RagConfiguration, source_id: str, document_ids: list[str]) -> int:
         """Take documents of the source out of the knowledge base and forget them; returns how many."""
         for document_id in document_ids:
-            self.kb_documents.delete(kb_id, document_id)
+            self.kb_documents.delete_where(kb_id, {"document_id": document_id}, config)
             self.db.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=? AND document_id=?",
                             (kb_id, source_id, document_id))
         return len(document_ids)

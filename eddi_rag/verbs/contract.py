@@ -20,9 +20,7 @@ class RagPipeline:
     def retrieve(self, query: str, context_key: str, max_chunks: int = 5, min_relevance: float = 0.6, *,
                  user_id: str | None = None, where: dict[str, Any] | None = None,
                  expansion: str | None = None) -> RAGContext:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidQueryError("query is empty")
-        if max_chunks < 1:
+        if max_chunks < 1:  # (the request checks the rest, naming its own fields)
             raise InvalidQueryError(f"max_chunks must be at least 1, got {max_chunks}")
         return self.search.retrieve(SearchRequest(context_key, query, k=max_chunks, where=where, user_id=user_id,
                                                   expansion=expansion), min_relevance)

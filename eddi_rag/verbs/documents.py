@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import visible_to
@@ -19,8 +20,8 @@ class Documents:
     def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, generations: KbGenerations):
         self.configs, self.stores, self.generations = configs, stores, generations
 
-    def _store(self, kb_id: str):
-        return self.stores.get(kb_id, self.configs.get(kb_id))
+    def _store(self, kb_id: str, config: RagConfiguration | None = None):
+        return self.stores.get(kb_id, config or self.configs.get(kb_id))
 
     def list(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None) -> dict[str, Any]:
         """The KB's documents ({documentId, source, chunks, ingestedAt, user?}); past ``max_chunks``
@@ -47,8 +48,9 @@ class Documents:
         """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's)."""
         return bool(self._store(kb_id).get(visible_to(user_id), limit=1, ids=[chunk_id]))
 
-    def delete_where(self, kb_id: str, where: dict[str, Any]) -> int:
-        removed = self._store(kb_id).delete(where=where)
+    def delete_where(self, kb_id: str, where: dict[str, Any], config: RagConfiguration | None = None) -> int:
+        """Remove the chunks ``where`` matches (``config``: the KB's, when the caller has it already)."""
+        removed = self._store(kb_id, config).delete(where=where)
         if removed:
             self.generations.bump(kb_id)  # cached results of this KB are stale
         return removed

@@ -24,10 +24,7 @@ class Saving:
 
     def update(self, kind: str, id: str, version: int, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """A new version; ``version`` must be the current one (VersionConflictError otherwise)."""
-        ref = self.resources.update(kind, id, version, self.configs.checked(kind, data, tenant))
-        if kind == "rags":
-            self.documents.forget_store(id)
-        return ref
+        return self._update_checked(kind, id, version, self.configs.checked(kind, data, tenant))
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
@@ -38,7 +35,10 @@ class Saving:
             return self.resources.create(kind, saved, id=id, tenant=tenant)
         if self.resources.read(kind, id, current) == saved:
             return ResourceRef(kind, id, current)
-        ref = self.resources.update(kind, id, current, saved)
+        return self._update_checked(kind, id, current, saved)
+
+    def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any]) -> ResourceRef:
+        ref = self.resources.update(kind, id, version, saved)
         if kind == "rags":
             self.documents.forget_store(id)
         return ref
