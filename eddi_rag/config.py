@@ -8,6 +8,7 @@ the two in step).
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -50,14 +51,28 @@ class FolderSource(BaseModel):
 
 
 class WebSource(BaseModel):
+    """A same-site crawl, EDDI's ``web`` block (``include``/``exclude`` and ``respectRobotsTxt`` are our older spellings)."""
     model_config = ConfigDict(extra="ignore")
 
     startUrl: str
-    maxDepth: int = 2  # links followed from the start page
-    maxPages: int = 100
+    sameSiteOnly: bool = True
+    includeSubdomains: bool = False
+    pathPrefix: str = "/"  # only paths under it are crawled and ingested
+    maxDepth: int = 3  # links followed from the start page
+    maxPages: int = 200
+    excludePatterns: list[str] = Field(default_factory=list)  # EDDI's globs on the path (sources.path_glob)
+    sitemapUrls: list[str] = Field(default_factory=list)
+    requestDelayMs: int = 500
+    timeoutSeconds: int = 15
+    userAgent: str | None = None
+    respectRobots: bool = True
     respectRobotsTxt: bool = True
     include: list[str] = Field(default_factory=list)  # globs on the URL path; empty: every page of the site
     exclude: list[str] = Field(default_factory=list)
+
+    @property
+    def robots(self) -> bool:
+        return self.respectRobots and self.respectRobotsTxt
 
 
 class SitemapSource(BaseModel):
@@ -69,24 +84,56 @@ class SitemapSource(BaseModel):
     exclude: list[str] = Field(default_factory=list)
 
 
-SOURCE_TYPES = ("folder", "web", "sitemap")
+class UploadSource(BaseModel):
+    """How much a ``type: upload`` source may hold (EDDI's ``upload`` block)."""
+    model_config = ConfigDict(extra="ignore")
+
+    maxFiles: int = 500
+    maxFileBytes: int = 25 * 1024 * 1024
+    maxTotalBytes: int = 500 * 1024 * 1024
+
+
+class SourceSettings(BaseModel):
+    """What a run may do with what it reads (EDDI's ``settings``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    maxContentLength: int = 100_000
+    maxBytesPerPage: int = 5 * 1024 * 1024
+    maxSegmentsPerRun: int = 20_000
+    costPerThousandSegments: float | None = None
+    tombstoneAfterMissedRuns: int = 2
+    timeBudgetMinutes: int = 10
+
+
+BLOCK_TYPES = ("folder", "web", "sitemap")  # a source of these types has the block of its name
+SOURCE_TYPES = ("web", "upload", "folder", "sitemap")
 
 
 class IngestionSource(BaseModel):
     """Where a knowledge base's documents come from and are kept in sync with (EDDI's ``sources[]``)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, serialize_by_alias=True)
 
     id: str | None = None  # given on save; EDDI's effectiveId: the id, else the name's slug
     name: str
+    type_: str | None = Field(default=None, alias="type")
+    enabled: bool = True
+    cron: str | None = None  # 5 fields, UTC, e.g. "0 3 * * *"
+    schedule: str | None = None  # our older spelling of cron
     folder: FolderSource | None = None
     web: WebSource | None = None
     sitemap: SitemapSource | None = None
-    schedule: str | None = None  # cron (5 fields), e.g. "0 3 * * *"
+    upload: UploadSource = Field(default_factory=UploadSource)
+    settings: SourceSettings = Field(default_factory=SourceSettings)
 
     @property
     def type(self) -> str:
-        return next(t for t in SOURCE_TYPES if getattr(self, t) is not None)
+        return self.type_ or next((t for t in BLOCK_TYPES if getattr(self, t) is not None), "web")
+
+    @property
+    def when(self) -> str | None:
+        """The cron its scheduled runs follow."""
+        return self.cron or self.schedule
 
     @property
     def effective_id(self) -> str:
@@ -166,10 +213,22 @@ def schema_errors(data: Any, schema: dict[str, Any]) -> list[dict[str, Any]]:
     return errors
 
 
-def _source_errors(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What JSON Schema cannot say: ids unique, a cron that parses."""
-    from croniter import croniter
+def cron_problem(cron: str) -> str | None:
+    """Why ``cron`` is no schedule EDDI or we would run, or None: five fields (EDDI refuses a Quartz seconds
+    field), and a date it fires on (``0 0 30 2 *`` never does)."""
+    from croniter import CroniterError, croniter
 
+    if len(cron.split()) != 5 or not croniter.is_valid(cron):
+        return f"{cron!r} is not a cron expression (5 fields: minute hour day month weekday)"
+    try:
+        croniter(cron, datetime(2000, 1, 1, tzinfo=timezone.utc)).get_next(datetime)
+    except CroniterError:
+        return f"{cron!r} never fires (no date matches it)"
+    return None
+
+
+def _source_errors(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What JSON Schema cannot say: ids unique, a cron that fires, upload limits that admit a file."""
     errors: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for i, source in enumerate(sources):
@@ -178,20 +237,33 @@ def _source_errors(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
             errors.append({"path": f"$.sources[{i}].id", "value": sid,
                            "message": f"source id {sid!r} is also the id of sources[{seen[sid]}]; give each source its own id or name"})
         seen.setdefault(sid, i)
-        cron = source.get("schedule")
-        if cron and not croniter.is_valid(cron):
-            errors.append({"path": f"$.sources[{i}].schedule", "value": cron,
-                           "message": f"{cron!r} is not a cron expression (5 fields: minute hour day month weekday)"})
+        for key in ("cron", "schedule"):
+            if source.get(key) and (problem := cron_problem(source[key])):
+                errors.append({"path": f"$.sources[{i}].{key}", "value": source[key], "message": problem})
+        if source.get("cron") and source.get("schedule") and source["cron"] != source["schedule"]:
+            errors.append({"path": f"$.sources[{i}].schedule", "value": source["schedule"],
+                           "message": "schedule is the older spelling of cron and differs from it; keep one"})
+        upload = source.get("upload") or {}
+        if upload.get("maxFileBytes", 0) > upload.get("maxTotalBytes", UploadSource().maxTotalBytes):
+            errors.append({"path": f"$.sources[{i}].upload.maxFileBytes", "value": upload["maxFileBytes"],
+                           "message": "larger than upload.maxTotalBytes, so no file could ever be stored"})
     return errors
 
 
 def with_source_ids(data: dict[str, Any]) -> dict[str, Any]:
     """The configuration as it is saved: every source has its stable ``id`` (kept when given, else
-    its name's slug, which a later save without ids gives again)."""
+    its name's slug, which a later save without ids gives again), and its cron as EDDI spells it."""
     if not isinstance(data.get("sources"), list):
         return data
-    return {**data, "sources": [{**s, "id": s.get("id") or slug(s["name"])} if isinstance(s, dict) and s.get("name") else s
-                                for s in data["sources"]]}
+
+    def saved(s: dict[str, Any]) -> dict[str, Any]:
+        out = {**s, "id": s.get("id") or slug(s["name"])}
+        if "schedule" in out:
+            when = out.pop("schedule")
+            out["cron"] = out.get("cron") or when
+        return out
+
+    return {**data, "sources": [saved(s) if isinstance(s, dict) and s.get("name") else s for s in data["sources"]]}
 
 
 def _explain(error: dict[str, Any]) -> dict[str, Any]:
@@ -199,9 +271,10 @@ def _explain(error: dict[str, Any]) -> dict[str, Any]:
     value = error["value"]
     if error["path"].startswith("$.sources[") and "is not valid under any of the given schemas" in error["message"] \
             and isinstance(value, dict):
-        kinds = [k for k in SOURCE_TYPES if k in value]
-        return {**error, "message": f"a source needs exactly one of {', '.join(SOURCE_TYPES)}; "
-                                    f"this one has {', '.join(kinds) if kinds else 'none'}"}
+        kinds = [k for k in BLOCK_TYPES if k in value]
+        kind = f"type {value['type']!r} and " if isinstance(value.get("type"), str) else ""
+        return {**error, "message": f"a source has the block of its type, one of {', '.join(BLOCK_TYPES)} (type "
+                                    f"upload: none); this one has {kind}{', '.join(kinds) if kinds else 'no block'}"}
     return error
 
 

@@ -76,7 +76,22 @@ def _appended_ingestions(c: sqlite3.Connection) -> None:
     c.execute("ALTER TABLE ingestion_jobs ADD COLUMN document_id TEXT")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions)
+def _eddi_sources(c: sqlite3.Connection) -> None:
+    """Version 3: EDDI's sources. A document's ``missed`` complete runs (tombstoned after
+    ``tombstoneAfterMissedRuns``); a run's ``seen`` documents, ``segments`` stored, ``stop_reason`` and ``cost``;
+    the purge marker (``source_purges``: a purged source's chunks no run wrote since are swept once the marker
+    was missed as often); the files of upload sources."""
+    c.execute("ALTER TABLE source_documents ADD COLUMN missed INTEGER NOT NULL DEFAULT 0")
+    for column in ("seen INTEGER DEFAULT 0", "segments INTEGER DEFAULT 0", "stop_reason TEXT", "cost REAL"):
+        c.execute(f"ALTER TABLE source_runs ADD COLUMN {column}")
+    c.execute("""CREATE TABLE source_purges (kb_id TEXT NOT NULL, source_id TEXT NOT NULL, purged_at TEXT NOT NULL,
+        missed INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (kb_id, source_id))""")
+    c.execute("""CREATE TABLE source_files (kb_id TEXT NOT NULL, source_id TEXT NOT NULL, file_id TEXT NOT NULL,
+        name TEXT NOT NULL, content_type TEXT, size INTEGER NOT NULL, sha256 TEXT NOT NULL, data BLOB NOT NULL,
+        uploaded_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id, file_id))""")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources)
 LATEST = len(MIGRATIONS)
 
 

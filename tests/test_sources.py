@@ -63,11 +63,16 @@ def test_folder_add_change_unchanged_delete(runtime, roots):
     (roots / "guide.md").write_text(GUIDE.replace("25 seconds", "30 seconds"))  # one section changes
     (roots / "sub" / "notes.txt").unlink()
     changed = runtime.sources.run(kb, "docs")
-    assert (changed.updated, changed.unchanged, changed.deleted, changed.embedded) == (1, 1, 1, 1)
+    assert (changed.updated, changed.unchanged, changed.deleted, changed.embedded) == (1, 1, 0, 1)
+    # missed by one complete run: kept (EDDI's tombstoneAfterMissedRuns, 2 by default)
+    assert {d["documentId"]: d["missedRuns"] for d in runtime.sources.documents(kb, "docs")}["docs/sub/notes.txt"] == 1
+    assert chunks(runtime, kb, document_id="docs/sub/notes.txt")
+    assert runtime.sources.run(kb, "docs").deleted == 1  # missed twice: gone
     assert chunks(runtime, kb, document_id="docs/sub/notes.txt") == []
     assert any("30 seconds" in c.text for c in chunks(runtime, kb, document_id="docs/guide.md"))
     history = runtime.sources.runs(kb, "docs")
-    assert [r["deleted"] for r in history] == [1, 0, 0] and history[0]["status"] == "COMPLETED"  # newest first
+    assert [r["deleted"] for r in history] == [1, 0, 0, 0] and history[0]["status"] == "COMPLETED"  # newest first
+    assert [r["documentsTombstoned"] for r in history] == [1, 0, 0, 0] and history[-1]["documentsIngested"] == 3
 
 
 def test_failures_keep_their_reason_and_can_be_retried(runtime, roots):
@@ -178,12 +183,14 @@ def site():
 
 
 def web_kb(runtime, source: dict) -> str:
+    if "web" in source:
+        source = {**source, "web": {"requestDelayMs": 0, **source["web"]}}
     return runtime.resources.create("rags", {"name": "web", "embeddingProvider": "local", "storeType": "sqlite",
                                              "minScore": 0, "sources": [{"name": "Site", **source}]}).id
 
 
 def test_web_crawl_same_site_with_depth_and_robots(runtime, site):
-    kb = web_kb(runtime, {"web": {"startUrl": site.url + "/", "maxDepth": 1}})
+    kb = web_kb(runtime, {"web": {"startUrl": site.url + "/", "maxDepth": 1}, "settings": {"tombstoneAfterMissedRuns": 1}})
     run = runtime.sources.run(kb, "site")
     assert (run.status, run.added, run.failed) == ("COMPLETED", 3, 0)
     assert {c.metadata["source"] for c in chunks(runtime, kb)} == {site.url + p for p in ("/", "/a.html", "/b.html")}
@@ -205,9 +212,15 @@ def test_an_incomplete_crawl_deletes_nothing(runtime, site):
     kb = web_kb(runtime, {"web": {"startUrl": site.url + "/", "maxDepth": 1}})
     runtime.sources.run(kb, "site")
     site.html("/", "Home", "<p>Home</p>", ["/a.html", "/broken.html"])  # b.html unlinked, a link is broken
-    run = runtime.sources.run(kb, "site")
-    assert run.failed == 1 and run.failures[0]["document"].endswith("/broken.html") and run.deleted == 0
+    site.statuses["/broken.html"] = 503  # a page that could not be read is not a page that is gone
+    for _ in range(3):
+        run = runtime.sources.run(kb, "site")
+        assert run.failed == 1 and run.failures[0]["document"].endswith("/broken.html") and run.deleted == 0
     assert chunks(runtime, kb, document_id=site.url + "/b.html")
+    del site.statuses["/broken.html"]  # now a 404: the server says it is gone, and the crawl concludes
+    assert [(r.failed, r.deleted) for r in (runtime.sources.run(kb, "site"), runtime.sources.run(kb, "site"))] \
+        == [(0, 0), (0, 1)]  # missed by two complete runs (tombstoneAfterMissedRuns: 2)
+    assert chunks(runtime, kb, document_id=site.url + "/b.html") == []
 
 
 def test_sitemap_and_preview(runtime, site):
@@ -226,7 +239,7 @@ def test_sitemap_and_preview(runtime, site):
     site.html("/deep/c.html", "Deep", "<p>Changed.</p>")
     plan = runtime.sources.preview(kb, "site")
     assert (plan["update"], plan["unchanged"], plan["delete"]) == ([site.url + "/deep/c.html"], [site.url + "/a.html"], [])
-    assert runtime.sources.purge(kb, "site") == 2 and chunks(runtime, kb) == []
+    assert runtime.sources.remove_documents(kb, "site") == 2 and chunks(runtime, kb) == []
 
 
 def test_the_outbound_guard(tmp_path, site):
@@ -259,7 +272,8 @@ def test_rest_ids_runs_history_and_schedule(tmp_path, roots):
         assert bad.status_code == 400 and bad.json()["errors"][0]["path"] == "$.sources[0].schedule"
 
         started = client.post(f"{BASE}/{kb}/sources/my-docs/run")
-        assert started.status_code == 202 and started.json()["status"] == "RUNNING"
+        assert started.status_code == 202 and started.json()["status"] == "started"
+        assert started.json()["sourceId"] == "my-docs"
         deadline = time.monotonic() + 120
         while (runs := client.get(f"{BASE}/{kb}/sources/my-docs/runs").json())[0]["status"] == "RUNNING":
             assert time.monotonic() < deadline
@@ -277,7 +291,9 @@ def test_rest_ids_runs_history_and_schedule(tmp_path, roots):
             time.sleep(0.05)
         assert runs[0]["runId"] == run_id and runs[0]["added"] == 1 and runs[0]["unchanged"] == 1
         assert runtime.scheduler.tick() == []  # nothing due again so soon
-        assert client.delete(f"{BASE}/{kb}/sources/my-docs/documents").json()["removed"] == 2
+        purged = client.delete(f"{BASE}/{kb}/sources/my-docs/documents")
+        assert purged.json() == {"status": "purged", "sourceId": "my-docs"}  # EDDI's purge: the chunks stay
+        assert client.get(f"{BASE}/{kb}/sources/my-docs/documents").json() == [] and chunks(runtime, kb)
     runtime.close()
 
 

@@ -1,43 +1,65 @@
-"""Sources of a knowledge base: run (202), preview, run history, documents, retry, purge."""
+"""Sources of a knowledge base, with EDDI's verbs and bodies: run (202 ``{status: "started", sourceId}``),
+preview (its IngestionReport), runs (its IngestionRun, ``limit`` 20, at most 200), purge (forgets the
+source's state and keeps its chunks: ``{status: "purged", sourceId}``), the files of an upload source; and
+ours: the source's documents, retry."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.datastructures import UploadFile
 
-from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
-from eddi_rag.sources import folder
+from eddi_rag.api.uploads import MAX_FILES, BadUploadError, is_multipart
+from eddi_rag.errors import EddiRagError
 
 router = APIRouter(prefix="/ragstore/rags/{id}/sources/{sourceId}", tags=["sources"], dependencies=[Depends(kb_of_tenant)],
                    route_class=Route, responses=ERROR_RESPONSES)
 
+MAX_PREVIEWS = 3  # previews under way at once in this process (EDDI's bound)
+_previews = threading.BoundedSemaphore(MAX_PREVIEWS)
+
+
+class TooManyPreviewsError(EddiRagError, RuntimeError):
+    status = 429
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "10"}
+
 
 @router.post("/run", status_code=202)
 def run(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
-    """Start a run (one per source at a time: 409 while one is under way); follow it in ``runs``."""
-    _, source = runtime.sources.source(id, sourceId)
-    if source.folder is not None:
-        folder.check_folder(source.folder.path)  # a folder we may not read is a 400 now, not a FAILED run later
-    return runtime.sources.start(id, sourceId).to_json()
+    """Start a run (409 ``{error, sourceId}`` while one is under way or when the source is disabled);
+    follow it in ``runs``."""
+    started = runtime.sources.start(id, sourceId)
+    return {"status": "started", "sourceId": started.sourceId, "runId": started.runId}
 
 
 @router.post("/preview")
 def preview(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
-    """What a run would do now: {add, update, unchanged, delete, failures, complete, notes}; embeds nothing."""
-    return runtime.sources.preview(id, sourceId)
+    """What a run would do now, embedding nothing: EDDI's IngestionReport, and the documents behind each count
+    (``add``, ``update``, ``unchanged``, ``delete``, ``failures``); 429 beyond three previews at once."""
+    if not _previews.acquire(blocking=False):
+        raise TooManyPreviewsError(f"{MAX_PREVIEWS} previews are under way; try again shortly")
+    try:
+        return runtime.sources.preview(id, sourceId)
+    finally:
+        _previews.release()
 
 
 @router.get("/runs")
-def runs(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(50, ge=1, le=1000)) -> list[dict[str, Any]]:
-    """Run history, newest first."""
-    return runtime.sources.runs(id, sourceId, max(1, min(limit, 1000)))
+def runs(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(20, ge=1)) -> list[dict[str, Any]]:
+    """Run history, newest first (``limit`` above 200 reads as 200)."""
+    return runtime.sources.runs(id, sourceId, min(limit, 200))
 
 
 @router.get("/documents")
 def documents(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
-    """The source's documents in the knowledge base: {documentId, name, status: ok|failed, reason, updatedAt}."""
+    """The source's documents in the knowledge base: {documentId, name, status: ok|failed, reason, updatedAt, missedRuns}."""
     return runtime.sources.documents(id, sourceId)
 
 
@@ -48,6 +70,41 @@ def retry(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor, documentI
 
 
 @router.delete("/documents")
-def purge(id: str, sourceId: str, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
-    """Remove every document of this source from the knowledge base."""
-    return {"kbId": id, "sourceId": sourceId, "removed": runtime.sources.purge(id, sourceId)}
+def purge(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Forget what the source has ingested, as EDDI does: its chunks stay retrievable while the next run
+    ingests again what it finds; what it no longer finds leaves after ``tombstoneAfterMissedRuns`` complete
+    runs. 409 while a run holds the source."""
+    return runtime.sources.purge(id, sourceId)
+
+
+@router.post("/files", responses={200: {"description": "{stored, rejected}: at least one file stored"},
+                                  400: {"description": "{stored: [], rejected}: none stored"}})
+async def store_files(id: str, sourceId: str, request: Request, runtime: RuntimeDep, caller: Editor) -> JSONResponse:
+    """Keep files in an upload source (``multipart/form-data``, parts named ``files``), each accepted or refused
+    on its own; running the source ingests them. 409: the source is not of type upload."""
+    runtime.sources.upload_source(id, sourceId)  # 409 before reading a body meant for another source type
+    if not is_multipart(request):
+        raise BadUploadError("send the files as multipart/form-data, each in a part named 'files'")
+    form = await request.form(max_files=MAX_FILES, max_fields=100)
+    try:
+        parts = [f for f in form.getlist("files") + form.getlist("file") if isinstance(f, UploadFile)]
+        if not parts:
+            raise BadUploadError("the multipart body has no 'files' part")
+        files = [(f.filename or "file", await f.read(), f.content_type) for f in parts]
+    finally:
+        await form.close()
+    result = runtime.sources.store_files(id, sourceId, files)
+    return JSONResponse(result, status_code=200 if result["stored"] else 400)
+
+
+@router.get("/files")
+def list_files(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
+    """The files the source holds: {fileId, fileName, contentType, size, sha256, uploadedAt, status:
+    Indexed | Changed | Not indexed}."""
+    return runtime.sources.list_files(id, sourceId)
+
+
+@router.delete("/files/{fileId}")
+def delete_file(id: str, sourceId: str, fileId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Remove a file and the chunks it produced, now (409 while a run holds the source)."""
+    return runtime.sources.delete_file(id, sourceId, fileId)

@@ -29,7 +29,7 @@ from eddi_rag.factories import (
 )
 from eddi_rag.ingest.chunking import fit_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits
-from eddi_rag.ingest.loaders import Part
+from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
 from eddi_rag.ingest.parsing import Report, parse
 from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.stores.base import Chunk
@@ -110,6 +110,17 @@ def check_document(doc: Document, config: RagConfiguration) -> None:
         raise DocumentError(f"document {doc.document_id!r}: user_id must be a non-empty string")
 
 
+def truncated(parts: list[Part], max_chars: int) -> list[Part]:
+    """The first ``max_chars`` characters of the parts' text, in whole parts but the last."""
+    out, left = [], max_chars
+    for part in parts:
+        if left <= 0:
+            break
+        out.append(part if len(part.text) <= left else Part(part.text[:left], part.metadata, part.markdown))
+        left -= len(part.text)
+    return out
+
+
 class Ingestor:
     def __init__(self, embeddings: EmbeddingModelFactory, stores: EmbeddingStoreFactory,
                  on_change: Callable[[str], None] = lambda kb_id: None, limits: DocumentLimits | None = None):
@@ -130,15 +141,26 @@ class Ingestor:
 
     def ingest_file(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
                     progress: Callable[[int, int], None] | None = None, parsed: Report | None = None,
-                    cancelled: Callable[[], bool] = lambda: False, **fields: Any) -> IngestReport:
+                    cancelled: Callable[[], bool] = lambda: False, max_chars: int | None = None,
+                    **fields: Any) -> IngestReport:
         """Ingest a file already detected as ``fmt`` (``loaders.detect``): parsed in a limited process
         (``parsing.parse``: ``parsed`` hears the pages/rows read, ``cancelled`` stops it), its parts
-        chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...).
+        chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...);
+        its text cut after ``max_chars`` characters (a source's ``maxContentLength``).
         Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
         or ParseCancelledError before anything is stored."""
         parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled)
+        if max_chars is not None:
+            parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)
         return self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
+
+    def readable(self, config: RagConfiguration, name: str, data: bytes, content_type: str | None) -> None:
+        """Raise UnsupportedFileTypeError or UnreadableDocumentError unless the file parses to some text (an
+        upload source's file is read when it arrives, not refused at every run)."""
+        parts = parse(detect(data, content_type, name), data, name, fit_spec(config), self.limits)
+        if not any(p.text.strip() for p in parts):
+            raise UnreadableDocumentError(f"{name}: no text in it (a scan without a text layer?)")
 
     def ingest(self, kb_id: str, config: RagConfiguration, doc: Document,
                progress: Callable[[int, int], None] | None = None) -> IngestReport:

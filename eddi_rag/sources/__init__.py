@@ -1,4 +1,4 @@
-"""Sources a knowledge base is kept in sync with: a folder, a website, a sitemap.
+"""Sources a knowledge base is kept in sync with: a website, uploaded files, a folder, a sitemap.
 
 Each kind lists its documents (``Listing``: items, and whether the listing is complete); the sync
 engine (``sync.py``) reconciles the knowledge base with it."""
@@ -6,8 +6,10 @@ engine (``sync.py``) reconciles the knowledge base with it."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 
 @dataclass
@@ -30,3 +32,24 @@ def selected(path: str, include: list[str], exclude: list[str]) -> bool:
     if include and not any(fnmatch.fnmatchcase(path, g) for g in include):
         return False
     return not any(fnmatch.fnmatchcase(path, g) for g in exclude)
+
+
+@lru_cache(maxsize=1024)
+def _glob(pattern: str) -> re.Pattern[str]:
+    if not pattern.startswith(("/", "**")):
+        pattern = "**/" + pattern  # "*.pdf" means a PDF at any depth
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        out.append({"*": "[^/]*", "?": "[^/]"}.get(pattern[i], re.escape(pattern[i])))
+        i += 1
+    return re.compile("".join(out))
+
+
+def path_glob(path: str, pattern: str) -> bool:
+    """EDDI's exclude patterns on a URL path: ``*`` stays inside one segment, ``**`` crosses them, ``?``
+    is one character but ``/``; a pattern not starting with ``/`` or ``**`` matches at any depth."""
+    return _glob(pattern.strip()).fullmatch(path) is not None

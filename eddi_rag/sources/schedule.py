@@ -1,5 +1,5 @@
-"""Scheduled source runs: every ``interval`` seconds, each source whose cron ``schedule`` fired since
-the last look is started (skipped, with a log line, when a run of it is still under way). Runs
+"""Scheduled source runs: every ``interval`` seconds, each enabled source whose ``cron`` (UTC; ``schedule``,
+our older spelling) fired since the last look is started (skipped, with a log line, when a run of it is still under way). Runs
 missed while the server was down are not made up; the next fire time runs as usual."""
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ class SourceScheduler:
                 except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
                     continue
                 for source in config.sources:
-                    if source.schedule and croniter(source.schedule, self.last).get_next(datetime) <= now:
+                    when = source.when
+                    if source.enabled and when and croniter(when, self.last).get_next(datetime) <= now:
                         out.append((kb_id, source.effective_id))
             if len(page) < 100:
                 return out

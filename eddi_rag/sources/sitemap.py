@@ -4,7 +4,6 @@ at most), on the sitemap's own site, selected by include/exclude globs on the UR
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -13,21 +12,9 @@ import httpx
 from eddi_rag.config import SitemapSource
 from eddi_rag.outbound import OutboundBlockedError
 from eddi_rag.sources import Item, Listing, selected
-from eddi_rag.sources.web import fetch, same_site
+from eddi_rag.sources.fetching import fetch, locs, same_site
 
 MAX_NESTING = 3
-
-
-def _locs(xml: bytes) -> tuple[str, list[str]]:
-    """(root element name, the <loc> texts); raises ValueError for anything but a sitemap."""
-    try:
-        root = ET.fromstring(xml)
-    except ET.ParseError as e:
-        raise ValueError(f"not a sitemap: {e}") from e
-    kind = root.tag.rsplit("}", 1)[-1]
-    if kind not in ("urlset", "sitemapindex"):
-        raise ValueError(f"not a sitemap: the root element is <{kind}>")
-    return kind, [el.text.strip() for el in root.iter() if el.tag.rsplit("}", 1)[-1] == "loc" and el.text]
 
 
 def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
@@ -40,12 +27,12 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
         nested: list[str] = []
         for url in todo:
             try:
-                kind, locs = _locs(fetch(client, url)[0])
+                kind, found = locs(fetch(client, url)[0])
             except (ValueError, httpx.HTTPError, OutboundBlockedError) as e:
                 out.failures.append({"document": url, "reason": str(e) or type(e).__name__})
                 out.complete = False
                 continue
-            (nested if kind == "sitemapindex" else pages).extend(loc for loc in locs if same_site(loc, spec.url))
+            (nested if kind == "sitemapindex" else pages).extend(loc for loc in found if same_site(loc, spec.url))
         todo, level = nested, level + 1
     if todo:
         out.complete = False

@@ -1,10 +1,15 @@
-"""A website: a breadth-first, same-site crawl from ``startUrl`` (same scheme, host and port),
-``maxDepth`` links deep and at most ``maxPages`` pages, honouring robots.txt when asked; every
-page of a supported type is a document named by its URL. Every request goes through the outbound
-guard. The listing is complete only when every page was fetched and no limit was reached."""
+"""A website: a breadth-first crawl from ``startUrl`` as EDDI's ``web`` block describes it. In scope: the
+start page's site (same scheme, host and port; its subdomains with ``includeSubdomains``; anywhere with
+``sameSiteOnly`` off), paths under ``pathPrefix``, no ``excludePatterns`` match. Pages are found by links
+(``maxDepth`` deep) and by sitemaps (``sitemapUrls``, robots.txt's ``Sitemap:`` lines, else
+``/sitemap.xml``; their pages at depth 0), at most ``maxPages``, ``requestDelayMs`` apart (a slower
+``Crawl-delay`` wins), honouring robots.txt when asked. Every page of a supported type is a document
+named by its URL. Every request goes through the outbound guard. A page answering 404 or 410 is gone;
+the listing is complete only when every other page was read and no limit was reached."""
 
 from __future__ import annotations
 
+import time
 import urllib.robotparser
 from collections import deque
 from urllib.parse import urldefrag, urljoin, urlsplit
@@ -13,36 +18,19 @@ import httpx
 
 from eddi_rag.config import WebSource
 from eddi_rag.outbound import OutboundBlockedError
-from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources import Item, Listing, path_glob, selected
+from eddi_rag.sources.fetching import MAX_PAGE_BYTES, USER_AGENT, PageGoneError, fetch, locs, same_site
 
-USER_AGENT = "eddi-rag"
-MAX_PAGE_BYTES = 20 * 1024 * 1024
-
-
-def same_site(url: str, start: str) -> bool:
-    a, b = urlsplit(url), urlsplit(start)
-    return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
+MAX_SITEMAPS = 20  # sitemaps read per crawl, indexes included (EDDI's bound)
+MAX_SITEMAP_PAGES = 5000
 
 
-def fetch(client: httpx.Client, url: str) -> tuple[bytes, str | None]:
-    """The body and Content-Type of a 2xx answer; raises on anything else."""
-    with client.stream("GET", url, headers={"User-Agent": USER_AGENT}) as response:
-        if response.status_code >= 400:
-            raise ValueError(f"HTTP {response.status_code}")
-        data = bytearray()
-        for piece in response.iter_bytes():
-            data += piece
-            if len(data) > MAX_PAGE_BYTES:
-                raise ValueError(f"larger than {MAX_PAGE_BYTES} bytes")
-        return bytes(data), response.headers.get("content-type")
-
-
-def robots(client: httpx.Client, start: str) -> urllib.robotparser.RobotFileParser | None:
+def robots(client: httpx.Client, start: str, user_agent: str = USER_AGENT) -> urllib.robotparser.RobotFileParser | None:
     parts = urlsplit(start)
     parser = urllib.robotparser.RobotFileParser()
     try:
-        data, _ = fetch(client, f"{parts.scheme}://{parts.netloc}/robots.txt")
-    except (ValueError, httpx.HTTPError):
+        data, _ = fetch(client, f"{parts.scheme}://{parts.netloc}/robots.txt", user_agent)
+    except (ValueError, httpx.HTTPError, OutboundBlockedError):
         return None  # no robots.txt: everything is allowed
     parser.parse(data.decode("utf-8", errors="replace").splitlines())
     return parser
@@ -59,30 +47,107 @@ def _cached(data: bytes, content_type: str | None):
     return lambda: (data, content_type)
 
 
-def listing(source_id: str, spec: WebSource, client: httpx.Client) -> Listing:
-    start = urldefrag(spec.startUrl)[0]
-    rules = robots(client, start) if spec.respectRobotsTxt else None
+class Crawl:
+    """One crawl of ``spec``: what is in scope, the pause between requests, the sitemaps."""
+
+    def __init__(self, spec: WebSource, client: httpx.Client, max_bytes: int, deadline: float | None):
+        self.spec, self.client, self.max_bytes, self.deadline = spec, client, max_bytes, deadline
+        self.start = urldefrag(spec.startUrl)[0]
+        self.agent = spec.userAgent or USER_AGENT
+        self.rules = robots(client, self.start, self.agent) if spec.robots else None
+        delay = self.rules.crawl_delay(self.agent) if self.rules is not None else None
+        self.pause = max(spec.requestDelayMs / 1000, float(delay or 0))
+        self._last = 0.0
+
+    def get(self, url: str) -> tuple[bytes, str | None]:
+        wait = self._last + self.pause - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        try:
+            return fetch(self.client, url, self.agent, self.max_bytes, self.spec.timeoutSeconds)
+        finally:
+            self._last = time.monotonic()
+
+    def in_scope(self, url: str) -> bool:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            return False
+        if self.spec.sameSiteOnly and not same_site(url, self.start, self.spec.includeSubdomains):
+            return False
+        path = parts.path or "/"
+        return path.startswith(self.spec.pathPrefix or "/") and not any(path_glob(path, p) for p in self.spec.excludePatterns)
+
+    def allowed(self, url: str) -> bool:
+        return self.rules is None or self.rules.can_fetch(self.agent, url)
+
+    def sitemap_pages(self, out: Listing) -> list[str]:
+        """The page URLs of the configured sitemaps, robots.txt's, else /sitemap.xml (indexes followed on their
+        own host); a sitemap that could not be read (but 404) makes the listing incomplete."""
+        parts = urlsplit(self.start)
+        todo = list(self.spec.sitemapUrls) + (list(self.rules.site_maps() or []) if self.rules is not None else [])
+        guessed = not todo
+        todo = todo or [f"{parts.scheme}://{parts.netloc}/sitemap.xml"]
+        pages: list[str] = []
+        read = 0
+        while todo and read < MAX_SITEMAPS and len(pages) < MAX_SITEMAP_PAGES:
+            url = todo.pop(0)
+            read += 1
+            try:
+                kind, found = locs(self.get(url)[0])
+            except PageGoneError:
+                continue
+            except (ValueError, httpx.HTTPError, OutboundBlockedError) as e:
+                if not guessed:
+                    out.failures.append({"document": url, "reason": str(e) or type(e).__name__})
+                    out.complete = False
+                continue
+            if kind == "sitemapindex":
+                todo += [u for u in found if same_site(u, url)]
+            else:
+                pages += found
+        if todo or len(pages) >= MAX_SITEMAP_PAGES:
+            out.complete = False
+            out.notes.append(f"sitemaps past {MAX_SITEMAPS} files or {MAX_SITEMAP_PAGES} pages were not read")
+        return pages[:MAX_SITEMAP_PAGES]
+
+
+def listing(source_id: str, spec: WebSource, client: httpx.Client, max_bytes: int = MAX_PAGE_BYTES,
+            deadline: float | None = None) -> Listing:
+    """``deadline`` (time.monotonic): past it the crawl stops, incomplete."""
+    crawl = Crawl(spec, client, max_bytes, deadline)
     out = Listing()
-    seen, queue = {start}, deque([(start, 0)])
+    seen, queue = {crawl.start}, deque([(crawl.start, 0)])
+    for url in crawl.sitemap_pages(out):
+        url = urldefrag(url)[0]
+        if url not in seen and crawl.in_scope(url):
+            seen.add(url)
+            queue.append((url, 0))
     while queue:
         url, depth = queue.popleft()
-        if rules is not None and not rules.can_fetch(USER_AGENT, url):
+        if not crawl.allowed(url):
             continue
         if len(out.items) >= spec.maxPages:
             out.complete = False
             out.notes.append(f"maxPages ({spec.maxPages}) reached")
             break
+        if deadline is not None and time.monotonic() > deadline:
+            out.complete = False
+            out.notes.append("timeBudgetMinutes reached while crawling")
+            break
         try:
-            data, content_type = fetch(client, url)
+            data, content_type = crawl.get(url)
+        except PageGoneError:
+            continue  # gone: it is not listed, and the listing can still be complete
         except (ValueError, httpx.HTTPError, OutboundBlockedError) as e:
             out.failures.append({"document": url, "reason": str(e) or type(e).__name__})
             out.complete = False
             continue
-        if selected(urlsplit(url).path or "/", spec.include, spec.exclude):
+        path = urlsplit(url).path or "/"
+        if crawl.in_scope(url) and selected(path, spec.include, spec.exclude):
             out.items.append(Item(url, url, _cached(data, content_type)))
         if depth < spec.maxDepth and "html" in (content_type or "").lower():
             for link in links(data, url):
-                if link not in seen and same_site(link, start):
+                if link not in seen and crawl.in_scope(link):
                     seen.add(link)
                     queue.append((link, depth + 1))
     if out.failures:

@@ -1,5 +1,6 @@
 """A small website on 127.0.0.1 whose pages the test changes between runs: ``pages`` maps a path
-to (Content-Type, body); anything else is a 404. Requests are recorded."""
+to (Content-Type, body); ``statuses`` maps a path to the error it answers; anything else is a 404.
+Requests are recorded."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Site:
     def __init__(self, pages: dict[str, tuple[str, bytes]] | None = None):
         self.pages = dict(pages or {})
+        self.statuses: dict[str, int] = {}
         self.requests: list[str] = []
         outer = self
 
@@ -18,6 +20,8 @@ class Site:
                 outer.requests.append(self.path)
                 found = outer.pages.get(self.path.split("?")[0])
                 status, (ctype, body) = (200, found) if found else (404, ("text/plain", b"not found"))
+                if self.path.split("?")[0] in outer.statuses:
+                    status, (ctype, body) = outer.statuses[self.path.split("?")[0]], ("text/plain", b"error")
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))

@@ -400,7 +400,8 @@ function renderSources(kb) {
   box.replaceChildren(...kb.sources.map((s) => {
     const out = el("div", { class: "source-out", "aria-live": "polite" });
     const show = (node) => out.replaceChildren(node);
-    const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.url}` : s.sitemap ? `sitemap ${s.sitemap.url}` : "source";
+    const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.startUrl}` : s.sitemap ? `sitemap ${s.sitemap.url}` : s.type === "upload" ? "uploaded files" : "source";
+    const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
       show(el("p", { class: "muted" }, "…"));
       const r = await api(method, kbUrl(kb.id, `/sources/${encodeURIComponent(s.id)}${rest}`));
@@ -414,7 +415,7 @@ function renderSources(kb) {
           ["added", "updated", "deleted", "failed"].map((k) => el("td", { class: "num" }, (run.counts || run)[k] ?? "")))))) : el("p", { class: "empty" }, "Never run."));
     };
     return el("div", { class: "source" },
-      el("h3", {}, s.name, " ", el("span", { class: "muted" }, kind, s.schedule ? ` · ${s.schedule}` : "")),
+      el("h3", {}, s.name, " ", el("span", { class: "muted" }, kind, cron ? ` · ${cron} (UTC)` : "", s.enabled === false ? " · disabled" : "")),
       el("div", { class: "buttons" },
         CAN_EDIT() ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/run")) history(); } }, "Run") : "",
         CAN_EDIT() ? el("button", { type: "button", onclick: async () => {
@@ -422,11 +423,11 @@ function renderSources(kb) {
           if (p) show(el("p", {}, `A run now would add ${p.add.length}, update ${p.update.length}, delete ${p.delete.length}, leave ${p.unchanged.length} unchanged` + (p.failures.length ? `; ${p.failures.length} failing` : "")));
         } }, "Preview") : "",
         el("button", { type: "button", onclick: history }, "History"),
-        CAN_ADMIN() ? el("button", { type: "button", class: "danger", onclick: async () => {
-          if (!confirm(`Remove every document of source ${s.name} from this knowledge base?`)) return;
+        CAN_EDIT() ? el("button", { type: "button", class: "danger", onclick: async () => {
+          if (!confirm(`Forget what source ${s.name} has ingested? Its documents stay searchable; the next run ingests everything it finds again.`)) return;
           const p = await call("DELETE", "/documents");
-          if (p) { show(el("p", {}, `Removed ${p.removed} document(s).`)); loadDocuments(kb); }
-        } }, "Purge") : ""),
+          if (p) show(el("p", {}, "State forgotten: the next run ingests every document again; documents no longer in the source leave after the runs that miss them."));
+        } }, "Purge state") : ""),
       out);
   }));
 }

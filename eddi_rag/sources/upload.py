@@ -1,0 +1,105 @@
+"""Uploaded files (EDDI's ``type: upload`` source): the server keeps the files and every run reads them,
+so a change of model or chunking re-ingests from what is kept and a purge loses nothing. A file is known by
+its name (re-uploading ``handbook.pdf`` replaces it): its id is derived from the name, and its document id
+in the knowledge base is ``<source id>/<name>``. Limits (``upload``: maxFiles, maxFileBytes, maxTotalBytes)
+are checked one file at a time under the database's write lock, so two uploads cannot share the same headroom."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from datetime import datetime, timezone
+from typing import Any
+
+from eddi_rag import state
+from eddi_rag.config import UploadSource
+from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
+from eddi_rag.sources import Item, Listing
+
+
+class FileRefusedError(EddiRagError, ValueError):
+    status = 400
+
+
+class FileNotFoundInSourceError(EddiRagError, LookupError):
+    status = 404
+
+
+def clean_name(name: str | None) -> str:
+    """The last path segment of a client's file name, without control characters (``file`` when nothing is left)."""
+    last = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    last = "".join(ch for ch in last if unicodedata.category(ch)[0] != "C").strip()
+    return last[:255] if last not in ("", ".", "..") else "file"
+
+
+def file_id(name: str) -> str:
+    """The id of the file called ``name`` (the same for the same name, whatever its Unicode form or case)."""
+    return hashlib.sha256(unicodedata.normalize("NFC", clean_name(name)).lower().encode()).hexdigest()[:32]
+
+
+def document_id(source_id: str, name: str) -> str:
+    return f"{source_id}/{name}"
+
+
+class Files:
+    def __init__(self, db: Database):
+        self.db = db
+        state.migrate(db)
+
+    def list(self, kb_id: str, source_id: str) -> list[dict[str, Any]]:
+        rows = self.db.query("SELECT file_id, name, content_type, size, sha256, uploaded_at FROM source_files "
+                             "WHERE kb_id=? AND source_id=? ORDER BY name", (kb_id, source_id))
+        return [{"fileId": r["file_id"], "fileName": r["name"], "contentType": r["content_type"], "size": r["size"],
+                 "sha256": r["sha256"], "uploadedAt": r["uploaded_at"]} for r in rows]
+
+    def store(self, kb_id: str, source_id: str, limits: UploadSource, name: str, data: bytes,
+              content_type: str | None) -> dict[str, Any]:
+        """Keep ``data`` as the file ``name`` (replacing a file of that name); FileRefusedError over a limit."""
+        name, fid = clean_name(name), file_id(name)
+        if len(data) > limits.maxFileBytes:
+            raise FileRefusedError(f"{name}: {len(data):,} bytes, more than upload.maxFileBytes ({limits.maxFileBytes:,})")
+        digest = hashlib.sha256(data).hexdigest()
+        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        with self.db.transaction() as conn:
+            count, total = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM source_files WHERE kb_id=? AND source_id=? AND file_id<>?",
+                (kb_id, source_id, fid)).fetchone()
+            if count + 1 > limits.maxFiles:
+                raise FileRefusedError(f"{name}: the source holds {count} files already (upload.maxFiles: {limits.maxFiles})")
+            if total + len(data) > limits.maxTotalBytes:
+                raise FileRefusedError(f"{name}: the source would hold {total + len(data):,} bytes "
+                                       f"(upload.maxTotalBytes: {limits.maxTotalBytes:,})")
+            conn.execute("INSERT INTO source_files VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(kb_id, source_id, file_id) "
+                         "DO UPDATE SET name=excluded.name, content_type=excluded.content_type, size=excluded.size, "
+                         "sha256=excluded.sha256, data=excluded.data, uploaded_at=excluded.uploaded_at",
+                         (kb_id, source_id, fid, name, content_type, len(data), digest, data, now))
+        return {"fileId": fid, "fileName": name, "contentType": content_type, "size": len(data), "sha256": digest,
+                "uploadedAt": now}
+
+    def get(self, kb_id: str, source_id: str, fid: str) -> dict[str, Any]:
+        rows = self.db.query("SELECT name FROM source_files WHERE kb_id=? AND source_id=? AND file_id=?",
+                             (kb_id, source_id, fid))
+        if not rows:
+            raise FileNotFoundInSourceError(f"source {source_id!r} of knowledge base {kb_id!r} has no file {fid!r}")
+        return {"fileId": fid, "fileName": rows[0]["name"]}
+
+    def delete(self, kb_id: str, source_id: str, fid: str) -> None:
+        self.db.execute("DELETE FROM source_files WHERE kb_id=? AND source_id=? AND file_id=?", (kb_id, source_id, fid))
+
+    def drop(self, kb_id: str, source_id: str) -> None:
+        self.db.execute("DELETE FROM source_files WHERE kb_id=? AND source_id=?", (kb_id, source_id))
+
+    def _read(self, kb_id: str, source_id: str, fid: str):
+        def read() -> tuple[bytes, str | None]:
+            rows = self.db.query("SELECT data, content_type FROM source_files WHERE kb_id=? AND source_id=? AND file_id=?",
+                                 (kb_id, source_id, fid))
+            if not rows:
+                raise FileNotFoundInSourceError(f"the file {fid} was deleted during the run")
+            return bytes(rows[0]["data"]), rows[0]["content_type"]
+        return read
+
+    def listing(self, kb_id: str, source_id: str) -> Listing:
+        """Every file the source holds (complete: the files are all here)."""
+        return Listing([Item(document_id(source_id, f["fileName"]), f["fileName"], self._read(kb_id, source_id, f["fileId"]))
+                        for f in self.list(kb_id, source_id)])
