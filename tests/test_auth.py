@@ -84,7 +84,8 @@ ROUTES = [  # (family, method, path, body, role needed)
     ("collections write", "POST", "/collections", {"name": "c-{role}"}, "editor"),
     ("purge", "POST", "{BASE}/{kb}/purge", None, "admin"),
     ("keys", "GET", "/keys", None, "admin"),
-    ("delete permanently", "DELETE", "{BASE}/{kb}?permanent=true", None, "admin"),
+    ("delete permanently", "DELETE", "{BASE}/{kb}?permanent=true", None, "editor"),  # as EDDI: editors may
+    ("sources", "DELETE", "{BASE}/{kb}/sources/nope/documents", None, "editor"),  # the purge
 ]
 ORDER = ["viewer", "editor", "admin"]
 
@@ -225,11 +226,13 @@ def test_oidc_tokens_verified_against_the_jwks(oidc_client):
     assert c.get(f"{BASE}/descriptors", headers=as_(viewer)).status_code == 200
     assert c.post(BASE, json=KB, headers=as_(viewer)).status_code == 403
     for bad, why in [(token(c.private, exp=-60), "expired"), (token(c.private, aud="someone-else"), "audience"),
-                     (token(c.private, iss="https://evil.example"), "issuer"), (token(c.other), "signature"),
-                     (token(c.private, roles=("offline_access",)), "none of the roles")]:
+                     (token(c.private, iss="https://evil.example"), "issuer"), (token(c.other), "signature")]:
         r = c.get(f"{BASE}/descriptors", headers=as_(bad))
         assert r.status_code == 401, why
         assert why.split()[0].lower() in r.json()["error"].lower(), (why, r.json())
+    for roles in [("offline_access",), ("eddi-user",), ("eddi-approver", "eddi-user")]:  # valid, but no role here
+        r = c.get(f"{BASE}/descriptors", headers=as_(token(c.private, roles=roles)))
+        assert r.status_code == 403 and "none of the roles" in r.json()["error"], (roles, r.json())  # EDDI: 403
 
 
 def test_serve_refuses_a_network_address_without_credentials(tmp_path):

@@ -12,6 +12,7 @@ from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
+from eddi_rag.ingest.jobs import UnknownIngestionError
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -53,7 +54,7 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
 def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     job = runtime.jobs.status(ingestion_id)
     if job is None or job.kb_id != id:
-        raise HTTPException(404, f"no ingestion {ingestion_id} for knowledge base {id}")
+        raise UnknownIngestionError(ingestion_id, id)
     return job.to_json()
 
 

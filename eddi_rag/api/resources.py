@@ -14,7 +14,7 @@ from pydantic.json_schema import SkipJsonSchema
 from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
-from eddi_rag.auth.http import check_role, own
+from eddi_rag.auth.http import own
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
@@ -128,8 +128,6 @@ def resource_router(kind: str) -> APIRouter:
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
         own(runtime.resources, caller, kind, id)
-        if permanent:
-            check_role(caller, "admin", "delete permanently")
         runtime.saving.delete(kind, id, version, permanent)
         return Response(status_code=200)
 

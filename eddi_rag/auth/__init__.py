@@ -32,13 +32,14 @@ class ForbiddenError(EddiRagError):
 @dataclass(frozen=True)
 class Principal:
     tenant: str
-    role: str
+    role: str  # one of ROLES, or "none": a valid token granting none of them (EDDI's eddi-user alone: 403, not 401)
     user_id: str | None = None  # retrieves as this user; None: shared chunks only (unless acting for users)
     acts_for_users: bool = False  # may name any user (the agent runtime's service credential)
     subject: str = ""  # key id or token subject, for logs
 
     def allows(self, role: str) -> bool:
-        return ROLES.index(self.role) >= ROLES.index(role)
+        """Whether this credential's role is ``role`` or above (``none``, a token granting none of the roles, never is)."""
+        return self.role in ROLES and ROLES.index(self.role) >= ROLES.index(role)
 
     def user_for(self, requested: str | None) -> str | None:
         """The user a request retrieves or ingests as: a bound user always; another user only for

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from eddi_rag.auth import TRUSTED, AuthError, ForbiddenError, Principal
+from eddi_rag.auth import ROLES, TRUSTED, AuthError, ForbiddenError, Principal
 from eddi_rag.auth.keys import PREFIX, KeyStore
 from eddi_rag.auth.oidc import OidcVerifier
 from eddi_rag.auth.session import cookie_credential
@@ -64,6 +64,9 @@ def own(resources: ResourceStore, caller: Principal, kind: str, id: str) -> None
 
 
 def check_role(principal: Principal, role: str, doing: str = "do this") -> None:
+    if principal.role not in ROLES:
+        raise ForbiddenError(f"this token grants none of the roles {', '.join('eddi-' + r for r in ROLES)}, so it may not "
+                             f"{doing}; it needs {'eddi-' + role!r} or above")
     if not principal.allows(role):
         raise ForbiddenError(f"role {principal.role!r} may not {doing}; it needs {role!r} or above")
 

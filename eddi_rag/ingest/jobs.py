@@ -42,6 +42,19 @@ RETRY_SECONDS = (5.0, 300.0)  # a job whose store is down is tried again after 5
 DEFAULT_MAX_QUEUED = 1_000
 
 
+class UnknownIngestionError(EddiRagError, LookupError):
+    """No such ingestion (for this knowledge base): 404 with EDDI's ``{ingestionId, status: "unknown", error}``,
+    so a poller reading ``status`` stops."""
+    status = 404
+
+    def __init__(self, ingestion_id: str, kb_id: str):
+        super().__init__(f"no ingestion {ingestion_id} for knowledge base {kb_id}")
+        self.ingestion_id = ingestion_id
+
+    def body(self) -> dict[str, Any]:
+        return {"ingestionId": self.ingestion_id, "status": "unknown", **super().body()}
+
+
 class JobNotRetryableError(EddiRagError, ValueError):
     """Only a failed or cancelled job can be retried; only a pending or processing one cancelled."""
     status = 409

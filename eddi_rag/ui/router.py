@@ -143,7 +143,7 @@ def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmN
     if not permanent:
         runtime.saving.delete("rags", id)
         return _back(message=f"Deleted {name!r} (soft: its configuration is kept and its chunks are not dropped).")
-    check_role(caller, "admin", "delete permanently")
+    check_role(caller, "editor", "delete permanently")  # as EDDI: editors delete permanently
     if confirmName != name:
         return _back(error=f"Not deleted: type the knowledge base's name {name!r} exactly to delete it permanently.")
     runtime.saving.delete("rags", id, permanent=True)
