@@ -383,7 +383,27 @@ def load(path, data_dir, tenant) -> None:
             click.echo(ref.uri)
         for reason in report.skipped:
             click.echo(f"skipped: {reason}", err=True)
-        click.echo(f"imported {len(report.agents)} agent(s), {len(report.created)} resources; {len(report.skipped)} skipped", err=True)
+        for secret in report.redacted:
+            click.echo(f"secret to set: {secret}", err=True)
+        click.echo(f"imported {len(report.agents)} agent(s), {len(report.created)} resources; {len(report.skipped)} skipped"
+                   + (f"; {len(report.redacted)} secret(s) to set" if report.redacted else ""), err=True)
+
+
+@main.command("export")
+@click.argument("agent_id")
+@click.option("--out", "out", type=click.Path(dir_okay=False), help="The zip to write (default: <AGENT_ID>.zip).")
+@data_dir_option
+def export(agent_id, out, data_dir) -> None:
+    """Write agent AGENT_ID as EDDI's POST /backup/export/{agentId} does: a zip EDDI (or `load`) imports, its
+    workflows and their RAG, LLM and httpCall configurations beside it, literal secrets as ${vault:REDACTED}."""
+    from eddi_rag.runtime import Runtime
+    from eddi_rag.tools.eddi_export import export_agent
+
+    with Runtime(data_dir) as runtime:
+        data = export_agent(runtime.resources, agent_id)
+    target = Path(out or f"{agent_id}.zip")
+    target.write_bytes(data)
+    click.echo(f"wrote {target} ({len(data):,} bytes)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from eddi_rag.errors import EddiRagError
@@ -66,3 +66,18 @@ def resolve_parameters(params: Mapping[str, Any], resolver: SecretResolver | Non
 
 def is_reference(value: Any) -> bool:
     return isinstance(value, str) and bool(REFERENCE.search(value))
+
+
+REDACTED = "${vault:REDACTED}"  # what EDDI's export (and ours) writes for a literal secret
+
+
+def redacted_paths(value: Any, path: str = "$") -> Iterator[str]:
+    """Where ``value`` holds ``${vault:REDACTED}`` (an imported export whose secrets were scrubbed)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from redacted_paths(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from redacted_paths(v, f"{path}[{i}]")
+    elif isinstance(value, str) and REDACTED in value:
+        yield path

@@ -31,6 +31,7 @@ from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.interop.mcp import build_server
 from eddi_rag.resources import RESOURCE_TYPES
+from eddi_rag.resources.base import OLDER_URIS
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
 
@@ -83,6 +84,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))
+    for (_, store, collection), kind in OLDER_URIS.items():  # our paths before EDDI's (/llmstore/llmconfigs ...)
+        app.include_router(resource_router(kind, (store, collection)))
     ui.install(app)
     app.router.routes.extend(mcp_routes)  # /mcp: the MCP server over streamable HTTP (eddi_rag.interop.mcp)
     generate = app.openapi

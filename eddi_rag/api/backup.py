@@ -1,15 +1,18 @@
-"""EDDI's import of an agent export: ``POST /backup/import`` with the zip as the body."""
+"""EDDI's backup: ``POST /backup/import`` with an agent export's zip as the body, ``POST /backup/export/{agentId}``
+answering one."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from eddi_rag.api.deps import Editor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import read_body
+from eddi_rag.auth.http import own
+from eddi_rag.tools.eddi_export import export_agent
 from eddi_rag.tools.eddi_import import import_agent_export
 
 router = APIRouter(tags=["backup"], route_class=Route, responses=ERROR_RESPONSES)
@@ -29,3 +32,14 @@ async def import_export(request: Request, runtime: RuntimeDep, caller: Editor) -
     report = import_agent_export(runtime.resources, data, caller.tenant, runtime.configs.checked)  # what a save checks
     headers = {"Location": report.agents[-1].uri} if report.agents else {}
     return JSONResponse(report.to_json(), status_code=201, headers=headers)
+
+
+@router.post("/backup/export/{agentId}", response_class=Response, responses={
+    200: {"description": "The agent's export, in EDDI's zip layout", "content": {"application/zip": {}}}})
+def export(agentId: str, runtime: RuntimeDep, caller: Editor) -> Response:
+    """The agent's current version, its workflows and their RAG, LLM and httpCall configurations, as EDDI's
+    export writes them (literal secrets as ``${vault:REDACTED}``); EDDI, or ``/backup/import``, reads it."""
+    own(runtime.resources, caller, "agents", agentId)
+    data = export_agent(runtime.resources, agentId, caller.tenant)
+    return Response(data, media_type="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{agentId}.zip"'})

@@ -74,9 +74,13 @@ class ChunkPreviewRequest(RequestBody):
             raise BadUploadError(f"base64: not valid base64 ({e})") from None
 
 
-def resource_router(kind: str) -> APIRouter:
+def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter:
+    """The versioned endpoints of ``kind`` at EDDI's path, or at ``path`` (store, collection: an older spelling
+    that still answers, left out of the OpenAPI document)."""
     _, store, collection = RESOURCE_TYPES[kind]
-    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route, responses=ERROR_RESPONSES)
+    store, collection = path or (store, collection)
+    router = APIRouter(prefix=f"/{store}/{collection}", tags=[kind], route_class=Route, responses=ERROR_RESPONSES,
+                       include_in_schema=path is None)
 
     # A knowledge base's body is a RagConfiguration, a provider's a providers map entry: the OpenAPI document
     # gives their JSON Schemas.

@@ -13,15 +13,18 @@ RESOURCE_TYPES: dict[str, tuple[str, str, str]] = {
     "rags": ("ai.labs.rag", "ragstore", "rags"),
     "agents": ("ai.labs.agent", "agentstore", "agents"),
     "workflows": ("ai.labs.workflow", "workflowstore", "workflows"),
-    "httpcalls": ("ai.labs.httpcalls", "httpcallsstore", "httpcalls"),
-    "llm": ("ai.labs.llm", "llmstore", "llmconfigs"),
+    "httpcalls": ("ai.labs.apicalls", "apicallstore", "apicalls"),
+    "llm": ("ai.labs.llm", "llmstore", "llms"),
     "providers": ("ai.labs.providers", "providerstore", "providers"),  # the providers map (embeddingProviderId)
 }
 
-# EDDI's other spellings of a kind's URI: its current ones where ours keep the older form, and v5's.
+# Other spellings of a kind's URI: ours before we took EDDI's (their REST paths answer too), and EDDI v5's.
+OLDER_URIS: dict[tuple[str, str, str], str] = {
+    ("ai.labs.httpcalls", "httpcallsstore", "httpcalls"): "httpcalls",
+    ("ai.labs.llm", "llmstore", "llmconfigs"): "llm",
+}
 URI_ALIASES: dict[tuple[str, str, str], str] = {
-    ("ai.labs.apicalls", "apicallstore", "apicalls"): "httpcalls",
-    ("ai.labs.llm", "llmstore", "llms"): "llm",
+    **OLDER_URIS,
     ("ai.labs.langchain", "langchainstore", "langchains"): "llm",
     ("ai.labs.package", "packagestore", "packages"): "workflows",
     ("ai.labs.bot", "botstore", "bots"): "agents",
@@ -105,4 +108,5 @@ class ResourceStore(Protocol):
     def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef: ...
     def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None: ...
     def descriptors(self, kind: str, filter: str = "", index: int = 0, limit: int = 20) -> list[Descriptor]: ...
+    def descriptor(self, kind: str, id: str, tenant: str | None = None) -> Descriptor: ...
     def ids(self, kind: str) -> list[str]: ...

@@ -32,6 +32,11 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"unknown resource kind {kind!r}; known: {', '.join(RESOURCE_TYPES)}")
 
 
+def _descriptor(kind: str, r: Any) -> Descriptor:
+    return Descriptor(resource=resource_uri(kind, r["id"], r["current_version"]), name=r["name"],
+                      description=r["description"], createdOn=r["created_on"], lastModifiedOn=r["last_modified_on"])
+
+
 class SqliteResourceStore:
     def __init__(self, db: Database):
         self.db = db
@@ -138,16 +143,10 @@ class SqliteResourceStore:
             " AND (? IS NULL OR tenant=?) ORDER BY last_modified_on DESC, id LIMIT ? OFFSET ?",
             (kind, f"%{filter}%", f"%{filter}%", tenant, tenant, max(0, limit), max(0, index) * max(0, limit)),
         )
-        return [
-            Descriptor(
-                resource=resource_uri(kind, r["id"], r["current_version"]),
-                name=r["name"],
-                description=r["description"],
-                createdOn=r["created_on"],
-                lastModifiedOn=r["last_modified_on"],
-            )
-            for r in rows
-        ]
+        return [_descriptor(kind, r) for r in rows]
+
+    def descriptor(self, kind: str, id: str, tenant: str | None = None) -> Descriptor:
+        return _descriptor(kind, self._head(kind, id, tenant))
 
     def ids(self, kind: str) -> list[str]:
         _check_kind(kind)

@@ -10,7 +10,8 @@ The agent, its workflows and their RAG, LLM and httpCall configurations are crea
 export used is kept when it is free), every reference rewritten to the new resources; legacy (v5) and
 current EDDI URIs are both read. Everything is checked before anything is written, and a failure while
 writing removes what this import wrote: an export is imported whole or not at all. The report says
-what was skipped and why.
+what was skipped and why, and names every secret the export scrubbed (``${vault:REDACTED}``), which must be
+set before the resource can be used.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from eddi_rag import jsonvalues
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
+from eddi_rag.secrets import REDACTED, redacted_paths
 from eddi_rag.workflow.traversal import workflow_steps
 
 # An export holds small JSON files: what it may unpack to is checked from the zip's directory before
@@ -55,9 +57,11 @@ class ImportReport:
     agents: list[ResourceRef] = field(default_factory=list)
     created: list[ResourceRef] = field(default_factory=list)  # every resource written, in order
     skipped: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)  # "<uri>: <path>" of each ${vault:REDACTED} imported
 
     def to_json(self) -> dict[str, Any]:
-        return {"agents": [r.uri for r in self.agents], "created": [r.uri for r in self.created], "skipped": self.skipped}
+        return {"agents": [r.uri for r in self.agents], "created": [r.uri for r in self.created], "skipped": self.skipped,
+                "redacted": self.redacted}
 
 
 class _Export:
@@ -216,6 +220,8 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
         for kind, id, body, description in planned:
             ref = resources.create(kind, body, description=description, id=id, tenant=tenant)
             report.created.append(ref)
+            report.redacted += [f"{ref.uri}: {path} is {REDACTED} (the export scrubbed a secret: set it before use)"
+                                for path in redacted_paths(body)]
             if kind == "agents":
                 report.agents.append(ref)
     except Exception:

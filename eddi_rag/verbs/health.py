@@ -13,7 +13,7 @@ from eddi_rag import registry
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.resources import ResourceStore
-from eddi_rag.secrets import SecretNotFoundError, SecretResolver, resolve_parameters
+from eddi_rag.secrets import REDACTED, SecretNotFoundError, SecretResolver, redacted_paths, resolve_parameters
 from eddi_rag.verbs.configs import Configs
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,10 @@ class Health:
             return [Check(name, "configuration", False, str(e), "fix the fields named, then PUT a new version")]
         except (registry.ProviderUnavailableError, registry.UnknownProviderError) as e:
             return [Check(name, "provider", False, str(e), "install the extra named, or choose a registered provider")]
+        if scrubbed := list(redacted_paths(data)):
+            return [Check(name, "secrets", False, f"{', '.join(scrubbed)}: {REDACTED}, a secret an EDDI export scrubbed",
+                          "put the secret in the vault (EDDI_VAULT_<KEY>), reference it as ${vault:<key>} there, "
+                          "then PUT a new version")]
         config = self.configs.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
         if config.embedding_disabled:
             return [Check(name, "configuration", True, f"(no embedding) → {config.storeType}"),

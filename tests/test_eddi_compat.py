@@ -1,0 +1,141 @@
+"""EDDI's clients and data through our REST API and CLI, row by row of ``../shared/EDDI-REFERENCE.md``'s
+table of differences (sources: ``tests/test_eddi_sources.py``; ingestion: ``tests/test_api.py``; roles:
+``tests/test_auth.py``): the LLM and httpCall paths and URIs (row 3), and the export back to EDDI (row 15),
+in EDDI's zip layout (labsai/EDDI ``backup/impl/RestExportService.java``), secrets scrubbed as its
+``secrets/sanitize/SecretScrubber.java`` does, import ∘ export the identity."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from eddi_rag.api.app import create_app
+from eddi_rag.runtime import Runtime
+from eddi_rag.tools.bundle import load_bundle
+from eddi_rag.tools.eddi_export import scrub
+from tests.test_cli_demo import in_process
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "workflows"
+LLM_TASK = {"tasks": [{"id": "t", "type": "openai", "actions": ["*"], "parameters": {"systemMessage": "Hi."}}]}
+
+
+@pytest.fixture
+def api(tmp_path):
+    runtime = Runtime(tmp_path / "data")
+    with TestClient(create_app(runtime)) as client:
+        client.runtime = runtime
+        yield client
+    runtime.close()
+
+
+def test_eddis_llm_and_httpcall_paths_are_canonical_and_ours_still_answer(api):
+    llm = api.post("/llmstore/llms", json=LLM_TASK)
+    assert llm.status_code == 201 and llm.headers["Location"].startswith("eddi://ai.labs.llm/llmstore/llms/")
+    llm_id = llm.headers["Location"].split("/")[-1].split("?")[0]
+    assert api.get(f"/llmstore/llms/{llm_id}").json() == LLM_TASK
+    assert api.get(f"/llmstore/llmconfigs/{llm_id}").json() == LLM_TASK  # our older path
+    calls = api.post("/apicallstore/apicalls", json={"targetServerUrl": "https://api.example.com", "httpCalls": []})
+    assert calls.headers["Location"].startswith("eddi://ai.labs.apicalls/apicallstore/apicalls/")
+    older = api.post("/httpcallsstore/httpcalls", json={"targetServerUrl": "https://api.example.com", "httpCalls": []})
+    assert older.status_code == 201 and older.headers["Location"].startswith("eddi://ai.labs.apicalls/")
+    descriptors = api.get("/llmstore/llms/descriptors").json()
+    assert descriptors[0]["resource"].startswith("eddi://ai.labs.llm/llmstore/llms/")
+    paths = api.get("/openapi.json").json()["paths"]
+    assert "/llmstore/llms" in paths and "/apicallstore/apicalls" in paths and "/llmstore/llmconfigs" not in paths
+    # a workflow written with our older URIs still resolves
+    wf = {"workflowSteps": [{"type": "eddi://ai.labs.llm", "config": {"uri": f"eddi://ai.labs.llm/llmstore/llmconfigs/{llm_id}?version=1"}}]}
+    assert api.post("/workflowstore/workflows", json=wf).status_code == 201
+
+
+def test_the_scrubber_follows_eddis_rules():
+    given = {"apiKey": "sk-live-123", "api_key": "x", "maxTokens": "512", "accessToken": "t", "modelName": "gpt-4o-mini",
+             "vaulted": "${vault:openai-key}", "env": "${env:OPENAI_API_KEY}", "type": "dynamicvaluematcher",
+             "url": "https://user:pass@api.example.com/v1?api_key=abc&q=1", "plain": "https://api.example.com/v1?q=1",
+             "headers": {"X-Subscription-Key": "abc", "Accept": "application/json", "Authorization": "Bearer abc"},
+             "apiKeys": ["k1", "k2"], "random": "aZ3kP9qR2mX7vB4nL8tY", "words": "a short sentence"}
+    out = scrub(given)
+    redacted = "${vault:REDACTED}"
+    assert [out[k] for k in ("apiKey", "api_key", "accessToken", "random")] == [redacted] * 4
+    assert out["apiKeys"] == [redacted, redacted]
+    assert [out[k] for k in ("maxTokens", "modelName", "vaulted", "env", "type", "plain", "words")] == \
+        [given[k] for k in ("maxTokens", "modelName", "vaulted", "env", "type", "plain", "words")]
+    assert out["url"].startswith(f"https://{redacted}@api.example.com/v1?") and "abc" not in out["url"] and "q=1" in out["url"]
+    assert out["headers"] == {"X-Subscription-Key": redacted, "Accept": "application/json", "Authorization": redacted}
+
+
+def resources_of(runtime) -> dict[tuple[str, str], dict]:
+    return {(kind, id): runtime.resources.read(kind, id) for kind in ("agents", "workflows", "rags", "llm", "httpcalls")
+            for id in runtime.resources.ids(kind)}
+
+
+def test_export_in_eddis_layout_and_import_of_it_is_the_identity(api, tmp_path):
+    runtime = api.runtime
+    load_bundle(runtime.saving, EXAMPLES)
+    # a literal secret in a KB's parameters (EDDI exports scrub these)
+    policies = runtime.resources.read("rags", "travel-policies")
+    runtime.resources.update("rags", "travel-policies", 1, {**policies, "embeddingProvider": "openai",
+                                                            "embeddingParameters": {"apiKey": "sk-literal-key"}})
+    runtime.resources.update("workflows", "travel-assistant", 1, json.loads(json.dumps(
+        runtime.resources.read("workflows", "travel-assistant")).replace("travel-policies?version=1", "travel-policies?version=2")))
+    workflow_version = runtime.resources.current_version("workflows", "travel-assistant")
+    agent = runtime.resources.read("agents", "travel-assistant")
+    runtime.resources.update("agents", "travel-assistant", 1, {**agent, "workflows": [
+        f"eddi://ai.labs.workflow/workflowstore/workflows/travel-assistant?version={workflow_version}"]})
+
+    r = api.post("/backup/export/travel-assistant")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+    archive = zipfile.ZipFile(io.BytesIO(r.content))
+    folder = f"travel-assistant/{workflow_version}/"
+    assert set(archive.namelist()) == {
+        "travel-assistant.agent.json", "travel-assistant.descriptor.json",
+        f"{folder}travel-assistant.workflow.json", f"{folder}travel-assistant.descriptor.json",
+        f"{folder}travel-policies.rag.json", f"{folder}travel-policies.descriptor.json",
+        f"{folder}loyalty-program.rag.json", f"{folder}loyalty-program.descriptor.json",
+        f"{folder}service-notices.httpcalls.json", f"{folder}service-notices.descriptor.json",
+        f"{folder}travel-assistant.langchain.json"}
+    workflow = json.loads(archive.read(f"{folder}travel-assistant.workflow.json"))
+    uris = [s["config"]["uri"] for s in workflow["workflowSteps"]]
+    assert "eddi://ai.labs.apicalls/apicallstore/apicalls/service-notices?version=1" in uris  # EDDI's form
+    assert "eddi://ai.labs.llm/llmstore/llms/travel-assistant?version=1" in uris
+    exported_kb = json.loads(archive.read(f"{folder}travel-policies.rag.json"))
+    assert exported_kb["embeddingParameters"]["apiKey"] == "${vault:REDACTED}"
+    assert json.loads(archive.read(f"{folder}travel-policies.descriptor.json"))["resource"].endswith("travel-policies?version=2")
+
+    other = Runtime(tmp_path / "other")
+    try:
+        with TestClient(create_app(other)) as client:
+            imported = client.post("/backup/import", content=r.content, headers={"Content-Type": "application/zip"})
+            assert imported.status_code == 201, imported.text
+            (secret,) = imported.json()["redacted"]  # named in the import's answer
+            assert "travel-policies" in secret and "$.embeddingParameters.apiKey" in secret
+        before, after = resources_of(runtime), resources_of(other)
+        assert set(before) == set(after)
+        for key, data in before.items():
+            # the identity, but for the scrubbed secret and the versions the import starts again at 1
+            expected = json.loads(json.dumps(scrub(data)).replace(f"?version={workflow_version}", "?version=1")
+                                  .replace("travel-policies?version=2", "travel-policies?version=1"))
+            assert after[key] == expected, key
+        checks = [c for c in other.health.checks("travel-policies") if not c.ok]
+        assert checks[0].check == "secrets" and "$.embeddingParameters.apiKey" in checks[0].detail  # the doctor says so
+    finally:
+        other.close()
+
+
+def test_cli_export_then_load(tmp_path):
+    data, other = str(tmp_path / "a"), str(tmp_path / "b")
+    with Runtime(data) as runtime:
+        load_bundle(runtime.saving, EXAMPLES)
+    out = tmp_path / "agent.zip"
+    result = in_process("export", "travel-assistant", "--out", str(out), "--data-dir", data)
+    assert result.returncode == 0, result.stderr
+    assert zipfile.ZipFile(out).namelist()[0] == "travel-assistant.agent.json"
+    assert in_process("load", str(out), "--data-dir", other).returncode == 0
+    with Runtime(data) as a, Runtime(other) as b:
+        assert resources_of(a) == resources_of(b)
+    missing = in_process("export", "nobody", "--data-dir", data)
+    assert missing.returncode == 1 and "agents/nobody not found" in missing.stderr
