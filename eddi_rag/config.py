@@ -20,6 +20,7 @@ from eddi_rag import jsonvalues
 from eddi_rag.errors import EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
+LANGCHAIN4J_STORES = ("pgvector",)  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
 
 
 class ConfigValidationError(EddiRagError, ValueError):
@@ -160,6 +161,7 @@ class RagConfiguration(BaseModel):
     embeddingParameters: dict[str, Any] = Field(default_factory=dict)
     storeType: str = "in-memory"
     storeParameters: dict[str, Any] = Field(default_factory=dict)
+    storeNamespace: str | None = None  # EDDI's layouts, adopted in place (stores.langchain4j); None: ours
     chunkStrategy: str = "recursive"
     chunkSize: int = 512
     chunkOverlap: int = 64
@@ -287,6 +289,10 @@ def validate_rag_configuration(data: Any) -> RagConfiguration:
     errors = [_explain(e) for e in schema_errors(data, load_schema())]
     if not errors:
         errors += _source_errors(data.get("sources") or [])
+        if data.get("storeNamespace") and data.get("storeType", "in-memory") not in LANGCHAIN4J_STORES:
+            errors.append({"path": "$.storeNamespace", "value": data["storeNamespace"],
+                           "message": f"adopting an EDDI store in place works on {', '.join(LANGCHAIN4J_STORES)} so far, "
+                                      f"not on storeType {data.get('storeType', 'in-memory')!r}; leave storeNamespace out"})
         size, overlap = data.get("chunkSize", 512), data.get("chunkOverlap", 64)
         if overlap >= size:
             errors.append({

@@ -23,6 +23,7 @@ from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, Vecto
 from eddi_rag.embeddings.guard import GuardedEmbeddings
 from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.secrets import SecretResolver, resolve_parameters
+from eddi_rag.stores import langchain4j
 from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
 
 T = TypeVar("T")
@@ -111,7 +112,9 @@ class EmbeddingStoreFactory:
         self._cache: BoundedCache[KnowledgeStore] = BoundedCache(**cache_args)
 
     def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
-        key = cache_key(config.storeType, kb_id, config.storeParameters)
+        where = config.storeParameters if config.storeNamespace is None else \
+            {**config.storeParameters, "storeNamespace": config.storeNamespace, "name": config.name}  # EDDI's: by name
+        key = cache_key(config.storeType, kb_id, where)
         return self._cache.get_or_build(key, lambda: self._build(key, kb_id, config))
 
     def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
@@ -119,7 +122,9 @@ class EmbeddingStoreFactory:
         params = resolve_parameters(config.storeParameters, self.resolver)
         what = f"knowledge base {kb_id!r}: {config.storeType} store"
         with unavailable(what, self.resolver.redact):  # e.g. a client that connects when it is made
-            store = cls(kb_id, registry.prepare_parameters(registry.STORES, config.storeType, params), self.context)
+            params = registry.prepare_parameters(registry.STORES, config.storeType, params)
+            store = cls(kb_id, langchain4j.adopt(config.storeType, config.storeNamespace, kb_id, config.name, params),
+                        self.context)
         # a store whose engine failed is built anew at its next use (a fresh connection once the engine is back)
         forget = lambda: self._cache.invalidate(lambda k: k == key)  # noqa: E731
         return GuardedStore(store, what, self.resolver.redact, forget)  # type: ignore[return-value]

@@ -24,7 +24,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql as pgsql
 
 from eddi_rag.parameters import alias
-from eddi_rag.stores import filters
+from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -69,36 +69,49 @@ def connection_string(params: dict[str, Any]) -> str:
 
 # --- the where language in PostgreSQL --------------------------------------------------
 
-def to_postgres(node: filters.Node | None, column: str = "metadata") -> tuple[pgsql.Composable, list[Any]]:
+def to_postgres(node: filters.Node | None, column: str = "metadata", langchain4j_rows: bool = False
+                ) -> tuple[pgsql.Composable, list[Any]]:
     """Compile the filter AST to a boolean SQL expression over a JSONB column.
 
     jsonb equality is already type-aware (1 = 1.0, "1" != 1, true != 1); ordering compares
-    numbers as numeric and strings byte-wise (COLLATE "C"), as the reference evaluator does."""
+    numbers as numeric and strings byte-wise (COLLATE "C"), as the reference evaluator does.
+    ``langchain4j_rows``: the column is langchain4j's JSON (cast), booleans are stored as strings, and a row
+    of EDDI's has its document id in ``documentId`` or ``source`` (stores.langchain4j)."""
     if node is None:
         return pgsql.SQL("TRUE"), []
     if isinstance(node, (filters.And, filters.Or)):
-        parts = [to_postgres(n, column) for n in node.children]
+        parts = [to_postgres(n, column, langchain4j_rows) for n in node.children]
         joiner = pgsql.SQL(" AND " if isinstance(node, filters.And) else " OR ")
         return pgsql.SQL("({})").format(joiner.join(p for p, _ in parts)), [x for _, ps in parts for x in ps]
-    col = pgsql.Identifier(column)
+    col: pgsql.Composable = pgsql.Identifier(column)
+    value = node.value
+    if langchain4j_rows:
+        col = pgsql.SQL("({}::jsonb)").format(col)
+        value = langchain4j.encode_value(value if not isinstance(value, tuple) else list(value))
+    field: pgsql.Composable = pgsql.SQL("({} -> %s)").format(col)
+    field_params: list[Any] = [node.field]
+    if langchain4j_rows and node.field == "document_id":
+        field = pgsql.SQL("COALESCE({c} -> 'document_id', {c} -> 'documentId', {c} -> 'source')").format(c=col)
+        field_params = []
 
-    def eq(value: Any) -> tuple[pgsql.Composable, list[Any]]:
-        return pgsql.SQL("COALESCE(({} -> %s) = %s::jsonb, FALSE)").format(col), [node.field, json.dumps(value)]
+    def eq(v: Any) -> tuple[pgsql.Composable, list[Any]]:
+        return pgsql.SQL("COALESCE({} = %s::jsonb, FALSE)").format(field), [*field_params, json.dumps(v)]
 
     if node.op in ("$eq", "$ne"):
-        expr, params = eq(node.value)
+        expr, params = eq(value)
         return (expr if node.op == "$eq" else pgsql.SQL("NOT {}").format(expr)), params
     if node.op in ("$in", "$nin"):
-        parts = [eq(v) for v in node.value]
+        parts = [eq(v) for v in value]
         expr = pgsql.SQL("({})").format(pgsql.SQL(" OR ").join(p for p, _ in parts)) if parts else pgsql.SQL("FALSE")
         params = [x for _, ps in parts for x in ps]
         return (expr if node.op == "$in" else pgsql.SQL("NOT {}").format(expr)), params
     op = pgsql.SQL({"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op])
-    if isinstance(node.value, str):
-        template = "COALESCE((jsonb_typeof({col} -> %s) = 'string' AND ({col} ->> %s) COLLATE \"C\" {op} %s COLLATE \"C\"), FALSE)"
+    text = pgsql.SQL("({} ->> %s)").format(col)
+    if isinstance(value, str):
+        template = "COALESCE((jsonb_typeof({field}) = 'string' AND {text} COLLATE \"C\" {op} %s COLLATE \"C\"), FALSE)"
     else:
-        template = "COALESCE((jsonb_typeof({col} -> %s) = 'number' AND ({col} ->> %s)::numeric {op} %s::numeric), FALSE)"
-    return pgsql.SQL(template).format(col=col, op=op), [node.field, node.field, node.value]
+        template = "COALESCE((jsonb_typeof({field}) = 'number' AND {text}::numeric {op} %s::numeric), FALSE)"
+    return pgsql.SQL(template).format(field=field, text=text, op=op), [*field_params, node.field, value]
 
 
 def _floats(value: Any) -> list[float]:
@@ -132,6 +145,12 @@ class PgVectorStore:
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
+        self.l4j = params.get("layout") == langchain4j.LAYOUT  # an EDDI (langchain4j) table, adopted in place
+        self.kb_tag = params.get("kbTag")  # EDDI's "id" namespace: only the chunks tagged kbId=<this>
+        # what a row answers as its chunk id, and how rows are found by chunk ids (langchain4j: by its UUID key)
+        self._key: pgsql.Composable = pgsql.SQL("COALESCE((metadata::jsonb ->> 'chunkId'), embedding_id::text)") \
+            if self.l4j else pgsql.Identifier("id")
+        self._by_ids = pgsql.SQL("embedding_id = ANY(%s::uuid[])" if self.l4j else "id = ANY(%s)")
         self.table = str(params.get("tableName") or table_name(kb_id))
         if len(self.table) > MAX_IDENTIFIER:
             raise ValueError(f"storeParameters.tableName {self.table!r} is longer than {MAX_IDENTIFIER} characters")
@@ -157,6 +176,24 @@ class PgVectorStore:
                 f"{self.configured_dimension}: drop the table or fix the configuration"
             )
 
+    def _cond(self, where: filters.Where) -> tuple[pgsql.Composable, list[Any]]:
+        """``where`` in SQL, within the knowledge base's chunks (its kbId tag in EDDI's "id" namespace)."""
+        node = filters.node(where)
+        if self.kb_tag is not None:
+            scope = filters.Compare("kbId", "$eq", self.kb_tag)
+            node = scope if node is None else filters.And((node, scope))
+        return to_postgres(node, langchain4j_rows=self.l4j)
+
+    def _row(self, id_: Any, text: str | None, metadata: Any) -> tuple[str, str, dict[str, Any]]:
+        """(chunk id, text, metadata) of a row; an EDDI row's with our names (langchain4j.decode)."""
+        if not self.l4j:
+            return id_, text or "", metadata
+        chunk_id, ours = langchain4j.decode(str(id_), metadata)
+        return chunk_id, text or "", ours
+
+    def _ids(self, ids: Sequence[str]) -> list[str]:
+        return [langchain4j.row_id(i) for i in ids] if self.l4j else list(ids)
+
     def _one(self, query: Any, params: Any = None) -> Any:
         """The first column of the first row (queries that always answer one row)."""
         row = self._conn.execute(query, params).fetchone()
@@ -179,10 +216,11 @@ class PgVectorStore:
                 raise DimensionMismatchError(
                     f"storeParameters.dimension is {expected} but the embedding model gives {dimension}-dimensional vectors"
                 )
-            cur.execute(pgsql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (id TEXT PRIMARY KEY, text TEXT NOT NULL, "
-                "metadata JSONB NOT NULL, embedding vector({}) NOT NULL)"
-            ).format(self._ident, pgsql.Literal(dimension)))
+            columns = ("embedding_id UUID PRIMARY KEY, embedding vector({}), text TEXT NULL, metadata JSON NULL"
+                       if self.l4j else  # langchain4j's PgVectorEmbeddingStore, as EDDI creates it
+                       "id TEXT PRIMARY KEY, text TEXT NOT NULL, metadata JSONB NOT NULL, embedding vector({}) NOT NULL")
+            cur.execute(pgsql.SQL("CREATE TABLE IF NOT EXISTS {} (" + columns + ")").format(
+                self._ident, pgsql.Literal(dimension)))
             self._ensure_full_text(cur)
             if self.index == "hnsw":
                 self._create_index(cur)
@@ -210,6 +248,17 @@ class PgVectorStore:
     # -- writes ---------------------------------------------------------------------------
     def _insert(self, cur: psycopg.Cursor, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
         self._ensure_table(cur, matrix.shape[1])
+        if self.l4j:
+            cur.executemany(
+                pgsql.SQL(
+                    "INSERT INTO {} (embedding_id, text, metadata, embedding) VALUES (%s::uuid, %s, %s::json, %s) "
+                    "ON CONFLICT (embedding_id) DO UPDATE SET text = EXCLUDED.text, metadata = EXCLUDED.metadata, "
+                    "embedding = EXCLUDED.embedding"
+                ).format(self._ident),
+                [(langchain4j.row_id(c.id), c.text, json.dumps(langchain4j.encode(c.id, c.metadata)), matrix[i])
+                 for i, c in enumerate(chunks)],
+            )
+            return
         cur.executemany(
             pgsql.SQL(
                 "INSERT INTO {} (id, text, metadata, embedding) VALUES (%s, %s, %s, %s) "
@@ -226,7 +275,7 @@ class PgVectorStore:
             self._insert(cur, chunks, matrix)
 
     def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
-        cond, params = to_postgres(filters.node(where))
+        cond, params = self._cond(where)
         matrix = check_vectors(chunks) if chunks else None
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             if self._dimension is not None:
@@ -238,11 +287,11 @@ class PgVectorStore:
         node = filters.node(where)
         if (ids is None and node is None) or self._dimension is None:
             return 0
-        cond, params = to_postgres(node)
+        cond, params = self._cond(node)
         query = pgsql.SQL("DELETE FROM {} WHERE {}").format(self._ident, cond)
         if ids is not None:
-            query = pgsql.SQL("{} AND id = ANY(%s)").format(query)
-            params = [*params, list(ids)]
+            query = pgsql.SQL("{} AND {}").format(query, self._by_ids)
+            params = [*params, self._ids(ids)]
         with self._lock:
             return self._conn.execute(query, params).rowcount
 
@@ -257,64 +306,66 @@ class PgVectorStore:
         q = query_vector(vector, self._dimension, k, self.kb_id)
         if q is None:
             return []
-        cond, params = to_postgres(node)
+        cond, params = self._cond(node)
+        filtered = node is not None or self.kb_tag is not None
         # The inner ORDER BY is the distance alone, so the HNSW index can serve it; a few
         # extra rows let the outer query break ties by id.
         query = pgsql.SQL(
-            "SELECT id, text, metadata, 1 - distance FROM (SELECT id, text, metadata, embedding <=> %s AS distance "
-            "FROM {} WHERE {} ORDER BY embedding <=> %s LIMIT %s) AS nearest ORDER BY distance, id LIMIT %s"
-        ).format(self._ident, cond)
+            "SELECT id, text, metadata, 1 - distance FROM (SELECT {id} AS id, text, metadata, embedding <=> %s AS "
+            "distance FROM {t} WHERE {c} ORDER BY embedding <=> %s LIMIT %s) AS nearest ORDER BY distance, id LIMIT %s"
+        ).format(id=self._key, t=self._ident, c=cond)
         fetch = k + 16
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             ef = max(self.ef_search, fetch)
-            if node is not None and not self._iterative_scan:
+            if filtered and not self._iterative_scan:
                 ef = max(ef, min(1000, 10 * k))  # over-fetch: HNSW filters after its candidate list
             cur.execute(pgsql.SQL("SET LOCAL hnsw.ef_search = {}").format(pgsql.Literal(min(ef, 1000))))
-            if node is not None and self._iterative_scan:
+            if filtered and self._iterative_scan:
                 # pgvector >= 0.8: filtered HNSW scans keep going until k rows pass the filter.
                 cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             cur.execute(query, [q, *params, q, fetch, k])
             rows = cur.fetchall()
-            if node is not None and len(rows) < k and not self._iterative_scan:
+            if filtered and len(rows) < k and not self._iterative_scan:
                 # The candidate list ran out before k rows passed the filter: scan exactly.
                 cur.execute("SET LOCAL enable_indexscan = off")
                 cur.execute(query, [q, *params, q, fetch, k])
                 rows = cur.fetchall()
-        return [SearchHit(r[0], r[1], r[2], float(r[3])) for r in rows]
+        return [SearchHit(id_, text, metadata, float(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """PostgreSQL full-text search (english configuration, any of the words), ranked by ts_rank_cd."""
-        cond, params = to_postgres(filters.node(where))
+        cond, params = self._cond(where)
         terms = re.findall(r"\w+", text.lower())
         if self._dimension is None or k <= 0 or not terms:
             return []
         query = pgsql.SQL(
-            "SELECT id, text, metadata, ts_rank_cd(tsv, q) AS rank FROM {}, to_tsquery('english', %s) AS q "
-            "WHERE tsv @@ q AND {} ORDER BY rank DESC, id LIMIT %s"
-        ).format(self._ident, cond)
+            "SELECT {id} AS id, text, metadata, ts_rank_cd(tsv, q) AS rank FROM {t}, to_tsquery('english', %s) AS q "
+            "WHERE tsv @@ q AND {c} ORDER BY rank DESC, id LIMIT %s"
+        ).format(id=self._key, t=self._ident, c=cond)
         with self._lock:
             rows = self._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()
-        return [KeywordHit(r[0], r[1], r[2], float(r[3])) for r in rows]
+        return [KeywordHit(id_, text, metadata, float(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
     def get(
         self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
         if self._dimension is None:
             return []
-        cond, params = to_postgres(filters.node(where))
+        cond, params = self._cond(where)
         if ids is not None:
-            cond, params = pgsql.SQL("{} AND id = ANY(%s)").format(cond), [*params, list(ids)]
+            cond, params = pgsql.SQL("{} AND {}").format(cond, self._by_ids), [*params, self._ids(ids)]
         with self._lock:
             rows = self._conn.execute(
-                pgsql.SQL("SELECT id, text, metadata, embedding FROM {} WHERE {} ORDER BY id LIMIT %s OFFSET %s").format(self._ident, cond),
+                pgsql.SQL("SELECT {id} AS id, text, metadata, embedding FROM {t} WHERE {c} ORDER BY {id} COLLATE \"C\" "
+                          "LIMIT %s OFFSET %s").format(id=self._key, t=self._ident, c=cond),
                 [*params, limit, offset],
             ).fetchall()
-        return [Chunk(r[0], r[1], r[2], _floats(r[3])) for r in rows]
+        return [Chunk(id_, text, metadata, _floats(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
     def count(self, where: filters.Where = None) -> int:
         if self._dimension is None:
             return 0
-        cond, params = to_postgres(filters.node(where))
+        cond, params = self._cond(where)
         with self._lock:
             return self._one(pgsql.SQL("SELECT COUNT(*) FROM {} WHERE {}").format(self._ident, cond), params)
 

@@ -22,6 +22,8 @@ BACKENDS = {
     "in-memory/hnsw": lambda request: {"index": "hnsw"},  # every search through the graph
     "sqlite/hnsw": lambda request: {"index": "hnsw"},
     "pgvector": lambda request: request.getfixturevalue("pgvector_params"),
+    # EDDI's langchain4j table adopted in place (storeNamespace): the same behaviour on its columns
+    "pgvector/langchain4j": lambda request: {**request.getfixturevalue("pgvector_params"), "layout": "langchain4j"},
     "qdrant": lambda request: {"path": ":memory:"},  # qdrant-client's local mode
     "sqlite-vec": lambda request: {},
     "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
@@ -52,3 +54,4 @@ class TestStores(StoreConformance):
         yield build
         for store in made:
             store.drop()
+            getattr(store, "close", lambda: None)()  # (a connection per store: the engine's limit is not the suite's)

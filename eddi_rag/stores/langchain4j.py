@@ -1,0 +1,92 @@
+"""EDDI's stores as langchain4j lays them out, so a knowledge base can adopt one in place (``storeNamespace``).
+
+EDDI names a knowledge base's store after it (labsai/EDDI ``configs/rag/model/KnowledgeBaseStorage.java``):
+``storeNamespace: "name"`` (6.5.0, and EDDI's reading of no value) ``eddi_kb_<name, lower-cased, [^a-z0-9_] →
+_>`` (pgvector: cut at 63 characters), chunks tagged ``kbId=<name>``, retrieval unfiltered; ``"id"``
+``eddi_kbid_<id>`` the same way, chunks tagged ``kbId=<id>`` and retrieval filtered on it (the table may be
+shared). An explicit ``table`` (pgvector) names the place in both. A knowledge base without
+``storeNamespace`` keeps this project's layout (``eddi_kb_<id>``, our columns): nothing of ours moves.
+
+langchain4j's rows: pgvector ``embedding_id UUID PRIMARY KEY, embedding vector(n), text TEXT, metadata JSON``;
+its metadata values are strings and numbers only (``Metadata`` refuses others). So a chunk we write there
+gets a UUID derived from our chunk id (kept in metadata as ``chunkId``), booleans as ``"true"``/``"false"``
+(filters compare them the same way; ``private`` and ``expires`` read back as booleans), no null values.
+EDDI's own chunks carry ``source`` (the document's name) and, from source runs, ``documentId``: they read
+here with ``document_id`` taken from those."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+NAMESPACES = ("name", "id")
+LAYOUT = "langchain4j"
+FLAGS = ("private", "expires")  # our boolean metadata, read back as booleans
+_NAMESPACE = uuid.UUID("6f1d1c52-3b7e-4d55-9a0e-1b6c0e7d2a41")  # chunk id -> embedding_id (uuid5)
+MAX_PG_IDENTIFIER = 63
+
+
+def _sanitise(value: str) -> str:
+    return re.sub(r"[^a-z0-9_]", "_", value.lower())
+
+
+def physical_name(store_type: str, namespace: str, kb_id: str, name: str) -> str:
+    """EDDI's default table (collection) of a knowledge base in ``namespace``."""
+    base = f"eddi_kbid_{_sanitise(kb_id)}" if namespace == "id" else f"eddi_kb_{_sanitise(name)}"
+    return base[:MAX_PG_IDENTIFIER] if store_type == "pgvector" else base
+
+
+def adopt(store_type: str, namespace: str | None, kb_id: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The store parameters of a knowledge base in EDDI's ``namespace`` (None: ours, unchanged)."""
+    if namespace is None:
+        return params
+    out = {**params, "layout": LAYOUT}
+    if store_type == "pgvector":
+        out["tableName"] = params.get("tableName") or physical_name(store_type, namespace, kb_id, name)
+        if not params.get("url"):  # EDDI's connection defaults
+            out.setdefault("database", "eddi")
+            out.setdefault("user", "eddi")
+    if namespace == "id":
+        out["kbTag"] = kb_id  # retrieval sees only the chunks tagged with this knowledge base's id
+    return out
+
+
+def row_id(chunk_id: str) -> str:
+    """The ``embedding_id`` of a chunk: a UUID stays itself (EDDI's rows), our ids map to a stable uuid5."""
+    try:
+        return str(uuid.UUID(chunk_id))
+    except ValueError:
+        return str(uuid.uuid5(_NAMESPACE, chunk_id))
+
+
+def encode(chunk_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata as langchain4j reads it: strings and numbers, our chunk id beside them."""
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else value
+    out["chunkId"] = chunk_id
+    return out
+
+
+def encode_value(value: Any) -> Any:
+    """A filter's value compared the way ``encode`` stored it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return [encode_value(v) for v in value]
+    return value
+
+
+def decode(row_id_: str, metadata: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """(our chunk id, our metadata) of a row, ours or EDDI's."""
+    out = dict(metadata or {})
+    chunk_id = str(out.pop("chunkId", None) or row_id_)
+    for flag in FLAGS:
+        if out.get(flag) in ("true", "false"):
+            out[flag] = out[flag] == "true"
+    if "document_id" not in out and (out.get("documentId") or out.get("source")):
+        out["document_id"] = out.get("documentId") or out.get("source")
+    return chunk_id, out
