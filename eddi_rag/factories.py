@@ -20,7 +20,7 @@ from eddi_rag import registry
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, VectorCache
-from eddi_rag.embeddings.guard import GuardedEmbeddings
+from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
 from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.secrets import SecretResolver, resolve_parameters
 from eddi_rag.stores import langchain4j
@@ -91,7 +91,9 @@ class EmbeddingModelFactory:
         model = spec.build(resolved)
         if spec.remote:
             dims = resolved.get("dimensions")
-            model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None)
+            retries = resolved.get("maxRetries")  # EDDI's: retries after the first attempt
+            model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None,
+                                      1 + int(retries) if isinstance(retries, int) else ATTEMPTS)
         if self.vectors is None:
             return model
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))

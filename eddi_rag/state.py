@@ -11,6 +11,7 @@ older release up (columns that were added then without a version)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 
@@ -91,7 +92,21 @@ def _eddi_sources(c: sqlite3.Connection) -> None:
         uploaded_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id, file_id))""")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources)
+def _timeout_in_milliseconds(c: sqlite3.Connection) -> None:
+    """Version 4: ``embeddingParameters.timeout`` is in milliseconds, as EDDI's; the knowledge bases saved with
+    it in seconds keep their timeout as ``timeoutSeconds`` (every stored version, so history reads the same)."""
+    rows = c.execute("SELECT kind, id, version, data FROM resource_versions WHERE kind='rags' AND data LIKE '%timeout%'").fetchall()
+    for row in rows:
+        data = json.loads(row["data"])
+        params = data.get("embeddingParameters")
+        if isinstance(params, dict) and "timeout" in params and "timeoutSeconds" not in params:
+            params["timeoutSeconds"] = params.pop("timeout")
+            c.execute("UPDATE resource_versions SET data=? WHERE kind=? AND id=? AND version=?",
+                      (json.dumps(data), row["kind"], row["id"], row["version"]))
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
+                                                                 _timeout_in_milliseconds)
 LATEST = len(MIGRATIONS)
 
 

@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from eddi_rag import registry, state
 from eddi_rag.api.app import create_app
+from eddi_rag.factories import EmbeddingModelFactory
 from eddi_rag.runtime import Runtime
+from eddi_rag.secrets import SecretResolver
 from eddi_rag.tools.bundle import load_bundle
 from eddi_rag.tools.eddi_export import scrub
+from tests.support.openai_server import OpenAIStandIn
 from tests.test_cli_demo import in_process
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "workflows"
@@ -139,3 +143,40 @@ def test_cli_export_then_load(tmp_path):
         assert resources_of(a) == resources_of(b)
     missing = in_process("export", "nobody", "--data-dir", data)
     assert missing.returncode == 1 and "agents/nobody not found" in missing.stderr
+
+
+def test_eddis_embedding_parameters_are_honoured():
+    """Row 9: openai organizationId/projectId, maxRetries, timeout in milliseconds, modelName
+    (labsai/EDDI configs/rag/model/EmbeddingParameters.java, HONOURED), against a local server speaking OpenAI's API."""
+    factory = EmbeddingModelFactory(None, SecretResolver(environ={}))
+    with OpenAIStandIn() as server:
+        params = {"apiKey": "sk-1", "baseUrl": server.base_url, "modelName": "text-embedding-3-large", "dimensions": 16,
+                  "organizationId": "org-1", "projectId": "proj-1", "timeout": 5000, "maxRetries": 1}
+        model = factory.get("openai", params)
+        assert model.inner.request_timeout == 5.0  # 5000 ms
+        server.fail_next = [500]
+        assert len(model.embed_documents(["a"])[0]) == 16
+        assert len(server.requests) == 2  # one retry, as maxRetries: 1 says
+        request = server.requests[-1]
+        assert (request["headers"]["openai-organization"], request["headers"]["openai-project"]) == ("org-1", "proj-1")
+        assert request["json"]["model"] == "text-embedding-3-large"
+        server.fail_next = [500]
+        with pytest.raises(Exception, match="500|Internal|stand-in|Incorrect"):
+            factory.get("openai", {**params, "maxRetries": 0}).embed_documents(["b"])
+        assert len(server.requests) == 3  # no retry
+    assert factory.get("ollama", {"timeoutSeconds": 7}).inner.sync_client_kwargs == {"timeout": 7.0}
+    for provider, extra in [("vertex", {"project": "p", "endpoint": "https://europe-west4-aiplatform.googleapis.com"}),
+                            ("mistral", {"apiKey": "k", "modelName": "mistral-embed", "timeout": 3000, "maxRetries": 2}),
+                            ("cohere", {"apiKey": "k", "modelName": "embed-english-v3.0", "timeout": 3000})]:
+        assert registry.validate_parameters(registry.EMBEDDINGS, provider, extra) == [], provider
+
+
+def test_a_timeout_saved_in_seconds_stays_seconds(tmp_path):
+    """Row 9: timeout is milliseconds now; knowledge bases saved before (seconds) keep their timeout as timeoutSeconds."""
+    data = tmp_path / "data"
+    with Runtime(data) as rt:
+        kb = rt.resources.create("rags", {"name": "o", "embeddingProvider": "ollama", "embeddingParameters": {"timeout": 30}}).id
+        rt.db.execute("PRAGMA user_version = 3")  # as the release before this one left it
+    with Runtime(data) as rt:
+        assert state.version(rt.db) == state.LATEST
+        assert rt.resources.read("rags", kb)["embeddingParameters"] == {"timeoutSeconds": 30}

@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_openai import AzureOpenAIEmbeddings
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
 
 DEFAULT_DEPLOYMENT = "text-embedding-3-small"
 
@@ -22,6 +22,8 @@ def build(params: dict[str, Any]):
     }
     if params.get("dimensions"):
         kwargs["dimensions"] = int(params["dimensions"])
+    if timeout_seconds(params):
+        kwargs["timeout"] = timeout_seconds(params)
     return AzureOpenAIEmbeddings(**kwargs)
 
 
@@ -38,5 +40,7 @@ PROVIDER = EmbeddingProvider(
         "deploymentName": {"type": "string", "default": DEFAULT_DEPLOYMENT},
         "apiVersion": {"type": "string", "default": "2024-10-21"},
         "dimensions": {"type": "integer", "minimum": 1},
+        **TIMEOUT,
+        **MAX_RETRIES,
     },
 )

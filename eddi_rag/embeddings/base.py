@@ -9,6 +9,23 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+# Parameters of EDDI's that most remote providers honour (its configs/rag/model/EmbeddingParameters.java).
+TIMEOUT: dict[str, Any] = {
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "Per-request timeout in milliseconds, as EDDI's."},
+    "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "description": "The same in seconds (timeout before it was EDDI's)."},
+}
+MAX_RETRIES: dict[str, Any] = {
+    "maxRetries": {"type": "integer", "minimum": 0, "maximum": 10,
+                   "description": "Retries after a failed call (429, 5xx, connection error); default 2, i.e. 3 attempts."},
+}
+
+
+def timeout_seconds(params: dict[str, Any]) -> float | None:
+    """The per-request timeout in seconds: ``timeoutSeconds``, else EDDI's ``timeout`` in milliseconds."""
+    if params.get("timeoutSeconds"):
+        return float(params["timeoutSeconds"])
+    return float(params["timeout"]) / 1000 if params.get("timeout") else None
+
 
 @dataclass(frozen=True)
 class EmbeddingProvider:

@@ -7,7 +7,8 @@ from typing import Any
 from botocore.config import Config
 from langchain_aws import BedrockEmbeddings
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, EmbeddingProvider
+from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_REGION = "us-east-1"
@@ -38,11 +39,13 @@ PROVIDER = EmbeddingProvider(
     batch_size=100,  # texts per embed_documents call; Titan takes one text per request
     parameters={
         "model": {"type": "string", "default": DEFAULT_MODEL},
+        "modelName": alias("model"),
         "region": {"type": "string", "default": DEFAULT_REGION},
         "accessKeyId": {"type": "string", "description": "Default: the AWS credential chain."},
         "secretAccessKey": {"type": "string"},
         "sessionToken": {"type": "string"},
         "endpointUrl": {"type": "string"},
         "dimensions": {"type": "integer", "enum": [256, 512, 1024]},
+        **MAX_RETRIES,
     },
 )

@@ -6,7 +6,8 @@ from typing import Any
 
 from langchain_cohere import CohereEmbeddings
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
+from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "embed-english-v3.0"
 
@@ -17,6 +18,7 @@ def build(params: dict[str, Any]):
         cohere_api_key=params["apiKey"],
         base_url=params.get("baseUrl"),
         max_retries=0,
+        request_timeout=timeout_seconds(params),
     )
 
 
@@ -30,7 +32,10 @@ PROVIDER = EmbeddingProvider(
     parameters={
         "apiKey": {"type": "string"},
         "model": {"type": "string", "default": DEFAULT_MODEL},
+        "modelName": alias("model"),
         "baseUrl": {"type": "string", "default": "https://api.cohere.com"},
         "dimensions": {"type": "integer", "minimum": 1, "description": "Checked against the vectors returned (v3 models: 1024)."},
+        **TIMEOUT,
+        **MAX_RETRIES,
     },
 )

@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_google_genai import GoogleGenerativeAIEmbeddings
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
 from eddi_rag.parameters import alias
 
 GEMINI_MODEL = "gemini-embedding-2"
@@ -22,6 +22,8 @@ def _common(params: dict[str, Any], default_model: str) -> dict[str, Any]:
         kwargs["base_url"] = params["baseUrl"]
     if params.get("taskType"):
         kwargs["task_type"] = params["taskType"]
+    if timeout_seconds(params):
+        kwargs["request_options"] = {"timeout": timeout_seconds(params)}
     return kwargs
 
 
@@ -46,11 +48,13 @@ _SHARED = {
     "outputDimensionality": alias("dimensions"),
     "baseUrl": {"type": "string", "description": "API endpoint override."},
     "taskType": {"type": "string", "description": "e.g. RETRIEVAL_DOCUMENT"},
+    "modelName": alias("model"),
+    **MAX_RETRIES,
 }
 GEMINI = EmbeddingProvider(
     max_tokens=2048,
     name="gemini", build=build_gemini, default_model=GEMINI_MODEL, required=("apiKey",), batch_size=100,
-    parameters={"apiKey": {"type": "string"}, "model": {"type": "string", "default": GEMINI_MODEL}, **_SHARED},
+    parameters={"apiKey": {"type": "string"}, "model": {"type": "string", "default": GEMINI_MODEL}, **_SHARED, **TIMEOUT},
 )
 GOOGLE = EmbeddingProvider(**{**GEMINI.__dict__, "name": "google"})
 VERTEX = EmbeddingProvider(
@@ -61,6 +65,7 @@ VERTEX = EmbeddingProvider(
         "location": {"type": "string", "default": "us-central1"},
         "credentialsFile": {"type": "string", "description": "Service-account JSON; default: application default credentials."},
         "model": {"type": "string", "default": VERTEX_MODEL},
+        "endpoint": alias("baseUrl"),  # EDDI's name for it on vertex
         **_SHARED,
     },
 )

@@ -47,10 +47,10 @@ def is_retryable(exc: BaseException) -> bool:
     )
 
 
-def retrying(what: str) -> Retrying:
-    """The retry policy of every remote call: 3 attempts, exponential waits, on 429/5xx/connection errors."""
+def retrying(what: str, attempts: int = ATTEMPTS) -> Retrying:
+    """The retry policy of every remote call: 3 attempts (``attempts``), exponential waits, on 429/5xx/connection errors."""
     return Retrying(
-        stop=stop_after_attempt(ATTEMPTS),
+        stop=stop_after_attempt(attempts),
         wait=wait_exponential(multiplier=BACKOFF_SECONDS, max=30),
         retry=retry_if_exception(is_retryable),
         reraise=True,
@@ -61,13 +61,14 @@ def retrying(what: str) -> Retrying:
 
 
 class GuardedEmbeddings(Embeddings):
-    def __init__(self, inner: Embeddings, provider: str, batch_size: int = 100, dimensions: int | None = None):
-        self.inner, self.provider = inner, provider
+    def __init__(self, inner: Embeddings, provider: str, batch_size: int = 100, dimensions: int | None = None,
+                 attempts: int = ATTEMPTS):
+        self.inner, self.provider, self.attempts = inner, provider, attempts
         self.batch_size, self.dimensions = batch_size, dimensions
         self.model_name = getattr(inner, "model_name", None) or getattr(inner, "model", None) or getattr(inner, "model_id", None)
 
     def _call(self, fn: Any, *args: Any) -> Any:
-        return retrying(f"{self.provider} embeddings")(fn, *args)
+        return retrying(f"{self.provider} embeddings", self.attempts)(fn, *args)
 
     def _check(self, vectors: list[list[float]], expected_count: int) -> list[list[float]]:
         if len(vectors) != expected_count:

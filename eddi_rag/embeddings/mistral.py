@@ -7,8 +7,9 @@ from typing import Any
 from langchain_mistralai import MistralAIEmbeddings
 from tokenizers import Tokenizer
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
 from eddi_rag.embeddings.local import default_model_files
+from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "mistral-embed"
 
@@ -24,6 +25,8 @@ def build(params: dict[str, Any]):
     }
     if params.get("baseUrl"):
         kwargs["endpoint"] = params["baseUrl"]
+    if timeout_seconds(params):
+        kwargs["timeout"] = int(max(1, round(timeout_seconds(params) or 1)))  # the client takes whole seconds
     return MistralAIEmbeddings(**kwargs)
 
 
@@ -37,7 +40,10 @@ PROVIDER = EmbeddingProvider(
     parameters={
         "apiKey": {"type": "string"},
         "model": {"type": "string", "default": DEFAULT_MODEL},
+        "modelName": alias("model"),
         "baseUrl": {"type": "string", "default": "https://api.mistral.ai/v1"},
         "dimensions": {"type": "integer", "minimum": 1, "description": "Checked against the vectors returned (mistral-embed: 1024)."},
+        **TIMEOUT,
+        **MAX_RETRIES,
     },
 )

@@ -6,7 +6,8 @@ from typing import Any
 
 from langchain_ollama import OllamaEmbeddings
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
+from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "nomic-embed-text"
 DEFAULT_URL = "http://localhost:11434"
@@ -17,8 +18,8 @@ def build(params: dict[str, Any]):
                               "validate_model_on_init": False}
     if params.get("dimensions"):
         kwargs["dimensions"] = int(params["dimensions"])
-    if params.get("timeout"):
-        kwargs["sync_client_kwargs"] = {"timeout": float(params["timeout"])}
+    if timeout_seconds(params):
+        kwargs["sync_client_kwargs"] = {"timeout": timeout_seconds(params)}
     return OllamaEmbeddings(**kwargs)
 
 
@@ -30,8 +31,10 @@ PROVIDER = EmbeddingProvider(
     batch_size=100,
     parameters={
         "model": {"type": "string", "default": DEFAULT_MODEL},
+        "modelName": alias("model"),
         "baseUrl": {"type": "string", "default": DEFAULT_URL},
         "dimensions": {"type": "integer", "minimum": 1},
-        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        **TIMEOUT,
+        **MAX_RETRIES,
     },
 )

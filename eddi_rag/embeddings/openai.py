@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_openai import OpenAIEmbeddings
 
-from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
 from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "text-embedding-3-small"
@@ -21,14 +21,18 @@ def build(params: dict[str, Any]) -> OpenAIEmbeddings:
         "api_key": api_key,
         # Sending raw strings: the token-length check would download tiktoken files (docs/architecture.md §6).
         "check_embedding_ctx_length": False,
-        "max_retries": int(params.get("maxRetries", 0)),  # retries are ours (guard.py)
+        "max_retries": 0,  # retries are ours (guard.py; maxRetries sets them)
     }
+    if params.get("organizationId"):
+        kwargs["openai_organization"] = params["organizationId"]
+    if params.get("projectId"):
+        kwargs["default_headers"] = {"OpenAI-Project": params["projectId"]}
     if params.get("dimensions"):
         kwargs["dimensions"] = int(params["dimensions"])
     if params.get("baseUrl"):
         kwargs["base_url"] = params["baseUrl"]
-    if params.get("timeout"):
-        kwargs["timeout"] = float(params["timeout"])
+    if timeout_seconds(params):
+        kwargs["timeout"] = timeout_seconds(params)
     return OpenAIEmbeddings(**kwargs)
 
 
@@ -44,7 +48,9 @@ PROVIDER = EmbeddingProvider(
         "modelName": alias("model"),
         "dimensions": {"type": "integer", "minimum": 1},
         "baseUrl": {"type": "string", "description": "Any OpenAI-compatible endpoint."},
-        "timeout": {"type": "number", "exclusiveMinimum": 0},
-        "maxRetries": {"type": "integer", "minimum": 0, "default": 0, "description": "SDK retries, on top of eddi-rag's 3 attempts."},
+        "organizationId": {"type": "string"},
+        "projectId": {"type": "string", "description": "Sent as the OpenAI-Project header."},
+        **TIMEOUT,
+        **MAX_RETRIES,
     },
 )
