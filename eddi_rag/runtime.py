@@ -26,6 +26,7 @@ from eddi_rag.secrets import SecretResolver
 from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
 from eddi_rag.stores.base import SearchHit, StoreContext
+from eddi_rag.variables import Variables
 from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
@@ -60,7 +61,8 @@ class Runtime:
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver))
-        self.configs = Configs(self.resources, self.data_dir)
+        self.variables = Variables(self.db)
+        self.configs = Configs(self.resources, self.data_dir, self.variables)
         self.jobs = IngestionQueue(self.db, job_runner(self.configs, self.ingestor), redact)
         # the verbs
         self.documents = Documents(self.configs, self.stores, self.generations)

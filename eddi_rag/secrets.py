@@ -15,7 +15,7 @@ from typing import Any
 
 from eddi_rag.errors import EddiRagError
 
-REFERENCE = re.compile(r"\$\{(env|eddivault|vault):([^}]+)\}")
+REFERENCE = re.compile(r"\$\{(env|eddivault|vault|vars):([^}]+)\}")  # vars: replaced before (eddi_rag.variables)
 
 
 class SecretNotFoundError(EddiRagError, LookupError):
@@ -43,6 +43,9 @@ class SecretResolver:
 
         def substitute(m: re.Match[str]) -> str:
             kind, key = m.group(1), m.group(2).strip()
+            if kind == "vars":  # a global variable that is not set (set ones were replaced when the config was read)
+                raise SecretNotFoundError(f"global variable {m.group(0)} is not set (PUT /variablestore/variables/"
+                                          f"<tenant>/{key.rsplit('/', 1)[-1]})")
             found = self._environ.get(key) if kind == "env" else self._vault_value(key)
             if found is None:
                 raise SecretNotFoundError(f"secret reference {m.group(0)} is not set")

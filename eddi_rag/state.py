@@ -105,8 +105,14 @@ def _timeout_in_milliseconds(c: sqlite3.Connection) -> None:
                       (json.dumps(data), row["kind"], row["id"], row["version"]))
 
 
+def _global_variables(c: sqlite3.Connection) -> None:
+    """Version 5: EDDI's global variables (``${vars:key}``), per tenant."""
+    c.execute("""CREATE TABLE global_variables (tenant TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+        description TEXT, exportable INTEGER NOT NULL DEFAULT 1, updated_at TEXT NOT NULL, PRIMARY KEY (tenant, key))""")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
-                                                                 _timeout_in_milliseconds)
+                                                                 _timeout_in_milliseconds, _global_variables)
 LATEST = len(MIGRATIONS)
 
 

@@ -22,6 +22,7 @@ from eddi_rag.secrets import SecretResolver
 from eddi_rag.tools.bundle import load_bundle
 from eddi_rag.tools.eddi_export import scrub
 from tests.support.openai_server import OpenAIStandIn
+from tests.test_api import BASE, kb_id
 from tests.test_cli_demo import in_process
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "workflows"
@@ -176,7 +177,36 @@ def test_a_timeout_saved_in_seconds_stays_seconds(tmp_path):
     data = tmp_path / "data"
     with Runtime(data) as rt:
         kb = rt.resources.create("rags", {"name": "o", "embeddingProvider": "ollama", "embeddingParameters": {"timeout": 30}}).id
-        rt.db.execute("PRAGMA user_version = 3")  # as the release before this one left it
+        rt.db.execute("DROP TABLE global_variables")  # as the release of schema version 3 left it
+        rt.db.execute("PRAGMA user_version = 3")
     with Runtime(data) as rt:
         assert state.version(rt.db) == state.LATEST
         assert rt.resources.read("rags", kb)["embeddingParameters"] == {"timeoutSeconds": 30}
+
+
+def test_global_variables_resolve_in_store_and_embedding_parameters(api, pgvector_params):
+    """Row 10: ${vars:key} and ${vars:tenant/key} (labsai/EDDI configs/variables/GlobalVariableResolver.java), set
+    through EDDI's /variablestore/variables/{tenantId}/{key}, resolved when the knowledge base is used."""
+    url = pgvector_params["url"]
+    assert api.put("/variablestore/variables/default/pg-url", json={"key": "pg-url", "value": url}).status_code == 200
+    assert api.get("/variablestore/variables/default").json() == [
+        {"key": "pg-url", "value": url, "description": None, "exportable": True}]
+    assert api.get("/variablestore/variables/other-tenant").status_code == 404  # only the caller's tenant
+    r = api.post(BASE, json={"name": "vars", "embeddingProvider": "local", "storeType": "pgvector",
+                             "storeParameters": {"url": "${vars:pg-url}", "tableName": "vars_kb_table"}})
+    assert r.status_code == 201, r.text
+    kb = kb_id(r)
+    assert api.get(f"{BASE}/{kb}").json()["storeParameters"]["url"] == "${vars:pg-url}"  # stored as written
+    try:
+        assert api.post(f"{BASE}/{kb}/documents", json={"documents": [{"document_id": "a.md", "text": "Alpha."}]}).status_code == 200
+        assert api.get(f"{BASE}/{kb}/health").json()["status"] == "ok"
+    finally:
+        api.runtime.documents.drop(kb)
+    assert api.post(BASE, json={"name": "x", "embeddingProvider": "local", "storeType": "pgvector",
+                                "storeParameters": {"url": "${vars:acme/pg-url}"}}).json()["errors"][0]["path"] == "$.storeParameters"
+    unset = kb_id(api.post(BASE, json={"name": "unset", "embeddingProvider": "local", "storeType": "pgvector",
+                                       "storeParameters": {"url": "${vars:nope}"}}))
+    failing = [c for c in api.runtime.health.checks(unset) if not c.ok]
+    assert failing[0].check == "secrets" and "${vars:nope}" in failing[0].detail  # the doctor names it
+    assert api.delete("/variablestore/variables/default/pg-url").status_code == 200
+    assert api.get("/variablestore/variables/default/pg-url").status_code == 404

@@ -22,6 +22,7 @@ from eddi_rag.api import (
     retrieval,
     sources,
     uploads,
+    variables,
 )
 from eddi_rag.api.edge import document_text_rule
 from eddi_rag.api.limits import Limits
@@ -80,7 +81,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         return await call_next(request)
 
     for router in (backends.router, ingestion.router, retrieval.router, retrieval.feedback_router, sources.router,
-                   collections.router, keys.router, agents.router, backup.router):
+                   collections.router, keys.router, agents.router, backup.router, variables.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -13,6 +13,8 @@ from eddi_rag.embeddings import references as provider_references
 from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import ResourceNotFoundError, ResourceStore
 from eddi_rag.stores.base import KEYWORD_SEARCH
+from eddi_rag.variables import Variables
+from eddi_rag.variables import references as variable_references
 from eddi_rag.workflow.traversal import reference_errors
 
 
@@ -25,8 +27,8 @@ def _has_keyword_search(store_type: str) -> bool | None:
 
 
 class Configs:
-    def __init__(self, resources: ResourceStore, data_dir: Path | None):
-        self.resources, self.data_dir = resources, data_dir
+    def __init__(self, resources: ResourceStore, data_dir: Path | None, variables: Variables | None = None):
+        self.resources, self.data_dir, self.variables = resources, data_dir, variables
 
     def validate(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered, their parameters
@@ -57,11 +59,16 @@ class Configs:
 
     def get(self, kb_id: str, version: int = 0) -> RagConfiguration:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
-        provider reference resolved in the KB's own tenant (or marked disabled)."""
+        provider reference resolved in the KB's own tenant (or marked disabled), its ``${vars:…}`` replaced
+        by the tenant's global variables."""
         config = validate_rag_configuration(self.resources.read("rags", kb_id, version))
-        if not config.embeddingProviderId:
+        tenant = self.resources.tenant_of("rags", kb_id) if config.embeddingProviderId or self.variables else ""
+        if config.embeddingProviderId:
+            config = self.resolve_embedding(config, tenant)
+        if self.variables is None:
             return config
-        return self.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
+        return config.model_copy(update={"embeddingParameters": self.variables.substitute(config.embeddingParameters, tenant),
+                                         "storeParameters": self.variables.substitute(config.storeParameters, tenant)})
 
     def version(self, kb_id: str, version: int = 0) -> int:
         """``version``, or the current one for 0 (ResourceNotFoundError for an unknown id or version)."""
@@ -100,4 +107,10 @@ class Configs:
         if kind != "rags":
             return data
         self.validate(data)
+        foreign = [{"path": f"$.{field}", "value": f"${{vars:{named}/{key}}}",
+                    "message": f"names a global variable of tenant {named!r}; a knowledge base reads its own tenant's"}
+                   for field in ("embeddingParameters", "storeParameters")
+                   for named, key in variable_references(data.get(field) or {}) if named not in (None, tenant)]
+        if foreign:
+            raise ConfigValidationError(foreign)
         return with_source_ids(data)
