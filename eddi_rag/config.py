@@ -356,6 +356,8 @@ class LlmTaskRag(BaseModel):
     ragDefaults: RagDefaults | None = None
     httpCallRag: str | None = None
     maxRagContextChars: int | None = 20000
+    # The whole system prompt after RAG, cut at this many characters (EDDI's; -1, 0 or None: no cap).
+    maxSystemPromptChars: int | None = None
     # none | neighbors | section; None: each knowledge base's own contextExpansion
     contextExpansion: Literal["none", "neighbors", "section"] | None = None
     # Put under "## Relevant Context:" when the knowledge bases answered but no passage passed;

@@ -106,8 +106,8 @@ class Runtime:
         return self.search.hits(SearchRequest(kb_id, query, k=max_results, min_score=min_score, where=where, user_id=user_id))
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
-             chat_model: Any = None, tenant: str | None = None) -> dict[str, Any]:
-        return self.turns.turn(agent_id, message, user_id, task, chat_model, tenant)
+             chat_model: Any = None, tenant: str | None = None, **memory: Any) -> dict[str, Any]:
+        return self.turns.turn(agent_id, message, user_id, task, chat_model, tenant, **memory)
 
     # -- wiring that changes while running ----------------------------------------------------
 

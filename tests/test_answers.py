@@ -28,8 +28,7 @@ The night train to Vienna leaves at 22:10 from platform 4. Tickets are sold on b
 
 [Source 3: menu.md]
 The dining car serves goulash until 21:00.
-
-[1 more passage(s) omitted: maxRagContextChars=500 reached]
+[... 1 further retrieved passage(s) omitted: RAG context limit (500 chars) reached ...]
 
 """ + GROUNDING_INSTRUCTIONS
 

@@ -210,3 +210,49 @@ def test_global_variables_resolve_in_store_and_embedding_parameters(api, pgvecto
     assert failing[0].check == "secrets" and "${vars:nope}" in failing[0].detail  # the doctor names it
     assert api.delete("/variablestore/variables/default/pg-url").status_code == 200
     assert api.get("/variablestore/variables/default/pg-url").status_code == 404
+
+
+def test_httpcall_rag_templates_the_whole_call_and_caps_what_it_injects(runtime):
+    """Rows 13, 16: EDDI templates the whole httpCall with the turn's data (LlmTask.executeHttpCallRag puts
+    userInput beside memory, properties and context) and caps the injected JSON at maxRagContextChars;
+    maxSystemPromptChars caps the whole prompt."""
+    from eddi_rag.workflow.memory import ConversationMemory
+    from tests.test_workflow import TASK, SearchServer, make_agent, step
+
+    server = SearchServer()
+    try:
+        calls = runtime.resources.create("httpcalls", {"targetServerUrl": server.url, "httpCalls": [{
+            "name": "search", "saveResponse": True, "request": {
+                "method": "POST", "path": "/search/{properties.region}", "contentType": "application/json",
+                "queryParams": {"q": "{memory.current.input}", "lang": "{properties.lang}", "missing": "{nothing.here}"},
+                "headers": {"X-Channel": "{context.channel}", "X-User": "{userInfo.userId}"},
+                "body": {"query": "{userInput}", "agent": "{conversationInfo.agentId}"}}}]})
+        agent = make_agent(runtime, [step(calls.uri, "eddi://ai.labs.httpcalls")])
+        task = {**TASK, "httpCallRag": "search", "maxRagContextChars": 20}
+        memory = ConversationMemory(agent, user_input="Züge nach Wien", user_id="u1",
+                                    properties={"lang": "de", "region": "at/east"}, context={"channel": "web"})
+        runtime.llm_task.execute(memory, task, None)
+        (req,) = server.requests
+        assert req["path"] == "/search/at%2Feast?q=Z%C3%BCge+nach+Wien&lang=de&missing="
+        assert (req["headers"]["X-Channel"], req["headers"]["X-User"]) == ("web", "u1")
+        assert json.loads(req["body"]) == {"query": "Züge nach Wien", "agent": agent}
+        capped = runtime.llm_task.execute(ConversationMemory(agent, user_input="x"), task, None)
+        injected = capped.system_message.split("## Search Results:\n", 1)[1]
+        assert injected == json.dumps({"body": {"hits": ["Vienna departures: 22:10"]}, "httpCode": 200})[:20] + \
+            "\n[... context truncated at 20 characters ...]"
+        short = runtime.llm_task.execute(ConversationMemory(agent, user_input="x"), {**task, "maxSystemPromptChars": 30}, None)
+        assert short.system_message == capped.system_message[:30] + "\n[... system prompt truncated at 30 characters ...]"
+    finally:
+        server.close()
+
+
+def test_a_failed_expansion_is_an_eddi_warning_entry(runtime, monkeypatch):
+    """Row 19: EDDI's trace has {kb, warning} entries beside {kb, error} and the successful ones."""
+    from tests.test_workflow import make_kb
+
+    kb = make_kb(runtime, "Trains", {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4."}, minScore=0)
+    monkeypatch.setattr(runtime.retriever, "gather", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("store hiccup")))
+    found = runtime.turns.context(kb, "night train to Vienna")
+    warnings = [e for e in found["trace"] if "warning" in e]
+    assert warnings == [{"kb": "Trains", "warning": "context expansion failed, its hits are used alone: RuntimeError: store hiccup"}]
+    assert "22:10" in found["section"]

@@ -170,7 +170,10 @@ def test_context_cap_skips_passages_with_a_visible_marker():
     text, sources, omitted = format_context(results, 140)
     assert omitted == 1 and [s["chunkId"] for s in sources] == ["1", "3"]
     assert "bbbb" not in text and "aaaa" in text and "[Source 2: z.md]\ncccc" in text
-    assert text.endswith("[1 more passage(s) omitted: maxRagContextChars=140 reached]")
+    # EDDI's markers: the passages omitted, then the block cut again at the limit (which here cuts the first)
+    assert text.endswith("\n[... context truncated at 140 characters ...]") and len(text) < 140 + 50
+    roomy, _, _ = format_context(results, 300)
+    assert "bbbb" not in roomy and roomy.endswith("\n[... 1 further retrieved passage(s) omitted: RAG context limit (300 chars) reached ...]")
     assert format_context(results, 0)[2] == 0 and format_context(results, None)[2] == 0
 
 

@@ -32,7 +32,7 @@ def passages(system: str) -> list[tuple[int, str]]:
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(context)
         text = re.sub(r"(?m)^### Source: .*$", "", context[m.end():end])  # the next KB's header
-        text = re.split(r"\n\[\d+ more passage\(s\) omitted", text)[0]  # the budget's closing line
+        text = re.split(r"\n\[\.\.\. (?:\d+ further retrieved passage\(s\) omitted|context truncated at)", text)[0]  # budget markers
         out.append((int(m.group(1)), text.strip()))
     return out
 

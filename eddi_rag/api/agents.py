@@ -19,10 +19,13 @@ class TurnRequest(RequestBody):
     message: str = Field(min_length=1, max_length=8000)
     userId: str | None = None
     taskId: str | None = None  # default: the first LLM task of the agent's workflows
+    properties: dict[str, Any] | None = None  # EDDI's conversation properties, read by httpCall templates
+    context: dict[str, Any] | None = None  # EDDI's context of the turn, read by httpCall templates
 
 
 @router.post("/turn", dependencies=[QueryLimit])
 def turn(id: str, body: TurnRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{systemMessage, messages, knowledgeBases, memory (rag:trace / rag:context / rag:citations...), answer}."""
     return runtime.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model,
-                        tenant=caller.tenant)  # another tenant's agent: 404; its references are read in the caller's tenant
+                        # another tenant's agent: 404; its references are read in the caller's tenant
+                        tenant=caller.tenant, properties=body.properties, context=body.context)

@@ -18,11 +18,13 @@ class Turns:
         self.traversal, self.llm_task, self.configs, self.remembering = traversal, llm_task, configs, remembering
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
-             chat_model: Any = None, tenant: str | None = None) -> dict[str, Any]:
+             chat_model: Any = None, tenant: str | None = None, properties: dict[str, Any] | None = None,
+             context: dict[str, Any] | None = None) -> dict[str, Any]:
         """The whole system message, the messages, the memory entries written, and the answer when a
         chat model is given (None: everything up to the model call). ``tenant``: the caller's (another
         tenant's agent is not found); every reference is resolved in the agent's tenant."""
-        memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.remembering.current)
+        memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.remembering.current,
+                                    properties=properties or {}, context=context or {})
         result = self.run(memory, task, chat_model, tenant)
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],

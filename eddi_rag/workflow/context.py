@@ -103,7 +103,8 @@ def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str,
     injected as {n, label, chunkId, kb, source, section}, number of passages omitted).
 
     A passage that would push the text past ``max_chars`` is skipped (later, shorter ones may
-    still fit); a closing marker line says how many were omitted and why."""
+    still fit); a closing marker line says how many were omitted and why, in EDDI's words, and the
+    block is cut at ``max_chars`` again (``cap``)."""
     limit = max_chars if max_chars and max_chars > 0 else None
     text, omitted, current_kb = "", 0, None
     sources: list[dict[str, Any]] = []
@@ -125,8 +126,15 @@ def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str,
             sources[-1].update(hits=[h.id for h in p.expanded.hits], span=p.expanded.span)
     text = text.strip()
     if omitted:
-        text += f"\n\n[{omitted} more passage(s) omitted: maxRagContextChars={max_chars} reached]"
-    return text, sources, omitted
+        text += f"\n[... {omitted} further retrieved passage(s) omitted: RAG context limit ({max_chars} chars) reached ...]"
+    return cap(text, limit), sources, omitted
+
+
+def cap(text: str, limit: int | None) -> str:
+    """``text`` cut at ``limit`` characters with EDDI's marker (``LlmTask.capRagContext``); None or ≤ 0: whole."""
+    if limit is None or limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... context truncated at {limit} characters ...]"
 
 
 class RagContextProvider:
@@ -229,7 +237,8 @@ class RagContextProvider:
             except Exception as e:  # noqa: BLE001 - the search answered; the bare hits still help
                 error = self.redact(f"{type(e).__name__}: {e}")
                 log.warning("knowledge base %r: context expansion failed: %s", cfg.name, error)
-                next(t for t in trace if t.get("kbId") == sel.kb.id)["expansionError"] = error
+                # EDDI's third kind of trace entry: {kb, warning}
+                trace.append({"kb": cfg.name, "warning": f"context expansion failed, its hits are used alone: {error}"})
                 out += [(rank[(cfg.name, h.id)], Passage(cfg.name, h)) for h in hits]
                 continue
             out += [(rank[(cfg.name, x.best.id)], Passage(cfg.name, x.best, x)) for x in gathered]

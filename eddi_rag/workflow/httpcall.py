@@ -1,9 +1,14 @@
-"""httpCall RAG: call a named HTTP endpoint with the user's input and inject its answer."""
+"""httpCall RAG: call a named HTTP endpoint and inject its answer, as EDDI does: the whole call (path, query
+parameters, headers, body) is a template over the turn's data (``{userInput}``, ``{memory.current.input}``,
+``{properties.<name>}``, ``{context.<name>}``, ``{userInfo.userId}``, ``{conversationInfo.conversationId}``:
+EDDI's Qute expressions; a value that is not there renders as nothing), values substituted into the path
+URL-encoded; the injected JSON is capped at ``maxRagContextChars`` with EDDI's marker."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -11,8 +16,11 @@ from urllib.parse import quote
 import httpx
 
 from eddi_rag.outbound import OutboundPolicy
+from eddi_rag.workflow.context import cap
 
 log = logging.getLogger(__name__)
+
+EXPRESSION = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")  # Qute's {a.b.c}
 
 
 @dataclass
@@ -30,33 +38,57 @@ def find_call(configs: list[dict[str, Any]], name: str) -> tuple[str, dict[str, 
     return None
 
 
-def _fill(value: Any, user_input: str, encode: bool = False) -> Any:
-    if isinstance(value, str):
-        return value.replace("{userInput}", quote(user_input, safe="") if encode else user_input)
-    if isinstance(value, dict):
-        return {k: _fill(v, user_input) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fill(v, user_input) for v in value]
+def _lookup(data: dict[str, Any], path: str) -> Any:
+    value: Any = data
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
     return value
 
 
-def call_for_context(
-    configs: list[dict[str, Any]], name: str, user_input: str, client: httpx.Client | None = None
-) -> HttpCallResult:
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def fill(value: Any, data: dict[str, Any], encode: bool = False) -> Any:
+    """``value`` with each ``{expression}`` replaced by the template data's value (in dicts and lists too)."""
+    if isinstance(value, str):
+        def one(m: re.Match[str]) -> str:
+            text = _text(_lookup(data, m.group(1)))
+            return quote(text, safe="") if encode else text
+        return EXPRESSION.sub(one, value)
+    if isinstance(value, dict):
+        return {k: fill(v, data) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill(v, data) for v in value]
+    return value
+
+
+def call_for_context(configs: list[dict[str, Any]], name: str, data: str | dict[str, Any],
+                     client: httpx.Client | None = None, max_chars: int | None = None) -> HttpCallResult:
+    """``data``: the turn's template data (ConversationMemory.template_data), or just the user's input."""
+    data = data if isinstance(data, dict) else {"userInput": data}
     found = find_call(configs, name)
     if found is None:
         log.warning("httpCallRag %r: no httpCall of that name in the workflow", name)
         return HttpCallResult(name, None)
     base, call = found
     request = call.get("request") or {}
-    url = base.rstrip("/") + "/" + _fill(request.get("path", ""), user_input, encode=True).lstrip("/")
+    url = base.rstrip("/") + "/" + fill(request.get("path", ""), data, encode=True).lstrip("/")
     body = request.get("body")
     content: bytes | None
     if isinstance(body, (dict, list)):
-        content = json.dumps(_fill(body, user_input)).encode()
+        content = json.dumps(fill(body, data)).encode()
     else:
-        content = _fill(body, user_input).encode() if body else None
-    headers = {k: str(v) for k, v in _fill(request.get("headers") or {}, user_input).items()}
+        content = fill(body, data).encode() if body else None
+    headers = {k: str(v) for k, v in fill(request.get("headers") or {}, data).items()}
     if content is not None and "contentType" in request:
         headers.setdefault("Content-Type", request["contentType"])
     own = client is None
@@ -65,7 +97,7 @@ def call_for_context(
         response = client.request(
             request.get("method", "GET").upper(),
             url,
-            params={k: str(v) for k, v in _fill(request.get("queryParams") or {}, user_input).items()},
+            params={k: str(v) for k, v in fill(request.get("queryParams") or {}, data).items()},
             headers=headers,
             content=content,
         )
@@ -82,4 +114,4 @@ def call_for_context(
         except ValueError:
             payload["body"] = response.text
     payload["httpCode"] = response.status_code
-    return HttpCallResult(name, json.dumps(payload, ensure_ascii=False))
+    return HttpCallResult(name, cap(json.dumps(payload, ensure_ascii=False), max_chars))

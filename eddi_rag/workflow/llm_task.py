@@ -117,7 +117,8 @@ class LlmTaskHook:
         if query and wants_rag:
             if rag.httpCallRag:
                 try:
-                    result = call_for_context(discovery.httpcalls, rag.httpCallRag, query, self.http)
+                    result = call_for_context(discovery.httpcalls, rag.httpCallRag, memory.template_data(query), self.http,
+                                              rag.maxRagContextChars)
                     if result.context:
                         system += "\n\n## Search Results:\n" + result.context
                         memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})
@@ -150,6 +151,9 @@ class LlmTaskHook:
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
                 metrics.RAG_TURNS.labels("error").inc()
                 log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))
+        if rag.maxSystemPromptChars and rag.maxSystemPromptChars > 0 and len(system) > rag.maxSystemPromptChars:
+            limit = rag.maxSystemPromptChars  # EDDI's cap of the whole prompt, after RAG
+            system = system[:limit] + f"\n[... system prompt truncated at {limit} characters ...]"
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         for role, text in memory.history:
             messages.append(HumanMessage(text) if role == "user" else AIMessage(text))

@@ -18,6 +18,8 @@ class ConversationMemory:
     history: list[tuple[str, str]] = field(default_factory=list)  # (role, text): "user" | "assistant"
     data: dict[str, Any] = field(default_factory=dict)
     conversation_id: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)  # EDDI's conversation properties (templates read them)
+    context: dict[str, Any] = field(default_factory=dict)  # EDDI's context of the turn (templates read it)
     # Called with each turn saved (REQ-EMB-005), e.g. MemoryKnowledge; None: turns are not embedded.
     on_save: EmbedCallback | None = field(default=None, repr=False, compare=False)
 
@@ -32,3 +34,9 @@ class ConversationMemory:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+    def template_data(self, user_input: str) -> dict[str, Any]:
+        """What an httpCall's templates read, named as EDDI's template data names it."""
+        return {"userInput": user_input, "memory": {"current": {"input": self.user_input}}, "properties": self.properties,
+                "context": self.context, "userInfo": {"userId": self.user_id},
+                "conversationInfo": {"conversationId": self.conversation_id, "agentId": self.agent_id}}
