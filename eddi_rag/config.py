@@ -191,7 +191,7 @@ class RagConfiguration(BaseModel):
             return self._disabled
         if not self.embeddingProvider:
             return (f"embeddingProviderId {self.embeddingProviderId!r} is not resolved" if self.embeddingProviderId
-                    else "neither embeddingProviderId nor embeddingProvider is set")
+                    else "neither embeddingProviderId nor embeddingProvider is set (EDDI would embed with openai; set embeddingProvider)")
         return None
 
     def with_embedding(self, provider: str | None, parameters: dict[str, Any], disabled: str | None) -> RagConfiguration:

@@ -29,7 +29,7 @@ def test_eddi_defaults():
     embeddingProvider, embedding is disabled (REQ-EMB-011, issue 13) where EDDI assumes openai."""
     c = validate_rag_configuration({"name": "kb"})
     assert (c.embeddingProvider, c.storeType, c.chunkStrategy) == (None, "in-memory", "recursive")
-    assert c.embedding_disabled == "neither embeddingProviderId nor embeddingProvider is set"
+    assert c.embedding_disabled == "neither embeddingProviderId nor embeddingProvider is set (EDDI would embed with openai; set embeddingProvider)"
     assert (c.chunkSize, c.chunkOverlap, c.maxResults, c.minScore) == (512, 64, 5, 0.6)
 
 

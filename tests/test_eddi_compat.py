@@ -256,3 +256,18 @@ def test_a_failed_expansion_is_an_eddi_warning_entry(runtime, monkeypatch):
     warnings = [e for e in found["trace"] if "warning" in e]
     assert warnings == [{"kb": "Trains", "warning": "context expansion failed, its hits are used alone: RuntimeError: store hiccup"}]
     assert "22:10" in found["section"]
+
+
+def test_descriptors_have_eddis_fields_and_dates_in_epoch_milliseconds(api):
+    """Row 18: EDDI's DocumentDescriptor (configs/descriptors/model/DocumentDescriptor.java and its
+    ResourceDescriptor): resource, name, description, createdBy, createdOn, lastModifiedBy, lastModifiedOn,
+    originId, deleted; dates as epoch milliseconds (Java Date in JSON)."""
+    import time
+
+    before = int(time.time() * 1000)
+    kb = kb_id(api.post(BASE, json={"name": "described", "embeddingProvider": "local"}))
+    (d,) = api.get(f"{BASE}/descriptors").json()
+    assert set(d) == {"resource", "name", "description", "createdBy", "createdOn", "lastModifiedBy", "lastModifiedOn",
+                      "originId", "deleted"}
+    assert d["resource"].endswith(f"/{kb}?version=1") and d["name"] == "described" and d["deleted"] is False
+    assert isinstance(d["createdOn"], int) and before - 1000 <= d["createdOn"] <= d["lastModifiedOn"]

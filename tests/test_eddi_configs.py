@@ -25,7 +25,8 @@ def eddi_pgvector(url: str) -> dict[str, str]:
 STORES = {  # EDDI's keys and strings; each engine named here runs in the tests
     "pgvector": lambda r, tmp: eddi_pgvector(r.getfixturevalue("postgres_url")),
     "chroma": lambda r, tmp: {"baseUrl": "http://{host}:{port}".format(**r.getfixturevalue("chroma_params")),
-                              "tenantName": "default_tenant", "databaseName": "default_database", "apiVersion": "V2",
+                              # EDDI's V1 (row 20 of the differences): accepted, and we speak v2 to the same server
+                              "tenantName": "default_tenant", "databaseName": "default_database", "apiVersion": "V1",
                               "collectionName": "eddi_docs"},
     "typesense": lambda r, tmp: {k: str(v) for k, v in r.getfixturevalue("typesense_params").items()},
     "elasticsearch": lambda r, tmp: {"serverUrl": r.getfixturevalue("elasticsearch_params")["url"],
@@ -113,7 +114,7 @@ def test_openai_in_eddi_form_embeds_through_the_wire(client, openai_server, monk
     ("qdrant", {"useTls": "maybe"}, "$.storeParameters.useTls", "boolean"),
     ("chroma", {"baseUrl": "localhost:8000"}, "$.storeParameters.baseUrl", "does not match"),
     ("pgvector", {"password": "x", "table": "a", "tableName": "b"}, "$.storeParameters.tableName", "same parameter"),
-    ("chroma", {"apiVersion": "V1"}, "$.storeParameters.apiVersion", "is not one of"),
+    ("chroma", {"apiVersion": "V3"}, "$.storeParameters.apiVersion", "is not one of"),
 ])
 def test_values_that_cannot_be_read_are_400s_naming_path_and_type(client, store, params, path, expected):
     r = client.post(BASE, json={"name": "bad", "embeddingProvider": "local", "storeType": store, "storeParameters": params})

@@ -82,7 +82,8 @@ def test_with_embedding_disabled_turns_go_on_and_health_says_why(runtime):
     remembered.flush()
     assert len(memory.history) == 2 and "embedding disabled" in remembered.errors[0]
     health = runtime.health.of(remembered.kb_id(id, "ann"))
-    assert health["embedding"] == {"status": "disabled", "reason": "neither embeddingProviderId nor embeddingProvider is set"}
+    assert health["embedding"] == {"status": "disabled", "reason": "neither embeddingProviderId nor embeddingProvider is set "
+                                                                   "(EDDI would embed with openai; set embeddingProvider)"}
 
 
 def test_a_memory_kb_by_provider_reference(runtime, openai_server):

@@ -65,7 +65,7 @@ def test_provider_local_needs_no_key():
 
 def test_neither_provider_id_nor_provider_disables_embedding():
     r = resolved()
-    assert r.disabled and r.reason == "neither embeddingProviderId nor embeddingProvider is set"
+    assert r.disabled and r.reason == "neither embeddingProviderId nor embeddingProvider is set (EDDI would embed with openai; set embeddingProvider)"
 
 
 def test_the_mapping_table_names_only_registered_backends():
@@ -114,7 +114,7 @@ def test_a_kb_embeds_through_the_provider_it_names(client, openai_server, monkey
 @pytest.mark.parametrize("config,reason", [
     ({"embeddingProviderId": "claude"}, "type 'anthropic', which has no embeddings"),
     ({"embeddingProviderId": "nobody"}, "'nobody' names no entry of the providers map"),
-    ({}, "neither embeddingProviderId nor embeddingProvider is set"),
+    ({}, "neither embeddingProviderId nor embeddingProvider is set (EDDI would embed with openai; set embeddingProvider)"),
 ])
 def test_a_kb_with_embedding_disabled_says_why_and_nothing_crashes(client, config, reason):
     runtime = client.app.state.runtime

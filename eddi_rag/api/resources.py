@@ -107,7 +107,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     @router.get("/descriptors")
     def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: Offset = 0,
                     limit: int = Query(20, ge=1, le=1000)):
-        return [d.__dict__ for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
+        return [d.to_json() for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
 
     @router.post("", status_code=201, **WRITTEN, **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...)):

@@ -83,7 +83,7 @@ def resolve(provider_id: str | None, provider: str | None, parameters: dict[str,
         return Resolution(backend, {**carried, **own}, via=provider_id)
     if provider:
         return Resolution(provider, own)
-    return Resolution(None, reason="neither embeddingProviderId nor embeddingProvider is set")
+    return Resolution(None, reason="neither embeddingProviderId nor embeddingProvider is set (EDDI would embed with openai; set embeddingProvider)")
 
 
 def resolve_config(config: RagConfiguration, read_entry: Callable[[str], dict[str, Any] | None],

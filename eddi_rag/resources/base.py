@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from eddi_rag.errors import EddiRagError
@@ -70,9 +71,20 @@ class Descriptor:
     resource: str
     name: str
     description: str
-    createdOn: str
+    createdOn: str  # ISO 8601, UTC
     lastModifiedOn: str
     deleted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """EDDI's DocumentDescriptor: dates in epoch milliseconds; who created and last changed it and the
+        resource it came from (``createdBy``, ``lastModifiedBy``, ``originId``) are not recorded here: null."""
+        return {"resource": self.resource, "name": self.name, "description": self.description,
+                "createdBy": None, "createdOn": epoch_ms(self.createdOn), "lastModifiedBy": None,
+                "lastModifiedOn": epoch_ms(self.lastModifiedOn), "originId": None, "deleted": self.deleted}
+
+
+def epoch_ms(iso: str) -> int:
+    return round(datetime.fromisoformat(iso).timestamp() * 1000)
 
 
 def resource_uri(kind: str, id: str, version: int) -> str:

@@ -113,8 +113,9 @@ class ChromaStore(OverwriteThenPrune):
             "tenantName": alias("tenant"),
             "database": {"type": "string", "default": "default_database"},
             "databaseName": alias("database"),
-            "apiVersion": {"enum": ["V2", "v2"], "default": "V2",
-                           "description": "EDDI's: the Chroma API spoken; only v2 (Chroma 0.6+) is."},
+            "apiVersion": {"enum": ["V1", "v1", "V2", "v2"], "default": "V2",
+                           "description": "EDDI's: the Chroma API its client speaks. Ours speaks v2 whatever is set, so a V1 "
+                                          "configuration works on a server that serves v2 too (Chroma 0.6 and later)."},
             "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
         })
 

@@ -107,8 +107,7 @@ def canonical_uris(value: Any) -> Any:
 
 
 def _descriptor(d: Descriptor, uri: str) -> dict[str, Any]:
-    return {"resource": uri, "name": d.name, "description": d.description, "createdOn": d.createdOn,
-            "lastModifiedOn": d.lastModifiedOn, "deleted": d.deleted}
+    return {**d.to_json(), "resource": uri}
 
 
 def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = None) -> bytes:
