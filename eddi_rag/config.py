@@ -358,8 +358,14 @@ class LlmTaskRag(BaseModel):
     maxRagContextChars: int | None = 20000
     # The whole system prompt after RAG, cut at this many characters (EDDI's; -1, 0 or None: no cap).
     maxSystemPromptChars: int | None = None
-    # none | neighbors | section; None: each knowledge base's own contextExpansion
+    # none | neighbors | section; None: each knowledge base's own contextExpansion ("none": EDDI's)
     contextExpansion: Literal["none", "neighbors", "section"] | None = None
+    # What a follow-up searches with: the conversation's accumulated topic, or (EDDI's) the message alone
+    queryStrategy: Literal["contextualised", "raw"] = "contextualised"
+    # score: the best max(maxResults) hits of all KBs by score; workflow (EDDI's): each KB's hits in workflow order
+    contextMerge: Literal["score", "workflow"] = "score"
+    # [Source n: document, section] before each passage, for citations (false: EDDI's bare chunk text)
+    sourceLabels: bool = True
     # Put under "## Relevant Context:" when the knowledge bases answered but no passage passed;
     # empty: say nothing.
     noRelevantContextMessage: str = NO_RELEVANT_CONTEXT

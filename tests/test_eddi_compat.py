@@ -271,3 +271,47 @@ def test_descriptors_have_eddis_fields_and_dates_in_epoch_milliseconds(api):
                       "originId", "deleted"}
     assert d["resource"].endswith(f"/{kb}?version=1") and d["name"] == "described" and d["deleted"] is False
     assert isinstance(d["createdOn"], int) and before - 1000 <= d["createdOn"] <= d["lastModifiedOn"]
+
+
+EDDI_CONTEXT = {"contextExpansion": "none", "queryStrategy": "raw", "contextMerge": "workflow", "sourceLabels": False,
+                "noRelevantContextMessage": ""}
+
+
+def test_what_the_model_sees_keeps_our_defaults_and_the_fields_restore_eddis(runtime):
+    """Row 12: neighbour expansion, the accumulated topic, the cross-KB merge, source labels and the no-context
+    message are ours by default; contextExpansion "none", queryStrategy "raw", contextMerge "workflow",
+    sourceLabels false and noRelevantContextMessage "" give EDDI's RagContextProvider output."""
+    from eddi_rag.resources import resource_uri
+    from eddi_rag.workflow.memory import ConversationMemory
+    from tests.test_workflow import TASK, make_agent, make_kb, step
+
+    trains = make_kb(runtime, "Trains", {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4.",
+                                         "bus.md": "Replacement buses run when the line to Vienna is closed."}, maxResults=2, minScore=0)
+    food = make_kb(runtime, "Food", {"menu.md": "The dining car on the Vienna train serves goulash until 21:00."},
+                   maxResults=1, minScore=0)
+    agent = make_agent(runtime, [step(resource_uri("rags", trains, 1)), step(resource_uri("rags", food, 1))])
+    task = {**TASK, "enableWorkflowRag": True}
+
+    def turn(extra: dict, message: str, history: list | None = None):
+        memory = ConversationMemory(agent, user_input=message, history=history or [])
+        return runtime.llm_task.execute(memory, {**task, **extra}, None), memory
+
+    ours, _ = turn({}, "When does the dining car on the Vienna train close?")
+    eddi, _ = turn(EDDI_CONTEXT, "When does the dining car on the Vienna train close?")
+    assert "[Source 1: menu.md]" in ours.system_message  # labels; the best hits of all KBs by score: Food first
+    assert ours.system_message.index("### Source: Food") < ours.system_message.index("### Source: Trains")
+    context = eddi.system_message.split("## Relevant Context:\n", 1)[1]
+    assert "[Source" not in context  # EDDI: the KB's name, then each chunk's text, KB after KB in workflow order
+    assert context.index("### Source: Trains") < context.index("### Source: Food")
+    assert context.count("Vienna") == 3  # Trains' two chunks (its maxResults) and Food's one
+
+    history = [("user", "Tell me about the night train to Vienna."), ("assistant", "It leaves at 22:10.")]
+    _, followed = turn({}, "and the buses?", history)
+    _, raw = turn(EDDI_CONTEXT, "and the buses?", history)
+    assert followed.data["rag:trace:" + TASK["id"]][0]["queryStrategy"] == "contextualised"
+    assert raw.data["rag:trace:" + TASK["id"]][0]["queryStrategy"] == "raw"
+
+    nothing = {"knowledgeBases": [{"name": "Trains", "minScore": 0.99}]}
+    miss, _ = turn(nothing, "What is the weather on Mars?")
+    silent, _ = turn({**nothing, **EDDI_CONTEXT}, "What is the weather on Mars?")
+    assert "## Relevant Context:" in miss.system_message and "## Relevant Context:" not in silent.system_message

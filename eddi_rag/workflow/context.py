@@ -97,9 +97,10 @@ def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list
     return out
 
 
-def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str, list[dict[str, Any]], int]:
+def format_context(passages: list[Passage], max_chars: int | None, labels: bool = True
+                   ) -> tuple[str, list[dict[str, Any]], int]:
     """The ``## Relevant Context:`` body (docs/architecture.md §3): a ``### Source: <kb>`` header whenever the KB
-    changes, then ``[Source n: <document>, <section>]`` and the passage. Returns (text, the sources
+    changes, then ``[Source n: <document>, <section>]`` (unless not ``labels``: EDDI's) and the passage. Returns (text, the sources
     injected as {n, label, chunkId, kb, source, section}, number of passages omitted).
 
     A passage that would push the text past ``max_chars`` is skipped (later, shorter ones may
@@ -113,7 +114,7 @@ def format_context(passages: list[Passage], max_chars: int | None) -> tuple[str,
         label = f"[Source {n}: {source_label(p.hit)}]"
         # Each passage ends with a blank line, which also separates it from the next header.
         header = f"### Source: {p.kb}\n\n" if p.kb != current_kb else ""
-        passage = f"{label}\n{p.text}\n\n"
+        passage = f"{label}\n{p.text}\n\n" if labels else f"{p.text}\n\n"
         if limit is not None and len((text + header + passage).strip()) > limit:
             omitted += 1
             continue
@@ -202,11 +203,14 @@ class RagContextProvider:
                 **({"rerank": rerank} if (rerank := getattr(hits, "rerank", None)) else {}),
             })
             results.append((cfg.name, hits))
-        passages = merge(results, max((s.max_results for s in answered), default=0))
+        if task.contextMerge == "workflow":  # EDDI's: each KB's own hits, KB after KB in workflow order
+            passages = [Passage(kb, hit) for kb, hits in results for hit in hits]
+        else:
+            passages = merge(results, max((s.max_results for s in answered), default=0))
         if not passages:
             return RagResult(None, trace, searched=bool(answered))
         passages = self._expand(passages, answered, task.contextExpansion, user_id, trace, task.maxRagContextChars)
-        context, sources, _ = format_context(passages, task.maxRagContextChars)
+        context, sources, _ = format_context(passages, task.maxRagContextChars, task.sourceLabels)
         injected = {hit for s in sources for hit in s.get("hits", [s["chunkId"]])}
         for entry in trace:
             for chunk in entry.get("chunks", []):

@@ -127,7 +127,7 @@ class LlmTaskHook:
                     log.warning("httpCallRag %r failed: %s", rag.httpCallRag, error)
                     memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": rag.httpCallRag, "error": error})
             try:
-                search_text, strategy = query_for_turn(memory)
+                search_text, strategy = (query, "raw") if rag.queryStrategy == "raw" else query_for_turn(memory)
                 log.info("task %s searches with the %s query strategy", tid, strategy)
                 memory.data.pop(f"rag:miss:{tid}", None)  # a miss of an earlier turn
                 found = self.provider.retrieve(rag, discovery.knowledge_bases, search_text, memory.user_id, strategy)
