@@ -24,6 +24,8 @@ backend must return exactly what it returns. Needs pytest and hypothesis (``eddi
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -110,6 +112,11 @@ def _leaf() -> st.SearchStrategy:
 _where = st.recursive(_leaf(), lambda inner: st.builds(lambda op, xs: {op: xs}, st.sampled_from(["$and", "$or"]),
                                                        st.lists(inner, min_size=1, max_size=3)), max_leaves=6)
 
+
+
+# The property test's store, made once per test for all of hypothesis' examples (a store may hold a
+# connection: sixty of them at once would be sixty connections).
+_ONE_PER_TEST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Fixtures:
@@ -254,7 +261,7 @@ class FilterTests(_Fixtures):
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(where=_where)
     def test_random_filters_match_the_reference(self, make, where):
-        store = make("kb-property")
+        store = _ONE_PER_TEST.get(make) or _ONE_PER_TEST.setdefault(make, make("kb-property"))  # one store, every example
         if store.count() == 0:
             store.upsert(rand_chunks(20))
         chunks = rand_chunks(20)
