@@ -79,6 +79,7 @@ class Runtime:
         # the rest of the state
         self.notes = NotesStore(self.db)
         self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact)
+        self.saving.source_removed = self.sources.forget_source
         self.scheduler = SourceScheduler(self.resources, self.configs, self.sources)
         self.collections = Collections(self.db, self.stores)
         self.keys = KeyStore(self.db)

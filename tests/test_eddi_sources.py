@@ -206,3 +206,30 @@ def test_upload_sources_keep_their_files(api):
     gone = api.delete(f"{url}/files/{listed['fileId']}")
     assert gone.status_code == 200 and api.get(f"{url}/files").json() == [] and texts(runtime, kb_) == []
     assert api.delete(f"{url}/files/{listed['fileId']}").status_code == 404
+
+
+def test_a_source_dropped_from_the_configuration_takes_what_it_brought(api, tmp_path, monkeypatch):
+    """docs/rag.md: "Removing a source takes what the knowledge base learned from it" (dropped from sources[],
+    its type changed, or the last version deleted): its chunks, its state, its files."""
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "alpha.md").write_text("# Alpha\n\nAlpha stays.")
+    (tmp_path / "b" / "beta.md").write_text("# Beta\n\nBeta goes.")
+    sources = [{"name": "a", "folder": {"path": str(tmp_path / "a")}}, {"name": "b", "folder": {"path": str(tmp_path / "b")}},
+               {"name": "files", "type": "upload"}]
+    r = api.post(BASE, json=kb(sources))
+    kb_, runtime = kb_id(r), api.runtime
+    api.post(f"{BASE}/{kb_}/sources/files/files", files=[("files", ("gamma.md", b"# Gamma\n\nGamma too.", "text/markdown"))])
+    for sid in ("a", "b", "files"):
+        assert runtime.sources.run(kb_, sid).added == 1
+    assert all(any(word in t for t in texts(runtime, kb_)) for word in ("Alpha", "Beta", "Gamma"))
+
+    kept = [sources[0], {"name": "files", "type": "web", "web": {"startUrl": "https://example.com/"}}]
+    assert api.put(f"{BASE}/{kb_}", params={"version": 1}, json=kb(kept)).status_code == 200
+    assert [t for t in texts(runtime, kb_) if "Alpha" in t] and not [t for t in texts(runtime, kb_) if "Beta" in t or "Gamma" in t]
+    assert runtime.sources.files.list(kb_, "files") == []  # the upload source became a crawl: its files went too
+    assert runtime.db.query("SELECT COUNT(*) FROM source_documents WHERE kb_id=? AND source_id='b'", (kb_,))[0][0] == 0
+
+    assert api.delete(f"{BASE}/{kb_}", params={"permanent": "true"}).status_code == 200
+    assert runtime.db.query("SELECT COUNT(*) FROM source_documents WHERE kb_id=?", (kb_,))[0][0] == 0

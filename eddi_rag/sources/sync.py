@@ -435,6 +435,15 @@ class SourceSync:
         sid = source.effective_id
         return self._remove(kb_id, config, sid, list(self._state(kb_id, sid)))
 
+    def forget_source(self, kb_id: str, config: RagConfiguration, source_id: str, chunks: bool = True) -> None:
+        """A source removed from the configuration (or given another type): its chunks leave the knowledge base
+        (``chunks``; with ``config``, the configuration it had), its state and files are forgotten; its run history stays."""
+        if chunks:
+            self.kb_documents.delete_where(kb_id, {"sourceId": source_id}, config)
+        with self.db.transaction() as conn:
+            for table in ("source_documents", "source_purges", "source_files"):
+                conn.execute(f"DELETE FROM {table} WHERE kb_id=? AND source_id=?", (kb_id, source_id))
+
     def upload_source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
         config, source = self.source(kb_id, source_id)
         if source.type != "upload":
