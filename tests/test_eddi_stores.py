@@ -134,3 +134,36 @@ def test_store_namespace_follows_eddis_defaults_and_is_refused_where_it_is_not_s
     with pytest.raises(ConfigValidationError) as e:
         runtime.configs.checked("rags", {"name": "x", "storeType": "sqlite", "storeNamespace": "id"}, "default")
     assert e.value.errors[0]["path"] == "$.storeNamespace"
+
+
+def test_a_chroma_collection_langchain4j_wrote_is_read_and_written_in_place(runtime, chroma_params, local_model):
+    """The same for Chroma: a collection as langchain4j's ChromaEmbeddingStore makes it for EDDI (cosine space,
+    UUID ids, the segment as the document, metadata {source, kbId}), named as EDDI 6.5.0 names it."""
+    import chromadb
+
+    name = langchain4j.physical_name("chroma", "name", "any-id", "Help Desk!")
+    assert name == "eddi_kb_help_desk"  # trailing underscores dropped, as EDDI's legacyCollectionName does
+    client = chromadb.HttpClient(host=chroma_params["host"], port=int(chroma_params["port"]))
+    try:
+        client.delete_collection(name)
+    except Exception:  # noqa: BLE001, S110 - not there yet
+        pass
+    collection = client.create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
+    collection.add(ids=[str(uuid.uuid4()) for _ in EDDI_DOCS], embeddings=local_model.embed_documents([t for _, t in EDDI_DOCS]),
+                   documents=[t for _, t in EDDI_DOCS], metadatas=[{"source": n, "kbId": "Help Desk!"} for n, _ in EDDI_DOCS])
+    kb = runtime.resources.create("rags", {"name": "Help Desk!", "embeddingProvider": "local", "storeType": "chroma",
+                                           "storeNamespace": "name", "minScore": 0, "contextExpansion": "none",
+                                           "storeParameters": chroma_params}).id
+    try:
+        assert runtime.query(kb, "How long do refunds take?")[0].metadata["document_id"] == "refunds.txt"
+        runtime.ingest(kb, "luggage.md", "Each passenger may bring one suitcase of 23 kg.", user_id="alice")
+        assert runtime.query(kb, "suitcase weight", user_id="alice")[0].metadata["source"] == "luggage.md"
+        assert all(h.metadata["source"] != "luggage.md" for h in runtime.query(kb, "suitcase weight"))  # private
+        rows = collection.get(include=["metadatas", "documents"])
+        assert len(rows["ids"]) == 3 and all(uuid.UUID(i) for i in rows["ids"])
+        for metadata in rows["metadatas"]:  # what langchain4j's Metadata accepts: strings and numbers
+            assert all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in metadata.values()), metadata
+        assert runtime.documents.delete_where(kb, {"document_id": "pets.txt"}) == 1
+        assert collection.count() == 2
+    finally:
+        runtime.documents.drop(kb)

@@ -8,6 +8,10 @@ writes the new chunks, then deletes the old ones that were not overwritten.
 
 storeParameters: ``host`` (localhost), ``port`` (8000), ``ssl``, ``authToken``, ``tenant``,
 ``database``, ``collectionName``.
+
+In EDDI's layout (``storeNamespace``, stores.langchain4j) the collection is langchain4j's: UUID ids, the
+text as the document, flat metadata of strings and numbers (our chunk id as ``chunkId``), no ``__eddi_meta``;
+a filter on ``document_id`` runs on the rows (EDDI's rows name it ``source``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import chromadb
 from chromadb.errors import NotFoundError
 
 from eddi_rag.parameters import alias
-from eddi_rag.stores import filters
+from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,
     METADATA_FILTERING,
@@ -50,11 +54,14 @@ def collection_name(kb_id: str) -> str:
     return name if name[-1].isalnum() else name + "0"  # Chroma: starts and ends with [a-zA-Z0-9]
 
 
-def _native(node: filters.Node) -> bool:
+def _native(node: filters.Node, langchain4j_rows: bool = False) -> bool:
     if isinstance(node, (filters.And, filters.Or)):
-        return all(_native(n) for n in node.children)
+        return all(_native(n, langchain4j_rows) for n in node.children)
     if node.op in ("$gt", "$gte", "$lt", "$lte") and isinstance(node.value, str):
         return False
+    if langchain4j_rows and (node.field == "document_id" or isinstance(node.value, bool)
+                             or (isinstance(node.value, tuple) and any(isinstance(v, bool) for v in node.value))):
+        return False  # EDDI's rows may keep it under another name; booleans are strings there
     return "." not in node.field and node.field != META
 
 
@@ -82,6 +89,11 @@ def _number(value: Any) -> Any:
 def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     flat = {k: _number(v) for k, v in metadata.items() if isinstance(v, (str, int, float, bool)) and k != META}
     return {**flat, META: json.dumps(metadata)}
+
+
+def _integral(value: Any) -> Any:
+    """A number Chroma gives back as a float (they are all written as floats): an integer when it is one."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def with_base_url(params: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +133,9 @@ class ChromaStore(OverwriteThenPrune):
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
-        params = with_base_url(params)
+        self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, adopted in place
+        self.kb_tag = params.get("kbTag")
+        params = with_base_url({k: v for k, v in params.items() if k not in ("layout", "kbTag")})
         self.name = str(params.get("collectionName") or collection_name(kb_id))
         clients = context.state.setdefault("chroma-clients", {})
         key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
@@ -158,9 +172,27 @@ class ChromaStore(OverwriteThenPrune):
 
     def _split(self, where: filters.Where) -> tuple[dict | None, filters.Node | None]:
         node = filters.node(where)
+        if self.kb_tag is not None:  # EDDI's "id" namespace: only this knowledge base's chunks
+            scope = filters.Compare("kbId", "$eq", self.kb_tag)
+            node = scope if node is None else filters.And((node, scope))
         if node is None:
             return None, None
-        return (to_chroma(node), None) if _native(node) else (None, node)
+        if _native(node, self.l4j):
+            return to_chroma(langchain4j.encode_node(node) if self.l4j else node), None
+        return None, langchain4j.encode_node(node) if self.l4j else node  # run on the rows as stored (_view)
+
+    def _meta(self, id_: str, flat: dict[str, Any] | None) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(chunk id, metadata, what a filter run here sees) of a row: ours keep the metadata whole as JSON;
+        langchain4j's are flat, and filters see them as stored (booleans as strings), with the document id."""
+        if self.l4j:
+            stored = {k: _integral(v) for k, v in (flat or {}).items()}
+            chunk_id, metadata = langchain4j.decode(id_, stored)
+            return chunk_id, metadata, {**stored, "document_id": metadata.get("document_id")}
+        metadata = json.loads((flat or {})[META])
+        return id_, metadata, metadata
+
+    def _row_ids(self, ids: Sequence[str]) -> list[str]:
+        return [langchain4j.row_id(i) for i in ids] if self.l4j else list(ids)
 
     def _matching(self, where: filters.Where, include: list[str], ids: Sequence[str] | None = None) -> list[dict]:
         col = self._col()
@@ -169,14 +201,14 @@ class ChromaStore(OverwriteThenPrune):
         native, rest = self._split(where)
         out, offset = [], 0
         while True:
-            got = col.get(ids=list(ids) if ids is not None else None, where=native, include=include, limit=_PAGE, offset=offset)
-            rows = [
-                {"id": i, "text": (got.get("documents") or [None] * len(got["ids"]))[n],
-                 "metadata": json.loads(got["metadatas"][n][META]),
-                 "vector": None if got.get("embeddings") is None else [float(x) for x in got["embeddings"][n]]}
-                for n, i in enumerate(got["ids"])
-            ]
-            out += [r for r in rows if rest is None or filters.matches(rest, r["metadata"])]
+            got = col.get(ids=self._row_ids(ids) if ids is not None else None, where=native, include=include, limit=_PAGE,
+                          offset=offset)
+            for n, row_id in enumerate(got["ids"]):
+                id_, metadata, view = self._meta(row_id, got["metadatas"][n])
+                if rest is None or filters.matches(rest, view):
+                    out.append({"id": id_, "row": row_id, "text": (got.get("documents") or [None] * len(got["ids"]))[n] or "",
+                                "metadata": metadata,
+                                "vector": None if got.get("embeddings") is None else [float(x) for x in got["embeddings"][n]]})
             if len(got["ids"]) < _PAGE:
                 return out
             offset += _PAGE
@@ -190,8 +222,10 @@ class ChromaStore(OverwriteThenPrune):
         order = sorted(last.values())
         for start in range(0, len(order), _PAGE):
             part = [chunks[i] for i in order[start : start + _PAGE]]
-            col.upsert(ids=[c.id for c in part], embeddings=[matrix[last[c.id]] for c in part],
-                       documents=[c.text for c in part], metadatas=[_flat(c.metadata) for c in part])
+            col.upsert(ids=self._row_ids([c.id for c in part]), embeddings=[matrix[last[c.id]] for c in part],
+                       documents=[c.text for c in part],
+                       metadatas=[{k: _number(v) for k, v in langchain4j.encode(c.id, c.metadata).items()} if self.l4j
+                                  else _flat(c.metadata) for c in part])
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
@@ -202,14 +236,17 @@ class ChromaStore(OverwriteThenPrune):
 
     def _delete_ids(self, ids: list[str]) -> None:
         col = self._col()
-        for start in range(0, len(ids), _PAGE):
-            col.delete(ids=ids[start : start + _PAGE])
+        rows = self._row_ids(ids)
+        for start in range(0, len(rows), _PAGE):
+            col.delete(ids=rows[start : start + _PAGE])
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
         if (ids is None and filters.node(where) is None) or self._col() is None:
             return 0
-        found = [r["id"] for r in self._matching(where, include=["metadatas"], ids=ids)]
-        self._delete_ids(found)
+        found = [r["row"] for r in self._matching(where, include=["metadatas"], ids=ids)]
+        col = self._col()
+        for start in range(0, len(found), _PAGE):
+            col.delete(ids=found[start : start + _PAGE])
         return len(found)
 
     def drop(self) -> None:
@@ -231,9 +268,12 @@ class ChromaStore(OverwriteThenPrune):
 
         def candidates(n: int) -> list[SearchHit]:
             got = col.query(query_embeddings=[q], n_results=n, where=native, include=["documents", "metadatas", "distances"])
-            hits = [SearchHit(i, got["documents"][0][j], json.loads(got["metadatas"][0][j][META]), 1.0 - float(got["distances"][0][j]))
-                    for j, i in enumerate(got["ids"][0])]
-            return [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
+            hits = []
+            for j, row_id in enumerate(got["ids"][0]):
+                id_, metadata, view = self._meta(row_id, got["metadatas"][0][j])
+                if rest is None or filters.matches(rest, view):
+                    hits.append(SearchHit(id_, got["documents"][0][j] or "", metadata, 1.0 - float(got["distances"][0][j])))
+            return hits
 
         return overfetch(candidates, k, total)
 
@@ -247,7 +287,7 @@ class ChromaStore(OverwriteThenPrune):
         col = self._col()
         if col is None:
             return 0
-        if filters.node(where) is None:
+        if filters.node(where) is None and self.kb_tag is None:
             return col.count()
         return len(self._matching(where, include=["metadatas"]))
 

@@ -34,7 +34,9 @@ def _sanitise(value: str) -> str:
 def physical_name(store_type: str, namespace: str, kb_id: str, name: str) -> str:
     """EDDI's default table (collection) of a knowledge base in ``namespace``."""
     base = f"eddi_kbid_{_sanitise(kb_id)}" if namespace == "id" else f"eddi_kb_{_sanitise(name)}"
-    return base[:MAX_PG_IDENTIFIER] if store_type == "pgvector" else base
+    if store_type == "pgvector":
+        return base[:MAX_PG_IDENTIFIER]
+    return base if namespace == "id" else base.rstrip("_")  # EDDI's legacyCollectionName drops trailing _
 
 
 def adopt(store_type: str, namespace: str | None, kb_id: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -47,6 +49,8 @@ def adopt(store_type: str, namespace: str | None, kb_id: str, name: str, params:
         if not params.get("url"):  # EDDI's connection defaults
             out.setdefault("database", "eddi")
             out.setdefault("user", "eddi")
+    else:
+        out["collectionName"] = params.get("collectionName") or physical_name(store_type, namespace, kb_id, name)
     if namespace == "id":
         out["kbTag"] = kb_id  # retrieval sees only the chunks tagged with this knowledge base's id
     return out
@@ -78,6 +82,16 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, list):
         return [encode_value(v) for v in value]
     return value
+
+
+def encode_node(node: Any) -> Any:
+    """A filter tree comparing values the way ``encode`` stored them (for filters run on the stored rows)."""
+    from eddi_rag.stores import filters
+
+    if isinstance(node, (filters.And, filters.Or)):
+        return type(node)(tuple(encode_node(n) for n in node.children))
+    value = tuple(encode_value(list(node.value))) if isinstance(node.value, tuple) else encode_value(node.value)
+    return filters.Compare(node.field, node.op, value)
 
 
 def decode(row_id_: str, metadata: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:

@@ -27,6 +27,7 @@ BACKENDS = {
     "qdrant": lambda request: {"path": ":memory:"},  # qdrant-client's local mode
     "sqlite-vec": lambda request: {},
     "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
+    "chroma/langchain4j": lambda request: {**request.getfixturevalue("chroma_params"), "layout": "langchain4j"},
     "elasticsearch": lambda request: request.getfixturevalue("elasticsearch_params"),  # ES_URL, else a wire stand-in
     "typesense": lambda request: request.getfixturevalue("typesense_params"),  # a real Typesense 0.24.1 server
 }
