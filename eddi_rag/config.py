@@ -20,7 +20,7 @@ from eddi_rag import jsonvalues
 from eddi_rag.errors import EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
-LANGCHAIN4J_STORES = ("pgvector", "chroma")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
+LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
 
 
 class ConfigValidationError(EddiRagError, ValueError):

@@ -167,3 +167,34 @@ def test_a_chroma_collection_langchain4j_wrote_is_read_and_written_in_place(runt
         assert collection.count() == 2
     finally:
         runtime.documents.drop(kb)
+
+
+def test_a_qdrant_collection_in_langchain4j_layout_is_read_and_written_in_place(runtime, tmp_path, local_model):
+    """And Qdrant: points as langchain4j's QdrantEmbeddingStore writes them for EDDI (a UUID, the segment under
+    text_segment, its metadata flat beside it), in a cosine collection named as EDDI names it ("id" namespace)."""
+    from qdrant_client import QdrantClient, models
+
+    folder = tmp_path / "qdrant"
+    kb = runtime.resources.create("rags", {"name": "Qd", "embeddingProvider": "local", "storeType": "qdrant",
+                                           "storeNamespace": "id", "minScore": 0, "contextExpansion": "none",
+                                           "storeParameters": {"path": str(folder)}}).id
+    name = langchain4j.physical_name("qdrant", "id", kb, "Qd")
+    eddi = QdrantClient(path=str(folder))  # (local mode: one client per folder at a time)
+    eddi.create_collection(name, vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE))
+    eddi.upsert(name, points=[models.PointStruct(id=str(uuid.uuid4()), vector=v, payload={"text_segment": t, "source": n, "kbId": kb})
+                              for (n, t), v in zip(EDDI_DOCS, local_model.embed_documents([t for _, t in EDDI_DOCS]))])
+    eddi.upsert(name, points=[models.PointStruct(id=str(uuid.uuid4()), vector=local_model.embed_query("refunds"),
+                                                 payload={"text_segment": "Another KB's refunds.", "source": "x", "kbId": "other"})])
+    eddi.close()
+    try:
+        hits = runtime.query(kb, "How long do refunds take?", max_results=5)
+        assert hits[0].metadata["document_id"] == "refunds.txt" and "x" not in {h.metadata["source"] for h in hits}
+        runtime.ingest(kb, "luggage.md", "Each passenger may bring one suitcase of 23 kg.")
+        assert runtime.query(kb, "suitcase weight")[0].metadata["source"] == "luggage.md"
+        client = runtime.stores.get(kb, runtime.rag_config(kb)).client
+        points, _ = client.scroll(name, limit=100, with_payload=True)
+        ours = next(p for p in points if p.payload["source"] == "luggage.md")
+        assert ours.payload["text_segment"] == "Each passenger may bring one suitcase of 23 kg." and ours.payload["kbId"] == kb
+        assert all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in ours.payload.values())
+    finally:
+        runtime.documents.drop(kb)

@@ -8,6 +8,8 @@ shared). An explicit ``table`` (pgvector) names the place in both. A knowledge b
 ``storeNamespace`` keeps this project's layout (``eddi_kb_<id>``, our columns): nothing of ours moves.
 
 langchain4j's rows: pgvector ``embedding_id UUID PRIMARY KEY, embedding vector(n), text TEXT, metadata JSON``;
+Chroma a record per segment (UUID id, the text as its document, flat metadata); Qdrant a point per segment
+(UUID id, ``text_segment`` and the metadata flat in its payload);
 its metadata values are strings and numbers only (``Metadata`` refuses others). So a chunk we write there
 gets a UUID derived from our chunk id (kept in metadata as ``chunkId``), booleans as ``"true"``/``"false"``
 (filters compare them the same way; ``private`` and ``expires`` read back as booleans), no null values.

@@ -11,6 +11,10 @@ evaluator over the matching candidates.
 
 Writes are not transactional in Qdrant: ``replace`` validates everything first, writes the new
 chunks, then deletes the old ones that were not overwritten.
+
+In EDDI's layout (``storeNamespace``, stores.langchain4j) the collection is langchain4j's: a point per chunk
+(a UUID), the text under ``text_segment`` and the metadata flat beside it (strings and numbers, our chunk id
+as ``chunkId``); filters then run on the points (langchain4j's payload has no typed copy to filter on).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from eddi_rag.stores import filters
+from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -111,6 +115,10 @@ class QdrantStore(OverwriteThenPrune):
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
+        self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, adopted in place
+        self.kb_tag = params.get("kbTag")
+        self.text_key = "text_segment" if self.l4j else "text"
+        params = {k: v for k, v in params.items() if k not in ("layout", "kbTag")}
         self.collection = str(params.get("collectionName") or collection_name(kb_id))
         clients = context.state.setdefault("qdrant-clients", {})
         key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
@@ -145,10 +153,32 @@ class QdrantStore(OverwriteThenPrune):
         return int(vectors.size) if isinstance(vectors, models.VectorParams) else None  # one unnamed vector per point
 
     def _native_filter(self, node: filters.Node | None) -> tuple[models.Filter | None, filters.Node | None]:
-        """(filter Qdrant applies, filter we still apply in Python)."""
+        """(filter Qdrant applies, filter we still apply in Python, on ``_row``'s view)."""
+        if self.kb_tag is not None:  # EDDI's "id" namespace: only this knowledge base's chunks
+            scope = filters.Compare("kbId", "$eq", self.kb_tag)
+            node = scope if node is None else filters.And((node, scope))
         if node is None:
             return None, None
+        if self.l4j:
+            return None, langchain4j.encode_node(node)
         return (to_qdrant(node), None) if _native(node) else (None, node)
+
+    def _point_id(self, chunk_id: str) -> str:
+        return langchain4j.row_id(chunk_id) if self.l4j else str(uuid.uuid5(_NAMESPACE, chunk_id))
+
+    def _payload(self, chunk: Chunk) -> dict[str, Any]:
+        if self.l4j:
+            return {"text_segment": chunk.text, **langchain4j.encode(chunk.id, chunk.metadata)}
+        return _payload(chunk)
+
+    def _row(self, point: Any) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+        """(chunk id, text, metadata, what a filter run here sees) of a point, ours or langchain4j's."""
+        payload = point.payload or {}
+        if not self.l4j:
+            return payload["id"], payload["text"], payload["metadata"], payload["metadata"]
+        stored = {k: v for k, v in payload.items() if k != "text_segment"}
+        chunk_id, metadata = langchain4j.decode(str(point.id), stored)
+        return chunk_id, payload.get("text_segment") or "", metadata, {**stored, "document_id": metadata.get("document_id")}
 
     def _scroll(self, flt: models.Filter | None, with_vectors: bool = False) -> list[Any]:
         points, offset = [], None
@@ -164,7 +194,7 @@ class QdrantStore(OverwriteThenPrune):
             return []
         flt, rest = self._native_filter(filters.node(where))
         points = self._scroll(flt, with_vectors)
-        return [p for p in points if rest is None or filters.matches(rest, p.payload["metadata"])]
+        return [p for p in points if rest is None or filters.matches(rest, self._row(p)[3])]
 
     # -- writes ---------------------------------------------------------------------------
     def _write(self, chunks: Sequence[Chunk]) -> None:
@@ -179,14 +209,14 @@ class QdrantStore(OverwriteThenPrune):
         for start in range(0, len(chunks), _PAGE):
             batch = [chunks[i] for i in sorted(last.values())[start : start + _PAGE]]
             self.client.upsert(self.collection, points=[
-                models.PointStruct(id=str(uuid.uuid5(_NAMESPACE, c.id)), vector=matrix[last[c.id]].tolist(), payload=_payload(c))
+                models.PointStruct(id=self._point_id(c.id), vector=matrix[last[c.id]].tolist(), payload=self._payload(c))
                 for c in batch
             ])
 
     def _text_index(self) -> None:
         """Qdrant's full-text index on the chunk text, with BM25 scoring (its default tokenizer:
         lowercased words, so local mode can score it too)."""
-        self.client.create_payload_index(self.collection, "text", field_schema=models.TextIndexParams(
+        self.client.create_payload_index(self.collection, self.text_key, field_schema=models.TextIndexParams(
             type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True,
             scoring=models.TextScoringParams(type=models.TextScoringType.BM25)))
 
@@ -195,11 +225,11 @@ class QdrantStore(OverwriteThenPrune):
             self._write(chunks)
 
     def _ids_matching(self, where: filters.Where) -> list[str]:
-        return [p.payload["id"] for p in self._matching(where)]
+        return [self._row(p)[0] for p in self._matching(where)]
 
     def _delete_ids(self, ids: list[str]) -> None:
         for start in range(0, len(ids), _PAGE):
-            part: list[models.ExtendedPointId] = [str(uuid.uuid5(_NAMESPACE, i)) for i in ids[start : start + _PAGE]]
+            part: list[models.ExtendedPointId] = [self._point_id(i) for i in ids[start : start + _PAGE]]
             self.client.delete(self.collection, points_selector=models.PointIdsList(points=part))
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
@@ -207,8 +237,9 @@ class QdrantStore(OverwriteThenPrune):
         if (ids is None and node is None) or self._dimension() is None:
             return 0
         wanted = None if ids is None else set(ids)
-        found = [p.payload["id"] for p in self._matching(where) if wanted is None or p.payload["id"] in wanted]
-        self._delete_ids(found)
+        found = [p.id for p in self._matching(where) if wanted is None or self._row(p)[0] in wanted]
+        for start in range(0, len(found), _PAGE):
+            self.client.delete(self.collection, points_selector=models.PointIdsList(points=found[start : start + _PAGE]))
         return len(found)
 
     def drop(self) -> None:
@@ -227,8 +258,8 @@ class QdrantStore(OverwriteThenPrune):
 
         def candidates(n: int) -> list[SearchHit]:
             points = self.client.query_points(self.collection, query=q.tolist(), query_filter=flt, limit=n, with_payload=True).points
-            return [SearchHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
-                    if p.payload is not None and (rest is None or filters.matches(rest, p.payload["metadata"]))]
+            rows = [(self._row(p), float(p.score)) for p in points if p.payload is not None]
+            return [SearchHit(r[0], r[1], r[2], score) for r, score in rows if rest is None or filters.matches(rest, r[3])]
 
         return overfetch(candidates, k, total)
 
@@ -238,15 +269,15 @@ class QdrantStore(OverwriteThenPrune):
         info = self._info()
         if k <= 0 or not text.strip() or info is None:
             return []
-        if "text" not in (info.payload_schema or {}):
+        if self.text_key not in (info.payload_schema or {}):
             self._text_index()  # a collection made before keyword search existed
         flt, rest = self._native_filter(node)
         limit = k if rest is None else 3 * k + 10
         while True:
-            points = self.client.query_points(self.collection, query=models.TextQuery(text=text), using="text",
+            points = self.client.query_points(self.collection, query=models.TextQuery(text=text), using=self.text_key,
                                               query_filter=flt, limit=limit, with_payload=True).points
-            hits = [KeywordHit(p.payload["id"], p.payload["text"], p.payload["metadata"], float(p.score)) for p in points
-                    if p.payload is not None and (rest is None or filters.matches(rest, p.payload["metadata"]))]
+            rows = [(self._row(p), float(p.score)) for p in points if p.payload is not None]
+            hits = [KeywordHit(r[0], r[1], r[2], score) for r, score in rows if rest is None or filters.matches(rest, r[3])]
             if len(hits) >= k or len(points) < limit:
                 return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
             limit *= 3
@@ -254,10 +285,9 @@ class QdrantStore(OverwriteThenPrune):
     def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
         wanted = None if ids is None else set(ids)
-        points = sorted((p for p in self._matching(where, with_vectors=True) if wanted is None or p.payload["id"] in wanted),
-                        key=lambda p: p.payload["id"])
-        points = points[offset : None if limit is None else offset + limit]
-        return [Chunk(p.payload["id"], p.payload["text"], p.payload["metadata"], list(p.vector)) for p in points]
+        rows = sorted(((self._row(p), p.vector) for p in self._matching(where, with_vectors=True)), key=lambda rv: rv[0][0])
+        rows = [rv for rv in rows if wanted is None or rv[0][0] in wanted][offset : None if limit is None else offset + limit]
+        return [Chunk(r[0], r[1], r[2], list(vector)) for r, vector in rows]
 
     def count(self, where: filters.Where = None) -> int:
         node = filters.node(where)

@@ -25,6 +25,7 @@ BACKENDS = {
     # EDDI's langchain4j table adopted in place (storeNamespace): the same behaviour on its columns
     "pgvector/langchain4j": lambda request: {**request.getfixturevalue("pgvector_params"), "layout": "langchain4j"},
     "qdrant": lambda request: {"path": ":memory:"},  # qdrant-client's local mode
+    "qdrant/langchain4j": lambda request: {"path": ":memory:", "layout": "langchain4j"},
     "sqlite-vec": lambda request: {},
     "chroma": lambda request: request.getfixturevalue("chroma_params"),  # a real `chroma run` server
     "chroma/langchain4j": lambda request: {**request.getfixturevalue("chroma_params"), "layout": "langchain4j"},
