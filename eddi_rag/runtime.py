@@ -136,6 +136,7 @@ class Runtime:
     def close(self) -> None:
         self.remembering.close()
         self.scheduler.stop()
+        self.sources.close()
         self.jobs.stop()
         self.stores.context.close()
         self.db.close()

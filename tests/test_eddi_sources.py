@@ -233,3 +233,17 @@ def test_a_source_dropped_from_the_configuration_takes_what_it_brought(api, tmp_
 
     assert api.delete(f"{BASE}/{kb_}", params={"permanent": "true"}).status_code == 200
     assert runtime.db.query("SELECT COUNT(*) FROM source_documents WHERE kb_id=?", (kb_,))[0][0] == 0
+
+
+def test_a_run_under_way_at_shutdown_reads_cancelled(tmp_path, monkeypatch):
+    """docs/rag.md: "Runs in flight when an instance shuts down gracefully are closed as CANCELLED"."""
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "a.md").write_text("# A\n\nAlpha.")
+    data = tmp_path / "data"
+    runtime = Runtime(data)
+    kb_ = runtime.resources.create("rags", kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])).id
+    held = runtime.sources._begin(kb_, "docs", "run")  # under way in this process
+    runtime.close()
+    with Runtime(data) as again:
+        (run,) = again.sources.runs(kb_, "docs")
+        assert (run["runId"], run["status"]) == (held.runId, "CANCELLED")

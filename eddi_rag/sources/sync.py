@@ -15,7 +15,7 @@ A purge forgets what the source ingested and keeps the chunks (no gap while the 
 EDDI does); it leaves a marker that complete runs miss like a vanished document, and once it was missed
 ``tombstoneAfterMissedRuns`` times, the source's chunks no run wrote since the purge are removed.
 
-Runs answer EDDI's IngestionRun (``runId, sourceId, status: RUNNING|COMPLETED|FAILED, startedAt,
+Runs answer EDDI's IngestionRun (``runId, sourceId, status: RUNNING|COMPLETED|FAILED|CANCELLED, startedAt,
 finishedAt, documentsSeen, documentsIngested, documentsUnchanged, documentsFailed, documentsTombstoned,
 segmentsStored, costUsd, error``) and ours beside it (``added, updated, unchanged, deleted, failed,
 failures: [{document, reason}], embedded, stopReason``), newest first.
@@ -49,7 +49,7 @@ from eddi_rag.verbs.documents import Documents
 
 log = logging.getLogger(__name__)
 
-RUNNING, COMPLETED, FAILED = "RUNNING", "COMPLETED", "FAILED"
+RUNNING, COMPLETED, FAILED, CANCELLED = "RUNNING", "COMPLETED", "FAILED", "CANCELLED"
 PURGE = "purge"  # the claim a purge or a file delete takes; not listed among the runs
 
 
@@ -124,6 +124,13 @@ class SourceSync:
         self.files = upload.Files(db)
         self._active: set[str] = set()  # runs under way in this process
         state.migrate(db)
+
+    def close(self) -> None:
+        """A graceful shutdown: runs this process is carrying out read CANCELLED (as EDDI's), not left to be reaped."""
+        for run_id in list(self._active):
+            self.db.execute("UPDATE source_runs SET status=?, finished_at=?, error=? WHERE run_id=? AND status=?",
+                            (CANCELLED, _now(), "the server shut down during the run", run_id, RUNNING))
+        self._active.clear()
 
     def _interrupted(self, row: Any) -> bool:
         """Whether a RUNNING run's process ended before it finished (this process: a run it is not
@@ -296,6 +303,8 @@ class SourceSync:
         if settings.costPerThousandSegments is not None:
             run.costUsd = round(run.embedded / 1000 * settings.costPerThousandSegments, 6)
         run.finishedAt = _now()
+        if run.runId not in self._active:  # cancelled by a shutdown meanwhile: that is what it reads
+            return run
         self._save(run)
         self._active.discard(run.runId)
         return run
