@@ -315,3 +315,49 @@ def test_what_the_model_sees_keeps_our_defaults_and_the_fields_restore_eddis(run
     miss, _ = turn(nothing, "What is the weather on Mars?")
     silent, _ = turn({**nothing, **EDDI_CONTEXT}, "What is the weather on Mars?")
     assert "## Relevant Context:" in miss.system_message and "## Relevant Context:" not in silent.system_message
+
+
+# Each row of ../shared/EDDI-REFERENCE.md's table of differences (read 2026-11-23) -> the tests holding it.
+DIFFERENCES = {
+    1: ["tests/test_eddi_stores.py::test_a_table_eddi_6_5_wrote_is_read_and_written_in_place",
+        "tests/test_eddi_stores.py::test_eddis_id_namespace_tags_chunks_and_keeps_a_shared_table_apart",
+        "tests/test_eddi_stores.py::test_a_chroma_collection_langchain4j_wrote_is_read_and_written_in_place",
+        "tests/test_eddi_stores.py::test_a_qdrant_collection_in_langchain4j_layout_is_read_and_written_in_place"],
+    2: ["tests/test_api.py::test_ingestions_append_as_in_eddi_and_replace_is_opt_in"],
+    3: ["tests/test_eddi_compat.py::test_eddis_llm_and_httpcall_paths_are_canonical_and_ours_still_answer"],
+    4: ["tests/test_eddi_sources.py::test_eddis_source_json_is_accepted_with_its_limits",
+        "tests/test_eddi_sources.py::test_the_crawl_keeps_to_eddis_scope", "tests/test_eddi_sources.py::test_cron_and_enabled",
+        "tests/test_eddi_sources.py::test_settings_budgets_cost_and_content_length",
+        "tests/test_sources.py::test_an_incomplete_crawl_deletes_nothing"],
+    5: ["tests/test_eddi_sources.py::test_upload_sources_keep_their_files"],
+    6: ["tests/test_eddi_sources.py::test_purge_keeps_the_vectors_and_later_runs_sweep_what_is_gone"],
+    7: ["tests/test_eddi_sources.py::test_eddis_verbs_bodies", "tests/test_eddi_sources.py::test_upload_sources_keep_their_files"],
+    8: ["tests/test_eddi_stores.py::test_store_namespace_follows_eddis_defaults_and_is_refused_where_it_is_not_supported"],
+    9: ["tests/test_eddi_compat.py::test_eddis_embedding_parameters_are_honoured",
+        "tests/test_eddi_compat.py::test_a_timeout_saved_in_seconds_stays_seconds"],
+    10: ["tests/test_eddi_compat.py::test_global_variables_resolve_in_store_and_embedding_parameters"],
+    11: ["tests/test_auth.py::test_each_role_on_each_endpoint_family", "tests/test_auth.py::test_oidc_tokens_verified_against_the_jwks"],
+    12: ["tests/test_eddi_compat.py::test_what_the_model_sees_keeps_our_defaults_and_the_fields_restore_eddis"],
+    13: ["tests/test_eddi_compat.py::test_httpcall_rag_templates_the_whole_call_and_caps_what_it_injects"],
+    14: ["tests/test_provider_refs.py::test_a_kb_with_embedding_disabled_says_why_and_nothing_crashes"],
+    15: ["tests/test_eddi_compat.py::test_export_in_eddis_layout_and_import_of_it_is_the_identity",
+         "tests/test_eddi_compat.py::test_cli_export_then_load", "tests/test_eddi_compat.py::test_the_scrubber_follows_eddis_rules"],
+    16: ["tests/test_eddi_compat.py::test_httpcall_rag_templates_the_whole_call_and_caps_what_it_injects"],
+    17: ["tests/test_api.py::test_ingest_errors"],
+    18: ["tests/test_eddi_compat.py::test_descriptors_have_eddis_fields_and_dates_in_epoch_milliseconds"],
+    19: ["tests/test_eddi_compat.py::test_a_failed_expansion_is_an_eddi_warning_entry",
+         "tests/test_workflow.py::test_context_cap_skips_passages_with_a_visible_marker"],
+    20: ["tests/test_eddi_configs.py::test_an_eddi_store_configuration_is_accepted_kept_and_works"],
+}
+
+
+def test_every_row_of_the_differences_table_has_its_tests():
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    assert sorted(DIFFERENCES) == list(range(1, 21))
+    for row, tests in DIFFERENCES.items():
+        for test in tests:
+            path, name = test.split("::")
+            tree = ast.parse((root / path).read_text(encoding="utf-8"))
+            assert name in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, (row, test)
