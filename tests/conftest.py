@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from hypothesis import settings
@@ -46,6 +47,65 @@ def kinds(item) -> list[str]:
     fixtures = set(item.fixturenames)
     other = needs or any(word in source for word in OTHER_PROCESSES) or {"openai_server", "site"} & fixtures
     return ["integration", *needs] if other else ["unit"]
+
+
+# Services the collected tests need start together, in threads, as soon as the tests are collected (each
+# takes seconds: side by side they cost the slowest one, while the first tests run); a session fixture
+# takes its service from here, or starts it itself when nothing did.
+_STARTING: dict[str, Future] = {}
+BACKEND_SERVICES = {"pgvector": "postgres_url", "chroma": "chroma_params", "typesense": "typesense_params"}
+
+
+def _services():
+    from tests.support import services
+
+    return {"postgres_url": services.postgres, "chroma_params": services.chroma, "typesense_params": services.typesense,
+            "redis_url": services.redis}
+
+
+def _enter(name: str):
+    manager = _services()[name]()
+    return manager, manager.__enter__()
+
+
+def _start_services(items) -> None:
+    wanted = set()
+    for item in items:
+        names = set(item.fixturenames) | ({"postgres_url"} if "pgvector_params" in item.fixturenames else set())
+        backend = item.callspec.params.get("make") if hasattr(item, "callspec") else None
+        if isinstance(backend, str) and backend.split("/")[0] in BACKEND_SERVICES:
+            names.add(BACKEND_SERVICES[backend.split("/")[0]])
+        wanted |= names & set(_services())
+    if wanted:
+        pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="eddi-rag-test-service")
+        _STARTING.update({name: pool.submit(_enter, name) for name in sorted(wanted)})
+        pool.shutdown(wait=False)
+
+
+def _service(name: str):
+    """A session fixture's service: the one started at collection, else started now; stopped at the end."""
+    future = _STARTING.pop(name, None)
+    manager, value = future.result() if future is not None else _enter(name)
+    try:
+        yield value
+    finally:
+        manager.__exit__(None, None, None)
+
+
+def pytest_collection_finish(session):
+    """The tests that will run are known (after -k and -m): their services start now."""
+    _start_services(session.items)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Services started for tests that did not run (deselected, or the run stopped early) stop too."""
+    for future in _STARTING.values():
+        try:
+            manager, _ = future.result()
+            manager.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001, S110 - a service that failed to start has nothing to stop
+            pass
+    _STARTING.clear()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -107,6 +167,7 @@ def client(tmp_path):
 
     runtime = Runtime(tmp_path)
     with TestClient(create_app(runtime)) as c:
+        c.runtime = runtime  # the runtime behind it, for what a test checks beside the API
         yield c
     runtime.close()
 
@@ -119,10 +180,7 @@ def openai_server():
 
 @pytest.fixture(scope="session")
 def redis_url():
-    from tests.support.services import redis
-
-    with redis() as url:
-        yield url
+    yield from _service("redis_url")
 
 
 @pytest.fixture(scope="session")
@@ -141,26 +199,17 @@ def elasticsearch_params():
 
 @pytest.fixture(scope="session")
 def typesense_params():
-    from tests.support.services import typesense
-
-    with typesense() as params:
-        yield params
+    yield from _service("typesense_params")
 
 
 @pytest.fixture(scope="session")
 def chroma_params():
-    from tests.support.services import chroma
-
-    with chroma() as params:
-        yield params
+    yield from _service("chroma_params")
 
 
 @pytest.fixture(scope="session")
 def postgres_url():
-    from tests.support.services import postgres
-
-    with postgres() as url:
-        yield url
+    yield from _service("postgres_url")
 
 
 @pytest.fixture(scope="session")

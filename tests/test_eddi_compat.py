@@ -29,38 +29,29 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "workflows"
 LLM_TASK = {"tasks": [{"id": "t", "type": "openai", "actions": ["*"], "parameters": {"systemMessage": "Hi."}}]}
 
 
-@pytest.fixture
-def api(tmp_path):
-    runtime = Runtime(tmp_path / "data")
-    with TestClient(create_app(runtime)) as client:
-        client.runtime = runtime
-        yield client
-    runtime.close()
-
-
-def test_eddis_llm_and_httpcall_paths_are_canonical_and_ours_still_answer(api):
-    llm = api.post("/llmstore/llms", json=LLM_TASK)
+def test_eddis_llm_and_httpcall_paths_are_canonical_and_ours_still_answer(client):
+    llm = client.post("/llmstore/llms", json=LLM_TASK)
     assert llm.status_code == 201 and llm.headers["Location"].startswith("eddi://ai.labs.llm/llmstore/llms/")
     llm_id = llm.headers["Location"].split("/")[-1].split("?")[0]
-    assert api.get(f"/llmstore/llms/{llm_id}").json() == LLM_TASK
-    assert api.get(f"/llmstore/llmconfigs/{llm_id}").json() == LLM_TASK  # our older path
-    calls = api.post("/apicallstore/apicalls", json={"targetServerUrl": "https://api.example.com", "httpCalls": []})
+    assert client.get(f"/llmstore/llms/{llm_id}").json() == LLM_TASK
+    assert client.get(f"/llmstore/llmconfigs/{llm_id}").json() == LLM_TASK  # our older path
+    calls = client.post("/apicallstore/apicalls", json={"targetServerUrl": "https://client.example.com", "httpCalls": []})
     assert calls.headers["Location"].startswith("eddi://ai.labs.apicalls/apicallstore/apicalls/")
-    older = api.post("/httpcallsstore/httpcalls", json={"targetServerUrl": "https://api.example.com", "httpCalls": []})
+    older = client.post("/httpcallsstore/httpcalls", json={"targetServerUrl": "https://client.example.com", "httpCalls": []})
     assert older.status_code == 201 and older.headers["Location"].startswith("eddi://ai.labs.apicalls/")
-    descriptors = api.get("/llmstore/llms/descriptors").json()
+    descriptors = client.get("/llmstore/llms/descriptors").json()
     assert descriptors[0]["resource"].startswith("eddi://ai.labs.llm/llmstore/llms/")
-    paths = api.get("/openapi.json").json()["paths"]
+    paths = client.get("/openapi.json").json()["paths"]
     assert "/llmstore/llms" in paths and "/apicallstore/apicalls" in paths and "/llmstore/llmconfigs" not in paths
     # a workflow written with our older URIs still resolves
     wf = {"workflowSteps": [{"type": "eddi://ai.labs.llm", "config": {"uri": f"eddi://ai.labs.llm/llmstore/llmconfigs/{llm_id}?version=1"}}]}
-    assert api.post("/workflowstore/workflows", json=wf).status_code == 201
+    assert client.post("/workflowstore/workflows", json=wf).status_code == 201
 
 
 def test_the_scrubber_follows_eddis_rules():
     given = {"apiKey": "sk-live-123", "api_key": "x", "maxTokens": "512", "accessToken": "t", "modelName": "gpt-4o-mini",
              "vaulted": "${vault:openai-key}", "env": "${env:OPENAI_API_KEY}", "type": "dynamicvaluematcher",
-             "url": "https://user:pass@api.example.com/v1?api_key=abc&q=1", "plain": "https://api.example.com/v1?q=1",
+             "url": "https://user:pass@client.example.com/v1?api_key=abc&q=1", "plain": "https://client.example.com/v1?q=1",
              "headers": {"X-Subscription-Key": "abc", "Accept": "application/json", "Authorization": "Bearer abc"},
              "apiKeys": ["k1", "k2"], "random": "aZ3kP9qR2mX7vB4nL8tY", "words": "a short sentence"}
     out = scrub(given)
@@ -69,7 +60,7 @@ def test_the_scrubber_follows_eddis_rules():
     assert out["apiKeys"] == [redacted, redacted]
     assert [out[k] for k in ("maxTokens", "modelName", "vaulted", "env", "type", "plain", "words")] == \
         [given[k] for k in ("maxTokens", "modelName", "vaulted", "env", "type", "plain", "words")]
-    assert out["url"].startswith(f"https://{redacted}@api.example.com/v1?") and "abc" not in out["url"] and "q=1" in out["url"]
+    assert out["url"].startswith(f"https://{redacted}@client.example.com/v1?") and "abc" not in out["url"] and "q=1" in out["url"]
     assert out["headers"] == {"X-Subscription-Key": redacted, "Accept": "application/json", "Authorization": redacted}
 
 
@@ -78,8 +69,8 @@ def resources_of(runtime) -> dict[tuple[str, str], dict]:
             for id in runtime.resources.ids(kind)}
 
 
-def test_export_in_eddis_layout_and_import_of_it_is_the_identity(api, tmp_path):
-    runtime = api.runtime
+def test_export_in_eddis_layout_and_import_of_it_is_the_identity(client, tmp_path):
+    runtime = client.runtime
     load_bundle(runtime.saving, EXAMPLES)
     # a literal secret in a KB's parameters (EDDI exports scrub these)
     policies = runtime.resources.read("rags", "travel-policies")
@@ -92,7 +83,7 @@ def test_export_in_eddis_layout_and_import_of_it_is_the_identity(api, tmp_path):
     runtime.resources.update("agents", "travel-assistant", 1, {**agent, "workflows": [
         f"eddi://ai.labs.workflow/workflowstore/workflows/travel-assistant?version={workflow_version}"]})
 
-    r = api.post("/backup/export/travel-assistant")
+    r = client.post("/backup/export/travel-assistant")
     assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
     archive = zipfile.ZipFile(io.BytesIO(r.content))
     folder = f"travel-assistant/{workflow_version}/"
@@ -113,8 +104,8 @@ def test_export_in_eddis_layout_and_import_of_it_is_the_identity(api, tmp_path):
 
     other = Runtime(tmp_path / "other")
     try:
-        with TestClient(create_app(other)) as client:
-            imported = client.post("/backup/import", content=r.content, headers={"Content-Type": "application/zip"})
+        with TestClient(create_app(other)) as back:
+            imported = back.post("/backup/import", content=r.content, headers={"Content-Type": "application/zip"})
             assert imported.status_code == 201, imported.text
             (secret,) = imported.json()["redacted"]  # named in the import's answer
             assert "travel-policies" in secret and "$.embeddingParameters.apiKey" in secret
@@ -184,32 +175,32 @@ def test_a_timeout_saved_in_seconds_stays_seconds(tmp_path):
         assert rt.resources.read("rags", kb)["embeddingParameters"] == {"timeoutSeconds": 30}
 
 
-def test_global_variables_resolve_in_store_and_embedding_parameters(api, pgvector_params):
+def test_global_variables_resolve_in_store_and_embedding_parameters(client, pgvector_params):
     """Row 10: ${vars:key} and ${vars:tenant/key} (labsai/EDDI configs/variables/GlobalVariableResolver.java), set
     through EDDI's /variablestore/variables/{tenantId}/{key}, resolved when the knowledge base is used."""
     url = pgvector_params["url"]
-    assert api.put("/variablestore/variables/default/pg-url", json={"key": "pg-url", "value": url}).status_code == 200
-    assert api.get("/variablestore/variables/default").json() == [
+    assert client.put("/variablestore/variables/default/pg-url", json={"key": "pg-url", "value": url}).status_code == 200
+    assert client.get("/variablestore/variables/default").json() == [
         {"key": "pg-url", "value": url, "description": None, "exportable": True}]
-    assert api.get("/variablestore/variables/other-tenant").status_code == 404  # only the caller's tenant
-    r = api.post(BASE, json={"name": "vars", "embeddingProvider": "local", "storeType": "pgvector",
+    assert client.get("/variablestore/variables/other-tenant").status_code == 404  # only the caller's tenant
+    r = client.post(BASE, json={"name": "vars", "embeddingProvider": "local", "storeType": "pgvector",
                              "storeParameters": {"url": "${vars:pg-url}", "tableName": "vars_kb_table"}})
     assert r.status_code == 201, r.text
     kb = kb_id(r)
-    assert api.get(f"{BASE}/{kb}").json()["storeParameters"]["url"] == "${vars:pg-url}"  # stored as written
+    assert client.get(f"{BASE}/{kb}").json()["storeParameters"]["url"] == "${vars:pg-url}"  # stored as written
     try:
-        assert api.post(f"{BASE}/{kb}/documents", json={"documents": [{"document_id": "a.md", "text": "Alpha."}]}).status_code == 200
-        assert api.get(f"{BASE}/{kb}/health").json()["status"] == "ok"
+        assert client.post(f"{BASE}/{kb}/documents", json={"documents": [{"document_id": "a.md", "text": "Alpha."}]}).status_code == 200
+        assert client.get(f"{BASE}/{kb}/health").json()["status"] == "ok"
     finally:
-        api.runtime.documents.drop(kb)
-    assert api.post(BASE, json={"name": "x", "embeddingProvider": "local", "storeType": "pgvector",
+        client.runtime.documents.drop(kb)
+    assert client.post(BASE, json={"name": "x", "embeddingProvider": "local", "storeType": "pgvector",
                                 "storeParameters": {"url": "${vars:acme/pg-url}"}}).json()["errors"][0]["path"] == "$.storeParameters"
-    unset = kb_id(api.post(BASE, json={"name": "unset", "embeddingProvider": "local", "storeType": "pgvector",
+    unset = kb_id(client.post(BASE, json={"name": "unset", "embeddingProvider": "local", "storeType": "pgvector",
                                        "storeParameters": {"url": "${vars:nope}"}}))
-    failing = [c for c in api.runtime.health.checks(unset) if not c.ok]
+    failing = [c for c in client.runtime.health.checks(unset) if not c.ok]
     assert failing[0].check == "secrets" and "${vars:nope}" in failing[0].detail  # the doctor names it
-    assert api.delete("/variablestore/variables/default/pg-url").status_code == 200
-    assert api.get("/variablestore/variables/default/pg-url").status_code == 404
+    assert client.delete("/variablestore/variables/default/pg-url").status_code == 200
+    assert client.get("/variablestore/variables/default/pg-url").status_code == 404
 
 
 def test_httpcall_rag_templates_the_whole_call_and_caps_what_it_injects(runtime):
@@ -258,15 +249,15 @@ def test_a_failed_expansion_is_an_eddi_warning_entry(runtime, monkeypatch):
     assert "22:10" in found["section"]
 
 
-def test_descriptors_have_eddis_fields_and_dates_in_epoch_milliseconds(api):
+def test_descriptors_have_eddis_fields_and_dates_in_epoch_milliseconds(client):
     """Row 18: EDDI's DocumentDescriptor (configs/descriptors/model/DocumentDescriptor.java and its
     ResourceDescriptor): resource, name, description, createdBy, createdOn, lastModifiedBy, lastModifiedOn,
     originId, deleted; dates as epoch milliseconds (Java Date in JSON)."""
     import time
 
     before = int(time.time() * 1000)
-    kb = kb_id(api.post(BASE, json={"name": "described", "embeddingProvider": "local"}))
-    (d,) = api.get(f"{BASE}/descriptors").json()
+    kb = kb_id(client.post(BASE, json={"name": "described", "embeddingProvider": "local"}))
+    (d,) = client.get(f"{BASE}/descriptors").json()
     assert set(d) == {"resource", "name", "description", "createdBy", "createdOn", "lastModifiedBy", "lastModifiedOn",
                       "originId", "deleted"}
     assert d["resource"].endswith(f"/{kb}?version=1") and d["name"] == "described" and d["deleted"] is False

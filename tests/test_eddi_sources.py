@@ -10,9 +10,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from fastapi.testclient import TestClient
 
-from eddi_rag.api.app import create_app
 from eddi_rag.runtime import Runtime
 from tests.support import files
 from tests.support.site import Site
@@ -37,15 +35,6 @@ def kb(sources: list[dict], **extra) -> dict:
     return {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0, "sources": sources, **extra}
 
 
-@pytest.fixture
-def api(tmp_path):
-    runtime = Runtime(tmp_path / "data")
-    with TestClient(create_app(runtime)) as client:
-        client.runtime = runtime
-        yield client
-    runtime.close()
-
-
 def wait_run(client, url: str) -> dict:
     deadline = time.monotonic() + 120
     while (runs := client.get(f"{url}/runs").json())[0]["status"] == "RUNNING":
@@ -58,14 +47,14 @@ def texts(runtime, kb_id_: str, **where) -> list[str]:
     return [c.text for c in runtime.stores.get(kb_id_, runtime.rag_config(kb_id_)).get(where or None)]
 
 
-def test_eddis_source_json_is_accepted_with_its_limits(api):
-    r = api.post(BASE, json=kb([EDDI_WEB_SOURCE, EDDI_UPLOAD_SOURCE]))
+def test_eddis_source_json_is_accepted_with_its_limits(client):
+    r = client.post(BASE, json=kb([EDDI_WEB_SOURCE, EDDI_UPLOAD_SOURCE]))
     assert r.status_code == 201, r.text
-    saved = api.get(f"{BASE}/{kb_id(r)}").json()["sources"]
+    saved = client.get(f"{BASE}/{kb_id(r)}").json()["sources"]
     assert [s["id"] for s in saved] == ["public-docs", "handbooks"] and saved[0]["cron"] == "0 2 * * *"
     assert saved[0]["web"]["excludePatterns"] == ["*.pdf", "**/changelog/**"]
-    ours = api.post(BASE, json=kb([{"name": "d", "folder": {"path": "."}, "schedule": "*/5 * * * *"}]))
-    assert api.get(f"{BASE}/{kb_id(ours)}").json()["sources"][0]["cron"] == "*/5 * * * *"  # saved as EDDI spells it
+    ours = client.post(BASE, json=kb([{"name": "d", "folder": {"path": "."}, "schedule": "*/5 * * * *"}]))
+    assert client.get(f"{BASE}/{kb_id(ours)}").json()["sources"][0]["cron"] == "*/5 * * * *"  # saved as EDDI spells it
     web = EDDI_WEB_SOURCE["web"]
     for source, path in [
         ({**EDDI_WEB_SOURCE, "cron": "0 0 2 * * *"}, "$.sources[0].cron"),  # Quartz seconds: refused as EDDI does
@@ -78,9 +67,9 @@ def test_eddis_source_json_is_accepted_with_its_limits(api):
         ({**EDDI_UPLOAD_SOURCE, "upload": {"maxFileBytes": 2000, "maxTotalBytes": 1000}}, "$.sources[0].upload.maxFileBytes"),
         ({"name": "w", "type": "web"}, "$.sources[0]"),  # a web source needs its web block
     ]:
-        bad = api.post(BASE, json=kb([source]))
+        bad = client.post(BASE, json=kb([source]))
         assert bad.status_code == 400 and path in [e["path"] for e in bad.json()["errors"]], (path, bad.text)
-    assert api.post(BASE, json=kb([{**EDDI_WEB_SOURCE, "web": {**web, "maxDepth": 20, "maxPages": 50000}}])).status_code == 201
+    assert client.post(BASE, json=kb([{**EDDI_WEB_SOURCE, "web": {**web, "maxDepth": 20, "maxPages": 50000}}])).status_code == 201
 
 
 @pytest.fixture
@@ -99,54 +88,54 @@ def site():
         yield s
 
 
-def test_the_crawl_keeps_to_eddis_scope(api, site):
+def test_the_crawl_keeps_to_eddis_scope(client, site):
     source = {"name": "docs", "web": {"startUrl": site.url + "/docs/", "pathPrefix": "/docs/", "requestDelayMs": 0,
                                       "excludePatterns": ["*.pdf", "**/changelog/**"],
                                       "sitemapUrls": [site.url + "/maps/docs.xml"]}}
-    r = api.post(BASE, json=kb([source]))
+    r = client.post(BASE, json=kb([source]))
     url = f"{BASE}/{kb_id(r)}/sources/docs"
-    assert api.post(f"{url}/run").status_code == 202
-    run = wait_run(api, url)
+    assert client.post(f"{url}/run").status_code == 202
+    run = wait_run(client, url)
     assert run["status"] == "COMPLETED" and run["documentsIngested"] == 3, run
-    assert {d["documentId"] for d in api.get(f"{url}/documents").json()} == {
+    assert {d["documentId"] for d in client.get(f"{url}/documents").json()} == {
         site.url + p for p in ("/docs/", "/docs/a.html", "/docs/orphan.html")}
     assert not {"/docs/guide.pdf", "/docs/changelog/v1.html", "/blog/post.html", "/blog/listed.html"} & set(site.requests)
 
 
-def test_cron_and_enabled(api, tmp_path, monkeypatch):
+def test_cron_and_enabled(client, tmp_path, monkeypatch):
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
     (tmp_path / "a.md").write_text("# A\n\nAlpha.")
-    r = api.post(BASE, json=kb([{"name": "on", "folder": {"path": str(tmp_path)}, "cron": "*/5 * * * *"},
+    r = client.post(BASE, json=kb([{"name": "on", "folder": {"path": str(tmp_path)}, "cron": "*/5 * * * *"},
                                 {"name": "off", "enabled": False, "folder": {"path": str(tmp_path)}, "cron": "*/5 * * * *"}]))
     kb_ = kb_id(r)
-    scheduler = api.runtime.scheduler
+    scheduler = client.runtime.scheduler
     scheduler.last = datetime.now(timezone.utc) - timedelta(minutes=6)
     assert scheduler.due(datetime.now(timezone.utc)) == [(kb_, "on")]  # the cron fires; the disabled source does not
-    refused = api.post(f"{BASE}/{kb_}/sources/off/run")
+    refused = client.post(f"{BASE}/{kb_}/sources/off/run")
     assert refused.status_code == 409 and refused.json()["sourceId"] == "off" and "disabled" in refused.json()["error"]
 
 
-def test_purge_keeps_the_vectors_and_later_runs_sweep_what_is_gone(api, tmp_path, monkeypatch):
+def test_purge_keeps_the_vectors_and_later_runs_sweep_what_is_gone(client, tmp_path, monkeypatch):
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
     (tmp_path / "a.md").write_text("# A\n\nAlpha is kept.")
     (tmp_path / "b.md").write_text("# B\n\nBeta goes away.")
-    kb_ = kb_id(api.post(BASE, json=kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])))
-    url, runtime = f"{BASE}/{kb_}/sources/docs", api.runtime
+    kb_ = kb_id(client.post(BASE, json=kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])))
+    url, runtime = f"{BASE}/{kb_}/sources/docs", client.runtime
     assert runtime.sources.run(kb_, "docs").added == 2
 
     held = runtime.sources._begin(kb_, "docs", "run")  # a run holds the source: a purge waits its turn
-    busy = api.delete(f"{url}/documents")
+    busy = client.delete(f"{url}/documents")
     assert busy.status_code == 409 and busy.json()["sourceId"] == "docs"
     runtime.sources._active.discard(held.runId)  # (that run's process "died")
 
-    assert api.delete(f"{url}/documents").json() == {"status": "purged", "sourceId": "docs"}
-    assert api.get(f"{url}/documents").json() == [] and len(texts(runtime, kb_)) == 2  # state forgotten, chunks kept
+    assert client.delete(f"{url}/documents").json() == {"status": "purged", "sourceId": "docs"}
+    assert client.get(f"{url}/documents").json() == [] and len(texts(runtime, kb_)) == 2  # state forgotten, chunks kept
     (tmp_path / "b.md").unlink()
     first = runtime.sources.run(kb_, "docs")
     assert (first.added, first.deleted) == (1, 0) and any("Beta" in t for t in texts(runtime, kb_))  # no gap
     runtime.sources.run(kb_, "docs")  # the purge marker missed twice: what no run wrote since is swept
     assert [t for t in texts(runtime, kb_) if "Beta" in t] == [] and any("Alpha" in t for t in texts(runtime, kb_))
-    assert {r["kind"] for r in api.get(f"{url}/runs").json()} == {"run"}  # purges are not runs
+    assert {r["kind"] for r in client.get(f"{url}/runs").json()} == {"run"}  # purges are not runs
 
 
 def test_settings_budgets_cost_and_content_length(runtime, tmp_path, monkeypatch):
@@ -165,50 +154,50 @@ def test_settings_budgets_cost_and_content_length(runtime, tmp_path, monkeypatch
         assert runtime.sources.run(capped, "docs").deleted == 0
 
 
-def test_eddis_verbs_bodies(api, tmp_path, monkeypatch):
+def test_eddis_verbs_bodies(client, tmp_path, monkeypatch):
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
     (tmp_path / "a.md").write_text("# A\n\nAlpha.")
-    kb_ = kb_id(api.post(BASE, json=kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])))
+    kb_ = kb_id(client.post(BASE, json=kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])))
     url = f"{BASE}/{kb_}/sources/docs"
-    started = api.post(f"{url}/run")
+    started = client.post(f"{url}/run")
     assert started.status_code == 202 and {"status": "started", "sourceId": "docs"}.items() <= started.json().items()
-    run = wait_run(api, url)
+    run = wait_run(client, url)
     for key in ("runId", "sourceId", "status", "startedAt", "finishedAt", "documentsSeen", "documentsIngested",
                 "documentsUnchanged", "documentsFailed", "documentsTombstoned", "segmentsStored"):
         assert key in run, key
-    assert api.get(f"{url}/runs", params={"limit": 500}).status_code == 200  # above 200 reads as 200
-    report = api.post(f"{url}/preview").json()
+    assert client.get(f"{url}/runs", params={"limit": 500}).status_code == 200  # above 200 reads as 200
+    report = client.post(f"{url}/preview").json()
     assert (report["documentsSeen"], report["documentsUnchanged"], report["sourceId"]) == (1, 1, "docs")
     assert {"documentsIngested", "documentsTombstoned", "tombstoningSkipped", "stopReason"} <= set(report)
 
 
-def test_upload_sources_keep_their_files(api):
-    r = api.post(BASE, json=kb([EDDI_UPLOAD_SOURCE, {"name": "w", "web": {"startUrl": "https://example.com/"}}]))
-    kb_, runtime = kb_id(r), api.runtime
+def test_upload_sources_keep_their_files(client):
+    r = client.post(BASE, json=kb([EDDI_UPLOAD_SOURCE, {"name": "w", "web": {"startUrl": "https://example.com/"}}]))
+    kb_, runtime = kb_id(r), client.runtime
     url = f"{BASE}/{kb_}/sources/handbooks"
-    sent = api.post(f"{url}/files", files=[("files", ("leave.md", b"# Leave\n\nParental leave is 16 weeks.", "text/markdown")),
+    sent = client.post(f"{url}/files", files=[("files", ("leave.md", b"# Leave\n\nParental leave is 16 weeks.", "text/markdown")),
                                            ("files", ("broken.pdf", b"%PDF-1.4 not really", "application/pdf"))])
     assert sent.status_code == 200, sent.text
     assert [f["fileName"] for f in sent.json()["stored"]] == ["leave.md"]
     assert sent.json()["rejected"][0]["fileName"] == "broken.pdf" and sent.json()["rejected"][0]["reason"]
-    assert api.post(f"{url}/files", files=[("files", ("x.pdf", b"%PDF-1.4 no", "application/pdf"))]).status_code == 400
-    assert api.post(f"{BASE}/{kb_}/sources/w/files", files=[("files", ("a.md", b"# A\n\nA.", "text/markdown"))]).status_code == 409
+    assert client.post(f"{url}/files", files=[("files", ("x.pdf", b"%PDF-1.4 no", "application/pdf"))]).status_code == 400
+    assert client.post(f"{BASE}/{kb_}/sources/w/files", files=[("files", ("a.md", b"# A\n\nA.", "text/markdown"))]).status_code == 409
 
-    (listed,) = api.get(f"{url}/files").json()
+    (listed,) = client.get(f"{url}/files").json()
     assert (listed["fileName"], listed["status"]) == ("leave.md", "Not indexed")
     assert runtime.sources.run(kb_, "handbooks").added == 1
-    assert api.get(f"{url}/files").json()[0]["status"] == "Indexed"
-    api.post(f"{url}/files", files=[("files", ("leave.md", b"# Leave\n\nParental leave is 20 weeks.", "text/markdown"))])
-    (again,) = api.get(f"{url}/files").json()  # the same name replaces the file
+    assert client.get(f"{url}/files").json()[0]["status"] == "Indexed"
+    client.post(f"{url}/files", files=[("files", ("leave.md", b"# Leave\n\nParental leave is 20 weeks.", "text/markdown"))])
+    (again,) = client.get(f"{url}/files").json()  # the same name replaces the file
     assert (again["fileId"], again["status"]) == (listed["fileId"], "Changed")
     assert runtime.sources.run(kb_, "handbooks").updated == 1 and any("20 weeks" in t for t in texts(runtime, kb_))
 
-    gone = api.delete(f"{url}/files/{listed['fileId']}")
-    assert gone.status_code == 200 and api.get(f"{url}/files").json() == [] and texts(runtime, kb_) == []
-    assert api.delete(f"{url}/files/{listed['fileId']}").status_code == 404
+    gone = client.delete(f"{url}/files/{listed['fileId']}")
+    assert gone.status_code == 200 and client.get(f"{url}/files").json() == [] and texts(runtime, kb_) == []
+    assert client.delete(f"{url}/files/{listed['fileId']}").status_code == 404
 
 
-def test_a_source_dropped_from_the_configuration_takes_what_it_brought(api, tmp_path, monkeypatch):
+def test_a_source_dropped_from_the_configuration_takes_what_it_brought(client, tmp_path, monkeypatch):
     """docs/rag.md: "Removing a source takes what the knowledge base learned from it" (dropped from sources[],
     its type changed, or the last version deleted): its chunks, its state, its files."""
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
@@ -218,20 +207,20 @@ def test_a_source_dropped_from_the_configuration_takes_what_it_brought(api, tmp_
     (tmp_path / "b" / "beta.md").write_text("# Beta\n\nBeta goes.")
     sources = [{"name": "a", "folder": {"path": str(tmp_path / "a")}}, {"name": "b", "folder": {"path": str(tmp_path / "b")}},
                {"name": "files", "type": "upload"}]
-    r = api.post(BASE, json=kb(sources))
-    kb_, runtime = kb_id(r), api.runtime
-    api.post(f"{BASE}/{kb_}/sources/files/files", files=[("files", ("gamma.md", b"# Gamma\n\nGamma too.", "text/markdown"))])
+    r = client.post(BASE, json=kb(sources))
+    kb_, runtime = kb_id(r), client.runtime
+    client.post(f"{BASE}/{kb_}/sources/files/files", files=[("files", ("gamma.md", b"# Gamma\n\nGamma too.", "text/markdown"))])
     for sid in ("a", "b", "files"):
         assert runtime.sources.run(kb_, sid).added == 1
     assert all(any(word in t for t in texts(runtime, kb_)) for word in ("Alpha", "Beta", "Gamma"))
 
     kept = [sources[0], {"name": "files", "type": "web", "web": {"startUrl": "https://example.com/"}}]
-    assert api.put(f"{BASE}/{kb_}", params={"version": 1}, json=kb(kept)).status_code == 200
+    assert client.put(f"{BASE}/{kb_}", params={"version": 1}, json=kb(kept)).status_code == 200
     assert [t for t in texts(runtime, kb_) if "Alpha" in t] and not [t for t in texts(runtime, kb_) if "Beta" in t or "Gamma" in t]
     assert runtime.sources.files.list(kb_, "files") == []  # the upload source became a crawl: its files went too
     assert runtime.db.query("SELECT COUNT(*) FROM source_documents WHERE kb_id=? AND source_id='b'", (kb_,))[0][0] == 0
 
-    assert api.delete(f"{BASE}/{kb_}", params={"permanent": "true"}).status_code == 200
+    assert client.delete(f"{BASE}/{kb_}", params={"permanent": "true"}).status_code == 200
     assert runtime.db.query("SELECT COUNT(*) FROM source_documents WHERE kb_id=?", (kb_,))[0][0] == 0
 
 
