@@ -12,6 +12,36 @@ BASE = "/ragstore/rags"
 JSON = {"content-type": "application/json"}
 
 
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """One server for the module (each test makes its own knowledge base): a hostile request must not
+    disturb the next one either."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(tmp_path_factory.mktemp("hostile"))
+    with TestClient(create_app(runtime)) as c:
+        c.runtime = runtime
+        yield c
+    runtime.close()
+
+
+@pytest.fixture
+def own_client(tmp_path):
+    """A server whose data folder is this test's tmp_path (what a configured path is relative to)."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime)) as c:
+        yield c
+    runtime.close()
+
+
 @pytest.fixture
 def kb(client):
     """A hybrid sqlite KB (vector + FTS5 keyword search) with one ingested document."""
@@ -122,29 +152,29 @@ def test_the_embedded_stores_take_filters_at_the_documented_limits(runtime):
     assert {c.id for c in store.get(where={"n": {"$nin": list(range(1, 50))}})} == {"c0"}
 
 
-def test_configured_paths_stay_where_the_operator_allows(client, tmp_path, monkeypatch):
+def test_configured_paths_stay_where_the_operator_allows(own_client, tmp_path, monkeypatch):
     """Finding 4: storeParameters.path created files anywhere; modelPath/tokenizerPath opened any file."""
     outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     kb = {"name": "p", "embeddingProvider": "local", "storeType": "sqlite"}
-    refused = client.post(BASE, json={**kb, "storeParameters": {"path": str(outside / "kb.db")}})
+    refused = own_client.post(BASE, json={**kb, "storeParameters": {"path": str(outside / "kb.db")}})
     assert refused.status_code == 400 and refused.json()["errors"][0]["path"] == "$.storeParameters.path"
-    escaped = client.post(BASE, json={**kb, "storeParameters": {"path": "../../escaped.db"}})
+    escaped = own_client.post(BASE, json={**kb, "storeParameters": {"path": "../../escaped.db"}})
     assert escaped.status_code == 400 and not outside.exists()
-    relative = client.post(BASE, json={**kb, "storeParameters": {"path": "kbs/own.db"}})
+    relative = own_client.post(BASE, json={**kb, "storeParameters": {"path": "kbs/own.db"}})
     assert relative.status_code == 201
     kb_id = relative.headers["location"].split("/")[-1].split("?")[0]
-    assert client.post(f"{BASE}/{kb_id}/documents", json={"documents": [{"document_id": "a", "text": "x"}]}).status_code == 200
+    assert own_client.post(f"{BASE}/{kb_id}/documents", json={"documents": [{"document_id": "a", "text": "x"}]}).status_code == 200
     assert (tmp_path / "kbs" / "own.db").is_file()  # under the data directory
     monkeypatch.setenv("EDDI_RAG_PATH_ROOTS", str(outside))
-    assert client.post(BASE, json={**kb, "storeParameters": {"path": str(outside / "kb.db")}}).status_code == 201
+    assert own_client.post(BASE, json={**kb, "storeParameters": {"path": str(outside / "kb.db")}}).status_code == 201
 
     model = {**kb, "embeddingParameters": {"modelPath": "/etc/passwd", "tokenizerPath": "/etc/hostname"}}
-    refused = client.post(BASE, json=model)
+    refused = own_client.post(BASE, json=model)
     assert {e["path"] for e in refused.json()["errors"]} == {"$.embeddingParameters.modelPath", "$.embeddingParameters.tokenizerPath"}
-    reranker = client.post(BASE, json={**kb, "reranker": "cross-encoder", "rerankerParameters": {"modelPath": "/etc/passwd"}})
+    reranker = own_client.post(BASE, json={**kb, "reranker": "cross-encoder", "rerankerParameters": {"modelPath": "/etc/passwd"}})
     assert "$.rerankerParameters.modelPath" in {e["path"] for e in reranker.json()["errors"]}
     monkeypatch.setenv("EDDI_RAG_MODEL_ROOTS", "/etc")
-    assert client.post(BASE, json=model).status_code == 201  # the operator allowed the folder
+    assert own_client.post(BASE, json=model).status_code == 201  # the operator allowed the folder
 
 
 def test_a_job_that_keeps_crashing_the_process_gives_up(tmp_path):
