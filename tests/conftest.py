@@ -161,15 +161,10 @@ def runtime(tmp_path):
 @pytest.fixture
 def client(tmp_path):
     """The REST API over a fresh runtime (FastAPI's test client: the real app, no port)."""
-    from fastapi.testclient import TestClient
+    from tests.support.app import app_client
 
-    from eddi_rag.api.app import create_app
-
-    runtime = Runtime(tmp_path)
-    with TestClient(create_app(runtime)) as c:
-        c.runtime = runtime  # the runtime behind it, for what a test checks beside the API
+    with app_client(tmp_path) as c:
         yield c
-    runtime.close()
 
 
 @pytest.fixture

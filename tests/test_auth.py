@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from eddi_rag.api.app import create_app
 from eddi_rag.auth.oidc import OidcConfig
 from eddi_rag.runtime import Runtime
+from tests.support.app import app_client
 from tests.support.wire import WireStandIn
 from tests.test_api import BASE, kb_id
 from tests.test_cli_demo import eddi_rag, in_process
@@ -93,11 +94,9 @@ ORDER = ["viewer", "editor", "admin"]
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory):
     """One server and its keys for the module's role checks (each gets a knowledge base of its own)."""
-    runtime = Runtime(tmp_path_factory.mktemp("roles"))
-    with TestClient(create_app(runtime)) as client:
-        client.keys = {role: runtime.keys.create("acme", role)[1] for role in ORDER}
+    with app_client(tmp_path_factory.mktemp("roles")) as client:
+        client.keys = {role: client.runtime.keys.create("acme", role)[1] for role in ORDER}
         yield client
-    runtime.close()
 
 
 @pytest.mark.parametrize("role", ORDER)

@@ -7,6 +7,7 @@ import pytest
 
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.stores import filters
+from tests.support.app import app_client
 
 BASE = "/ragstore/rags"
 JSON = {"content-type": "application/json"}
@@ -16,30 +17,15 @@ JSON = {"content-type": "application/json"}
 def client(tmp_path_factory):
     """One server for the module (each test makes its own knowledge base): a hostile request must not
     disturb the next one either."""
-    from fastapi.testclient import TestClient
-
-    from eddi_rag.api.app import create_app
-    from eddi_rag.runtime import Runtime
-
-    runtime = Runtime(tmp_path_factory.mktemp("hostile"))
-    with TestClient(create_app(runtime)) as c:
-        c.runtime = runtime
+    with app_client(tmp_path_factory.mktemp("hostile")) as c:
         yield c
-    runtime.close()
 
 
 @pytest.fixture
 def own_client(tmp_path):
     """A server whose data folder is this test's tmp_path (what a configured path is relative to)."""
-    from fastapi.testclient import TestClient
-
-    from eddi_rag.api.app import create_app
-    from eddi_rag.runtime import Runtime
-
-    runtime = Runtime(tmp_path)
-    with TestClient(create_app(runtime)) as c:
+    with app_client(tmp_path) as c:
         yield c
-    runtime.close()
 
 
 @pytest.fixture
