@@ -25,6 +25,12 @@ class Listing:
     complete: bool = True  # every document of the source was seen: those not listed are gone
     failures: list[dict[str, str]] = field(default_factory=list)  # {document, reason} met while listing
     notes: list[str] = field(default_factory=list)  # why the listing is not complete
+    stopped: str | None = None  # the limit that cut the listing short (maxPages, timeBudgetMinutes)
+
+    def stop(self, reason: str) -> None:
+        """The listing ends at a limit: incomplete, and the run says which."""
+        self.complete, self.stopped = False, reason
+        self.notes.append(reason)
 
 
 def selected(path: str, include: list[str], exclude: list[str]) -> bool:

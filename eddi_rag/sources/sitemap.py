@@ -41,8 +41,7 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
         if not selected(urlsplit(url).path or "/", spec.include, spec.exclude):
             continue
         if len(out.items) >= spec.maxPages:
-            out.complete = False
-            out.notes.append(f"maxPages ({spec.maxPages}) reached")
+            out.stop(f"maxPages ({spec.maxPages}) reached")
             break
         out.items.append(Item(url, url, page(url)))
     return out

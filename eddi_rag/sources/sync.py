@@ -279,9 +279,7 @@ class SourceSync:
         deadline = time.monotonic() + settings.timeBudgetMinutes * 60
         try:
             listed = Listing(items, complete=False) if items is not None else self.listing(kb_id, source, deadline)
-            run.seen = len(listed.items)
-            if not listed.complete and any("maxPages" in n or "timeBudget" in n for n in listed.notes):
-                run.stopReason = next(n for n in listed.notes if "maxPages" in n or "timeBudget" in n)
+            run.seen, run.stopReason = len(listed.items), listed.stopped
             known = self._state(kb_id, sid)
             for failure in listed.failures:
                 run.failed += 1
@@ -313,8 +311,9 @@ class SourceSync:
         """After a complete run: count a miss for each known document the listing lacks, remove those missed
         ``tombstoneAfterMissedRuns`` times; the purge marker likewise, which sweeps what no run wrote since."""
         sid, limit = source.effective_id, source.settings.tombstoneAfterMissedRuns
+        known = self._state(kb_id, sid)
         gone = []
-        for document_id, row in self._state(kb_id, sid).items():
+        for document_id, row in known.items():
             if document_id in listed:
                 continue
             if row["missed"] + 1 >= limit:
@@ -329,7 +328,7 @@ class SourceSync:
         if marker[0]["missed"] + 1 < limit:
             self.db.execute("UPDATE source_purges SET missed=missed+1 WHERE kb_id=? AND source_id=?", (kb_id, sid))
             return
-        kept = sorted(self._state(kb_id, sid))
+        kept = sorted(set(known) - set(gone))
         where: dict[str, Any] = {"sourceId": sid}
         if kept:
             where["document_id"] = {"$nin": kept}
@@ -390,9 +389,8 @@ class SourceSync:
             else:
                 plan["update"].append(item.document_id)
         if listed.complete:
-            limit = source.settings.tombstoneAfterMissedRuns
-            plan["delete"] = sorted(d for d, r in known.items() if d not in {i.document_id for i in listed.items}
-                                    and r["missed"] + 1 >= limit)
+            limit, seen = source.settings.tombstoneAfterMissedRuns, {i.document_id for i in listed.items}
+            plan["delete"] = sorted(d for d, r in known.items() if d not in seen and r["missed"] + 1 >= limit)
         return {"runId": None, "sourceId": sid, "outcome": "PREVIEW", "documentsSeen": len(listed.items),
                 "documentsIngested": len(plan["add"]) + len(plan["update"]), "documentsUnchanged": len(plan["unchanged"]),
                 "documentsSkipped": 0, "documentsFailed": len(plan["failures"]), "documentsTombstoned": len(plan["delete"]),

@@ -127,12 +127,10 @@ def listing(source_id: str, spec: WebSource, client: httpx.Client, max_bytes: in
         if not crawl.allowed(url):
             continue
         if len(out.items) >= spec.maxPages:
-            out.complete = False
-            out.notes.append(f"maxPages ({spec.maxPages}) reached")
+            out.stop(f"maxPages ({spec.maxPages}) reached")
             break
         if deadline is not None and time.monotonic() > deadline:
-            out.complete = False
-            out.notes.append("timeBudgetMinutes reached while crawling")
+            out.stop("timeBudgetMinutes reached while crawling")
             break
         try:
             data, content_type = crawl.get(url)

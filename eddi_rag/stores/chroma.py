@@ -206,7 +206,7 @@ class ChromaStore(OverwriteThenPrune):
             for n, row_id in enumerate(got["ids"]):
                 id_, metadata, view = self._meta(row_id, got["metadatas"][n])
                 if rest is None or filters.matches(rest, view):
-                    out.append({"id": id_, "row": row_id, "text": (got.get("documents") or [None] * len(got["ids"]))[n] or "",
+                    out.append({"id": id_, "text": (got.get("documents") or [None] * len(got["ids"]))[n] or "",
                                 "metadata": metadata,
                                 "vector": None if got.get("embeddings") is None else [float(x) for x in got["embeddings"][n]]})
             if len(got["ids"]) < _PAGE:
@@ -243,10 +243,8 @@ class ChromaStore(OverwriteThenPrune):
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
         if (ids is None and filters.node(where) is None) or self._col() is None:
             return 0
-        found = [r["row"] for r in self._matching(where, include=["metadatas"], ids=ids)]
-        col = self._col()
-        for start in range(0, len(found), _PAGE):
-            col.delete(ids=found[start : start + _PAGE])
+        found = [r["id"] for r in self._matching(where, include=["metadatas"], ids=ids)]
+        self._delete_ids(found)
         return len(found)
 
     def drop(self) -> None:

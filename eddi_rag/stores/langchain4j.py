@@ -22,6 +22,8 @@ import re
 import uuid
 from typing import Any
 
+from eddi_rag.stores import filters
+
 NAMESPACES = ("name", "id")
 LAYOUT = "langchain4j"
 FLAGS = ("private", "expires")  # our boolean metadata, read back as booleans
@@ -88,8 +90,6 @@ def encode_value(value: Any) -> Any:
 
 def encode_node(node: Any) -> Any:
     """A filter tree comparing values the way ``encode`` stored them (for filters run on the stored rows)."""
-    from eddi_rag.stores import filters
-
     if isinstance(node, (filters.And, filters.Or)):
         return type(node)(tuple(encode_node(n) for n in node.children))
     value = tuple(encode_value(list(node.value))) if isinstance(node.value, tuple) else encode_value(node.value)

@@ -237,9 +237,8 @@ class QdrantStore(OverwriteThenPrune):
         if (ids is None and node is None) or self._dimension() is None:
             return 0
         wanted = None if ids is None else set(ids)
-        found = [p.id for p in self._matching(where) if wanted is None or self._row(p)[0] in wanted]
-        for start in range(0, len(found), _PAGE):
-            self.client.delete(self.collection, points_selector=models.PointIdsList(points=found[start : start + _PAGE]))
+        found = [i for i in (self._row(p)[0] for p in self._matching(where)) if wanted is None or i in wanted]
+        self._delete_ids(found)
         return len(found)
 
     def drop(self) -> None:

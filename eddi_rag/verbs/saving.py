@@ -50,7 +50,7 @@ class Saving:
         if kind == "rags":
             self.documents.forget_store(id)
             if before is not None:
-                kept = {s.effective_id: s.type for s in self.configs.validate(saved).sources}
+                kept = {s.effective_id: s.type for s in RagConfiguration.model_validate(saved).sources}  # (checked above)
                 for source in before.sources:
                     if kept.get(source.effective_id) != source.type:  # dropped, or another type: gone with its chunks
                         self.source_removed(id, before, source.effective_id, True)
