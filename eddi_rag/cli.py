@@ -40,7 +40,7 @@ def chat_model_options(command):
                      help="Chat model: openai (any OpenAI-compatible server with --base-url), smollm2 (a small local "
                           "model, scripts/local-llm installs it), extractive (the best-matching sentences of the context, "
                           "no model), none. Default: openai when OPENAI_API_KEY or --base-url is set; else the demo "
-                          "uses smollm2 when installed, then extractive, and serve none."),
+                          "answers extractively (grounded, with its [Source n]), and serve uses none."),
         click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model."),
         click.option("--model", default=None, help="Chat model name (default gpt-4o-mini)."),
     )):
