@@ -1,6 +1,7 @@
 """Where a chunk came from, as a citation names it: ``rapport.pdf, page 3``,
 ``production.xlsx, Stocks!C12``, ``deck.pptx, slide 4``, ``data.csv, rows 12-14``,
-``guide.md, # Guide > ## Refunds``."""
+``guide.md, # Guide > ## Refunds``; and what a passage of several chunks covers:
+``handbook.pdf, pages 1–3``, ``data.csv, rows 2–40``, ``leave.docx, whole document``."""
 
 from __future__ import annotations
 
@@ -27,4 +28,55 @@ def source_label(m: dict[str, Any]) -> str:
     """The document, and where in it when known."""
     source = str(m.get("source") or "unknown source")
     where = location(m)
+    return f"{source}, {where}" if where else source
+
+
+def _spread(values: list[int], one: str, many: str) -> str:
+    low, high = min(values), max(values)
+    return f"{one} {low}" if low == high else f"{many} {low}–{high}"
+
+
+def _rows(m: dict[str, Any]) -> list[int]:
+    """The row numbers a chunk's ``row`` / ``rows`` ("12-14") name."""
+    if isinstance(m.get("row"), int) and not isinstance(m.get("row"), bool):
+        return [m["row"]]
+    out = []
+    for part in str(m.get("rows") or "").replace("–", "-").split("-"):
+        if part.strip().isdigit():
+            out.append(int(part))
+    return out
+
+
+def span(metas: list[dict[str, Any]], whole: bool = False) -> str | None:
+    """What a passage made of chunks with these citation metadata covers, as its label says it:
+    ``whole document``, ``pages 1–3``, ``slides 2–4``, ``Stocks, rows 2–40``, the heading path the
+    chunks share (or ``A to B`` when they share none); one chunk: its own ``location``."""
+    if whole:
+        return "whole document"
+    if len(metas) == 1:
+        return location(metas[0])
+    for key, one, many in (("page", "page", "pages"), ("slide", "slide", "slides")):
+        values = [m[key] for m in metas if isinstance(m.get(key), int) and not isinstance(m.get(key), bool)]
+        if values:
+            return _spread(values, one, many)
+    rows = [r for m in metas for r in _rows(m)]
+    if rows:
+        sheets = {m["sheet"] for m in metas if m.get("sheet") is not None}
+        where = _spread(rows, "row", "rows")
+        return f"{sheets.pop()}, {where}" if len(sheets) == 1 else where
+    paths = [tuple(str(m["section"]).split(" > ")) for m in metas if m.get("section")]
+    if not paths:
+        return None
+    shared = 0
+    while shared < min(len(p) for p in paths) and len({p[shared] for p in paths}) == 1:
+        shared += 1
+    if shared:
+        return " > ".join(paths[0][:shared])
+    return f"{' > '.join(paths[0])} to {' > '.join(paths[-1])}"
+
+
+def passage_label(metas: list[dict[str, Any]], whole: bool = False) -> str:
+    """The document, and what of it a passage of these chunks covers (``span``)."""
+    source = str(metas[0].get("source") or "unknown source") if metas else "unknown source"
+    where = span(metas, whole)
     return f"{source}, {where}" if where else source

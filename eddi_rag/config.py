@@ -14,13 +14,19 @@ from importlib import resources
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from eddi_rag import jsonvalues
 from eddi_rag.errors import EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
 LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
+# A knowledge base's defaults are the best measured offline (benchmarks/README.md, bench_docs_qa and eval
+# --pipeline): Markdown-aware chunks, hybrid search fused by RRF, 4 neighbours around each hit. A KB on EDDI's
+# stored vectors (storeNamespace) keeps EDDI's (recursive chunks, vector search), and a store without keyword
+# search (NO_KEYWORD_SEARCH) searches by vector unless told otherwise. A value a configuration names is kept.
+EDDI_DEFAULTS = {"chunkStrategy": "recursive", "searchMode": "vector", "fusion": "weighted"}
+NO_KEYWORD_SEARCH = ("chroma",)  # (a test checks this against the stores' capabilities)
 
 
 class ConfigValidationError(EddiRagError, ValueError):
@@ -162,13 +168,13 @@ class RagConfiguration(BaseModel):
     storeType: str = "in-memory"
     storeParameters: dict[str, Any] = Field(default_factory=dict)
     storeNamespace: str | None = None  # EDDI's layouts, adopted in place (stores.langchain4j); None: ours
-    chunkStrategy: str = "recursive"
+    chunkStrategy: str = "markdown"
     chunkSize: int = 512
     chunkOverlap: int = 64
     maxResults: int = 5
     minScore: float = 0.6
-    searchMode: str = "vector"
-    fusion: str = "weighted"
+    searchMode: str = "hybrid"
+    fusion: str = "rrf"
     vectorWeight: float = 0.7
     maxDistance: float | None = None
     recencyWindow: float = 0.01
@@ -183,6 +189,18 @@ class RagConfiguration(BaseModel):
     sources: list[IngestionSource] = Field(default_factory=list)
 
     _disabled: str | None = PrivateAttr(default=None)  # set when the provider reference was resolved to nothing
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_for_its_store(cls, data: Any) -> Any:
+        """EDDI's defaults on EDDI's stored vectors; vector search on a store without keyword search."""
+        if not isinstance(data, dict):
+            return data
+        if data.get("storeNamespace"):
+            return {**EDDI_DEFAULTS, **data}
+        if data.get("storeType") in NO_KEYWORD_SEARCH and "searchMode" not in data:
+            return {"searchMode": "vector", **data}
+        return data
 
     @property
     def embedding_disabled(self) -> str | None:

@@ -25,10 +25,11 @@ def test_schema_defaults_are_the_model_defaults():
 
 
 def test_eddi_defaults():
-    """EDDI's defaults, but for the embedding provider: with neither embeddingProviderId nor
-    embeddingProvider, embedding is disabled (REQ-EMB-011, issue 13) where EDDI assumes openai."""
+    """EDDI's defaults, but for the embedding provider (with neither embeddingProviderId nor
+    embeddingProvider, embedding is disabled (REQ-EMB-011, issue 13) where EDDI assumes openai) and the
+    chunking and search measured best (tests/test_defaults.py; EDDI's on its stored vectors)."""
     c = validate_rag_configuration({"name": "kb"})
-    assert (c.embeddingProvider, c.storeType, c.chunkStrategy) == (None, "in-memory", "recursive")
+    assert (c.embeddingProvider, c.storeType, c.chunkStrategy) == (None, "in-memory", "markdown")
     assert c.embedding_disabled == "neither embeddingProviderId nor embeddingProvider is set (EDDI would embed with openai; set embeddingProvider)"
     assert (c.chunkSize, c.chunkOverlap, c.maxResults, c.minScore) == (512, 64, 5, 0.6)
 

@@ -289,7 +289,7 @@ def test_what_the_model_sees_keeps_our_defaults_and_the_fields_restore_eddis(run
 
     ours, _ = turn({}, "When does the dining car on the Vienna train close?")
     eddi, _ = turn(EDDI_CONTEXT, "When does the dining car on the Vienna train close?")
-    assert "[Source 1: menu.md]" in ours.system_message  # labels; the best hits of all KBs by score: Food first
+    assert "[Source 1: menu.md, whole document]" in ours.system_message  # labels; the best hits of all KBs by score: Food first
     assert ours.system_message.index("### Source: Food") < ours.system_message.index("### Source: Trains")
     context = eddi.system_message.split("## Relevant Context:\n", 1)[1]
     assert "[Source" not in context  # EDDI: the KB's name, then each chunk's text, KB after KB in workflow order

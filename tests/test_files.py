@@ -25,7 +25,7 @@ STOCKS = {"Stocks": [["Product", "Quantity", "Warehouse"], ["Anvil", 12, "Lyon"]
 def api(tmp_path):
     runtime = Runtime(tmp_path)
     with TestClient(create_app(runtime, max_upload_bytes=200_000)) as c:
-        c.kb = kb_id(c.post(BASE, json={"name": "docs", "embeddingProvider": "local", "storeType": "sqlite",
+        c.kb = kb_id(c.post(BASE, json={"name": "docs", "embeddingProvider": "local", "storeType": "sqlite", "chunkStrategy": "recursive",
                                         "chunkSize": 400, "chunkOverlap": 0, "minScore": 0}))
         yield c
     runtime.close()
@@ -71,7 +71,7 @@ def test_xlsx_rows_explain_themselves_and_cite_sheet_and_cells(api):
 def test_a_one_cell_row_is_cited_by_its_cell(api):
     small = Runtime(None)
     try:
-        kb = small.resources.create("rags", {"name": "s", "embeddingProvider": "local", "chunkSize": 40, "chunkOverlap": 0}).id
+        kb = small.resources.create("rags", {"name": "s", "embeddingProvider": "local", "chunkStrategy": "recursive", "chunkSize": 40, "chunkOverlap": 0}).id
         small.ingest_file(kb, "production.xlsx", files.xlsx(STOCKS), XLSX_TYPE)
         chunks = small.stores.get(kb, small.rag_config(kb)).get({"sheet": "Stocks"})
         total = next(c for c in chunks if "Warehouse: 440" in c.text)

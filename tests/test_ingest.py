@@ -10,7 +10,7 @@ DOC = "\n\n".join(f"Paragraph {i}. " + f"Sentence about topic {i}. " * 12 for i 
 
 
 def test_recursive_chunking_respects_size_and_overlap():
-    chunks = split_text(DOC, RagConfiguration(name="x", chunkSize=200, chunkOverlap=40))
+    chunks = split_text(DOC, RagConfiguration(name="x", chunkStrategy="recursive", chunkSize=200, chunkOverlap=40))
     assert len(chunks) > 10 and all(len(c) <= 200 for c in chunks)
     assert any(a[-20:] in b for a, b in zip(chunks, chunks[1:]))  # neighbours overlap
 
@@ -104,7 +104,8 @@ def test_chunks_carry_source_document_position_and_section(runtime):
 
 
 def rag(runtime: Runtime, **overrides) -> str:
-    config = {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "chunkSize": 200, "chunkOverlap": 20, **overrides}
+    config = {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "chunkStrategy": "recursive", "chunkSize": 200,
+              "chunkOverlap": 20, **overrides}
     return runtime.resources.create("rags", config).id
 
 

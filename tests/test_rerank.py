@@ -90,7 +90,7 @@ def test_the_trace_records_the_order_before_and_after(runtime):
     (entry,) = memory.get("rag:trace:answer")
     assert entry["rerank"]["reranker"] == "cohere" and len(entry["rerank"]["before"]) == 5
     assert entry["rerank"]["after"] == [c["id"] for c in entry["chunks"]]
-    assert "[Source 1: d4.md]" in memory.get("rag:context:answer")
+    assert "[Source 1: d4.md, whole document]" in memory.get("rag:context:answer")
 
 
 # --- a local ONNX cross-encoder built by the test -------------------------------------------

@@ -186,7 +186,8 @@ def web_kb(runtime, source: dict) -> str:
     if "web" in source:
         source = {**source, "web": {"requestDelayMs": 0, **source["web"]}}
     return runtime.resources.create("rags", {"name": "web", "embeddingProvider": "local", "storeType": "sqlite",
-                                             "minScore": 0, "sources": [{"name": "Site", **source}]}).id
+                                             "chunkStrategy": "recursive", "minScore": 0,
+                                             "sources": [{"name": "Site", **source}]}).id
 
 
 def test_web_crawl_same_site_with_depth_and_robots(runtime, site):

@@ -232,7 +232,7 @@ def test_a_document_over_a_limit_fails_naming_the_limit_and_its_setting(fmt, dat
 def test_chunks_of_one_document_are_limited(runtime):
     from dataclasses import replace
 
-    kb = runtime.resources.create("rags", {**KB, "chunkSize": 100, "chunkOverlap": 0}).id
+    kb = runtime.resources.create("rags", {**KB, "chunkStrategy": "recursive", "chunkSize": 100, "chunkOverlap": 0}).id
     runtime.ingestor.limits = replace(runtime.ingestor.limits, max_chunks=5)
     with pytest.raises(DocumentLimitError, match=r"makes \d+ chunks \(limit: EDDI_RAG_MAX_CHUNKS=5\)"):
         runtime.ingest(kb, "long.txt", "A sentence of some length. " * 100)

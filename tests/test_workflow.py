@@ -188,7 +188,7 @@ def test_explicit_kbs_give_context_and_traces(world):
     task = {**TASK, "knowledgeBases": [{"name": "Trains"}, {"name": "Food", "maxResults": 1}]}
     turn = runtime.llm_task.execute(memory, task, None)
     assert turn.answer is None
-    assert turn.system_message.startswith("You are a rail assistant.\n\n## Relevant Context:\n### Source: Trains\n\n[Source 1: rail.md]\n")
+    assert turn.system_message.startswith("You are a rail assistant.\n\n## Relevant Context:\n### Source: Trains\n\n[Source 1: rail.md, whole document]\n")
     assert "Pets" not in turn.system_message
     trace = memory.get("rag:trace:answer")
     assert [t["kb"] for t in trace] == ["Trains", "Food"]
@@ -207,7 +207,7 @@ def test_auto_mode_searches_every_workflow_kb(world):
     trace = memory.get("rag:trace:default")  # no task id
     assert [t["kb"] for t in trace] == ["Trains", "Food", "Pets"]
     context = memory.get("rag:context:default")  # merged by score: the dog passage first
-    assert context.startswith("### Source: Pets\n\n[Source 1: pets.md]\nDogs travel free")
+    assert context.startswith("### Source: Pets\n\n[Source 1: pets.md, whole document]\nDogs travel free")
     assert "### Source: Trains" in context and "### Source: Food" in context
     assert all(c["injected"] for t in trace for c in t["chunks"])
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddi_rag import citations
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit
 
@@ -42,10 +43,31 @@ class Passage:
     candidates: list[Chunk] = field(default_factory=list, repr=False)  # what it may grow by, best first
     max_chars: int = 12000
     overlap: int = 0
+    end: int | None = None  # the document's last position, when the chunks fetched around the hits reached it
+    offsets: dict[str, tuple[int, int]] = field(default_factory=dict)  # each chunk's [start, end) within ``text``
 
     @property
     def best(self) -> SearchHit:
         return self.hits[0]
+
+    @property
+    def whole(self) -> bool:
+        """Every chunk of its document is in it."""
+        return self.end is not None and sorted(_position(c) for c in self.chunks) == list(range(self.end + 1))
+
+    @property
+    def covers(self) -> str | None:
+        """What of its document it holds, as its label says (``pages 1–3``, ``whole document``)."""
+        return citations.span([c.metadata for c in self.chunks] or [self.best.metadata], self.whole)
+
+    @property
+    def label(self) -> str:
+        return citations.passage_label([c.metadata for c in self.chunks] or [self.best.metadata], self.whole)
+
+    def hit_offsets(self) -> list[dict[str, Any]]:
+        """Each hit, where it stands within ``text`` ([start, end) characters) and its own citation."""
+        return [{"id": h.id, "offsets": list(self.offsets[h.id]) if h.id in self.offsets else None,
+                 "citation": citations.source_label(h.metadata)} for h in self.hits]
 
     @property
     def span(self) -> list[int]:
@@ -54,8 +76,9 @@ class Passage:
         return [min(positions), max(positions)]
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "source": self.best.metadata.get("source"),
-                "hits": [h.id for h in self.hits], "chunks": [c.id for c in self.chunks], "span": self.span}
+        return {"text": self.text, "source": self.best.metadata.get("source"), "citation": self.label,
+                "covers": self.covers, "hits": [h.id for h in self.hits], "hitOffsets": self.hit_offsets(),
+                "chunks": [c.id for c in self.chunks], "span": self.span}
 
 
 def _position(item: Chunk | SearchHit) -> int:
@@ -75,25 +98,29 @@ def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
     return n
 
 
-def _join(chunks: list[Chunk], overlap: int) -> str:
+def _join(chunks: list[Chunk], overlap: int) -> tuple[str, dict[str, tuple[int, int]]]:
     """Chunk texts in document order: overlap with the previous chunk dropped, a repeated heading
-    path prefix dropped, ``[…]`` where positions skip."""
+    path prefix dropped, ``[…]`` where positions skip; and where each chunk stands in the result."""
     out = ""
+    offsets: dict[str, tuple[int, int]] = {}
     prev: Chunk | None = None
     for chunk in chunks:
         text = chunk.text.strip()
         if prev is None:
-            out = text
+            start, out = 0, text
         elif _position(chunk) != _position(prev) + 1:
+            start = len(out) + len(GAP)
             out += GAP + text
         else:
             section = chunk.metadata.get("section")
             if section and section == prev.metadata.get("section") and text.startswith(section):
                 text = text[len(section):].lstrip("\n")
             shared = _overlap(prev.text.strip(), text, overlap)
+            start = len(out) - shared if shared else len(out) + 2
             out += text[shared:] if shared else "\n\n" + text  # overlapping chunks: the original text again
+        offsets[chunk.id] = (start, len(out))
         prev = chunk
-    return out
+    return out, offsets
 
 
 def _overlap(before: str, after: str, limit: int) -> int:
@@ -133,6 +160,8 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
         fetched = {c.id: c for c in store.get(where=scoped)} if document else {}
         chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
         candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
+        reached = max((_position(c) for c in fetched.values()), default=None)
+        end = reached if reached is not None and reached < max(positions) + reach else None
         order: Callable[[Chunk], tuple[int, ...]]
         if mode == "neighbors":
             candidates = [c for c in candidates if min(abs(_position(c) - p) for p in positions) <= neighbors]
@@ -144,7 +173,7 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
             order = lambda c: (-max(_common(_path(c), p) for p in paths),  # noqa: E731
                                min(abs(_position(c) - p) for p in positions), _position(c))
         passages.append(Passage(group, chunks, candidates=sorted(candidates, key=order), max_chars=max_chars,
-                                overlap=overlap))
+                                overlap=overlap, end=end))
     return passages
 
 
@@ -165,7 +194,7 @@ def fill(passages: list[Passage], total_chars: int | None = None) -> list[Passag
             p.chunks.append(chunk)
             size += len(chunk.text)
         p.chunks.sort(key=_position)
-        p.text = _join(p.chunks, p.overlap)
+        p.text, p.offsets = _join(p.chunks, p.overlap)
         used += size
     return passages
 

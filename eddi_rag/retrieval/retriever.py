@@ -7,7 +7,8 @@ mode decides which chunks are candidates and in what order they come.
 Every search is scoped inside the store's own filter (so k results still come back): chunks of
 another user (``private``) and expired chunks (``expires`` and ``expiresAt`` <= now) are never
 candidates. Then ``maxDistance`` and ``minScore`` drop, and (vector mode) among scores within
-``recencyWindow`` of each other the newest chunk (``ingestedAt``) comes first.
+``recencyWindow`` of each other the newest chunk (``ingestedAt``) comes first. A chunk switched off on its
+document's page (``chunk_disabled``) is never a candidate, nor shown around another's hit.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ from eddi_rag.stores.filters import value_kind
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
 
+DISABLED = "chunk_disabled"  # metadata of a chunk switched off on its document's page: never a candidate
+ENABLED = {DISABLED: {"$ne": True}}
+
+
 def visible_to(user_id: str | None) -> dict[str, Any]:
     """The chunks a user may see: shared ones and, for a user, that user's private ones."""
     return {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
@@ -41,24 +46,46 @@ def scope(where: filters.Where, user_id: str | None, now: float) -> filters.Node
     the caller's ``where`` on its own, so its errors and limits are about what the caller wrote."""
     mine = visible_to(user_id)
     alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
-    own, shared, current = filters.node(where), filters.parse(mine), filters.parse(alive)
-    assert shared is not None and current is not None  # non-empty filters
-    return filters.And((shared, current, *([own] if own else [])))
+    own, shared, current, enabled = filters.node(where), filters.parse(mine), filters.parse(alive), filters.parse(ENABLED)
+    assert shared is not None and current is not None and enabled is not None  # non-empty filters
+    return filters.And((shared, current, enabled, *([own] if own else [])))
 
 
 def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[SearchHit]:
     """Hits whose scores lie within ``window`` of the best score of their run count as equal and
-    are ordered newest first (``ingestedAt``); runs keep score order."""
+    are ordered newest first (``ingestedAt``); runs keep score order. A hit that moved says why."""
     if window <= 0 or len(hits) < 2:
         return hits
     out: list[SearchHit] = []
     run: list[SearchHit] = []
+    tie = {"by": "vector", "tie": f"scores within {window} of each other (recencyWindow) count as equal: the newest comes first"}
+
+    def ordered(run: list[SearchHit]) -> list[SearchHit]:
+        newest = sorted(run, key=_age)
+        return newest if [h.id for h in newest] == [h.id for h in run] else [replace(h, ranking=tie) for h in newest]
+
     for hit in hits:
         if run and run[0].score - hit.score > window:
-            out += sorted(run, key=_age)
+            out += ordered(run)
             run = []
         run.append(hit)
-    return out + sorted(run, key=_age)
+    return out + ordered(run)
+
+
+def order_rule(config: RagConfiguration) -> str:
+    """How a search of ``config`` orders its results, in a sentence (the score shown is always the cosine
+    relevance minScore keeps to)."""
+    if config.reranker != "none":
+        return f"By the reranker ({config.reranker}) score; the score shown is the cosine relevance minScore keeps to."
+    if config.searchMode == "keyword":
+        return "By keyword (BM25) rank; the score shown is the cosine relevance minScore keeps to."
+    if config.searchMode == "hybrid":
+        how = ("reciprocal rank fusion of the vector and keyword ranks" if config.fusion == "rrf" else
+               f"{config.vectorWeight:g} × vector + {1 - config.vectorWeight:g} × keyword score, each scaled to 0–1")
+        return f"By {how}; the score shown is the cosine relevance minScore keeps to."
+    if config.recencyWindow > 0:
+        return f"By score; scores within {config.recencyWindow:g} of each other count as equal and the newest comes first."
+    return "By score."
 
 
 def _age(hit: SearchHit) -> float:
@@ -147,6 +174,8 @@ class Retriever:
         if config.searchMode == "keyword":
             order = [h.id for h in keyword[:k]]
             found: dict[str, SearchHit] = {}
+            ranking = {h.id: {"by": "keyword", "keyword": {"rank": r, "bm25": round(h.bm25, 4)}}
+                       for r, h in enumerate(keyword[:k], 1)}
         else:
             with metrics.SEARCH_SECONDS.labels(config.storeType, "vector").time():
                 dense = store.search(vector, k * OVERFETCH, where=where)
@@ -155,10 +184,20 @@ class Retriever:
             fused = (reciprocal_rank(ranked_v, ranked_k) if config.fusion == "rrf"
                      else weighted(ranked_v, ranked_k, config.vectorWeight, 1.0 - config.vectorWeight))
             order = [i for i, _ in fused[:k]]
+            ranking = _parts(config, ranked_v, ranked_k, dict(fused[:k]))
         missing = [i for i in order if i not in found]
         if missing:  # keyword-only finds: their cosine relevance, from the stored vectors
             q = normalise(vector)[0]
             for chunk in store.get(ids=missing):
                 sim = float(normalise(chunk.vector)[0] @ q) if chunk.vector is not None else float(np.nan)
                 found[chunk.id] = SearchHit(chunk.id, chunk.text, chunk.metadata, sim)
-        return [found[i] for i in order if i in found]
+        return [replace(found[i], ranking=ranking.get(i)) for i in order if i in found]
+
+
+def _parts(config: RagConfiguration, vector: list[tuple[str, float]], keyword: list[tuple[str, float]],
+           fused: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Each fused hit's vector and keyword part: its rank and score on each side (None where that side
+    did not find it), and the fused value that ordered it."""
+    v = {i: {"rank": r, "similarity": round(s, 4)} for r, (i, s) in enumerate(vector, 1)}
+    kw = {i: {"rank": r, "bm25": round(s, 4)} for r, (i, s) in enumerate(keyword, 1)}
+    return {i: {"by": config.fusion, "fused": round(f, 6), "vector": v.get(i), "keyword": kw.get(i)} for i, f in fused.items()}

@@ -43,6 +43,7 @@ class SearchHit:
     metadata: dict[str, Any]
     similarity: float
     rerank_score: float | None = None  # a reranker's relevance, when one reordered the results
+    ranking: dict[str, Any] | None = None  # why it stands where it does, when not by score (retriever.explain)
 
     @property
     def score(self) -> float:
@@ -62,6 +63,7 @@ class SearchHit:
             "source": self.metadata.get("source"),
             "citation": source_label(self.metadata),
             **({"rerankScore": self.rerank_score} if self.rerank_score is not None else {}),
+            **({"ranking": self.ranking} if self.ranking is not None else {}),
             "metadata": self.metadata,
         }
 
@@ -296,5 +298,6 @@ def check_dimension(expected: int | None, got: int, kb: str) -> None:
     if expected is not None and expected != got:
         raise DimensionMismatchError(
             f"knowledge base {kb!r} holds {expected}-dimensional vectors, got {got}: "
-            "the embedding model changed; re-create the store or use a matching model"
+            "the embedding model changed; re-embed all (POST .../reembed, or Re-embed all on its Documents page) "
+            "or use the matching model"
         )

@@ -21,7 +21,7 @@ from eddi_rag.contracts import MAX_QUERY_CHARS, RESULT_TTL_SECONDS, InvalidQuery
 from eddi_rag.factories import EmbeddingModelFactory
 from eddi_rag.retrieval.expansion import Passage
 from eddi_rag.retrieval.generations import KbGenerations
-from eddi_rag.retrieval.retriever import Retriever
+from eddi_rag.retrieval.retriever import Retriever, order_rule
 from eddi_rag.stores.base import SearchHit, StoreUnavailableError
 from eddi_rag.verbs.configs import Configs
 
@@ -75,10 +75,19 @@ class SearchResult:
     passages: list[Passage] = field(default_factory=list)  # one per document, ordered by their best hit
 
     def to_json(self) -> dict[str, Any]:
-        text_of = {h.id: p.text for p in self.passages for h in p.hits}
+        of = {h.id: p for p in self.passages for h in p.hits}
+
+        def result(h: SearchHit) -> dict[str, Any]:
+            p = of.get(h.id)
+            if p is None:
+                return {**h.to_json(), "passage": None}
+            return {**h.to_json(), "passage": p.text, "passageCitation": p.label,
+                    "offsets": list(p.offsets[h.id]) if h.id in p.offsets else None}
+
         return {"kbId": self.request.kb_id, "name": self.config.name, "query": self.request.query,
                 "contextExpansion": self.request.expansion or self.config.contextExpansion,
-                "results": [{**h.to_json(), "passage": text_of.get(h.id)} for h in self.hits],
+                "order": order_rule(self.config),
+                "results": [result(h) for h in self.hits],
                 "passages": [p.to_json() for p in self.passages]}
 
 
@@ -121,6 +130,12 @@ class Search:
         passages = self.retriever.passages(request.kb_id, config, hits, request.expansion, request.user_id,
                                            request.max_context_chars)
         return SearchResult(request, config, hits, passages)
+
+    def found(self, kb_id: str, question: str) -> list[dict[str, Any]]:
+        """What a search of ``question`` finds now, passage by passage: {citation, chunks, hits} (test questions)."""
+        result = self.run(SearchRequest(kb_id, question))
+        return [{"citation": p.label, "chunks": [c.id for c in p.chunks] or [h.id for h in p.hits],
+                 "hits": [h.id for h in p.hits]} for p in result.passages]
 
     def retrieve(self, request: SearchRequest, min_relevance: float = 0.6) -> RAGContext:
         """The retrieve contract: ``request.k`` chunks (default 5) searched without a score floor; kept

@@ -80,6 +80,11 @@ class Passage:
     def text(self) -> str:
         return self.expanded.text if self.expanded is not None else self.hit.text.strip()
 
+    @property
+    def label(self) -> str:
+        """What the passage covers (``handbook.pdf, pages 1–3``); a bare hit: where the hit is."""
+        return self.expanded.label if self.expanded is not None else source_label(self.hit)
+
 
 def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list[Passage]:
     """Every KB's hits in one list, cut to ``limit``: each KB keeps its own order (a fused or
@@ -100,8 +105,10 @@ def merge(results: list[tuple[str, list[SearchHit]]], limit: int | None) -> list
 def format_context(passages: list[Passage], max_chars: int | None, labels: bool = True
                    ) -> tuple[str, list[dict[str, Any]], int]:
     """The ``## Relevant Context:`` body (docs/architecture.md §3): a ``### Source: <kb>`` header whenever the KB
-    changes, then ``[Source n: <document>, <section>]`` (unless not ``labels``: EDDI's) and the passage. Returns (text, the sources
-    injected as {n, label, chunkId, kb, source, section}, number of passages omitted).
+    changes, then ``[Source n: <document>, <what the passage covers>]`` (unless not ``labels``: EDDI's) and the passage.
+    Returns (text, the sources injected as {n, label, chunkId, kb, source, section, location; for an expanded passage
+    also hits, span, covers and hitOffsets: each hit's [start, end) in the passage and its own citation}, number of
+    passages omitted).
 
     A passage that would push the text past ``max_chars`` is skipped (later, shorter ones may
     still fit); a closing marker line says how many were omitted and why, in EDDI's words, and the
@@ -111,7 +118,7 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
     sources: list[dict[str, Any]] = []
     for p in passages:
         n = len(sources) + 1
-        label = f"[Source {n}: {source_label(p.hit)}]"
+        label = f"[Source {n}: {p.label}]"
         # Each passage ends with a blank line, which also separates it from the next header.
         header = f"### Source: {p.kb}\n\n" if p.kb != current_kb else ""
         passage = f"{label}\n{p.text}\n\n" if labels else f"{p.text}\n\n"
@@ -123,8 +130,9 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
         sources.append({"n": n, "label": label, "chunkId": p.hit.id, "kb": p.kb,
                         "source": p.hit.metadata.get("source"), "section": p.hit.metadata.get("section"),
                         "location": citations.location(p.hit.metadata)})
-        if p.expanded is not None:
-            sources[-1].update(hits=[h.id for h in p.expanded.hits], span=p.expanded.span)
+        if p.expanded is not None:  # what the passage covers, and where each hit stands in it
+            sources[-1].update(hits=[h.id for h in p.expanded.hits], span=p.expanded.span, covers=p.expanded.covers,
+                               hitOffsets=p.expanded.hit_offsets())
     text = text.strip()
     if omitted:
         text += f"\n[... {omitted} further retrieved passage(s) omitted: RAG context limit ({max_chars} chars) reached ...]"

@@ -1,0 +1,99 @@
+"""Citations that state their span (issue 22 point 1) and results whose order is explained (point 4): a
+passage's label names what it covers (pages 1–3, rows 2–40, a heading path, the whole document), each hit
+inside it is located by offsets, and a result that is not in score order says why."""
+
+from __future__ import annotations
+
+import pytest
+
+from eddi_rag.answers.extractive import ExtractiveChatModel
+from eddi_rag.citations import span
+from eddi_rag.db import Database
+from eddi_rag.resources import resource_uri
+from eddi_rag.retrieval.expansion import expand
+from eddi_rag.retrieval.retriever import newest_first_among_equals
+from eddi_rag.stores.base import Chunk, SearchHit, StoreContext
+from eddi_rag.stores.embedded.memory import InMemoryStore
+from eddi_rag.workflow.memory import ConversationMemory
+from tests.test_workflow import RAG, TASK, make_agent, make_kb, step
+
+
+def page_chunk(pos: int, page: int) -> Chunk:
+    meta = {"document_id": "handbook.pdf", "position_in_doc": pos, "source": "handbook.pdf", "page": page}
+    return Chunk(f"h-{pos:02d}", f"Paragraph {pos} on page {page} of the handbook.", meta, [1.0, float(pos)])
+
+
+@pytest.fixture
+def store():
+    s = InMemoryStore("kb", {}, StoreContext(Database(":memory:")))
+    s.upsert([page_chunk(i, i // 2 + 1) for i in range(10)])  # pages 1..5, two chunks each
+    return s
+
+
+def hit(c: Chunk) -> SearchHit:
+    return SearchHit(c.id, c.text, c.metadata, 0.8)
+
+
+def test_a_passage_label_names_the_pages_it_covers_and_locates_its_hit(store):
+    (best,) = store.get(ids=["h-04"])  # page 3
+    (p,) = expand(store, [hit(best)], "neighbors", neighbors=2)
+    assert p.label == "handbook.pdf, pages 2–4" and p.covers == "pages 2–4"
+    (located,) = p.hit_offsets()
+    start, end = located["offsets"]
+    assert p.text[start:end] == best.text and located["citation"] == "handbook.pdf, page 3"
+    assert p.to_json()["citation"] == "handbook.pdf, pages 2–4"
+
+
+def test_a_passage_holding_every_chunk_says_whole_document(store):
+    (best,) = store.get(ids=["h-04"])
+    (p,) = expand(store, [hit(best)], "neighbors", neighbors=10)
+    assert p.label == "handbook.pdf, whole document"
+    (bare,) = expand(store, [hit(best)], "none")
+    assert bare.label == "handbook.pdf, page 3"  # a hit alone: its own place
+
+
+def test_spans_of_rows_slides_and_sections():
+    assert span([{"rows": "2-10"}, {"rows": "11-40"}]) == "rows 2–40"
+    assert span([{"sheet": "Stocks", "row": 3}, {"sheet": "Stocks", "row": 9}]) == "Stocks, rows 3–9"
+    assert span([{"slide": 2}, {"slide": 4}]) == "slides 2–4"
+    assert span([{"section": "# Leave > ## Parental Leave"}, {"section": "# Leave > ## Parental Leave > ### Eligibility"}]) \
+        == "# Leave > ## Parental Leave"
+    assert span([{"section": "# A"}, {"section": "# B"}]) == "# A to # B"
+    assert span([{"page": 2}]) == "page 2" and span([{}, {}]) is None
+
+
+def test_a_result_moved_by_the_recency_rule_says_so():
+    older = SearchHit("old", "x", {"ingestedAt": 1.0}, 0.3576)  # score 0.6788
+    newer = SearchHit("new", "y", {"ingestedAt": 2.0}, 0.3424)  # score 0.6712
+    first, second = newest_first_among_equals([older, newer], 0.01)
+    assert (first.id, second.id) == ("new", "old") and "recencyWindow" in first.ranking["tie"]
+    assert newest_first_among_equals([newer, older], 0.01)[0].ranking is None  # already in that order
+
+
+def test_rest_query_explains_the_order_and_the_hybrid_parts(client):
+    runtime = client.runtime
+    kb = make_kb(runtime, "Handbook", {"leave.md": "# Leave\n\n## Parental leave\n\nParents get 14 weeks of paid leave.\n\n"
+                                                   "## Sick leave\n\nSick leave needs a note after three days."},
+                 storeType="sqlite", minScore=0)
+    assert runtime.configs.get(kb).searchMode == "hybrid"
+    r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "How many weeks of parental leave?"}).json()
+    assert r["order"].startswith("By reciprocal rank fusion of the vector and keyword ranks")
+    best = r["results"][0]
+    assert best["ranking"]["by"] == "rrf" and best["ranking"]["vector"]["rank"] >= 1
+    assert best["ranking"]["keyword"]["rank"] >= 1 and "bm25" in best["ranking"]["keyword"]
+    start, end = best["offsets"]
+    assert best["passage"][start:end].strip() and best["passageCitation"].startswith("leave.md")
+
+
+def test_the_llm_task_labels_the_passage_by_its_span_and_rag_citations_keep_it(runtime):
+    text = "\n\n".join(f"## Part {i}\n\nFact {i}: the night train leaves at {20 + i % 4}:10." for i in range(3))
+    kb = make_kb(runtime, "Guide", {}, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, minScore=0, maxResults=2)
+    runtime.ingest_file(kb, "guide.md", ("# Guide\n\n" + text).encode())
+    agent = make_agent(runtime, [step(resource_uri("rags", kb, 1), RAG)])
+    memory = ConversationMemory(agent, user_input="When does the night train leave?")
+    runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}]}, ExtractiveChatModel())
+    assert "[Source 1: guide.md, whole document]" in memory.get("rag:context:answer")
+    (cited, *_) = memory.get("rag:citations:answer")
+    assert cited["covers"] == "whole document" and cited["known"]
+    located = cited["hitOffsets"][0]
+    assert located["citation"].startswith("guide.md, # Guide > ## Part") and len(located["offsets"]) == 2
