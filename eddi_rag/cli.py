@@ -327,8 +327,11 @@ def doctor(data_dir) -> None:
         click.echo(f"no knowledge bases in {data_dir}")
         return
     click.echo(format_table(checks))
-    failed = sum(not c.ok for c in checks)
-    click.echo(f"\n{failed} problem(s) found" if failed else "\nall checks passed")
+    failed = sum(c.level == "failed" for c in checks)
+    warned = sum(c.level == "warning" for c in checks)
+    said = [f"{failed} problem(s) found"] if failed else []
+    said += [f"{warned} warning(s)"] if warned else []
+    click.echo("\n" + ", ".join(said) if said else "\nall checks passed")
     sys.exit(1 if failed else 0)
 
 

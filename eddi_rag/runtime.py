@@ -18,6 +18,7 @@ from eddi_rag.feedback import FeedbackLog
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.outbound import OutboundPolicy
+from eddi_rag.questions import TestQuestions
 from eddi_rag.resources import SqliteResourceStore
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.rerankers import RerankerFactory
@@ -69,7 +70,7 @@ class Runtime:
         self.saving = Saving(self.resources, self.configs, self.documents, self.jobs)
         self.search = Search(self.configs, self.embeddings, self.retriever, self.generations, redact)
         self.ingesting = Ingesting(self.configs, self.ingestor, self.jobs, redact)
-        self.health = Health(self.configs, self.stores, self.resources, self.embeddings, self.resolver)
+        self.health = Health(self.configs, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing)
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.configs.resolve_embedding)
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, redact),
@@ -84,6 +85,7 @@ class Runtime:
         self.collections = Collections(self.db, self.stores)
         self.keys = KeyStore(self.db)
         self.feedback = FeedbackLog(self.db)
+        self.questions = TestQuestions(self.db, self.search.found, lambda kb_id: self.configs.version(kb_id, 0))
 
     # -- the Python API's shorthands -------------------------------------------------------------
 

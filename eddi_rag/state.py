@@ -111,8 +111,34 @@ def _global_variables(c: sqlite3.Connection) -> None:
         description TEXT, exportable INTEGER NOT NULL DEFAULT 1, updated_at TEXT NOT NULL, PRIMARY KEY (tenant, key))""")
 
 
+def _earlier_defaults_named(c: sqlite3.Connection) -> None:
+    """Version 6: a new knowledge base defaults to Markdown chunks and hybrid search fused by RRF; every stored
+    version that left them out keeps what it had (recursive, vector, weighted), named, so nothing changes under it."""
+    from eddi_rag.config import EDDI_DEFAULTS
+
+    for row in c.execute("SELECT kind, id, version, data FROM resource_versions WHERE kind='rags'").fetchall():
+        data = json.loads(row["data"])
+        if isinstance(data, dict) and any(k not in data for k in EDDI_DEFAULTS):
+            c.execute("UPDATE resource_versions SET data=? WHERE kind=? AND id=? AND version=?",
+                      (json.dumps({**EDDI_DEFAULTS, **data}), row["kind"], row["id"], row["version"]))
+
+
+def _review_and_test_questions(c: sqlite3.Connection) -> None:
+    """Version 7: a vote can be marked reviewed, with a note; a knowledge base keeps test questions, each with
+    the passages it found when they were last accepted (its baseline)."""
+    have = {r["name"] for r in c.execute("PRAGMA table_info(citation_feedback)").fetchall()}
+    for column, definition in (("reviewed", "INTEGER NOT NULL DEFAULT 0"), ("note", "TEXT"), ("reviewed_on", "TEXT")):
+        if column not in have:
+            c.execute(f"ALTER TABLE citation_feedback ADD COLUMN {column} {definition}")
+    c.execute("""CREATE TABLE IF NOT EXISTS test_questions (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, kb_id TEXT NOT NULL,
+        question TEXT NOT NULL, chunk_id TEXT, baseline TEXT NOT NULL, baseline_version INTEGER NOT NULL,
+        created_on TEXT NOT NULL, accepted_on TEXT NOT NULL)""")
+    c.execute("CREATE INDEX IF NOT EXISTS test_questions_by_kb ON test_questions (kb_id, created_on)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
-                                                                 _timeout_in_milliseconds, _global_variables)
+                                                                 _timeout_in_milliseconds, _global_variables,
+                                                                 _earlier_defaults_named, _review_and_test_questions)
 LATEST = len(MIGRATIONS)
 
 

@@ -100,9 +100,13 @@ def test_context_is_the_section_an_llm_task_would_inject_and_feedback_is_kept_fo
 
 def test_doctor_reports_each_check_with_its_fix(client):
     kb = make_kb(client, storeType="pgvector", storeParameters={"url": "${env:NO_SUCH_VARIABLE_HERE}"})
-    checks = client.get(f"{BASE}/{kb}/doctor").json()
-    assert [c["check"] for c in checks] == ["configuration", "provider", "secrets"]
-    assert checks[-1]["ok"] is False and "NO_SUCH_VARIABLE_HERE" in checks[-1]["detail"] and checks[-1]["fix"]
+    checks = {c["check"]: c for c in client.get(f"{BASE}/{kb}/doctor").json()}
+    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions"]
+    secrets = checks["secrets"]  # every check is shown: what needs the secret is skipped, not hidden
+    assert secrets["level"] == "failed" and "NO_SUCH_VARIABLE_HERE" in secrets["detail"] and secrets["fix"]
+    assert {checks[c]["level"] for c in ("embeddings", "store", "dimensions", "documents")} == {"skipped"}
+    verdict = client.get(f"{BASE}/{kb}/verdict").json()
+    assert (verdict["status"], verdict["check"]) == ("failed", "secrets") and verdict["fix"] == secrets["fix"]
 
 
 def test_an_agent_turn_shows_the_system_message_and_the_memory_entries(client):

@@ -3,6 +3,8 @@ sends can make later reads or writes of a knowledge base fail (issue 12's findin
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
@@ -369,7 +371,8 @@ def test_names_in_query_parameters_and_multipart_parts_are_checked(client, kb):
     assert r.status_code == 400 and "documentName" in r.json()["error"]
     r = client.post(f"{BASE}/{kb}/ingest", files=[("file", ("ok.txt", b"fine", "text/plain")), ("file", ("b\x1b[2J.txt", b"x", "text/plain"))])
     assert r.status_code == 400 and "file part 2" in r.json()["error"] and "\x1b" not in r.text
-    assert client.get(f"{BASE}/{kb}/ingestions").json() == []  # neither file was queued
+    refused = client.get(f"{BASE}/{kb}/ingestions").json()  # neither file was queued; the refusal is in the history
+    assert [j["status"][:17] for j in refused] == ["failed: refused: "] and "file part 2" in refused[0]["status"] and "\x1b" not in json.dumps(refused)
 
 
 def test_a_filter_error_names_the_problem_without_echoing_the_input(client):

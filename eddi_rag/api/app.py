@@ -16,6 +16,7 @@ from eddi_rag.api import (
     backup,
     collections,
     errors,
+    feedback,
     ingestion,
     keys,
     observability,
@@ -80,7 +81,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
                 return await errors.answer(request, e)
         return await call_next(request)
 
-    for router in (backends.router, ingestion.router, retrieval.router, retrieval.feedback_router, sources.router,
+    for router in (backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
                    collections.router, keys.router, agents.router, backup.router, variables.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query

@@ -3,6 +3,8 @@ contract, the KB's documents (list, delete one), purge."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -12,6 +14,7 @@ from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import UnknownIngestionError
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
@@ -41,13 +44,67 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     version = runtime.configs.version(id, version)  # 404 for an unknown config or version, before the body is read
     limit = request.app.state.max_upload_bytes
     if is_multipart(request):
-        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace))
-                for u in await read_multipart(request, limit)]
+        with _refusal_kept(runtime, id, version, "(multipart upload)"):
+            uploads = await read_multipart(request, limit)
+        jobs = []
+        for u in uploads:
+            with _refusal_kept(runtime, id, version, u.name):
+                jobs.append((u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace)))
         return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
                                            for name, j in jobs]}
-    job = runtime.ingesting.submit(id, "unnamed" if documentName is None else documentName, await read_body(request, limit),
-                                   request.headers.get("content-type"), version, replace=replace)
+    name = "unnamed" if documentName is None else documentName
+    with _refusal_kept(runtime, id, version, name):
+        job = runtime.ingesting.submit(id, name, await read_body(request, limit), request.headers.get("content-type"),
+                                       version, replace=replace)
     return {"ingestionId": job.id, "kbId": id, "status": job.status}
+
+
+@contextmanager
+def _refusal_kept(runtime: Any, kb_id: str, version: int, name: str) -> Iterator[None]:
+    """An upload refused for what it is (too large, unsupported, empty, unreadable) stays in the KB's
+    ingestion history, so a reload still says why; the refusal is answered as before."""
+    try:
+        yield
+    except EddiRagError as e:
+        if e.status in (400, 413, 415, 422):
+            runtime.jobs.refused(kb_id, version, name[:1000], str(e))
+        raise
+
+
+@router.post("/reembed", status_code=202, dependencies=[IngestLimit])
+def reembed(id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Re-embed every chunk with the current configuration's model (after a change of provider, model or
+    dimensions): a job, followed like an ingestion (its progress counts chunks)."""
+    job = runtime.ingesting.reembed(id)
+    return {"ingestionId": job.id, "kbId": id, "status": job.status}
+
+
+class ChunkSwitch(RequestBody):
+    enabled: bool
+
+
+@router.get("/chunks")
+def document_chunks(id: str, runtime: RuntimeDep, caller: Viewer,
+                    documentId: Annotated[str, Query(min_length=1, max_length=2000)]) -> dict[str, Any]:
+    """One document's chunks in order ({id, position, where, text, enabled}), and whether its file is kept
+    (``reparsable``)."""
+    chunks = runtime.documents.chunks(id, documentId, caller.user_id)
+    return {"kbId": id, "documentId": documentId, "chunks": chunks,
+            "reparsable": runtime.jobs.original(id, documentId) is not None}
+
+
+@router.patch("/chunks/{chunk_id}")
+def switch_chunk(id: str, chunk_id: str, body: ChunkSwitch, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Switch a chunk off (no search finds it, no passage shows it) or on again."""
+    return runtime.documents.enable(id, chunk_id, body.enabled, caller.user_id)
+
+
+@router.post("/reparse", status_code=202, dependencies=[IngestLimit])
+def reparse(id: str, runtime: RuntimeDep, caller: Editor,
+            documentId: Annotated[str, Query(min_length=1, max_length=2000)]) -> dict[str, Any]:
+    """Ingest a document's kept file again with the current configuration (its chunks replaced)."""
+    job = runtime.ingesting.reparse(id, documentId)
+    return {"ingestionId": job.id, "kbId": id, "documentId": documentId, "status": job.status}
 
 
 @router.get("/ingestion/{ingestion_id}/status")
@@ -91,6 +148,7 @@ def delete_document(id: str, document_id: str, runtime: RuntimeDep, caller: Edit
     removed = runtime.documents.delete(id, document_id, caller.user_id)  # a user-bound key: shared or its own
     if not removed:
         raise HTTPException(404, f"knowledge base {id} has no document {document_id!r}")
+    runtime.jobs.let_go(id, document_id)  # its kept file goes with it
     return {"kbId": id, "documentId": document_id, "removed": removed}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 from pydantic import Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
@@ -45,10 +45,13 @@ class RetrieveRequest(RequestBody):
 @router.post("/query", dependencies=[QueryLimit])
 def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Scored chunks and their passages; ``userId`` only for credentials acting for users (a
-    credential bound to a user always searches as that user)."""
-    return runtime.search.run(SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
-                                            user_id=caller.user_for(body.userId), expansion=body.contextExpansion,
-                                            max_context_chars=body.maxContextChars)).to_json()
+    credential bound to a user always searches as that user). A knowledge base that cannot answer says why
+    and how to fix it (the doctor's check)."""
+    request = SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
+                            user_id=caller.user_for(body.userId), expansion=body.contextExpansion,
+                            max_context_chars=body.maxContextChars)
+    with runtime.health.explained(id):
+        return runtime.search.run(request).to_json()
 
 
 class ContextRequest(RequestBody):
@@ -92,9 +95,10 @@ def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer
 @router.post("/retrieve", dependencies=[QueryLimit])
 def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
-    return runtime.search.retrieve(SearchRequest(id, body.query, k=body.maxChunks, where=body.where,
-                                                 user_id=caller.user_for(body.userId), expansion=body.contextExpansion),
-                                   body.minRelevance).to_json()
+    request = SearchRequest(id, body.query, k=body.maxChunks, where=body.where, user_id=caller.user_for(body.userId),
+                            expansion=body.contextExpansion)
+    with runtime.health.explained(id):
+        return runtime.search.retrieve(request, body.minRelevance).to_json()
 
 
 @router.get("/health")
@@ -104,15 +108,11 @@ def kb_health(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
 
 @router.get("/doctor")
 def kb_doctor(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
-    """``eddi-rag doctor`` for this KB: [{check, ok, detail, fix}]."""
-    return [{"check": c.check, "ok": c.ok, "detail": c.detail, "fix": c.fix} for c in runtime.health.checks(id)]
+    """``eddi-rag doctor`` for this KB: every check, [{check, ok, level, detail, fix}]."""
+    return [c.to_json() for c in runtime.health.checks(id)]
 
 
-feedback_router = APIRouter(tags=["retrieval"], route_class=Route, responses=ERROR_RESPONSES)
-
-
-@feedback_router.get("/ragstore/feedback")
-def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, vote: Literal["up", "down"] | None = None,
-                  limit: int = Query(200, ge=1, le=1000)) -> list[dict[str, Any]]:
-    """Citation feedback of the caller's tenant, newest first (``vote=down``: what to review)."""
-    return runtime.feedback.list(caller.tenant, kbId, vote, limit)
+@router.get("/verdict")
+def kb_verdict(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """One verdict from the doctor's checks: {status: ok | warning | failed, check, detail, fix, problems, checks}."""
+    return runtime.health.verdict(id)

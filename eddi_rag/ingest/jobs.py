@@ -104,6 +104,10 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+REFUSED = "refused"  # the format of an upload refused at the door (kept in the history, never run)
+REEMBED = "reembed"  # the format of a job that re-embeds a whole knowledge base (its body is not a file)
+
+
 class Progress:
     """What a running job hears from its work (pages/rows parsed, chunks embedded) and asks (was it cancelled?)."""
 
@@ -154,14 +158,17 @@ class IngestionQueue:
             self._busy += 1
         self._queue.put(job_id)
 
-    def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False) -> Job:
+    def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False,
+               document_id: str | None = None) -> Job:
         """Queue ``body`` as the document named ``document``: its chunks replace that document's, or
-        (``append``) land beside them under an id of their own (``<document>#<ingestion id>``)."""
+        (``append``) land beside them under an id of their own (``<document>#<ingestion id>``), or
+        (``document_id``) replace those of that document (a re-parse)."""
         waiting = self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?, ?)", WAITING)[0]["n"]
         if waiting >= self.max_queued:
             raise QueueFullError(f"{waiting} ingestions are waiting (at most {self.max_queued}); try again later")
         job_id = secrets.token_hex(12)
-        job = Job(job_id, kb_id, version, document, PENDING, document_id=f"{document}#{job_id}" if append else document)
+        job = Job(job_id, kb_id, version, document, PENDING,
+                  document_id=document_id or (f"{document}#{job_id}" if append else document))
         now = _now()
         data = body.encode("utf-8") if isinstance(body, str) else body
         self.db.execute(
@@ -183,6 +190,14 @@ class IngestionQueue:
                              (kb_id, limit))
         return [Job.of(r, self._progress.get(r["id"])) for r in rows]
 
+    def failing(self, kb_id: str) -> list[str]:
+        """The documents of ``kb_id`` whose latest ingestion failed (a later one that succeeds clears them)."""
+        rows = self.db.query("SELECT document, status FROM ingestion_jobs j WHERE kb_id=? AND created_on = "
+                             "(SELECT MAX(created_on) FROM ingestion_jobs k WHERE k.kb_id=j.kb_id "
+                             "AND COALESCE(k.document_id, k.document) = COALESCE(j.document_id, j.document)) "
+                             "ORDER BY document", (kb_id,))
+        return [r["document"] for r in rows if r["status"].startswith("failed")]
+
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state (every ``failed: …`` counted as ``failed``)."""
         counts = dict.fromkeys((PENDING, PROCESSING, COMPLETED, CANCELLED, "failed"), 0)
@@ -195,12 +210,27 @@ class IngestionQueue:
         """Each KB's most recent ingestion time (for listings)."""
         return {r["kb_id"]: r["t"] for r in self.db.query("SELECT kb_id, MAX(updated_on) AS t FROM ingestion_jobs GROUP BY kb_id")}
 
+    def refused(self, kb_id: str, version: int, document: str, reason: str) -> Job:
+        """An upload refused at the door (unsupported type, too large, empty), kept in the history as a failed
+        ingestion that cannot be retried (its file was not kept)."""
+        job = Job(secrets.token_hex(12), kb_id, version, document, f"failed: refused: {reason}"[:2000], document_id=document)
+        now = _now()
+        self.db.execute(
+            "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
+            "format, document_id) VALUES (?,?,?,?,?,NULL,NULL,?,?,?,?)",
+            (job.id, kb_id, version, document, job.status, now, now, REFUSED, document))
+        job.created = job.updated = now
+        return job
+
     def retry(self, job_id: str) -> Job:
         """Queue a failed or cancelled job again, with the document it was given (attempts start over)."""
         job = self.status(job_id)
         if job is None or not (job.status.startswith("failed") or job.status == CANCELLED):
             raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a failed or "
                                        f"cancelled one can be retried")
+        if job.status.startswith("failed: refused: "):
+            raise JobNotRetryableError(f"ingestion {job_id} was refused when uploaded and its file was not kept: "
+                                       "upload the file again (as a supported type, within the size limit)")
         self._cancel.discard(job_id)
         self.db.execute("UPDATE ingestion_jobs SET status=?, chunks=NULL, attempts=0, updated_on=? WHERE id=?", (PENDING, _now(), job_id))
         self._enqueue(job_id)
@@ -218,6 +248,25 @@ class IngestionQueue:
         self.db.execute(f"UPDATE ingestion_jobs SET status=?, updated_on=? WHERE id=? AND status IN ({', '.join('?' * len(WAITING))})",
                         (CANCELLED, _now(), job_id, *WAITING))
         return self.status(job_id) or job
+
+    def original(self, kb_id: str, document_id: str) -> tuple[str, bytes, str] | None:
+        """(name, file, format) a document was last ingested from, when kept (its latest ingestion completed
+        since files were kept); None otherwise."""
+        rows = self.db.query("SELECT document, body, format FROM ingestion_jobs WHERE kb_id=? AND "
+                             "COALESCE(document_id, document)=? AND status=? AND body IS NOT NULL "
+                             "ORDER BY created_on DESC LIMIT 1", (kb_id, document_id, COMPLETED))
+        if not rows:
+            return None
+        body = rows[0]["body"]
+        return rows[0]["document"], body.encode("utf-8") if isinstance(body, str) else body, rows[0]["format"] or "text"
+
+    def let_go(self, kb_id: str, document_id: str | None = None) -> None:
+        """Forget the kept files of a document (removed), or of every document of a knowledge base."""
+        if document_id is None:
+            self.db.execute("UPDATE ingestion_jobs SET body=NULL WHERE kb_id=? AND status=?", (kb_id, COMPLETED))
+        else:
+            self.db.execute("UPDATE ingestion_jobs SET body=NULL WHERE kb_id=? AND COALESCE(document_id, document)=? "
+                            "AND status=?", (kb_id, document_id, COMPLETED))
 
     def cancel_kb(self, kb_id: str) -> int:
         """Cancel every pending or processing job of a knowledge base (it is being deleted); how many."""
@@ -273,7 +322,11 @@ class IngestionQueue:
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
             self._set(job_id, f"failed: {message}")  # the body stays: the job can be retried
         else:
-            self._set(job_id, COMPLETED, chunks, clear_body=True)
+            # the document's file is kept with its latest ingestion (re-parse), earlier ones let go
+            self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED)
+            self.db.execute("UPDATE ingestion_jobs SET body=NULL WHERE kb_id=? AND COALESCE(document_id, document)=? "
+                            "AND id<>? AND status=? AND body IS NOT NULL",
+                            (r["kb_id"], r["document_id"] or r["document"], job_id, COMPLETED))
             self._waits.pop(job_id, None)
         finally:
             self._progress.pop(job_id, None)

@@ -37,7 +37,7 @@ from eddi_rag.stores.base import Chunk
 EMBED_BATCH = 64
 # Metadata keys the pipeline writes; a document's own metadata may not set them.
 RESERVED = frozenset({"kbId", "document_id", "position_in_doc", "section", "content_hash", "ingestedAt",
-                      "user_id", "private", "expiresAt", "expires"})
+                      "user_id", "private", "expiresAt", "expires", "chunk_disabled"})
 
 
 class DocumentError(EddiRagError, ValueError):
@@ -65,6 +65,9 @@ class IngestReport:
     embedded: int = 0  # chunks sent to the embedding model (the rest reused their stored vectors)
     over_limit: int = 0  # chunks longer than the model's token input (the model truncates them)
     token_limit: int = 0
+
+
+REEMBED_BATCH = 64  # chunks per embedding call when re-embedding a knowledge base
 
 
 def chunk_id(kb_id: str, document: str, position: int) -> str:
@@ -138,6 +141,40 @@ class Ingestor:
         **fields: Any,
     ) -> IngestReport:
         return self.ingest(kb_id, config, Document(document, text, **fields), progress)
+
+    def reembed(self, kb_id: str, config: RagConfiguration, progress: Callable[[int, int], None] | None = None) -> int:
+        """Every chunk of ``kb_id`` embedded again with ``config``'s model (after a change of provider, model or
+        dimensions): same ids, texts and metadata, new vectors. The store is rebuilt only once every vector is
+        ready (a new model may have another dimension); if writing fails, the old chunks are put back.
+        Chunking is not redone (the original files are not kept): re-ingest a document to re-chunk it."""
+        if config.storeNamespace:
+            raise DocumentError("this knowledge base uses EDDI's stored vectors in place (storeNamespace): "
+                                "re-embedding would rewrite EDDI's store; ingest into a new knowledge base instead")
+        old = self.stores.get(kb_id, config).get()
+        model, key = self.embeddings.for_config(config), embedding_key(config)
+        vectors: list[Any] = []
+        for start in range(0, len(old), REEMBED_BATCH):
+            vectors += model.embed_documents([c.text for c in old[start:start + REEMBED_BATCH]])
+            if progress is not None:
+                progress(len(vectors), len(old))
+        fresh = [Chunk(c.id, c.text, {**c.metadata, "content_hash": content_hash(key, c.text)}, v) for c, v in zip(old, vectors)]
+        self._rebuild(kb_id, config, fresh, old)
+        return len(fresh)
+
+    def _rebuild(self, kb_id: str, config: RagConfiguration, chunks: list[Chunk], old: list[Chunk]) -> None:
+        self.stores.get(kb_id, config).drop()
+        self.stores.evict(kb_id)
+        try:
+            if chunks:
+                self.stores.get(kb_id, config).upsert(chunks)
+        except Exception:
+            self.stores.get(kb_id, config).drop()
+            self.stores.evict(kb_id)
+            if old:
+                self.stores.get(kb_id, config).upsert(old)
+            raise
+        finally:
+            self.on_change(kb_id)
 
     def ingest_file(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
                     progress: Callable[[int, int], None] | None = None, parsed: Report | None = None,

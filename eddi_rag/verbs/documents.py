@@ -4,13 +4,16 @@ search results are not served stale."""
 
 from __future__ import annotations
 
+import builtins
 import time
 from typing import Any
 
+from eddi_rag import citations
 from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import EmbeddingStoreFactory
+from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
-from eddi_rag.retrieval.retriever import visible_to
+from eddi_rag.retrieval.retriever import DISABLED, visible_to
 from eddi_rag.verbs.configs import Configs
 
 DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
@@ -35,8 +38,32 @@ class Documents:
                 "documentId": m.get("document_id"), "source": m.get("source"), "chunks": 0, "ingestedAt": m.get("ingestedAt"),
                 **({"userId": m["user_id"]} if "user_id" in m else {})})
             doc["chunks"] += 1
+            doc["disabled"] = doc.get("disabled", 0) + (1 if m.get(DISABLED) else 0)
         return {"kbId": kb_id, "documents": sorted(found.values(), key=lambda d: str(d["documentId"])),
                 "complete": len(chunks) <= max_chunks}
+
+    def chunks(self, kb_id: str, document_id: str, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
+        """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled}.
+        404 when the KB holds no such document (that this user may see)."""
+        where: dict[str, Any] = {"document_id": document_id}
+        found = self._store(kb_id).get({"$and": [where, visible_to(user_id)]} if user_id is not None else where)
+        if not found:
+            raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
+        found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
+        return [{"id": c.id, "position": c.metadata.get("position_in_doc"), "where": citations.location(c.metadata),
+                 "source": c.metadata.get("source"), "text": c.text, "enabled": not c.metadata.get(DISABLED)} for c in found]
+
+    def enable(self, kb_id: str, chunk_id: str, enabled: bool, user_id: str | None = None) -> dict[str, Any]:
+        """Switch a chunk on or off: off, no search finds it and no passage shows it; its text and vector stay."""
+        store = self._store(kb_id)
+        found = store.get(visible_to(user_id) if user_id is not None else None, ids=[chunk_id])
+        if not found:
+            raise ResourceNotFoundError(f"knowledge base {kb_id} has no chunk {chunk_id!r} you can see")
+        chunk = found[0]
+        meta = {k: v for k, v in chunk.metadata.items() if k != DISABLED} | ({} if enabled else {DISABLED: True})
+        store.upsert([type(chunk)(chunk.id, chunk.text, meta, chunk.vector)])
+        self.generations.bump(kb_id)  # cached results of this KB are stale
+        return {"kbId": kb_id, "chunkId": chunk_id, "enabled": enabled}
 
     def delete(self, kb_id: str, document_id: str, user_id: str | None = None) -> int:
         """Remove one document's chunks; returns how many (0: no such document). ``user_id``: only a

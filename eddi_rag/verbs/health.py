@@ -5,15 +5,19 @@ reports."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import registry
 from eddi_rag.config import ConfigValidationError, RagConfiguration
+from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.resources import ResourceStore
 from eddi_rag.secrets import REDACTED, SecretNotFoundError, SecretResolver, redacted_paths, resolve_parameters
+from eddi_rag.stores.base import DimensionMismatchError
 from eddi_rag.verbs.configs import Configs
 
 log = logging.getLogger(__name__)
@@ -27,20 +31,57 @@ def embedding_status(config: RagConfiguration) -> dict[str, Any]:
     return {"status": "ok", "provider": config.embeddingProvider, **via}
 
 
+LEVELS = ("ok", "warning", "failed", "skipped")  # skipped: a check it needs failed first
+CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions")
+
+
 @dataclass
 class Check:
     kb: str
     check: str
-    ok: bool
+    ok: bool  # nothing to fix (a warning is ok: the KB works)
     detail: str
     fix: str = ""
+    level: str = ""  # ok | warning | failed | skipped (default: from ``ok``)
+
+    def __post_init__(self) -> None:
+        self.level = self.level or ("ok" if self.ok else "failed")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "ok": self.ok, "level": self.level, "detail": self.detail, "fix": self.fix}
+
+
+def verdict(checks: list[Check]) -> dict[str, Any]:
+    """One verdict from a KB's checks: failed (it cannot answer), warning (it answers, but something needs a
+    look: no documents, failed ingestions), else ok; with the first problem's detail and fix."""
+    for level in ("failed", "warning"):
+        found = [c for c in checks if c.level == level]
+        if found:
+            return {"status": level, "check": found[0].check, "detail": found[0].detail, "fix": found[0].fix,
+                    "problems": len(found)}
+    return {"status": "ok", "detail": "all checks passed", "problems": 0}
+
+
+class KnowledgeBaseNotReadyError(EddiRagError):
+    """A knowledge base cannot answer: the doctor's failed check, its detail and its fix. 409 when its
+    configuration must change (configuration, provider, secrets, embeddings disabled, dimensions), 503 when
+    something it depends on is down (store, embedding service)."""
+
+    def __init__(self, kb_id: str, name: str, check: str, detail: str, fix: str, status: int = 409):
+        super().__init__(f"knowledge base {name!r} cannot answer: {check}: {detail}")
+        self.kb_id, self.check, self.detail, self.fix, self.status = kb_id, check, detail, fix, status
+
+    def body(self) -> dict[str, Any]:
+        return {"error": str(self), "kbId": self.kb_id, "check": self.check, "detail": self.detail, "fix": self.fix}
 
 
 class Health:
     def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, resources: ResourceStore,
-                 embeddings: EmbeddingModelFactory, resolver: SecretResolver):
+                 embeddings: EmbeddingModelFactory, resolver: SecretResolver,
+                 failing: Callable[[str], list[str]] = lambda kb_id: []):
+        """``failing(kb_id)``: the documents whose latest ingestion failed."""
         self.configs, self.stores, self.resources, self.embeddings, self.resolver = configs, stores, resources, embeddings, resolver
-        self.redact = resolver.redact
+        self.redact, self.failing = resolver.redact, failing
 
     def of(self, kb_id: str) -> dict[str, Any]:
         """{status, timestamp, storeType, error?, details, embedding} of a KB."""
@@ -68,60 +109,137 @@ class Health:
         return out
 
     def checks(self, kb_id: str) -> list[Check]:
-        """``eddi-rag doctor`` for one KB: each check with its fix, up to the first that fails."""
+        """``eddi-rag doctor`` for one KB: every check (``CHECKS``, in that order), each with its fix; one
+        that needs a failed one is shown ``skipped``."""
+        return sorted(self._checks(kb_id), key=lambda c: CHECKS.index(c.check))
+
+    def _checks(self, kb_id: str) -> list[Check]:
         data = self.resources.read("rags", kb_id)
         name = f"{data.get('name', '?')} ({kb_id})"
         out: list[Check] = []
+
+        def add(check: str, ok: bool, detail: str, fix: str = "", level: str = "") -> bool:
+            out.append(Check(name, check, ok, detail, fix, level))
+            return ok
+
+        def skip(*checks: str, because: str) -> list[Check]:
+            for check in checks:
+                add(check, False, f"not checked: {because} failed", level="skipped")
+            return out
+
         try:
             config = self.configs.validate(data)
         except ConfigValidationError as e:
-            return [Check(name, "configuration", False, str(e), "fix the fields named, then PUT a new version")]
+            add("configuration", False, str(e), "fix the fields named, then save a new version")
+            return skip(*CHECKS[1:], because="configuration")
         except (registry.ProviderUnavailableError, registry.UnknownProviderError) as e:
-            return [Check(name, "provider", False, str(e), "install the extra named, or choose a registered provider")]
-        if scrubbed := list(redacted_paths(data)):
-            return [Check(name, "secrets", False, f"{', '.join(scrubbed)}: {REDACTED}, a secret an EDDI export scrubbed",
-                          "put the secret in the vault (EDDI_VAULT_<KEY>), reference it as ${vault:<key>} there, "
-                          "then PUT a new version")]
+            add("configuration", True, f"{data.get('embeddingProvider')} → {data.get('storeType', 'in-memory')}")
+            add("provider", False, str(e), "install the extra named, or choose a registered provider")
+            return skip(*CHECKS[2:], because="provider")
         config = self.configs.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
-        if config.embedding_disabled:
-            return [Check(name, "configuration", True, f"(no embedding) → {config.storeType}"),
-                    Check(name, "embeddings", False, f"embedding disabled: {config.embedding_disabled}",
-                          "create that entry at /providerstore/providers with a type that has embeddings, or set embeddingProvider")]
-        assert config.embeddingProvider is not None  # not disabled
         via = f" (provider {config.embeddingProviderId!r})" if config.embeddingProviderId else ""
-        out.append(Check(name, "configuration", True, f"{config.embeddingProvider}{via} → {config.storeType}"))
+        add("configuration", True, f"{config.embeddingProvider or '(no embedding)'}{via} → {config.storeType}")
         try:
             for group, value in ((registry.EMBEDDINGS, config.embeddingProvider), (registry.STORES, config.storeType)):
-                registry.load(group, value)
+                if value:
+                    registry.load(group, value)
+            provider = add("provider", True, "resolvable")
         except registry.ProviderUnavailableError as e:
-            out.append(Check(name, "provider", False, str(e), "install the extra named in the message"))
-            return out
-        out.append(Check(name, "provider", True, "resolvable"))
+            provider = add("provider", False, str(e), "install the extra named in the message")
+        secrets = self._secrets(data, config, add)
+        if config.embedding_disabled:
+            embeds = add("embeddings", False, f"embedding disabled: {config.embedding_disabled}",
+                         "choose an embedding provider in the configuration (Embedding), or create that entry at "
+                         "/providerstore/providers with a type that has embeddings")
+        elif not (provider and secrets):
+            embeds = bool(skip("embeddings", because="provider" if not provider else "secrets"))
+        else:
+            embeds = True
+        if not (provider and secrets):
+            return skip("store", "dimensions", "documents", "ingestions", because="provider" if not provider else "secrets")
+        health = self.of(kb_id)
+        if health["status"] != "ok":
+            add("store", False, health.get("error", "unhealthy"), "start the store or fix storeParameters")
+            return skip("dimensions", "documents", "ingestions", because="store")
+        chunks = health["details"].get("documents", 0)
+        add("store", True, f"reachable, {chunks} chunk{'' if chunks == 1 else 's'}")
+        stored_dim = health["details"].get("dimension")
+        model_dim = None
+        if embeds:
+            try:
+                model_dim = len(self.embeddings.for_config(config).embed_query("eddi-rag doctor dimension probe"))
+                add("embeddings", True, f"{config.embeddingProvider} answers")
+            except Exception as e:  # noqa: BLE001 - the point is to report it
+                add("embeddings", False, self.resolver.redact(f"{type(e).__name__}: {e}"),
+                    "check embeddingParameters (apiKey, baseUrl, model)")
+        if model_dim is None:
+            skip("dimensions", because="embeddings")
+        elif stored_dim is not None and stored_dim != model_dim:
+            add("dimensions", False, f"store holds {stored_dim}-d vectors, model gives {model_dim}-d",
+                "re-embed all (the configuration's Re-embed), or use the model the store was built with")
+        else:
+            add("dimensions", True, f"{model_dim}-d" + ("" if stored_dim else " (store empty)"))
+        if chunks:
+            add("documents", True, f"{chunks} chunk{'' if chunks == 1 else 's'}")
+        else:
+            add("documents", True, "no documents yet: the knowledge base answers nothing",
+                "upload documents on its Documents page, or POST …/ingest", level="warning")
+        failing = self.failing(kb_id)
+        if failing:
+            shown = ", ".join(failing[:3]) + (f" and {len(failing) - 3} more" if len(failing) > 3 else "")
+            add("ingestions", True, f"{len(failing)} document(s) failed to ingest: {shown}",
+                "open Documents: see why, retry, replace the file or remove it", level="warning")
+        else:
+            add("ingestions", True, "none failed")
+        return out
+
+    def _secrets(self, data: dict[str, Any], config: RagConfiguration, add: Callable[..., bool]) -> bool:
+        if scrubbed := list(redacted_paths(data)):
+            return add("secrets", False, f"{', '.join(scrubbed)}: {REDACTED}, a secret an EDDI export scrubbed",
+                       "put the secret in the vault (EDDI_VAULT_<KEY>), reference it as ${vault:<key>} there, "
+                       "then save a new version")
         try:
             resolve_parameters(config.embeddingParameters, self.resolver)
             resolve_parameters(config.storeParameters, self.resolver)
         except SecretNotFoundError as e:
-            out.append(Check(name, "secrets", False, str(e), "set the environment variable (vault: EDDI_VAULT_<KEY>)"))
-            return out
-        out.append(Check(name, "secrets", True, "all references resolve"))
-        health = self.of(kb_id)
-        if health["status"] != "ok":
-            out.append(Check(name, "store", False, health.get("error", "unhealthy"), "start the store or fix storeParameters"))
-            return out
-        stored_dim = health["details"].get("dimension")
-        out.append(Check(name, "store", True, f"reachable, {health['details'].get('documents', 0)} chunks"))
+            return add("secrets", False, str(e), "set the environment variable (vault: EDDI_VAULT_<KEY>), or reference "
+                                                 "another secret in the configuration")
+        return add("secrets", True, "all references resolve")
+
+    @contextmanager
+    def explained(self, kb_id: str) -> Iterator[None]:
+        """Run a search of ``kb_id``; a failure that is not the request's own (a 4xx other than a missing
+        secret) is answered with the doctor's reason and fix (``why_not``)."""
         try:
-            model_dim = len(self.embeddings.for_config(config).embed_query("eddi-rag doctor dimension probe"))
-        except Exception as e:  # noqa: BLE001 - the point is to report it
-            out.append(Check(name, "embeddings", False, self.resolver.redact(f"{type(e).__name__}: {e}"),
-                             "check embeddingParameters (apiKey, baseUrl, model)"))
-            return out
-        if stored_dim is not None and stored_dim != model_dim:
-            out.append(Check(name, "dimensions", False, f"store holds {stored_dim}-d vectors, model gives {model_dim}-d",
-                             "re-ingest into a new KB, or use the model the store was built with"))
-        else:
-            out.append(Check(name, "dimensions", True, f"{model_dim}-d" + ("" if stored_dim else " (store empty)")))
-        return out
+            yield
+        except EddiRagError as e:
+            if e.status < 500 and not isinstance(e, (SecretNotFoundError, DimensionMismatchError)):
+                raise
+            raise self.why_not(kb_id, e) from e
+        except Exception as e:  # noqa: BLE001 - an engine's or a provider's own error: the doctor says why
+            raise self.why_not(kb_id, e) from e
+
+    def why_not(self, kb_id: str, error: Exception) -> EddiRagError:
+        """The doctor's first failed check as a ``KnowledgeBaseNotReadyError``; when every check passes (a
+        passing fault), ``error`` itself if it is a product error, else a 503 naming it."""
+        try:
+            checks = self.checks(kb_id)
+        except Exception:  # noqa: BLE001 - the doctor itself could not run: say what failed
+            checks = []
+        name = self.resources.read("rags", kb_id).get("name", kb_id) if checks else kb_id
+        for c in checks:
+            if c.level == "failed":
+                status = 503 if c.check in ("store", "embeddings") and "disabled" not in c.detail else 409
+                return KnowledgeBaseNotReadyError(kb_id, name, c.check, c.detail, c.fix, status)
+        if isinstance(error, EddiRagError):
+            return error
+        return KnowledgeBaseNotReadyError(kb_id, name, "search", self.redact(f"{type(error).__name__}: {error}"),
+                                          "try again; if it keeps failing, open Health for this knowledge base", 503)
+
+    def verdict(self, kb_id: str) -> dict[str, Any]:
+        """One verdict from every check (``verdict``), with the checks."""
+        checks = self.checks(kb_id)
+        return {**verdict(checks), "checks": [c.to_json() for c in checks]}
 
     def all_checks(self) -> list[Check]:
         """``checks`` of every knowledge base."""

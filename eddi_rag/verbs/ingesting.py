@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from eddi_rag.contracts import IngestionResult, as_document
-from eddi_rag.ingest.jobs import IngestionQueue, Job, Progress
+from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.jsonvalues import text_problem
@@ -21,10 +22,17 @@ class DocumentNameError(DocumentError):
     """A document name that cannot be stored (HTTP 400)."""
 
 
+class NoOriginalError(EddiRagError):
+    """A document whose file was not kept cannot be re-parsed (HTTP 409)."""
+    status = 409
+
+
 def job_runner(configs: Configs, ingestor: Ingestor) -> Callable[[str, int, str, str, bytes, str, Progress], int]:
     """What the ingestion queue runs for a job: the file ingested as ``document_id`` (its chunks' source:
     ``name``) with the configuration version the job was submitted against; returns its chunk count."""
     def run(kb_id: str, version: int, document_id: str, name: str, data: bytes, fmt: str, progress: Progress) -> int:
+        if fmt == REEMBED:  # every chunk again, with the current configuration's model
+            return ingestor.reembed(kb_id, configs.get(kb_id), progress.embedded)
         return ingestor.ingest_file(kb_id, configs.get(kb_id, version), document_id, data, fmt, progress.embedded,
                                     progress.parsed, progress.cancelled, source=name).chunks
     return run
@@ -36,6 +44,9 @@ def _named(document: str) -> str:
     if wrong := text_problem(document, "documentName"):
         raise DocumentNameError(wrong)
     return document
+
+
+REEMBED_DOCUMENT = "(re-embed all documents)"
 
 
 class Ingesting:
@@ -52,6 +63,22 @@ class Ingesting:
         config = self.configs.get(kb_id, version)
         return self.ingestor.ingest_file(kb_id, config, _named(document), data, detect(data, content_type, document),
                                          **options).chunks
+
+    def reembed(self, kb_id: str) -> Job:
+        """Queue a re-embedding of every chunk with the current configuration's model (a job with progress,
+        cancellable, retried as any ingestion)."""
+        version = self.configs.version(kb_id, 0)
+        return self.jobs.submit(kb_id, version, REEMBED_DOCUMENT, REEMBED.encode(), REEMBED)
+
+    def reparse(self, kb_id: str, document_id: str) -> Job:
+        """Queue the document's kept file again with the current configuration (its chunks replaced):
+        after a change of chunking, or of a loader. 409 when its file was not kept."""
+        kept = self.jobs.original(kb_id, document_id)
+        if kept is None:
+            raise NoOriginalError(f"the file of document {document_id!r} was not kept (it was ingested before files were "
+                                  "kept, or as chunks): upload it again with replace=true to re-parse it")
+        name, data, fmt = kept
+        return self.jobs.submit(kb_id, self.configs.version(kb_id, 0), name, data, fmt, document_id=document_id)
 
     def submit(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
                fmt: str | None = None, replace: bool = True) -> Job:

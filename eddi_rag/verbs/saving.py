@@ -76,6 +76,7 @@ class Saving:
                     self.documents.drop(id)
                 except ResourceNotFoundError:
                     pass  # already soft-deleted: its config is gone, nothing we can open to drop
+                self.jobs.let_go(id)  # the documents' kept files
                 if before is not None:
                     for source in before.sources:
                         self.source_removed(id, before, source.effective_id, False)  # (the chunks went with the store)

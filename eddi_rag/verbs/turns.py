@@ -29,6 +29,7 @@ class Turns:
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],
                 "knowledgeBases": [kb.config.name for kb in result.discovery.knowledge_bases],
+                "knowledgeBaseIds": {kb.config.name: kb.id for kb in result.discovery.knowledge_bases},
                 "skipped": result.discovery.skipped, "memory": memory.data, "answer": result.answer}
 
     def run(self, memory: ConversationMemory, task: str | None = None, chat_model: Any = None,

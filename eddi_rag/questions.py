@@ -1,0 +1,120 @@
+"""Saved test questions of a knowledge base: a regression set a workflow author keeps. Each question keeps
+the passages it found when it was saved or last accepted (its baseline: each passage's citation and chunk
+ids); running the set after a configuration change shows which answers' passages changed, and whether the
+chunk a vote named (when the question came from one) is still among them."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from eddi_rag import state
+from eddi_rag.db import Database
+from eddi_rag.errors import EddiRagError
+from eddi_rag.jsonvalues import text_problem
+
+MAX_QUESTIONS = 200  # per knowledge base
+Found = list[dict[str, Any]]  # [{citation, chunks: [ids], hits: [ids]}], one per passage, best first
+
+
+class UnknownQuestionError(EddiRagError, LookupError):
+    status = 404
+
+
+class QuestionError(EddiRagError, ValueError):
+    status = 400
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class TestQuestions:
+    __test__ = False  # (not a pytest class)
+
+    def __init__(self, db: Database, find: Callable[[str, str], Found], version: Callable[[str], int]):
+        """``find(kb_id, question)``: the passages a search finds now; ``version(kb_id)``: its configuration's."""
+        self.db, self.find, self.version = db, find, version
+        state.migrate(db)
+
+    def add(self, tenant: str, kb_id: str, question: str, chunk_id: str | None = None) -> dict[str, Any]:
+        """Save a question (``chunk_id``: the chunk a vote named) with what it finds now as its baseline."""
+        question = question.strip() if isinstance(question, str) else ""
+        if not question:
+            raise QuestionError("question is empty")
+        if wrong := text_problem(question, "question"):
+            raise QuestionError(wrong)
+        if len(question) > 2000:
+            raise QuestionError(f"question is {len(question)} characters; at most 2000 are allowed")
+        count = self.db.query("SELECT COUNT(*) AS n FROM test_questions WHERE tenant=? AND kb_id=?", (tenant, kb_id))[0]["n"]
+        if count >= MAX_QUESTIONS:
+            raise QuestionError(f"this knowledge base keeps {count} test questions, the most it may; delete some first")
+        found, now = self.find(kb_id, question), _now()
+        id = secrets.token_hex(8)
+        self.db.execute("INSERT INTO test_questions (id, tenant, kb_id, question, chunk_id, baseline, baseline_version, "
+                        "created_on, accepted_on) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (id, tenant, kb_id, question, chunk_id, json.dumps(found), self.version(kb_id), now, now))
+        return self._one(tenant, kb_id, id)
+
+    def list(self, tenant: str, kb_id: str) -> list[dict[str, Any]]:
+        rows = self.db.query("SELECT * FROM test_questions WHERE tenant=? AND kb_id=? ORDER BY created_on, id", (tenant, kb_id))
+        return [self._json(r) for r in rows]
+
+    def delete(self, tenant: str, kb_id: str, id: str) -> None:
+        if not self.db.execute("DELETE FROM test_questions WHERE tenant=? AND kb_id=? AND id=?", (tenant, kb_id, id)).rowcount:
+            raise UnknownQuestionError(f"knowledge base {kb_id} has no test question {id!r}")
+
+    def run(self, tenant: str, kb_id: str) -> dict[str, Any]:
+        """Every saved question searched now: {version, results: [{id, question, changed, before, after,
+        passages: [{n, citation, status: same | changed | new | gone}], chunkFound?}]}."""
+        results = []
+        for saved in self.list(tenant, kb_id):
+            after = self.find(kb_id, saved["question"])
+            results.append({**compare(saved["baseline"], after), "id": saved["id"], "question": saved["question"],
+                            "baselineVersion": saved["baselineVersion"],
+                            **({"chunkId": saved["chunkId"], "chunkFound": any(saved["chunkId"] in p["chunks"] for p in after)}
+                               if saved["chunkId"] else {})})
+        return {"kbId": kb_id, "version": self.version(kb_id), "results": results,
+                "changed": sum(r["changed"] for r in results)}
+
+    def accept(self, tenant: str, kb_id: str, id: str) -> dict[str, Any]:
+        """What the question finds now becomes its baseline."""
+        saved = self._one(tenant, kb_id, id)
+        self.db.execute("UPDATE test_questions SET baseline=?, baseline_version=?, accepted_on=? WHERE id=?",
+                        (json.dumps(self.find(kb_id, saved["question"])), self.version(kb_id), _now(), id))
+        return self._one(tenant, kb_id, id)
+
+    def _one(self, tenant: str, kb_id: str, id: str) -> dict[str, Any]:
+        rows = self.db.query("SELECT * FROM test_questions WHERE tenant=? AND kb_id=? AND id=?", (tenant, kb_id, id))
+        if not rows:
+            raise UnknownQuestionError(f"knowledge base {kb_id} has no test question {id!r}")
+        return self._json(rows[0])
+
+    @staticmethod
+    def _json(r: Any) -> dict[str, Any]:
+        return {"id": r["id"], "kbId": r["kb_id"], "question": r["question"], "chunkId": r["chunk_id"],
+                "baseline": json.loads(r["baseline"]), "baselineVersion": r["baseline_version"],
+                "createdOn": r["created_on"], "acceptedOn": r["accepted_on"]}
+
+
+def compare(before: Found, after: Found) -> dict[str, Any]:
+    """Passage by passage, what changed between two searches of one question: a passage is the same when
+    its chunks are; one whose best hit is still found but whose chunks differ changed; the rest are new or gone."""
+    by_hit = {p["hits"][0]: p for p in before if p.get("hits")}
+    seen, passages = set(), []
+    for n, p in enumerate(after, 1):
+        old = by_hit.get(p["hits"][0]) if p.get("hits") else None
+        if old is None:
+            status = "new"
+        else:
+            seen.add(old["hits"][0])
+            status = "same" if old["chunks"] == p["chunks"] else "changed"
+        passages.append({"n": n, "citation": p["citation"], "status": status})
+    gone = [{"n": None, "citation": p["citation"], "status": "gone"} for p in before if p.get("hits") and p["hits"][0] not in seen]
+    changed = any(p["status"] != "same" for p in passages) or bool(gone) or \
+        [p["chunks"] for p in before] != [p["chunks"] for p in after]
+    return {"changed": changed, "before": [p["citation"] for p in before], "after": [p["citation"] for p in after],
+            "passages": passages + gone}

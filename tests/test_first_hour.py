@@ -1,0 +1,199 @@
+"""The first hour of a workflow author (issue 22), through REST and the Manager's form posts: errors that
+come with their fix, one verdict per knowledge base, re-embedding after a model change, a document's page
+(its chunks switched on and off, re-parsed), refused uploads kept in the history, the create dialog, a
+duplicate's own name, restoring a version."""
+
+from __future__ import annotations
+
+import time
+
+from tests.test_api import BASE, kb_id
+
+GUIDE = "# Guide\n\n## Night trains\n\nNight trains leave Vienna at 22:10.\n\n## Dining\n\nThe dining car closes at 21:00.\n"
+
+
+def wait_for(client, kb: str, ingestion: str) -> dict:
+    for _ in range(600):
+        status = client.get(f"{BASE}/{kb}/ingestion/{ingestion}/status").json()
+        if status["status"] not in ("pending", "processing"):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"ingestion {ingestion} did not end")
+
+
+def ingest(client, kb: str, name: str, text: str) -> dict:
+    r = client.post(f"{BASE}/{kb}/ingest?documentName={name}&replace=true", content=text.encode(),
+                    headers={"Content-Type": "text/markdown"})
+    assert r.status_code == 202, r.text
+    return wait_for(client, kb, r.json()["ingestionId"])
+
+
+def new_kb(client, **cfg) -> str:
+    r = client.post(BASE, json={"name": "Rail", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0, **cfg})
+    assert r.status_code == 201, r.text
+    return kb_id(r)
+
+
+def test_a_query_that_cannot_be_answered_says_why_and_how_to_fix_it(client):
+    kb = new_kb(client, embeddingProvider="openai", embeddingParameters={"apiKey": "${env:EDDI_TEST_NO_SUCH_KEY}"})
+    for path in ("/query", "/retrieve"):
+        r = client.post(f"{BASE}/{kb}{path}", json={"query": "When do night trains leave?"})
+        assert r.status_code == 409, r.text
+        body = r.json()
+        assert body["check"] == "secrets" and "${env:EDDI_TEST_NO_SUCH_KEY}" in body["detail"]
+        assert "environment variable" in body["fix"] and "cannot answer" in body["error"]
+    assert client.post(f"{BASE}/{kb}/query", json={"query": " "}).status_code in (400, 422)  # the request's own fault
+
+
+def test_one_verdict_every_check_and_warnings_for_an_empty_kb_and_failed_ingestions(client):
+    kb = new_kb(client)
+    verdict = client.get(f"{BASE}/{kb}/verdict").json()
+    assert (verdict["status"], verdict["check"]) == ("warning", "documents") and "no documents yet" in verdict["detail"]
+    assert [c["check"] for c in verdict["checks"]] == ["configuration", "provider", "secrets", "embeddings", "store",
+                                                       "dimensions", "documents", "ingestions"]
+    assert ingest(client, kb, "guide.md", GUIDE)["status"] == "completed"
+    assert client.get(f"{BASE}/{kb}/verdict").json()["status"] == "ok"
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=broken.pdf", content=b"%PDF-1.4 not really a pdf",
+                    headers={"Content-Type": "application/pdf"})
+    assert r.status_code == 202
+    assert wait_for(client, kb, r.json()["ingestionId"])["status"].startswith("failed")
+    verdict = client.get(f"{BASE}/{kb}/verdict").json()
+    assert (verdict["status"], verdict["check"]) == ("warning", "ingestions") and "broken.pdf" in verdict["detail"]
+    doctor = client.get(f"{BASE}/{kb}/doctor").json()
+    assert {c["check"]: c["level"] for c in doctor}["ingestions"] == "warning"
+
+
+def test_a_refused_upload_stays_in_the_history_and_cannot_be_retried(client):
+    kb = new_kb(client)
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=photo.png", content=b"\x89PNG\r\n\x1a\n" + b"\0" * 64,
+                    headers={"Content-Type": "image/png"})
+    assert r.status_code == 415
+    (job,) = client.get(f"{BASE}/{kb}/ingestions").json()
+    assert job["documentName"] == "photo.png" and job["status"].startswith("failed: refused: ")
+    retry = client.post(f"{BASE}/{kb}/ingestion/{job['ingestionId']}/retry")
+    assert retry.status_code == 409 and "upload the file again" in retry.json()["error"]
+
+
+def test_a_chunk_switched_off_is_never_found_and_on_again_it_is(client):
+    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none")
+    ingest(client, kb, "guide.md", GUIDE)
+    page = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()
+    assert page["reparsable"] and [c["position"] for c in page["chunks"]] == list(range(len(page["chunks"])))
+    night = next(c for c in page["chunks"] if "22:10" in c["text"])
+    assert night["where"] == "# Guide > ## Night trains" and night["enabled"]
+
+    def found() -> set[str]:
+        hits = client.post(f"{BASE}/{kb}/query", json={"query": "When do night trains leave Vienna?", "maxResults": 10}).json()
+        return {h["id"] for h in hits["results"]}
+
+    assert night["id"] in found()
+    assert client.patch(f"{BASE}/{kb}/chunks/{night['id']}", json={"enabled": False}).json()["enabled"] is False
+    assert night["id"] not in found()
+    assert client.get(f"{BASE}/{kb}/documents").json()["documents"][0]["disabled"] == 1
+    client.patch(f"{BASE}/{kb}/chunks/{night['id']}", json={"enabled": True})
+    assert night["id"] in found()
+    assert client.patch(f"{BASE}/{kb}/chunks/nope", json={"enabled": False}).status_code == 404
+
+
+def test_reparse_chunks_the_kept_file_again_with_the_current_configuration(client):
+    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
+    ingest(client, kb, "guide.md", GUIDE)
+    before = len(client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"])
+    current = client.get(BASE + f"/{kb}").json()
+    assert client.put(f"{BASE}/{kb}?version=1", json={**current, "chunkStrategy": "markdown"}).status_code == 200
+    r = client.post(f"{BASE}/{kb}/reparse", params={"documentId": "guide.md"})
+    assert r.status_code == 202
+    assert wait_for(client, kb, r.json()["ingestionId"])["status"] == "completed"
+    after = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]
+    assert before > 1 and len(after) == 1  # the whole guide fits one Markdown chunk
+    client.delete(f"{BASE}/{kb}/documents/guide.md")
+    assert client.post(f"{BASE}/{kb}/reparse", params={"documentId": "guide.md"}).status_code == 409  # its file went with it
+
+
+def test_reembed_all_after_a_model_change_keeps_every_chunk(client, openai_server):
+    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
+    ingest(client, kb, "guide.md", GUIDE)
+    chunks = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]
+    current = client.get(BASE + f"/{kb}").json()
+    # another model, of another dimension: OpenAI's format, 16-d, from the local stand-in
+    changed = {**current, "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "k", "baseUrl": openai_server.base_url}}
+    assert client.put(f"{BASE}/{kb}?version=1", json=changed).status_code == 200
+    r = client.post(f"{BASE}/{kb}/query", json={"query": "night trains"})
+    assert r.status_code == 409 and r.json()["check"] == "dimensions" and "re-embed" in r.json()["fix"].lower()
+    job = client.post(f"{BASE}/{kb}/reembed")
+    assert job.status_code == 202
+    done = wait_for(client, kb, job.json()["ingestionId"])
+    assert (done["status"], done["chunks"]) == ("completed", len(chunks))
+    again = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]
+    assert [(c["id"], c["text"]) for c in again] == [(c["id"], c["text"]) for c in chunks]
+    r = client.post(f"{BASE}/{kb}/query", json={"query": "When do night trains leave Vienna?"})
+    assert r.status_code == 200 and r.json()["results"]
+    assert client.get(f"{BASE}/{kb}/verdict").json()["status"] == "ok"
+
+
+def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(client):
+    page = client.get("/ui").text
+    assert '"openai": [{"name": "apiKey"' in page.replace("&#34;", '"') or "apiKey" in page
+    r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai"},
+                    follow_redirects=False)
+    assert r.status_code == 400 and "apiKey" in r.text and 'value="Cloud docs"' in r.text  # the name typed stays
+    assert "<details class=\"create\" open>" in r.text
+    r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai",
+                                     "embeddingParameters.apiKey": "${env:OPENAI_API_KEY}"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].split("?")[0].endswith("/documents")
+    (kb,) = [k for k in client.runtime.resources.ids("rags")]
+    assert client.runtime.resources.read("rags", kb)["embeddingParameters"] == {"apiKey": "${env:OPENAI_API_KEY}"}
+
+
+def test_duplicate_gets_a_name_of_its_own_and_a_version_can_be_restored(client):
+    kb = new_kb(client)
+    for _ in range(2):
+        assert client.post(f"/ui/kbs/{kb}/duplicate", follow_redirects=False).status_code == 303
+    names = sorted(client.runtime.resources.read("rags", k)["name"] for k in client.runtime.resources.ids("rags"))
+    assert names == ["Rail", "Rail (copy 2)", "Rail (copy)"]
+    current = client.get(f"{BASE}/{kb}").json()
+    client.put(f"{BASE}/{kb}?version=1", json={**current, "maxResults": 9})
+    r = client.post(f"/ui/kbs/{kb}/restore", data={"version": "1"}, follow_redirects=False)
+    assert r.status_code == 303 and "restored" in r.headers["location"]
+    assert client.runtime.resources.current_version("rags", kb) == 3
+    assert client.get(f"{BASE}/{kb}").json().get("maxResults") is None  # version 1 left it to the default
+
+
+def test_a_vote_is_reviewed_noted_and_exported(client):
+    kb = new_kb(client, contextExpansion="none")
+    ingest(client, kb, "guide.md", GUIDE)
+    hit = client.post(f"{BASE}/{kb}/query", json={"query": "night trains"}).json()["results"][0]
+    vote = client.post(f"{BASE}/{kb}/feedback", json={"query": "=night trains?", "chunkId": hit["id"], "vote": "down",
+                                                      "citation": hit["citation"]}).json()
+    assert [f["id"] for f in client.get("/ragstore/feedback?vote=down&reviewed=false").json()] == [vote["id"]]
+    done = client.patch(f"/ragstore/feedback/{vote['id']}", json={"reviewed": True, "note": "wrong section"}).json()
+    assert done["reviewed"] and done["note"] == "wrong section" and done["reviewedOn"]
+    assert client.get("/ragstore/feedback?vote=down&reviewed=false").json() == []
+    assert client.patch("/ragstore/feedback/nope", json={"reviewed": True}).status_code == 404
+    csv = client.get("/ragstore/feedback/export.csv")
+    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
+    header, row = csv.text.splitlines()[:2]
+    assert header.startswith("createdOn,vote,question,citation") and "'=night trains?" in row and "wrong section" in row
+    page = client.get("/ui/feedback?vote=down&reviewed=yes").text
+    assert "Open in Try it" in page and f"chunk={hit['id']}" in page
+
+
+def test_test_questions_show_which_answers_passages_changed_after_a_configuration_change(client):
+    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none", maxResults=2)
+    ingest(client, kb, "guide.md", GUIDE)
+    hit = client.post(f"{BASE}/{kb}/query", json={"query": "When does the dining car close?"}).json()["results"][0]
+    kept = client.post(f"{BASE}/{kb}/questions", json={"question": "When does the dining car close?", "chunkId": hit["id"]})
+    assert kept.status_code == 201 and kept.json()["baselineVersion"] == 1 and kept.json()["baseline"]
+    run = client.post(f"{BASE}/{kb}/question-runs").json()
+    assert run["changed"] == 0 and run["results"][0]["chunkFound"] is True
+    current = client.get(f"{BASE}/{kb}").json()
+    client.put(f"{BASE}/{kb}?version=1", json={**current, "contextExpansion": "neighbors", "expansionNeighbors": 2})
+    run = client.post(f"{BASE}/{kb}/question-runs").json()
+    (result,) = run["results"]
+    assert run["version"] == 2 and result["changed"] and "changed" in {p["status"] for p in result["passages"]}
+    accepted = client.post(f"{BASE}/{kb}/questions/{result['id']}/accept").json()
+    assert accepted["baselineVersion"] == 2
+    assert client.post(f"{BASE}/{kb}/question-runs").json()["changed"] == 0
+    assert client.post(f"{BASE}/{kb}/questions", json={"question": " "}).status_code in (400, 422)
+    assert client.delete(f"{BASE}/{kb}/questions/{result['id']}").status_code == 204
+    assert client.get(f"{BASE}/{kb}/questions").json() == []
