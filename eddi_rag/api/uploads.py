@@ -65,6 +65,12 @@ def is_multipart(request: Request) -> bool:
     return request.headers.get("content-type", "").lower().startswith("multipart/form-data")
 
 
+def naming(error: Exception, document: str) -> Exception:
+    """``error``, knowing the file it refuses (its ``document``: what the ingestion history lists it as)."""
+    error.document = document  # type: ignore[attr-defined]
+    return error
+
+
 async def read_multipart(request: Request, limit: int) -> list[Upload]:
     """Every ``file`` part, each within ``limit`` and of a supported type; any refusal refuses
     them all (nothing is queued)."""
@@ -79,16 +85,16 @@ async def read_multipart(request: Request, limit: int) -> list[Upload]:
                 raise BadUploadError(wrong)
             name = (f.filename or "").strip() or "unnamed"
             if f.size is not None and f.size > limit:
-                raise too_large(f"file {name!r}", limit)
+                raise naming(too_large(f"file {name!r}", limit), name)
             data = await f.read()
             if len(data) > limit:
-                raise too_large(f"file {name!r}", limit)
+                raise naming(too_large(f"file {name!r}", limit), name)
             if not data.strip():
-                raise BadUploadError(f"file {name!r} is empty")
+                raise naming(BadUploadError(f"file {name!r} is empty"), name)
             try:
                 fmt = detect(data, f.content_type, name)
             except ValueError as e:
-                raise type(e)(f"file {name!r}: {e}") from e
+                raise naming(type(e)(f"file {name!r}: {e}"), name) from e
             uploads.append(Upload(name, data, fmt))
         return uploads
     finally:

@@ -21,6 +21,7 @@ from eddi_rag.auth.http import check_role, own, principal_of
 from eddi_rag.auth.session import COOKIE
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.resources import MAX_VERSION, parse_uri
+from eddi_rag.tools.eddi_export import secret_field
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -86,6 +87,12 @@ def logout():
 
 @router.get("")
 def knowledge_bases(request: Request, filter: str = "", message: str = "", error: str = ""):
+    return _list_page(request, filter, message, error)
+
+
+def _list_page(request: Request, filter: str = "", message: str = "", error: str = "",
+               draft: dict[str, Any] | None = None, status: int = 200) -> HTMLResponse:
+    """The knowledge bases; ``draft``: what the create dialog was given, shown again (open) beside ``error``."""
     caller = caller_of(request)
     runtime = runtime_of(request)
     last = runtime.jobs.last_updates()
@@ -97,8 +104,27 @@ def knowledge_bases(request: Request, filter: str = "", message: str = "", error
                      "provider": (f"provider {config['embeddingProviderId']}" if config.get("embeddingProviderId")
                                   else config.get("embeddingProvider") or "(none: embedding disabled)"), "modified": d.lastModifiedOn,
                      "lastIngestion": last.get(id), "version": parse_uri(d.resource).version})
-    return render(request, "kbs.html", caller, kbs=rows, filter=filter, message=message, error=error,
-                  stores=registry.names(registry.STORES), providers=registry.names(registry.EMBEDDINGS))
+    return render(request, "kbs.html", caller, status, kbs=rows, filter=filter, message=message, error=error,
+                  stores=registry.names(registry.STORES), providers=registry.names(registry.EMBEDDINGS),
+                  required=required_parameters(), draft=draft or {})
+
+
+def required_parameters() -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """What each provider and store needs before it can work, for the create dialog: {embeddingParameters:
+    {provider: [{name, description, secret}]}, storeParameters: {storeType: [...]}}. Of alternatives (a URL
+    or a password) the first is asked for."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for field, group in (("embeddingParameters", registry.EMBEDDINGS), ("storeParameters", registry.STORES)):
+        out[field] = {}
+        for name in registry.names(group):
+            schema = registry.describe(group, name).get("schema") or {}
+            needed = list(schema.get("required") or [])
+            for alternative in (schema.get("anyOf") or schema.get("oneOf") or [])[:1]:
+                needed += [k for k in alternative.get("required", []) if k not in needed]
+            props = schema.get("properties") or {}
+            out[field][name] = [{"name": k, "description": props.get(k, {}).get("description", ""),
+                                 "secret": secret_field(k)} for k in needed]
+    return out
 
 
 def _back(message: str = "", error: str = "", to: str = "/ui") -> RedirectResponse:
@@ -111,26 +137,43 @@ def _editor(caller: Principal) -> None:
 
 
 @router.post("/kbs")
-def create_kb(request: Request, name: str = Form(""), storeType: str = Form("sqlite"), embeddingProvider: str = Form("local")):
+async def create_kb(request: Request):
+    """A new knowledge base from the create dialog: name, store, provider and what they require
+    (``embeddingParameters.<name>`` / ``storeParameters.<name>`` fields, a secret as a reference). Then its
+    Documents page; on an error the dialog again, open, with what was typed."""
     caller = caller_of(request)
     _editor(caller)
     runtime = runtime_of(request)
-    data = {"name": name.strip(), "embeddingProvider": embeddingProvider, "storeType": storeType}
+    form = await request.form()
+    fields = {k: str(v).strip() for k, v in form.items() if isinstance(v, str)}
+    data: dict[str, Any] = {"name": fields.get("name", ""), "embeddingProvider": fields.get("embeddingProvider", "local"),
+                            "storeType": fields.get("storeType", "sqlite")}
+    for key, value in fields.items():
+        group, _, param = key.partition(".")
+        if group in ("embeddingParameters", "storeParameters") and param and value:
+            data.setdefault(group, {})[param] = value
     try:
         ref = runtime.saving.create("rags", data, caller.tenant)
     except ConfigValidationError as e:
-        return _back(error="; ".join(f"{x['path']}: {x['message']}" for x in e.errors))
-    return RedirectResponse(f"/ui/kbs/{ref.id}", status_code=303)
+        return _list_page(request, error="Not created: " + "; ".join(f"{x['path']}: {x['message']}" for x in e.errors),
+                          draft=data, status=400)
+    return _back(message=f"Created {data['name']!r}. Add its documents here; its settings are under Configuration.",
+                 to=f"/ui/kbs/{ref.id}/documents")
 
 
 @router.post("/kbs/{id}/duplicate")
 def duplicate_kb(id: str, request: Request):
+    """A copy under a name of its own (LLM tasks name knowledge bases: two of one name would be ambiguous)."""
     caller = caller_of(request)
     _editor(caller)
     runtime = runtime_of(request)
     own(runtime.resources, caller, "rags", id)
-    ref = runtime.saving.duplicate("rags", id)
-    return _back(message=f"Duplicated as {ref.id} (its documents are not copied).")
+    data = runtime.resources.read("rags", id)
+    taken = {d.name for d in runtime.resources.descriptors("rags", "", 0, 100000, caller.tenant)}
+    base = f"{data.get('name', id)} (copy"
+    name = next(n for n in (f"{base})", *(f"{base} {i})" for i in range(2, 10000))) if n not in taken)
+    ref = runtime.saving.create("rags", {**data, "name": name}, caller.tenant)
+    return _back(message=f"Duplicated as {name!r} ({ref.id}); its documents are not copied.")
 
 
 @router.post("/kbs/{id}/delete")
@@ -150,6 +193,15 @@ def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmN
     return _back(message=f"Deleted {name!r} permanently, with its chunks.")
 
 
+@router.post("/kbs/{id}/restore")
+def restore_version(id: str, request: Request, version: int = Form(..., ge=1, le=MAX_VERSION)):
+    """Version ``version``'s configuration saved again as the newest version (history keeps every one)."""
+    caller, runtime, kb, _ = _kb(request, id)
+    _editor(caller)
+    ref = runtime.saving.update("rags", id, kb["version"], runtime.resources.read("rags", id, version), caller.tenant)
+    return _back(message=f"Version {version} restored as version {ref.version}.", to=f"/ui/kbs/{id}")
+
+
 def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict[str, Any]]:
     """(caller, runtime, {id, name, version}, config) of one of the caller's KBs, at its current version."""
     caller = caller_of(request)
@@ -162,7 +214,16 @@ def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict
 
 def _kb_page(request: Request, id: str, template: str, tab: str, **context: Any) -> HTMLResponse:
     caller, _, kb, config = _kb(request, id)
-    return render(request, template, caller, kb=kb, config=config, tab=tab, **context)
+    said = {k: request.query_params.get(k, "")[:500] for k in ("message", "error")}  # from a redirect (_back)
+    return render(request, template, caller, kb=kb, config=config, tab=tab, message=said["message"], error=said["error"],
+                  **context)
+
+
+@router.get("/kbs/{id}/document")
+def document_page(id: str, request: Request, d: str = Query(..., min_length=1, max_length=2000)):
+    """One document: its chunks, switched on or off; re-parse; replace its file."""
+    name = d.split("#", 1)[0]  # an appended ingestion's document is <name>#<ingestion id>
+    return _kb_page(request, id, "kb_document.html", "documents", document=d, name=name)
 
 
 @router.get("/kbs/{id}")
@@ -196,12 +257,14 @@ def try_it(id: str, request: Request):
 # -- across knowledge bases -------------------------------------------------------------------
 
 @router.get("/feedback")
-def feedback(request: Request, vote: str = "down"):
+def feedback(request: Request, vote: str = "down", reviewed: str = "no"):
+    """The votes to review (thumbs down not yet reviewed, by default), each with what can be done about it."""
     caller = caller_of(request)
     runtime = runtime_of(request)
-    items = runtime.feedback.list(caller.tenant, None, vote if vote in ("up", "down") else None)
+    done = {"no": False, "yes": True}.get(reviewed)  # "all": both
+    items = runtime.feedback.list(caller.tenant, None, vote if vote in ("up", "down") else None, reviewed=done)
     names = {kb_id_of(d.resource): d.name for d in runtime.resources.descriptors("rags", "", 0, 10000, caller.tenant)}
-    return render(request, "feedback.html", caller, items=items, vote=vote, names=names)
+    return render(request, "feedback.html", caller, items=items, vote=vote, reviewed=reviewed, names=names)
 
 
 @router.get("/agents")

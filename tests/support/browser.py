@@ -76,3 +76,36 @@ def screenshot(driver, name: str) -> Path:
     driver.save_screenshot(str(path))
     driver.set_window_size(size["width"], size["height"])
     return path
+
+
+# -- what the Manager's browser tests share: the page waits, the script-error check ------------------
+
+def wait(driver, seconds: float = 60):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, seconds, poll_frequency=0.1)
+
+
+def visible(driver, css: str, seconds: float = 60):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    return wait(driver, seconds).until(EC.visibility_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def has_text(driver, css: str, text: str, seconds: float = 60):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    wait(driver, seconds).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def no_page_errors(driver) -> None:
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
+              and "status of 4" not in e["message"]]  # a 4xx the page shows is not a script error
+    assert errors == [], errors
+
+
+def no_sideways_scroll(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")

@@ -37,7 +37,8 @@ async function api(method, url, body) {
 function problem(result) {
   const d = result.data || {};
   if (Array.isArray(d.detail)) return d.detail.map((x) => `${(x.loc || []).slice(1).join(".")}: ${x.msg}`).join("; ");
-  return d.error || d.detail || `HTTP ${result.status}`;
+  const said = d.error || d.detail || `HTTP ${result.status}`;
+  return d.fix ? `${said}. Fix: ${d.fix}` : said;
 }
 
 function kbData() {
@@ -50,17 +51,54 @@ const when = (iso) => (iso ? String(iso).slice(0, 19).replace("T", " ") : "—")
 
 // ---- knowledge base list: health and chunk count, filled in as each answers -------------------
 async function loadListHealth() {
-  for (const row of $$("tr[data-kb]")) {
-    api("GET", kbUrl(row.dataset.kb, "/health")).then((r) => {
-      const badge = $("[data-health]", row);
-      const status = r.ok ? r.data.status : "error";
-      badge.className = `health ${status === "ok" ? "ok" : "bad"}`;
-      badge.textContent = status === "ok" ? "ok" : "error";
-      badge.title = r.ok ? (r.data.error || `store ${r.data.storeType}: ${status}`) : problem(r);
-      const chunks = r.ok ? r.data.details.documents : undefined;
-      $("[data-chunks]", row).textContent = chunks === undefined ? "—" : chunks;
+  for (const row of $$("table.kbs tr[data-kb]")) {
+    api("GET", kbUrl(row.dataset.kb, "/verdict")).then((r) => {
+      verdictBadge($("[data-health]", row), r);
+      const store = r.ok ? r.data.checks.find((c) => c.check === "store") : null;
+      const chunks = store && store.level === "ok" ? /(\d+) chunks?/.exec(store.detail) : null;
+      $("[data-chunks]", row).textContent = chunks ? chunks[1] : "—";
     });
   }
+}
+
+// ---- the create dialog: what the chosen provider and store require, as fields -------------------
+function initCreate() {
+  const form = $("#create-kb");
+  const required = JSON.parse($("#required-params").textContent);
+  const draft = JSON.parse($("#create-draft").textContent || "{}");
+  const box = $("#new-params");
+  const render = () => {
+    const fields = [];
+    for (const [group, select] of [["embeddingParameters", $("#new-provider")], ["storeParameters", $("#new-store")]]) {
+      for (const p of (required[group] || {})[select.value] || []) {
+        const id = `new-${group}-${p.name}`;
+        const typed = (draft[group] || {})[p.name] || "";
+        const hint = p.secret ? `\${env:${select.value.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_${p.name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}}` : "";
+        fields.push(el("label", { for: id }, `${select.value} ${p.name}`, p.secret ? el("span", { class: "muted" }, " (a secret reference)") : ""),
+          el("input", { id, name: `${group}.${p.name}`, required: true, value: typed, placeholder: hint, autocomplete: "off",
+            pattern: p.secret ? "\\$\\{(env|vault|eddivault|vars):[^\\}]+\\}" : null,
+            title: p.secret ? "A secret reference: ${env:NAME} or ${vault:key}, never the key itself" : p.description }),
+          p.description ? el("p", { class: "muted small" }, p.description) : "");
+      }
+    }
+    box.replaceChildren(...fields);
+  };
+  $("#new-provider").addEventListener("change", render);
+  $("#new-store").addEventListener("change", render);
+  render();
+  if (form.closest("details").open) $("#new-name").focus();
+}
+
+// One verdict per knowledge base (the doctor's checks): ok, warning (it answers, but look), failed; the first
+// problem and its fix in the title and beside the badge.
+const VERDICT_TEXT = { ok: "ok", warning: "warning", failed: "failed" };
+function verdictBadge(badge, r) {
+  const status = r.ok ? r.data.status : "failed";
+  badge.className = `health ${status === "ok" ? "ok" : status === "warning" ? "warn" : "bad"}`;
+  badge.textContent = VERDICT_TEXT[status];
+  badge.dataset.verdict = status;
+  badge.title = r.ok ? (status === "ok" ? "all checks passed" : `${r.data.check}: ${r.data.detail}${r.data.fix ? ` · fix: ${r.data.fix}` : ""}`) : problem(r);
+  return badge;
 }
 
 // ---- the editor: a form generated from the JSON Schema and the providers' parameter schemas --
@@ -79,12 +117,12 @@ function fieldId(path) { return "f-" + path.replace(/[^A-Za-z0-9]+/g, "-"); }
 
 function renderField(path, name, schema, value, readonly) {
   const id = fieldId(path);
-  const type = schema.enum ? "enum" : mainType(schema);
+  const type = schema.enum ? "enum" : editorType(name, schema);
   const hint = [];
-  if (schema.default !== undefined) hint.push(`default ${JSON.stringify(schema.default)}`);
-  if (schema.description) hint.push(schema.description);
+  if (schema["x-help"] || schema.description) hint.push(schema["x-help"] || schema.description);
+  if (schema.default !== undefined && schema.default !== null && !["object", "array"].includes(typeof schema.default)) hint.push(`default: ${schema.default}`);
   const secret = SECRET.test(name);
-  if (secret) hint.push("a secret: write a reference, ${env:VAR} or ${eddivault:key}; it is never shown resolved");
+  if (secret) hint.push("a secret: write a reference, ${env:NAME} or ${vault:key}, never the key itself");
   let input;
   const common = { id, name: path, "data-path": path, "data-type": type, "aria-describedby": `${id}-hint ${id}-error`, disabled: readonly };
   if (type === "enum" || type === "boolean") {
@@ -96,15 +134,85 @@ function renderField(path, name, schema, value, readonly) {
       placeholder: schema.default ?? "", min: schema.minimum, max: schema.maximum });
   } else if (type === "string") {
     input = el("input", { ...common, type: "text", value: value ?? "", placeholder: schema.default ?? "", autocomplete: "off", spellcheck: "false" });
+  } else if (type === "list") {
+    input = el("input", { ...common, type: "text", value: (value || []).join(", "), placeholder: "comma-separated, e.g. author, year", autocomplete: "off" });
+  } else if (type === "map") {
+    input = mapEditor(common, value || {}, readonly);
+  } else if (type === "sources") {
+    input = sourcesEditor(common, value || [], readonly);
   } else {
     input = el("textarea", { ...common, rows: value === undefined ? 2 : 5, spellcheck: "false" },
       value === undefined ? "" : JSON.stringify(value, null, 2));
     hint.push("JSON");
   }
+  const label = schema["x-label"] || name;
   return el("div", { class: "field", "data-field": path },
-    el("label", { for: id }, name, schema.required ? " *" : ""), input,
+    el("label", { for: id, title: schema.description || "" }, label, schema.required ? " *" : "", label !== name ? el("code", { class: "key" }, name) : ""), input,
     el("p", { class: "hint", id: `${id}-hint` }, hint.join(" · ")),
     el("p", { class: "field-error", id: `${id}-error`, role: "alert" }));
+}
+
+// Which editor a field gets: its JSON type, or a structured one (a list of words, key/value rows, sources).
+function editorType(name, schema) {
+  if (name === "sources") return "sources";
+  const type = mainType(schema);
+  if (type === "array" && schema.items && schema.items.type === "string") return "list";
+  if (type === "object" && !schema.properties) return "map";
+  return type;
+}
+
+// Key/value rows (values read as JSON when they parse: numbers and booleans stay so).
+function mapEditor(common, value, readonly) {
+  const box = el("div", { ...common, class: "map", role: "group" });
+  const row = (k = "", v = "") => el("div", { class: "map-row" },
+    el("input", { class: "map-key", value: k, placeholder: "name", "aria-label": "name", disabled: readonly }),
+    el("input", { class: "map-value", value: typeof v === "string" ? v : JSON.stringify(v), placeholder: "value", "aria-label": "value", disabled: readonly }),
+    readonly ? "" : el("button", { type: "button", class: "link", onclick: (e) => e.target.closest(".map-row").remove() }, "remove"));
+  const rows = el("div", {}, Object.entries(value).map(([k, v]) => row(k, v)));
+  box.append(rows);
+  if (!readonly) box.append(el("button", { type: "button", class: "link", onclick: () => rows.append(row()) }, "+ add a setting"));
+  return box;
+}
+
+const SOURCE_WHERE = { web: ["web", "startUrl", "https://docs.example.com/"], sitemap: ["sitemap", "url", "https://docs.example.com/sitemap.xml"],
+  folder: ["folder", "path", "/srv/handbook"], upload: [null, null, ""] };
+
+// Each source as a card: name, type, where (URL or folder), schedule, on/off; every other field it has is kept.
+function sourcesEditor(common, value, readonly) {
+  const box = el("div", { ...common, class: "sources-editor", role: "group" });
+  const list = el("div", {});
+  const card = (src = {}) => {
+    const type = src.type || Object.keys(SOURCE_WHERE).find((t) => SOURCE_WHERE[t][0] && src[SOURCE_WHERE[t][0]]) || "web";
+    const [block, key] = SOURCE_WHERE[type];
+    const node = el("div", { class: "source-card card" },
+      el("label", {}, "Name", el("input", { class: "src-name", value: src.name || "", required: true, disabled: readonly })),
+      el("label", {}, "Type", el("select", { class: "src-type", disabled: readonly, onchange: (e) => {
+        const fresh = card({ ...readSource(node), type: e.target.value });
+        node.replaceWith(fresh);
+      } }, Object.keys(SOURCE_WHERE).map((t) => el("option", { selected: t === type }, t)))),
+      key ? el("label", {}, block === "folder" ? "Folder" : "URL", el("input", { class: "src-where", value: (src[block] || {})[key] || "", placeholder: SOURCE_WHERE[type][2], disabled: readonly })) : el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page."),
+      el("label", {}, "Schedule (cron, optional)", el("input", { class: "src-cron", value: src.cron || src.schedule || "", placeholder: "0 3 * * *", disabled: readonly })),
+      el("label", { class: "check" }, el("input", { type: "checkbox", class: "src-enabled", checked: src.enabled !== false, disabled: readonly }), " enabled"),
+      readonly ? "" : el("button", { type: "button", class: "link danger", onclick: () => node.remove() }, "Remove this source"));
+    node.source = src;  // its other fields, kept as they are
+    return node;
+  };
+  list.append(...value.map((s) => card(s)));
+  box.append(list);
+  if (!readonly) box.append(el("button", { type: "button", class: "link", onclick: () => list.append(card({ name: "", type: "web" })) }, "+ add a source"));
+  return box;
+}
+
+function readSource(node) {
+  const type = $(".src-type", node).value;
+  const [block, key] = SOURCE_WHERE[type];
+  const out = { ...node.source, name: $(".src-name", node).value.trim(), type, enabled: $(".src-enabled", node).checked };
+  for (const t of Object.keys(SOURCE_WHERE)) if (SOURCE_WHERE[t][0] && t !== type) delete out[SOURCE_WHERE[t][0]];
+  if (block) out[block] = { ...(node.source[block] || {}), [key]: $(".src-where", node).value.trim() };
+  const cron = $(".src-cron", node).value.trim();
+  delete out.schedule;
+  if (cron) out.cron = cron; else delete out.cron;
+  return out;
 }
 
 async function renderParams(container, key, config, readonly) {
@@ -118,16 +226,39 @@ async function renderParams(container, key, config, readonly) {
     return;
   }
   const values = (config[key] && typeof config[key] === "object") ? config[key] : {};
+  const more = el("div", {});  // what it does not need: collapsed unless set
   for (const [name, schema] of Object.entries(r.data.properties || {})) {
     if (schema["x-alias-of"]) continue;
     const path = `$.${key}.${name}`;
     const value = values[name] !== undefined ? values[name] : values[Object.keys(r.data.properties).find((n) => r.data.properties[n]["x-alias-of"] === name)];
-    container.append(renderField(path, name, { ...schema, required: (r.data.required || []).includes(name) }, value, readonly));
+    const required = (r.data.required || []).includes(name) || (r.data.anyOf || []).some((a) => (a.required || []).includes(name));
+    (required || value !== undefined ? container : more).append(renderField(path, name, { ...schema, required: (r.data.required || []).includes(name) }, value, readonly));
   }
+  if (more.children.length) container.append(el("details", { class: "advanced" }, el("summary", {}, `More ${provider} settings (${more.children.length})`), more));
   container.append(el("p", { class: "field-error", id: `${fieldId("$." + key)}-error`, "data-field": `$.${key}`, role: "alert" }));
 }
 
 function readField(input) {
+  const type0 = input.dataset.type;
+  if (type0 === "map") {
+    const out = {};
+    for (const row of $$(".map-row", input)) {
+      const k = $(".map-key", row).value.trim();
+      const v = $(".map-value", row).value;
+      if (!k) continue;
+      try { out[k] = JSON.parse(v); } catch { out[k] = v; }
+      if (typeof out[k] === "object" && out[k] !== null) out[k] = v;  // only numbers, booleans and text
+    }
+    return Object.keys(out).length ? out : undefined;
+  }
+  if (type0 === "sources") {
+    const out = $$(".source-card", input).map(readSource);
+    return out.length ? out : undefined;
+  }
+  if (type0 === "list") {
+    const out = input.value.split(",").map((x) => x.trim()).filter(Boolean);
+    return out.length ? out : undefined;
+  }
   const raw = input.value;
   if (raw === "") return undefined;
   const type = input.dataset.type;
@@ -190,18 +321,34 @@ async function initEditor() {
   if (!r.ok || !registered.ok) { fields.replaceChildren(el("p", { class: "error" }, problem(r.ok ? registered : r))); return; }
   const choices = { storeType: registered.data.stores, embeddingProvider: registered.data.embeddings };
   fields.replaceChildren();
+  if (!readonly && r.data["x-presets"]) fields.append(presetBar(r.data["x-presets"], kb));
+  const groups = {};  // each group of the schema: its fieldset, its fields, its advanced ones (collapsed)
+  for (const g of [...(r.data["x-groups"] || []), { id: "other", label: "Other" }]) {
+    const basic = el("div", {}), advanced = el("div", {});
+    const more = el("details", { class: "advanced" }, el("summary", {}, "Advanced"), advanced);
+    const set = el("fieldset", { class: "group", "data-group": g.id }, el("legend", {}, g.label), g.help ? el("p", { class: "muted small" }, g.help) : "", basic, more);
+    groups[g.id] = { set, basic, advanced, more };
+    fields.append(set);
+  }
   for (let [name, schema] of Object.entries(r.data.properties)) {
     if (schema["x-alias-of"]) continue;
     if (choices[name]) {  // the registered ones, those whose extra is missing marked
       schema = { ...schema, enum: choices[name].map((p) => p.name),
-        description: [schema.description, choices[name].filter((p) => !p.available).map((p) => `${p.name}: not installed`).join(", ")].filter(Boolean).join(" · ") };
+        "x-help": [schema["x-help"] || schema.description, choices[name].filter((p) => !p.available).map((p) => `${p.name}: not installed`).join(", ")].filter(Boolean).join(" · ") };
     }
+    const group = groups[schema["x-group"]] || groups.other;
+    const into = schema["x-advanced"] ? group.advanced : group.basic;
     if (PROVIDER_PARAMS[name]) {
-      const fieldset = el("fieldset", { "data-params": name });
-      fields.append(fieldset);
+      into.append(el("fieldset", { "data-params": name }));
       continue;
     }
-    fields.append(renderField(`$.${name}`, name, { ...schema, required: (r.data.required || []).includes(name) }, kb.config[name], readonly));
+    into.append(renderField(`$.${name}`, name, { ...schema, required: (r.data.required || []).includes(name) }, kb.config[name], readonly));
+  }
+  for (const g of Object.values(groups)) {
+    const set = $$("[data-path]", g.advanced).filter((i) => kb.config[i.dataset.path.slice(2)] !== undefined).length;
+    if (!g.advanced.children.length) g.more.remove();
+    else if (set) { $("summary", g.more).textContent = `Advanced (${set} set)`; g.more.open = true; }  // what it uses is shown
+    if (!g.basic.children.length && !g.advanced.children.length) g.set.remove();
   }
   const params = () => Promise.all(Object.keys(PROVIDER_PARAMS).map((k) => renderParams($(`fieldset[data-params="${k}"]`), k, kb.config, readonly)));
   await params();
@@ -213,11 +360,15 @@ async function initEditor() {
     const status = $("#save-status");
     const { config, errors } = collectConfig(kb.config);
     if (errors.length) { showErrors(errors); status.textContent = "Fix the fields marked."; return; }
+    const change = await embeddingChange(kb, config);
+    if (change && !window.confirm(change)) { status.textContent = "Not saved."; return; }
     status.textContent = "Saving…";
     const saved = await api("PUT", kbUrl(kb.id, `?version=${kb.version}`), config);
     if (saved.ok) {
       status.textContent = "Saved.";
-      window.location.reload();
+      dirty = false;
+      if (change && change.includes("Re-embed")) window.location.assign(`/ui/kbs/${encodeURIComponent(kb.id)}/documents?message=${encodeURIComponent("Saved. Re-embed all to search the stored chunks with the new model.")}`);
+      else window.location.reload();
     } else if (saved.status === 409) {
       status.textContent = "";
       const conflict = $("#conflict");
@@ -234,6 +385,50 @@ async function initEditor() {
     }
   });
   $("#preview-run").addEventListener("click", () => chunkPreview(kb));
+  let dirty = false;  // unsaved edits are not lost silently
+  form.addEventListener("input", () => { dirty = true; });
+  form.addEventListener("change", () => { dirty = true; });
+  window.addEventListener("beforeunload", (e) => { if (dirty) { e.preventDefault(); e.returnValue = ""; } });
+}
+
+// Presets from the schema: each sets a few fields in the form (nothing is saved until Save).
+function presetBar(presets, kb) {
+  return el("div", { class: "presets" }, el("span", { class: "muted" }, "Start from: "), presets.map((p) => el("button", {
+    type: "button", class: "preset", title: p.help, "data-preset": p.id, onclick: async () => {
+      for (const [key, value] of Object.entries(p.values)) {
+        if (PROVIDER_PARAMS[key]) {
+          await renderParams($(`fieldset[data-params="${key}"]`), key, { ...kb.config, [key]: value }, false);
+          continue;
+        }
+        const input = $(`[data-path="$.${key}"]`);
+        if (!input) continue;
+        input.value = input.tagName === "SELECT" ? JSON.stringify(value) : value;
+        input.dispatchEvent(new Event("change", { bubbles: true }));
+      }
+      $("#save-status").textContent = `Preset “${p.label}” applied to the form: review, then save.`;
+    } }, p.label)));
+}
+
+// What a save would change about the stored chunks of a knowledge base that has some: another embedding model
+// (they must be re-embedded; until then searches say why they cannot answer) or another chunking (it applies
+// to documents ingested from then on). null: nothing to warn about.
+const EMBEDDING_FIELDS = ["embeddingProvider", "embeddingProviderId"];
+const MODEL_PARAMS = ["model", "modelName", "deploymentName", "dimensions", "outputDimensionality"];
+const CHUNKING_FIELDS = ["chunkStrategy", "chunkSize", "chunkOverlap"];
+async function embeddingChange(kb, config) {
+  const before = kb.config;
+  const same = (a, b) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+  const model = EMBEDDING_FIELDS.some((f) => !same(before[f], config[f]))
+    || MODEL_PARAMS.some((p) => !same((before.embeddingParameters || {})[p], (config.embeddingParameters || {})[p]));
+  const chunking = CHUNKING_FIELDS.some((f) => !same(before[f], config[f]));
+  if (!model && !chunking) return null;
+  const health = await api("GET", kbUrl(kb.id, "/health"));
+  const chunks = health.ok ? health.data.details.documents || 0 : 0;
+  if (!chunks) return null;
+  const said = [];
+  if (model) said.push(`This changes the embedding model. The ${chunks} stored chunks were embedded with the old one: until you Re-embed all (on Documents, a job with progress), searches of this knowledge base say why they cannot answer.`);
+  if (chunking) said.push("This changes the chunking. It applies to documents ingested from now on; re-ingest a document to re-chunk it.");
+  return `${said.join("\n\n")}\n\nSave anyway?`;
 }
 
 function readFileBase64(file) {
@@ -292,7 +487,8 @@ function upload(kb, file) {
     if (xhr.status !== 202) {
       state.textContent = `refused: ${data.error || data.detail || xhr.status}`;
       item.classList.add("failed");
-      bar.value = 0;
+      bar.value = 100;
+      pollIngestions(kb);  // the refusal is kept in the history
       return;
     }
     const id = data.ingestions[0].ingestionId;
@@ -312,6 +508,7 @@ function statusClass(status) {
 let polling = null;
 let lastIngestions = "";
 const completed = new Set();
+const retried = new Set();  // ingestions retried here: failing again says so
 
 async function pollIngestions(kb) {
   if (polling) return;
@@ -343,6 +540,17 @@ function progressText(p) {
   return `embedding ${p.done}/${p.total}`;
 }
 
+function initReembed(kb) {
+  const button = $("#reembed");
+  if (!button) return;
+  button.addEventListener("click", async () => {
+    if (!window.confirm("Re-embed every chunk of this knowledge base with its current embedding model? Until it finishes, searches use the vectors stored now, or say why they cannot.")) return;
+    const r = await api("POST", kbUrl(kb.id, "/reembed"));
+    if (!r.ok) { alert(problem(r)); return; }
+    pollIngestions(kb);
+  });
+}
+
 function renderIngestions(kb, jobs) {
   for (const job of jobs) {
     const item = uploads.get(job.ingestionId);
@@ -351,7 +559,8 @@ function renderIngestions(kb, jobs) {
     if (job.status === "completed") bar.value = 100;
     else if (job.progress && job.progress.total) bar.value = 50 + Math.round((job.progress.done / job.progress.total) * 50);
     $(".state", item).textContent = job.status === "completed" ? `completed · ${job.chunks} chunks` : job.status;
-    item.className = statusClass(job.status);
+    if (job.status.startsWith("failed") || job.status === "cancelled") bar.value = 100;  // drawn as a failure, not half done
+    item.className = `upload ${statusClass(job.status)}`;
   }
   if (!jobs.length) {
     $("#ingestions").replaceChildren(el("p", { class: "empty" }, "Nothing ingested yet."));
@@ -361,13 +570,16 @@ function renderIngestions(kb, jobs) {
     el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", {}, "Status"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Updated"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
     el("tbody", {}, jobs.map((j) => el("tr", { class: statusClass(j.status), "data-ingestion": j.ingestionId },
       el("td", {}, j.documentName),
-      el("td", { class: "status" }, j.status === "processing" && j.progress ? progressText(j.progress) : j.status),
+      el("td", { class: "status" }, j.status === "processing" && j.progress ? progressText(j.progress)
+        : j.status.startsWith("failed") && retried.has(j.ingestionId) ? `failed again: ${j.status.replace(/^failed: /, "")}. Retrying will not help: replace the file (upload a fixed one with the same name) or remove it.`
+        : j.status),
       el("td", { class: "num" }, j.chunks ?? ""),
       el("td", {}, when(j.updatedOn)),
-      el("td", {}, j.status.startsWith("failed") && CAN_EDIT()
+      el("td", {}, j.status.startsWith("failed") && !j.status.startsWith("failed: refused: ") && CAN_EDIT()
         ? el("button", { type: "button", class: "link", onclick: async () => {
           const r = await api("POST", kbUrl(kb.id, `/ingestion/${j.ingestionId}/retry`));
           if (!r.ok) alert(problem(r));
+          else retried.add(j.ingestionId);
           pollIngestions(kb);
         } }, "Retry") : "")))))));
 }
@@ -382,8 +594,9 @@ async function loadDocuments(kb) {
     el("div", { class: "table-wrap" }, el("table", { class: "documents" },
       el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Ingested"), el("th", {}, "User"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
       el("tbody", {}, r.data.documents.map((d) => el("tr", { "data-document": d.documentId },
-        el("td", {}, d.source && d.source !== d.documentId ? `${d.documentId} (${d.source})` : d.documentId),
-        el("td", { class: "num" }, d.chunks),
+        el("td", {}, el("a", { href: `/ui/kbs/${encodeURIComponent(kb.id)}/document?d=${encodeURIComponent(d.documentId)}` },
+          d.source && d.source !== d.documentId ? `${d.documentId} (${d.source})` : d.documentId)),
+        el("td", { class: "num" }, d.chunks, d.disabled ? el("span", { class: "muted" }, ` (${d.disabled} off)`) : ""),
         el("td", {}, d.ingestedAt ? when(new Date(d.ingestedAt * 1000).toISOString()) : "—"),
         el("td", {}, d.userId || "shared"),
         el("td", {}, CAN_EDIT() ? el("button", { type: "button", class: "link danger", onclick: async () => {
@@ -455,6 +668,55 @@ function initDocuments() {
   pollIngestions(kb);
   loadDocuments(kb);
   renderSources(kb);
+  initReembed(kb);
+}
+
+// ---- one document: its chunks with where they are, switched on or off; re-parse; replace the file --------
+async function initDocument() {
+  const kb = kbData();
+  const box = $("#doc-chunks");
+  const load = async () => {
+    const r = await api("GET", kbUrl(kb.id, `/chunks?documentId=${encodeURIComponent(kb.document)}`));
+    if (!r.ok) { box.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
+    const reparse = $("#reparse");
+    if (reparse) {
+      reparse.disabled = !r.data.reparsable;
+      reparse.title = r.data.reparsable ? "Parse and chunk the kept file again with the current configuration"
+        : "Its file was not kept (ingested before files were kept): use Replace file";
+    }
+    box.replaceChildren(el("div", { class: "table-wrap" }, el("table", { class: "chunk-table" },
+      el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "Where"), el("th", {}, "Text"), el("th", {}, "In search"))),
+      el("tbody", {}, r.data.chunks.map((c) => el("tr", { "data-chunk": c.id, class: c.enabled ? "" : "off" },
+        el("td", { class: "num" }, c.position),
+        el("td", {}, c.where || "—"),
+        el("td", {}, el("details", {}, el("summary", {}, c.text.length > 90 ? `${c.text.slice(0, 90)}…` : c.text), el("pre", {}, c.text))),
+        el("td", {}, CAN_EDIT() ? el("label", { class: "switch" }, el("input", { type: "checkbox", checked: c.enabled, "aria-label": `chunk ${c.position} in search`,
+          onchange: async (e) => {
+            const done = await api("PATCH", kbUrl(kb.id, `/chunks/${encodeURIComponent(c.id)}`), { enabled: e.target.checked });
+            if (!done.ok) { alert(problem(done)); e.target.checked = !e.target.checked; return; }
+            e.target.closest("tr").className = e.target.checked ? "" : "off";
+          } }), c.enabled ? " on" : " off") : (c.enabled ? "on" : "off"))))))));
+  };
+  $("#reparse")?.addEventListener("click", async () => {
+    const r = await api("POST", kbUrl(kb.id, `/reparse?documentId=${encodeURIComponent(kb.document)}`));
+    $("#doc-status").textContent = r.ok ? "Re-parsing: follow it under Ingestions on the Documents page." : problem(r);
+  });
+  $("#replace")?.addEventListener("change", (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    const body = new FormData();
+    body.append("file", file, kb.name);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", kbUrl(kb.id, "/ingest?replace=true"));
+    xhr.onload = () => {
+      let data = {};
+      try { data = JSON.parse(xhr.responseText); } catch { data = { error: xhr.responseText }; }
+      $("#doc-status").textContent = xhr.status === 202 ? `Replacing with ${file.name}: follow it under Ingestions on the Documents page.`
+        : `Not replaced: ${data.error || xhr.status}`;
+    };
+    xhr.send(body);
+  });
+  load();
 }
 
 // ---- try it: scored chunks, the context as injected, the trace, feedback ---------------------
@@ -474,8 +736,67 @@ function vote(kb, question, source) {
   return el("span", { class: "votes" }, buttons);
 }
 
+// Why a result stands where it does when that is not its score: the two parts of a hybrid rank, or the tie rule.
+function ranking(r) {
+  if (r.tie) return `Moved up: ${r.tie}.`;
+  const side = (name, part) => (part ? `${name} #${part.rank} (${name === "keyword" ? `BM25 ${part.bm25}` : `cosine ${part.similarity}`})` : `${name}: not found`);
+  if (r.by === "keyword") return `Ranked by ${side("keyword", r.keyword)}.`;
+  return `Ranked by ${r.by === "rrf" ? "RRF" : "weighted score"} ${r.fused}: ${side("vector", r.vector)}, ${side("keyword", r.keyword)}.`;
+}
+
+// A passage with the part at [start, end) marked.
+function highlighted(text, offsets) {
+  if (!offsets) return el("pre", {}, text);
+  const [start, end] = offsets;
+  return el("pre", {}, text.slice(0, start), el("mark", {}, text.slice(start, end)), text.slice(end));
+}
+
+// The kept test questions: listed, run beside their baselines, accepted, deleted.
+function initQuestions(kb) {
+  const box = $("#questions");
+  const status = $("#questions-status");
+  const list = async () => {
+    const r = await api("GET", kbUrl(kb.id, "/questions"));
+    if (!r.ok) { box.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
+    box.replaceChildren(r.data.length ? el("ul", { class: "questions" }, r.data.map((q) => el("li", { "data-question": q.id },
+      q.question, el("span", { class: "muted" }, ` · ${q.baseline.length} passage(s) at version ${q.baselineVersion}`),
+      CAN_EDIT() ? [" ", el("button", { type: "button", class: "link danger", onclick: async () => {
+        await api("DELETE", kbUrl(kb.id, `/questions/${q.id}`)); list();
+      } }, "Delete")] : "")))
+      : el("p", { class: "empty" }, "No test questions yet: ask one above and keep it, or keep one from a vote on the Feedback page."));
+  };
+  $("#keep-question")?.addEventListener("click", async () => {
+    const question = $("#question").value.trim();
+    if (!question) { status.textContent = "Ask a question first."; return; }
+    const chunk = new URLSearchParams(window.location.search).get("chunk");
+    const r = await api("POST", kbUrl(kb.id, "/questions"), { question, chunkId: chunk || null });
+    status.textContent = r.ok ? "Kept." : problem(r);
+    list();
+  });
+  $("#run-questions").addEventListener("click", async () => {
+    status.textContent = "Running…";
+    const r = await api("POST", kbUrl(kb.id, "/question-runs"));
+    if (!r.ok) { status.textContent = problem(r); return; }
+    status.textContent = `${r.data.changed} of ${r.data.results.length} answer(s) changed since their baseline (configuration version ${r.data.version}).`;
+    box.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "question-results" },
+      el("thead", {}, el("tr", {}, el("th", {}, "Question"), el("th", {}, "Result"), el("th", {}, "Passages now"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
+      el("tbody", {}, r.data.results.map((q) => el("tr", { class: q.changed ? "changed" : "same", "data-question": q.id },
+        el("td", {}, q.question),
+        el("td", {}, q.changed ? el("b", { class: "error" }, "changed") : "same",
+          q.chunkFound === false ? el("div", { class: "error small" }, "the chunk voted on is no longer found") : ""),
+        el("td", {}, el("ol", {}, q.passages.map((p) => el("li", { class: p.status }, `${p.citation}${p.status !== "same" ? ` (${p.status})` : ""}`)))),
+        el("td", {}, q.changed && CAN_EDIT() ? el("button", { type: "button", class: "link", onclick: async (e) => {
+          const done = await api("POST", kbUrl(kb.id, `/questions/${q.id}/accept`));
+          e.target.replaceWith(done.ok ? "accepted" : problem(done));
+        } }, "Accept as baseline") : "")))))));
+  });
+  list();
+}
+
 function initTry() {
   const kb = kbData();
+  initQuestions(kb);
+  const asked = new URLSearchParams(window.location.search);  // from a vote: its question and chunk
   $("#ask").addEventListener("submit", async (e) => {
     e.preventDefault();
     const out = $("#answer");
@@ -488,19 +809,53 @@ function initTry() {
     const results = query.data.results;
     out.replaceChildren(
       el("section", { class: "card", "aria-labelledby": "chunks-h" }, el("h2", { id: "chunks-h" }, `Scored chunks (${results.length})`),
+        el("p", { class: "muted", id: "order-rule" }, `Order: ${query.data.order}`),
         results.length ? el("ol", { class: "hits" }, results.map((h) => el("li", { class: "hit" },
           el("div", { class: "meta" }, el("b", { class: "score" }, `score ${h.score.toFixed(4)}`),
             h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "", " · ", el("span", { class: "citation" }, h.citation || h.source)),
+          h.ranking ? el("div", { class: "ranking muted" }, ranking(h.ranking)) : "",
           el("pre", {}, h.text),
-          h.passage && h.passage !== h.text ? el("details", {}, el("summary", {}, `Expanded passage (${h.passage.length} chars)`), el("pre", {}, h.passage)) : "")))
+          h.passage && h.passage !== h.text ? el("details", { class: "passage" },
+            el("summary", {}, `Passage the model sees: ${h.passageCitation} (${h.passage.length} chars, this chunk highlighted)`),
+            highlighted(h.passage, h.offsets)) : "")))
           : el("p", { class: "empty" }, "No chunk scored above the knowledge base's minScore. Try other words, or lower minScore in the configuration.")),
       el("section", { class: "card", "aria-labelledby": "context-h" }, el("h2", { id: "context-h" }, "What the model sees"),
         context.data.section ? el("pre", { id: "context" }, context.data.section) : el("p", { class: "empty" }, "Nothing would be injected: no passage passed."),
         context.data.sources.length ? el("div", {}, el("h3", {}, "Cited sources: was each one right?"),
-          el("ul", { class: "sources" }, context.data.sources.map((s) => el("li", {}, vote(kb, question, s), " ", s.label)))) : ""),
+          el("ul", { class: "sources" }, context.data.sources.map((s) => el("li", {}, vote(kb, question, s), " ", s.label,
+            s.hitOffsets ? el("span", { class: "muted" }, ` · matched: ${s.hitOffsets.map((h) => h.citation).join("; ")}`) : "")))) : ""),
       el("section", { class: "card", "aria-labelledby": "trace-h" }, el("h2", { id: "trace-h" }, "rag:trace"),
         el("pre", { id: "trace" }, JSON.stringify(context.data.trace, null, 2))));
+    const voted = asked.get("chunk");
+    if (voted && question === asked.get("q")) {
+      const at = results.findIndex((h) => h.id === voted);
+      const note = el("p", { class: at >= 0 ? "notice" : "error", id: "voted-chunk" }, at >= 0
+        ? `The chunk voted on is result ${at + 1}, marked below.` : "The chunk voted on is not among the results now.");
+      $("#chunks-h").after(note);
+      if (at >= 0) { const item = $$("ol.hits > li", out)[at]; item.classList.add("focus"); item.scrollIntoView({ block: "center" }); }
+    }
   });
+  if (asked.get("q")) {
+    $("#question").value = asked.get("q");
+    $("#ask").requestSubmit();
+  }
+}
+
+// ---- feedback: review a vote, note it, keep its question as a test question ---------------------------
+function initFeedback() {
+  for (const row of $$("tr[data-feedback]")) {
+    const status = $(".review-status", row);
+    const save = async (change) => {
+      const r = await api("PATCH", `/ragstore/feedback/${encodeURIComponent(row.dataset.feedback)}`, change);
+      status.textContent = r.ok ? "saved" : problem(r);
+    };
+    $(".reviewed", row)?.addEventListener("change", (e) => save({ reviewed: e.target.checked }));
+    $(".note", row)?.addEventListener("change", (e) => save({ note: e.target.value }));
+    $(".keep-question", row)?.addEventListener("click", async () => {
+      const r = await api("POST", kbUrl(row.dataset.kb, "/questions"), { question: row.dataset.question, chunkId: row.dataset.chunk });
+      status.textContent = r.ok ? "kept as a test question" : problem(r);
+    });
+  }
 }
 
 // ---- agents: a turn through the LlmTask hook -------------------------------------------------
@@ -516,6 +871,7 @@ function initAgents() {
     if (!r.ok) { out.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
     const t = r.data;
     out.replaceChildren(
+      turnProblems(t),
       el("section", { class: "card" }, el("h2", {}, `System message (task ${t.taskId})`),
         el("p", { class: "muted" }, `Knowledge bases in the workflows: ${t.knowledgeBases.join(", ") || "none"}`,
           t.skipped.length ? ` · skipped: ${t.skipped.join("; ")}` : ""),
@@ -529,25 +885,56 @@ function initAgents() {
   });
 }
 
+// What a turn's author should know first: each knowledge base's verdict, a KB that failed in the turn, an
+// httpCall that failed or was blocked.
+function turnProblems(t) {
+  const problems = [];
+  for (const entry of Object.entries(t.memory).filter(([k]) => k.startsWith("rag:trace:")).flatMap(([, v]) => v)) {
+    if (entry.error) problems.push(`Knowledge base ${entry.kb} failed in this turn: ${entry.error}`);
+    if (entry.warning) problems.push(`Knowledge base ${entry.kb}: ${entry.warning}`);
+  }
+  for (const [k, v] of Object.entries(t.memory)) {
+    if (k.startsWith("rag:httpcall:trace:") && v.error) problems.push(`httpCall ${v.httpCall} gave no search results: ${v.error}`);
+  }
+  const ids = t.knowledgeBaseIds || {};
+  const rows = Object.entries(ids).map(([name, id]) => {
+    const li = el("li", { "data-kb-verdict": id }, el("a", { href: `/ui/kbs/${encodeURIComponent(id)}` }, name), " ");
+    api("GET", kbUrl(id, "/verdict")).then((r) => {
+      li.append(verdictBadge(el("span"), r));
+      if (r.ok && r.data.status !== "ok") li.append(" ", `${r.data.detail}${r.data.fix ? ` · fix: ${r.data.fix}` : ""}`);
+    });
+    return li;
+  });
+  return el("section", { class: "card", id: "turn-problems" }, el("h2", {}, "Knowledge bases and problems"),
+    rows.length ? el("ul", { class: "verdicts" }, rows) : el("p", { class: "empty" }, "No knowledge base in this agent's workflows."),
+    problems.length ? el("ul", { class: "problems" }, problems.map((p) => el("li", { class: "error" }, p))) : "");
+}
+
 // ---- health: the doctor's checks for each knowledge base -------------------------------------
+const LEVEL_TEXT = { ok: "ok", warning: "WARN", failed: "FAIL", skipped: "skipped" };
+const LEVEL_CLASS = { ok: "ok", warning: "warn", failed: "bad", skipped: "unknown" };
 function initHealth() {
   for (const body of $$("tbody[data-doctor]")) {
-    api("GET", kbUrl(body.dataset.doctor, "/doctor")).then((r) => {
+    api("GET", kbUrl(body.dataset.doctor, "/verdict")).then((r) => {
       const name = el("a", { href: `/ui/kbs/${encodeURIComponent(body.dataset.doctor)}` }, body.dataset.name);
       if (!r.ok) { body.replaceChildren(el("tr", {}, el("th", { scope: "row" }, name), el("td", { colspan: 4, class: "error" }, problem(r)))); return; }
-      body.replaceChildren(...r.data.map((c, i) => el("tr", { class: c.ok ? "ok" : "failed" },
-        el("th", { scope: "row" }, i === 0 ? name : ""), el("td", {}, c.check),
-        el("td", {}, el("span", { class: `health ${c.ok ? "ok" : "bad"}` }, c.ok ? "ok" : "FAIL")),
+      const head = el("th", { scope: "row", rowspan: r.data.checks.length }, name, el("br"), verdictBadge(el("span"), r));
+      body.replaceChildren(...r.data.checks.map((c, i) => el("tr", { class: c.level, "data-check": c.check },
+        i === 0 ? head : "", el("td", {}, c.check),
+        el("td", {}, el("span", { class: `health ${LEVEL_CLASS[c.level]}` }, LEVEL_TEXT[c.level])),
         el("td", {}, c.detail), el("td", {}, c.fix))));
     });
   }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  if ($("tr[data-kb]")) loadListHealth();
+  if ($("table.kbs tr[data-kb]")) loadListHealth();
+  if ($("#create-kb")) initCreate();
   if ($("#editor")) initEditor();
   if ($("#ingestions")) initDocuments();
   if ($("#ask")) initTry();
+  if ($("#doc-chunks")) initDocument();
+  if ($("#feedback")) initFeedback();
   initAgents();
   if ($("tbody[data-doctor]")) initHealth();
 });
