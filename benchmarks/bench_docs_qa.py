@@ -27,7 +27,7 @@ from eddi_rag.runtime import Runtime
 BASE = "/ragstore/rags"
 WORD = re.compile(r"[a-z0-9]+")
 MODES = {"vector": {"searchMode": "vector"}, "keyword": {"searchMode": "keyword"},
-         "rrf": {"searchMode": "hybrid", "fusion": "rrf"}}
+         "rrf": {"searchMode": "hybrid", "fusion": "rrf"}, "weighted": {"searchMode": "hybrid", "fusion": "weighted"}}
 CHUNKINGS = {
     "markdown (256 tokens)": {"chunkStrategy": "markdown"},
     "recursive 512/64": {"chunkStrategy": "recursive", "chunkSize": 512, "chunkOverlap": 64},
@@ -87,6 +87,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=12000)
     parser.add_argument("--chunking", action="append", choices=list(CHUNKINGS), help="repeatable; default: all")
     parser.add_argument("--mode", action="append", choices=list(MODES), help="repeatable; default: all")
+    parser.add_argument("--defaults", action="store_true",
+                        help="also a knowledge base that names nothing but its model and store: what a user who does not tune gets")
     args = parser.parse_args()
     data = Path(args.data)
     qa = [json.loads(line) for line in (data / "qa.jsonl").read_text().splitlines() if line.strip()]
@@ -107,6 +109,18 @@ def main() -> None:
             for mode, cfg in MODES.items():
                 bench.configure(naive, cfg)
                 rows.append(("whole ## sections (naive)", r["chunk_count"], mode, "none", bench.score(naive)))
+                say(" | ".join(map(str, rows[-1])))
+            if args.defaults:  # nothing named: the product's defaults, minScore and maxResults included
+                r = client.post(BASE, json={"name": "defaults", "embeddingProvider": "local", "storeType": "sqlite"})
+                kb = r.headers["Location"].split("/")[-1].split("?")[0]
+                config = runtime.rag_config(kb)
+                files = [("file", (p.name, p.read_bytes(), "text/markdown")) for p in pages]
+                client.post(f"{BASE}/{kb}/ingest", files=files)
+                runtime.jobs.wait_idle()
+                count = runtime.stores.get(kb, config).count()
+                described = f"{config.chunkStrategy}, {config.searchMode} {config.fusion}, minScore {config.minScore}"
+                rows.append((f"the defaults ({described})", count, "defaults", f"{config.contextExpansion} {config.expansionNeighbors}",
+                             bench.score(kb)))
                 say(" | ".join(map(str, rows[-1])))
             for chunking in args.chunking or list(CHUNKINGS):
                 kb = bench.kb(chunking, CHUNKINGS[chunking])

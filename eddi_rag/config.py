@@ -22,7 +22,7 @@ from eddi_rag.errors import EddiRagError
 SCHEMA_FILE = "rag-configuration.schema.json"
 LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
 # A knowledge base's defaults are the best measured offline (benchmarks/README.md, bench_docs_qa and eval
-# --pipeline): Markdown-aware chunks, hybrid search fused by RRF, 4 neighbours around each hit. A KB on EDDI's
+# --pipeline): Markdown-aware chunks, hybrid search (weighted fusion), 4 neighbours around each hit. A KB on EDDI's
 # stored vectors (storeNamespace) keeps EDDI's (recursive chunks, vector search), and a store without keyword
 # search (NO_KEYWORD_SEARCH) searches by vector unless told otherwise. A value a configuration names is kept.
 EDDI_DEFAULTS = {"chunkStrategy": "recursive", "searchMode": "vector", "fusion": "weighted"}
@@ -174,7 +174,7 @@ class RagConfiguration(BaseModel):
     maxResults: int = 5
     minScore: float = 0.6
     searchMode: str = "hybrid"
-    fusion: str = "rrf"
+    fusion: str = "weighted"
     vectorWeight: float = 0.7
     maxDistance: float | None = None
     recencyWindow: float = 0.01

@@ -77,9 +77,9 @@ def test_rest_query_explains_the_order_and_the_hybrid_parts(client):
                  storeType="sqlite", minScore=0)
     assert runtime.configs.get(kb).searchMode == "hybrid"
     r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "How many weeks of parental leave?"}).json()
-    assert r["order"].startswith("By reciprocal rank fusion of the vector and keyword ranks")
+    assert r["order"].startswith("By 0.7 × vector + 0.3 × keyword score")
     best = r["results"][0]
-    assert best["ranking"]["by"] == "rrf" and best["ranking"]["vector"]["rank"] >= 1
+    assert best["ranking"]["by"] == "weighted" and best["ranking"]["vector"]["rank"] >= 1
     assert best["ranking"]["keyword"]["rank"] >= 1 and "bm25" in best["ranking"]["keyword"]
     start, end = best["offsets"]
     assert best["passage"][start:end].strip() and best["passageCitation"].startswith("leave.md")

@@ -15,7 +15,7 @@ from eddi_rag.stores.base import KEYWORD_SEARCH
 def test_a_new_knowledge_base_gets_the_best_measured_defaults():
     c = validate_rag_configuration({"name": "kb", "embeddingProvider": "local", "storeType": "sqlite"})
     assert (c.chunkStrategy, c.searchMode, c.fusion, c.contextExpansion, c.expansionNeighbors) == (
-        "markdown", "hybrid", "rrf", "neighbors", 4)
+        "markdown", "hybrid", "weighted", "neighbors", 4)
 
 
 def test_named_values_are_kept():

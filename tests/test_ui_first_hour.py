@@ -63,7 +63,7 @@ def test_try_it_names_each_passages_span_marks_the_hit_and_explains_the_order(br
     runtime.ingest_file(kb, "handbook.pdf", pdf(pages))
     browser.get(f"{url}/ui/kbs/{kb}/try")
     ask(browser, "When do night trains leave Vienna?")
-    assert "reciprocal rank fusion" in visible(browser, "#order-rule").text  # hybrid: not a score order, said so
+    assert "0.7 × vector + 0.3 × keyword" in visible(browser, "#order-rule").text  # hybrid: not a score order, said so
     assert "vector #" in visible(browser, ".hit .ranking").text and "keyword" in browser.find_element(By.CSS_SELECTOR, ".hit .ranking").text
     passage = browser.find_element(By.CSS_SELECTOR, ".hit details.passage")
     passage.find_element(By.TAG_NAME, "summary").click()

@@ -146,7 +146,7 @@ class Ingestor:
         """Every chunk of ``kb_id`` embedded again with ``config``'s model (after a change of provider, model or
         dimensions): same ids, texts and metadata, new vectors. The store is rebuilt only once every vector is
         ready (a new model may have another dimension); if writing fails, the old chunks are put back.
-        Chunking is not redone (the original files are not kept): re-ingest a document to re-chunk it."""
+        Chunking is not redone: re-parse a document (its kept file) to re-chunk it."""
         if config.storeNamespace:
             raise DocumentError("this knowledge base uses EDDI's stored vectors in place (storeNamespace): "
                                 "re-embedding would rewrite EDDI's store; ingest into a new knowledge base instead")

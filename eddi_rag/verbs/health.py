@@ -31,7 +31,6 @@ def embedding_status(config: RagConfiguration) -> dict[str, Any]:
     return {"status": "ok", "provider": config.embeddingProvider, **via}
 
 
-LEVELS = ("ok", "warning", "failed", "skipped")  # skipped: a check it needs failed first
 CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions")
 
 
@@ -42,7 +41,7 @@ class Check:
     ok: bool  # nothing to fix (a warning is ok: the KB works)
     detail: str
     fix: str = ""
-    level: str = ""  # ok | warning | failed | skipped (default: from ``ok``)
+    level: str = ""  # ok | warning | failed | skipped (a check it needs failed first); default: from ``ok``
 
     def __post_init__(self) -> None:
         self.level = self.level or ("ok" if self.ok else "failed")
@@ -147,16 +146,14 @@ class Health:
         except registry.ProviderUnavailableError as e:
             provider = add("provider", False, str(e), "install the extra named in the message")
         secrets = self._secrets(data, config, add)
-        if config.embedding_disabled:
-            embeds = add("embeddings", False, f"embedding disabled: {config.embedding_disabled}",
-                         "choose an embedding provider in the configuration (Embedding), or create that entry at "
-                         "/providerstore/providers with a type that has embeddings")
-        elif not (provider and secrets):
-            embeds = bool(skip("embeddings", because="provider" if not provider else "secrets"))
-        else:
-            embeds = True
-        if not (provider and secrets):
-            return skip("store", "dimensions", "documents", "ingestions", because="provider" if not provider else "secrets")
+        if not (provider and secrets):  # nothing further can be reached without them
+            return skip("embeddings", "store", "dimensions", "documents", "ingestions",
+                        because="provider" if not provider else "secrets")
+        embeds = not config.embedding_disabled  # probed below, once the store answers
+        if not embeds:
+            add("embeddings", False, f"embedding disabled: {config.embedding_disabled}",
+                "choose an embedding provider in the configuration (Embedding), or create that entry at "
+                "/providerstore/providers with a type that has embeddings")
         health = self.of(kb_id)
         if health["status"] != "ok":
             add("store", False, health.get("error", "unhealthy"), "start the store or fix storeParameters")
@@ -176,7 +173,7 @@ class Health:
             skip("dimensions", because="embeddings")
         elif stored_dim is not None and stored_dim != model_dim:
             add("dimensions", False, f"store holds {stored_dim}-d vectors, model gives {model_dim}-d",
-                "re-embed all (the configuration's Re-embed), or use the model the store was built with")
+                "Re-embed all (on its Documents page, or POST …/reembed), or use the model the store was built with")
         else:
             add("dimensions", True, f"{model_dim}-d" + ("" if stored_dim else " (store empty)"))
         if chunks:

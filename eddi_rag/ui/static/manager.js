@@ -220,7 +220,7 @@ async function renderParams(container, key, config, readonly) {
   const select = $(`[data-path="$.${selector}"]`);
   const provider = (select && readField(select)) || config[selector] || (selector === "storeType" ? "in-memory" : "openai");
   const r = await api("GET", `/providers/${kind}/${encodeURIComponent(provider)}/schema`);
-  container.replaceChildren(el("legend", {}, `${key} (${provider})`));
+  container.replaceChildren(el("legend", {}, `${container.dataset.label || key}: ${provider}`));
   if (!r.ok) {
     container.append(el("p", { class: "error" }, problem(r)));
     return;
@@ -339,7 +339,7 @@ async function initEditor() {
     const group = groups[schema["x-group"]] || groups.other;
     const into = schema["x-advanced"] ? group.advanced : group.basic;
     if (PROVIDER_PARAMS[name]) {
-      into.append(el("fieldset", { "data-params": name }));
+      into.append(el("fieldset", { "data-params": name, "data-label": schema["x-label"] || name }));
       continue;
     }
     into.append(renderField(`$.${name}`, name, { ...schema, required: (r.data.required || []).includes(name) }, kb.config[name], readonly));
