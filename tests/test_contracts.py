@@ -216,7 +216,7 @@ def test_expired_chunks_are_never_returned_and_purge_removes_them(runtime):
 
 
 def test_newer_chunks_come_first_among_near_equal_scores(runtime):
-    k = kb(runtime)
+    k = kb(runtime, searchMode="vector")  # recencyWindow orders scores; a fused order is not one
     runtime.pipeline.ingest([Document("v1", TRAINS)], context_key=k)
     runtime.pipeline.ingest([Document("v2", TRAINS)], context_key=k)
     ids = [h.metadata["document_id"] for h in runtime.query(k, "night train", min_score=0)]
