@@ -26,8 +26,12 @@ def location(m: dict[str, Any]) -> str | None:
 
 def source_label(m: dict[str, Any]) -> str:
     """The document, and where in it when known."""
+    return labelled(m, location(m))
+
+
+def labelled(m: dict[str, Any], where: str | None) -> str:
+    """The document a chunk with metadata ``m`` comes from, and ``where`` in it when known."""
     source = str(m.get("source") or "unknown source")
-    where = location(m)
     return f"{source}, {where}" if where else source
 
 
@@ -74,9 +78,3 @@ def span(metas: list[dict[str, Any]], whole: bool = False) -> str | None:
         return " > ".join(paths[0][:shared])
     return f"{' > '.join(paths[0])} to {' > '.join(paths[-1])}"
 
-
-def passage_label(metas: list[dict[str, Any]], whole: bool = False) -> str:
-    """The document, and what of it a passage of these chunks covers (``span``)."""
-    source = str(metas[0].get("source") or "unknown source") if metas else "unknown source"
-    where = span(metas, whole)
-    return f"{source}, {where}" if where else source

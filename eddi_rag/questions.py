@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
+from eddi_rag.contracts import MAX_QUERY_CHARS
 from eddi_rag.db import Database
 from eddi_rag.errors import EddiRagError
 from eddi_rag.jsonvalues import text_problem
@@ -47,8 +48,8 @@ class TestQuestions:
             raise QuestionError("question is empty")
         if wrong := text_problem(question, "question"):
             raise QuestionError(wrong)
-        if len(question) > 2000:
-            raise QuestionError(f"question is {len(question)} characters; at most 2000 are allowed")
+        if len(question) > MAX_QUERY_CHARS:
+            raise QuestionError(f"question is {len(question)} characters; at most {MAX_QUERY_CHARS} are allowed")
         count = self.db.query("SELECT COUNT(*) AS n FROM test_questions WHERE tenant=? AND kb_id=?", (tenant, kb_id))[0]["n"]
         if count >= MAX_QUESTIONS:
             raise QuestionError(f"this knowledge base keeps {count} test questions, the most it may; delete some first")

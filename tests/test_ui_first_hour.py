@@ -190,7 +190,7 @@ def test_unsaved_edits_are_not_lost_silently_and_a_chunking_change_warns(browser
     saved_as(browser, runtime, kb, 2)
 
 
-def test_a_document_page_switches_chunks_off_and_re_parses(browser, server):
+def test_a_document_page_switches_chunks_off_and_re_parses(browser, server, tmp_path):
     url, runtime = server
     kb = rail_kb(runtime, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
     browser.get(f"{url}/ui/kbs/{kb}/documents")
@@ -207,6 +207,12 @@ def test_a_document_page_switches_chunks_off_and_re_parses(browser, server):
     assert reparse.is_enabled()
     reparse.click()
     has_text(browser, "#doc-status", "Re-parsing")
+    fixed = tmp_path / "guide-fixed.md"
+    fixed.write_text(GUIDE.replace("22:10", "22:40"), encoding="utf-8")
+    browser.find_element(By.ID, "replace").send_keys(str(fixed))
+    has_text(browser, "#doc-status", "Replacing with guide-fixed.md")  # under the document's own name
+    wait(browser).until(lambda d: any("22:40" in c.text for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(
+        {"document_id": "guide.md"})))
     no_page_errors(browser)
 
 

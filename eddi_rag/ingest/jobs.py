@@ -260,13 +260,12 @@ class IngestionQueue:
         body = rows[0]["body"]
         return rows[0]["document"], body.encode("utf-8") if isinstance(body, str) else body, rows[0]["format"] or "text"
 
-    def let_go(self, kb_id: str, document_id: str | None = None) -> None:
-        """Forget the kept files of a document (removed), or of every document of a knowledge base."""
-        if document_id is None:
-            self.db.execute("UPDATE ingestion_jobs SET body=NULL WHERE kb_id=? AND status=?", (kb_id, COMPLETED))
-        else:
-            self.db.execute("UPDATE ingestion_jobs SET body=NULL WHERE kb_id=? AND COALESCE(document_id, document)=? "
-                            "AND status=?", (kb_id, document_id, COMPLETED))
+    def let_go(self, kb_id: str, document_id: str | None = None, keep: str = "") -> None:
+        """Forget the kept files of a document (removed), or of every document of a knowledge base; but
+        that of the ingestion ``keep`` (the document's latest)."""
+        document = " AND COALESCE(document_id, document)=?" if document_id is not None else ""
+        self.db.execute(f"UPDATE ingestion_jobs SET body=NULL WHERE kb_id=?{document} AND status=? AND id<>? "
+                        "AND body IS NOT NULL", (kb_id, *([document_id] if document_id is not None else []), COMPLETED, keep))
 
     def cancel_kb(self, kb_id: str) -> int:
         """Cancel every pending or processing job of a knowledge base (it is being deleted); how many."""
@@ -324,9 +323,7 @@ class IngestionQueue:
         else:
             # the document's file is kept with its latest ingestion (re-parse), earlier ones let go
             self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED)
-            self.db.execute("UPDATE ingestion_jobs SET body=NULL WHERE kb_id=? AND COALESCE(document_id, document)=? "
-                            "AND id<>? AND status=? AND body IS NOT NULL",
-                            (r["kb_id"], r["document_id"] or r["document"], job_id, COMPLETED))
+            self.let_go(r["kb_id"], r["document_id"] or r["document"], keep=job_id)
             self._waits.pop(job_id, None)
         finally:
             self._progress.pop(job_id, None)

@@ -162,16 +162,18 @@ class Ingestor:
         return len(fresh)
 
     def _rebuild(self, kb_id: str, config: RagConfiguration, chunks: list[Chunk], old: list[Chunk]) -> None:
-        self.stores.get(kb_id, config).drop()
-        self.stores.evict(kb_id)
-        try:
-            if chunks:
-                self.stores.get(kb_id, config).upsert(chunks)
-        except Exception:
+        """The store holding ``chunks`` alone (dropped and opened afresh: their dimension may differ), or
+        ``old`` again when writing them fails."""
+        def holding(these: list[Chunk]) -> None:
             self.stores.get(kb_id, config).drop()
             self.stores.evict(kb_id)
-            if old:
-                self.stores.get(kb_id, config).upsert(old)
+            if these:
+                self.stores.get(kb_id, config).upsert(these)
+
+        try:
+            holding(chunks)
+        except Exception:
+            holding(old)
             raise
         finally:
             self.on_change(kb_id)

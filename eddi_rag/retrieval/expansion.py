@@ -62,12 +62,18 @@ class Passage:
 
     @property
     def label(self) -> str:
-        return citations.passage_label([c.metadata for c in self.chunks] or [self.best.metadata], self.whole)
+        """Its document and what of it it holds (``handbook.pdf, pages 1–3``)."""
+        return citations.labelled(self.best.metadata, self.covers)
+
+    def offsets_of(self, chunk_id: str) -> list[int] | None:
+        """Where a chunk stands within ``text``: [start, end) characters."""
+        found = self.offsets.get(chunk_id)
+        return list(found) if found else None
 
     def hit_offsets(self) -> list[dict[str, Any]]:
-        """Each hit, where it stands within ``text`` ([start, end) characters) and its own citation."""
-        return [{"id": h.id, "offsets": list(self.offsets[h.id]) if h.id in self.offsets else None,
-                 "citation": citations.source_label(h.metadata)} for h in self.hits]
+        """Each hit, where it stands within ``text`` and its own citation."""
+        return [{"id": h.id, "offsets": self.offsets_of(h.id), "citation": citations.source_label(h.metadata)}
+                for h in self.hits]
 
     @property
     def span(self) -> list[int]:

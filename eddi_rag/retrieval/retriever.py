@@ -33,7 +33,7 @@ OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
 
 DISABLED = "chunk_disabled"  # metadata of a chunk switched off on its document's page: never a candidate
-ENABLED = {DISABLED: {"$ne": True}}
+_ENABLED = filters.parse({DISABLED: {"$ne": True}})  # (parsed once: it is part of every search)
 
 
 def visible_to(user_id: str | None) -> dict[str, Any]:
@@ -46,9 +46,9 @@ def scope(where: filters.Where, user_id: str | None, now: float) -> filters.Node
     the caller's ``where`` on its own, so its errors and limits are about what the caller wrote."""
     mine = visible_to(user_id)
     alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
-    own, shared, current, enabled = filters.node(where), filters.parse(mine), filters.parse(alive), filters.parse(ENABLED)
-    assert shared is not None and current is not None and enabled is not None  # non-empty filters
-    return filters.And((shared, current, enabled, *([own] if own else [])))
+    own, shared, current = filters.node(where), filters.parse(mine), filters.parse(alive)
+    assert shared is not None and current is not None and _ENABLED is not None  # non-empty filters
+    return filters.And((shared, current, _ENABLED, *([own] if own else [])))
 
 
 def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[SearchHit]:

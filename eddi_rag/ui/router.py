@@ -214,9 +214,9 @@ def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict
 
 def _kb_page(request: Request, id: str, template: str, tab: str, **context: Any) -> HTMLResponse:
     caller, _, kb, config = _kb(request, id)
-    said = {k: request.query_params.get(k, "")[:500] for k in ("message", "error")}  # from a redirect (_back)
-    return render(request, template, caller, kb=kb, config=config, tab=tab, message=said["message"], error=said["error"],
-                  **context)
+    said = request.query_params  # a message or error from a redirect (_back)
+    return render(request, template, caller, kb=kb, config=config, tab=tab, message=said.get("message", "")[:500],
+                  error=said.get("error", "")[:500], **context)
 
 
 @router.get("/kbs/{id}/document")

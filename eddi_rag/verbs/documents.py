@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import builtins
 import time
-from typing import Any
+from dataclasses import replace
+from typing import Any, overload
 
 from eddi_rag import citations
 from eddi_rag.config import RagConfiguration
@@ -17,6 +18,17 @@ from eddi_rag.retrieval.retriever import DISABLED, visible_to
 from eddi_rag.verbs.configs import Configs
 
 DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
+
+
+@overload
+def _seen_by(where: dict[str, Any], user_id: str | None) -> dict[str, Any]: ...
+@overload
+def _seen_by(where: None, user_id: str | None) -> dict[str, Any] | None: ...
+def _seen_by(where: dict[str, Any] | None, user_id: str | None) -> dict[str, Any] | None:
+    """``where`` as ``user_id`` sees it (shared chunks and that user's own); None: every chunk."""
+    if user_id is None:
+        return where
+    return {"$and": [where, visible_to(user_id)]} if where else visible_to(user_id)
 
 
 class Documents:
@@ -31,7 +43,7 @@ class Documents:
         chunks the list is cut: ``complete`` false. ``user_id``: only the shared documents and that
         user's own, as that user's search sees them."""
         found: dict[str, dict[str, Any]] = {}
-        chunks = self._store(kb_id).get(visible_to(user_id) if user_id is not None else None, limit=max_chunks + 1)
+        chunks = self._store(kb_id).get(_seen_by(None, user_id), limit=max_chunks + 1)
         for c in chunks[:max_chunks]:
             m = c.metadata
             doc = found.setdefault(m.get("document_id", "?"), {
@@ -45,8 +57,7 @@ class Documents:
     def chunks(self, kb_id: str, document_id: str, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
         """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled}.
         404 when the KB holds no such document (that this user may see)."""
-        where: dict[str, Any] = {"document_id": document_id}
-        found = self._store(kb_id).get({"$and": [where, visible_to(user_id)]} if user_id is not None else where)
+        found = self._store(kb_id).get(_seen_by({"document_id": document_id}, user_id))
         if not found:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
         found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
@@ -56,20 +67,19 @@ class Documents:
     def enable(self, kb_id: str, chunk_id: str, enabled: bool, user_id: str | None = None) -> dict[str, Any]:
         """Switch a chunk on or off: off, no search finds it and no passage shows it; its text and vector stay."""
         store = self._store(kb_id)
-        found = store.get(visible_to(user_id) if user_id is not None else None, ids=[chunk_id])
+        found = store.get(_seen_by(None, user_id), ids=[chunk_id])
         if not found:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no chunk {chunk_id!r} you can see")
         chunk = found[0]
         meta = {k: v for k, v in chunk.metadata.items() if k != DISABLED} | ({} if enabled else {DISABLED: True})
-        store.upsert([type(chunk)(chunk.id, chunk.text, meta, chunk.vector)])
+        store.upsert([replace(chunk, metadata=meta)])
         self.generations.bump(kb_id)  # cached results of this KB are stale
         return {"kbId": kb_id, "chunkId": chunk_id, "enabled": enabled}
 
     def delete(self, kb_id: str, document_id: str, user_id: str | None = None) -> int:
         """Remove one document's chunks; returns how many (0: no such document). ``user_id``: only a
         shared document or that user's own."""
-        where = {"document_id": document_id}
-        return self.delete_where(kb_id, {"$and": [where, visible_to(user_id)]} if user_id is not None else where)
+        return self.delete_where(kb_id, _seen_by({"document_id": document_id}, user_id))
 
     def visible(self, kb_id: str, chunk_id: str, user_id: str | None) -> bool:
         """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's)."""

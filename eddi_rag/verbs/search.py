@@ -81,8 +81,7 @@ class SearchResult:
             p = of.get(h.id)
             if p is None:
                 return {**h.to_json(), "passage": None}
-            return {**h.to_json(), "passage": p.text, "passageCitation": p.label,
-                    "offsets": list(p.offsets[h.id]) if h.id in p.offsets else None}
+            return {**h.to_json(), "passage": p.text, "passageCitation": p.label, "offsets": p.offsets_of(h.id)}
 
         return {"kbId": self.request.kb_id, "name": self.config.name, "query": self.request.query,
                 "contextExpansion": self.request.expansion or self.config.contextExpansion,

@@ -23,7 +23,9 @@ function el(tag, attrs = {}, ...children) {
 
 async function api(method, url, body) {
   const init = { method, headers: {}, credentials: "same-origin" };
-  if (body !== undefined) {
+  if (body instanceof FormData) {
+    init.body = body;  // multipart: the browser sets its Content-Type
+  } else if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
@@ -91,11 +93,11 @@ function initCreate() {
 
 // One verdict per knowledge base (the doctor's checks): ok, warning (it answers, but look), failed; the first
 // problem and its fix in the title and beside the badge.
-const VERDICT_TEXT = { ok: "ok", warning: "warning", failed: "failed" };
+const LEVEL_CLASS = { ok: "ok", warning: "warn", failed: "bad", skipped: "unknown" };  // a verdict's or a check's
 function verdictBadge(badge, r) {
   const status = r.ok ? r.data.status : "failed";
-  badge.className = `health ${status === "ok" ? "ok" : status === "warning" ? "warn" : "bad"}`;
-  badge.textContent = VERDICT_TEXT[status];
+  badge.className = `health ${LEVEL_CLASS[status]}`;
+  badge.textContent = status;
   badge.dataset.verdict = status;
   badge.title = r.ok ? (status === "ok" ? "all checks passed" : `${r.data.check}: ${r.data.detail}${r.data.fix ? ` · fix: ${r.data.fix}` : ""}`) : problem(r);
   return badge;
@@ -701,20 +703,14 @@ async function initDocument() {
     const r = await api("POST", kbUrl(kb.id, `/reparse?documentId=${encodeURIComponent(kb.document)}`));
     $("#doc-status").textContent = r.ok ? "Re-parsing: follow it under Ingestions on the Documents page." : problem(r);
   });
-  $("#replace")?.addEventListener("change", (e) => {
+  $("#replace")?.addEventListener("change", async (e) => {
     const file = e.target.files[0];
     if (!file) return;
     const body = new FormData();
-    body.append("file", file, kb.name);
-    const xhr = new XMLHttpRequest();
-    xhr.open("POST", kbUrl(kb.id, "/ingest?replace=true"));
-    xhr.onload = () => {
-      let data = {};
-      try { data = JSON.parse(xhr.responseText); } catch { data = { error: xhr.responseText }; }
-      $("#doc-status").textContent = xhr.status === 202 ? `Replacing with ${file.name}: follow it under Ingestions on the Documents page.`
-        : `Not replaced: ${data.error || xhr.status}`;
-    };
-    xhr.send(body);
+    body.append("file", file, kb.documentName);  // under the document's name: its chunks are replaced
+    const r = await api("POST", kbUrl(kb.id, "/ingest?replace=true"), body);
+    $("#doc-status").textContent = r.ok ? `Replacing with ${file.name}: follow it under Ingestions on the Documents page.`
+      : `Not replaced: ${problem(r)}`;
   });
   load();
 }
@@ -912,7 +908,6 @@ function turnProblems(t) {
 
 // ---- health: the doctor's checks for each knowledge base -------------------------------------
 const LEVEL_TEXT = { ok: "ok", warning: "WARN", failed: "FAIL", skipped: "skipped" };
-const LEVEL_CLASS = { ok: "ok", warning: "warn", failed: "bad", skipped: "unknown" };
 function initHealth() {
   for (const body of $$("tbody[data-doctor]")) {
     api("GET", kbUrl(body.dataset.doctor, "/verdict")).then((r) => {
