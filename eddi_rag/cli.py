@@ -16,6 +16,26 @@ data_dir_option = click.option(
     "--data-dir", default=DEFAULT_DATA_DIR, show_default=True, type=click.Path(file_okay=False),
     help="Where the SQLite database lives (env EDDI_RAG_DATA).",
 )
+state_url_option = click.option(
+    "--state-url", default=None, envvar="EDDI_RAG_STATE_URL",
+    help="Where the state lives: postgresql://user:password@host:port/database (add ?schema=NAME for a schema of its "
+         "own) for a fleet of serve and worker processes; default the SQLite file in --data-dir (env EDDI_RAG_STATE_URL).",
+)
+
+
+def fleet_runtime(data_dir: str, state_url: str | None):
+    """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
+    knowledge base lives on a store the fleet's other machines cannot reach."""
+    from eddi_rag.runtime import Runtime
+
+    fleet = state_url is not None and state_url.startswith(("postgresql://", "postgres://"))
+    runtime = Runtime(data_dir, state_url=state_url, fleet=fleet)
+    if fleet and (problems := runtime.fleet_problems()):
+        runtime.close()
+        raise click.ClickException("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
+                                   + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
+                                   "another storeType), or serve them from one process on SQLite")
+    return runtime
 
 
 
@@ -101,18 +121,22 @@ def mcp(data_dir) -> None:
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without any credential configured.")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
               help="Log records (one per request, on eddi_rag.requests) as JSON lines or as text.")
+@state_url_option
+@click.option("--worker/--no-worker", default=True, show_default=True,
+              help="Run ingestion jobs, source runs and the scheduler in this process too; a fleet's API replicas "
+                   "leave them to `eddi-rag worker` processes.")
 @chat_model_options
-def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, llm, base_url, model) -> None:
-    """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui); Prometheus metrics at /metrics."""
+def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, state_url, worker, llm, base_url, model) -> None:
+    """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui); Prometheus metrics at /metrics,
+    liveness at /health, readiness at /health/ready."""
     import uvicorn
 
     from eddi_rag.api.app import create_app
     from eddi_rag.auth.oidc import OidcConfig
-    from eddi_rag.runtime import Runtime
     from eddi_rag.tools.bundle import load_bundle
     from eddi_rag.tools.demo import chat_model
 
-    runtime = Runtime(data_dir)
+    runtime = fleet_runtime(data_dir, state_url)
     if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
         runtime.close()
         raise click.ClickException(
@@ -124,8 +148,30 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, ll
     limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
     click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
     log_requests(log_format)
-    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model), host=host), host=host, port=port,
-                access_log=False)  # eddi_rag.requests logs each request, with its route and caller
+    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model), host=host, worker=worker),
+                host=host, port=port, access_log=False,  # eddi_rag.requests logs each request, with its route and caller
+                timeout_graceful_shutdown=30)
+    runtime.close()
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=7071, show_default=True, type=int)
+@data_dir_option
+@state_url_option
+@click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
+def worker(host, port, data_dir, state_url, log_format) -> None:
+    """Run ingestion jobs, source runs and the scheduler (one holder in a fleet) for every serve process sharing
+    the state; HTTP only for /health, /health/ready and /metrics. SIGTERM: the running job is given back."""
+    import uvicorn
+
+    from eddi_rag.api.worker import create_worker_app
+
+    runtime = fleet_runtime(data_dir, state_url)
+    click.echo(f"eddi-rag worker on {runtime.db.dialect} state; health: http://{host}:{port}/health/ready", err=True)
+    log_requests(log_format)
+    uvicorn.run(create_worker_app(runtime), host=host, port=port, access_log=False, timeout_graceful_shutdown=30)
+    runtime.close()
 
 
 def log_requests(log_format: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from eddi_rag import jsonvalues, state
 from eddi_rag.config import RagConfiguration
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.resources import DEFAULT_TENANT
@@ -55,7 +55,7 @@ def _embedding_error(n: int, embedding: Any) -> str | None:
 
 
 class Collections:
-    def __init__(self, db: Database, stores: EmbeddingStoreFactory, store_type: str | None = None):
+    def __init__(self, db: StateDatabase, stores: EmbeddingStoreFactory, store_type: str | None = None):
         self.db, self.stores = db, stores
         self.store_type = store_type or os.environ.get("EDDI_RAG_COLLECTIONS_STORE", "sqlite")
         state.migrate(db)

@@ -1,11 +1,34 @@
-"""One way to open the embedded SQLite database, shared by every component that uses it."""
+"""The state database: one small interface (``transaction``, ``execute``, ``query``, ``close``) over SQLite
+(the embedded default, this module) or PostgreSQL (``db_postgres``, a fleet's shared state); ``open_state``
+picks one from a URL. The state's SQL is written once, with ``?`` placeholders, in the dialect both speak."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any, Protocol
+
+SQLITE, POSTGRESQL = "sqlite", "postgresql"
+
+
+class StateDatabase(Protocol):
+    """What the state's components use of a database, whichever holds it."""
+    dialect: str
+    path: str
+    migrated: bool
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+    def execute(self, sql: str, params: Any = ()) -> Any: ...
+    def query(self, sql: str, params: Any = ()) -> list[Any]: ...
+    def columns(self, c: Any, table: str) -> set[str]: ...
+    def schema_version(self, c: Any) -> int: ...
+    def set_schema_version(self, c: Any, version: int) -> None: ...
+    def leader(self, name: str) -> bool: ...
+    def release(self, name: str) -> None: ...
+    def close(self) -> None: ...
 
 
 class Database:
@@ -26,10 +49,11 @@ class Database:
             self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._depth = 0
+        self.dialect = SQLITE
         self.migrated = False  # state.migrate brought its tables up to date
 
     @contextmanager
-    def transaction(self):
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             outer = self._depth == 0
             if outer:
@@ -58,6 +82,26 @@ class Database:
         """Changes whenever another connection commits to the file."""
         with self._lock:
             return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    # -- what the migrations and the fleet ask of every state database ----------------------------
+    @staticmethod
+    def columns(c: sqlite3.Connection, table: str) -> set[str]:
+        return {r["name"] for r in c.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    @staticmethod
+    def schema_version(c: sqlite3.Connection) -> int:
+        return c.execute("PRAGMA user_version").fetchone()[0]
+
+    @staticmethod
+    def set_schema_version(c: sqlite3.Connection, version: int) -> None:
+        c.execute(f"PRAGMA user_version = {int(version)}")
+
+    def leader(self, name: str) -> bool:
+        """Whether this process holds the fleet-wide role ``name`` (the scheduler): one file, one process."""
+        return True
+
+    def release(self, name: str) -> None:
+        pass
 
     def close(self) -> None:
         with self._lock:

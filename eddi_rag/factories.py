@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 from eddi_rag import registry
 from eddi_rag.config import RagConfiguration
 from eddi_rag.db import Database
-from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, VectorCache
+from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, VectorCache
 from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
 from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.secrets import SecretResolver, resolve_parameters
@@ -77,8 +77,8 @@ class EmbeddingModelFactory:
     """One model per (provider, parameters), wrapped in the persistent embedding cache."""
 
     def __init__(self, cache: VectorCache | Database | None, resolver: SecretResolver | None = None, **cache_args: Any):
-        """``cache``: where vectors are kept (a Database means its SQLite table; None: no cache)."""
-        self.vectors = SqliteVectorCache(cache) if isinstance(cache, Database) else cache
+        """``cache``: where vectors are kept (a state database means its table; None: no cache)."""
+        self.vectors = StateVectorCache(cache) if hasattr(cache, "transaction") else cache  # type: ignore[arg-type]
         self.resolver = resolver or SecretResolver()
         self._cache: BoundedCache[Embeddings] = BoundedCache(**cache_args)
 

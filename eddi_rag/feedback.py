@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from eddi_rag import state
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 
 Vote = Literal["up", "down"]
@@ -43,7 +43,7 @@ class UnknownFeedbackError(EddiRagError, LookupError):
 
 
 class FeedbackLog:
-    def __init__(self, db: Database):
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.contracts import MAX_QUERY_CHARS
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 from eddi_rag.jsonvalues import text_problem
 
@@ -36,7 +36,7 @@ def _now() -> str:
 class TestQuestions:
     __test__ = False  # (not a pytest class)
 
-    def __init__(self, db: Database, find: Callable[[str, str], Found], version: Callable[[str], int]):
+    def __init__(self, db: StateDatabase, find: Callable[[str, str], Found], version: Callable[[str], int]):
         """``find(kb_id, question)``: the passages a search finds now; ``version(kb_id)``: its configuration's."""
         self.db, self.find, self.version = db, find, version
         state.migrate(db)

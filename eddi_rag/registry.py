@@ -89,6 +89,15 @@ def store_types() -> list[str]:
     return names(STORES)
 
 
+# stores whose data lives in this process or its machine's files: a fleet's other machines cannot reach them
+EMBEDDED_STORES = ("in-memory", "sqlite", "sqlite-vec")
+
+
+def shared_store_types() -> list[str]:
+    """The store types every machine of a fleet can reach (servers of their own)."""
+    return [n for n in store_types() if n not in EMBEDDED_STORES]
+
+
 def embedding_providers() -> list[str]:
     return names(EMBEDDINGS)
 

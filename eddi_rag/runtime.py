@@ -26,6 +26,7 @@ from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.secrets import SecretResolver
 from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
+from eddi_rag.state import open_state
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.variables import Variables
 from eddi_rag.verbs.configs import Configs
@@ -42,28 +43,35 @@ from eddi_rag.workflow.memory_kb import EmbeddingSettings, MemoryKnowledge, Note
 from eddi_rag.workflow.traversal import WorkflowTraversal
 
 DB_FILE = "eddi-rag.db"
+STORES_FILE = "eddi-rag-vectors.db"  # the embedded stores' tables when the state lives on PostgreSQL
 
 
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
-                 embedding_cache: str | None = None, outbound: OutboundPolicy | None = None):
+                 embedding_cache: str | None = None, outbound: OutboundPolicy | None = None,
+                 state_url: str | None = None, fleet: bool = False):
         """``data_dir=None`` keeps everything in memory (tests, throwaway demos).
+        ``state_url``: where the state lives (env EDDI_RAG_STATE_URL): ``postgresql://…`` for a fleet; by
+        default the SQLite file in ``data_dir``. ``fleet``: this process is one of several sharing that state
+        (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store.
         ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE).
         ``outbound``: which addresses web sources and httpCall RAG may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         self.outbound = outbound or OutboundPolicy.from_env()
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self.db = Database(self.data_dir / DB_FILE if self.data_dir else ":memory:")
+        self.db = open_state(state_url or os.environ.get("EDDI_RAG_STATE_URL"), self.data_dir, DB_FILE)
+        # the embedded stores' tables stay in SQLite, beside the state or (state on PostgreSQL) in a file of their own
+        stores_db = self.db if isinstance(self.db, Database) else Database(self.data_dir / STORES_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
         redact = self.resolver.redact
         self.resources = SqliteResourceStore(self.db)
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
         self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver)
-        self.stores = EmbeddingStoreFactory(StoreContext(self.db, self.data_dir), self.resolver)
+        self.stores = EmbeddingStoreFactory(StoreContext(stores_db, self.data_dir), self.resolver)
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver))
         self.variables = Variables(self.db)
-        self.configs = Configs(self.resources, self.data_dir, self.variables)
+        self.configs = Configs(self.resources, self.data_dir, self.variables, fleet)
         self.jobs = IngestionQueue(self.db, job_runner(self.configs, self.ingestor), redact)
         # the verbs
         self.documents = Documents(self.configs, self.stores, self.generations)
@@ -81,11 +89,25 @@ class Runtime:
         self.notes = NotesStore(self.db)
         self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact)
         self.saving.source_removed = self.sources.forget_source
-        self.scheduler = SourceScheduler(self.resources, self.configs, self.sources)
+        self.scheduler = SourceScheduler(self.resources, self.configs, self.sources, self.db)
         self.collections = Collections(self.db, self.stores)
         self.keys = KeyStore(self.db)
         self.feedback = FeedbackLog(self.db)
         self.questions = TestQuestions(self.db, self.search.found, lambda kb_id: self.configs.version(kb_id, 0))
+
+    def fleet_problems(self) -> list[str]:
+        """The knowledge bases a fleet cannot serve (their store keeps its data on one machine), one line each."""
+        from eddi_rag.verbs.configs import fleet_store_error
+
+        problems = []
+        for kb_id in self.resources.ids("rags"):
+            try:
+                store_type = self.configs.get(kb_id).storeType
+            except Exception:  # noqa: BLE001 - an invalid one is the doctor's to report
+                continue
+            if problem := fleet_store_error(store_type):
+                problems.append(f"knowledge base {kb_id!r}: {problem}")
+        return problems
 
     # -- the Python API's shorthands -------------------------------------------------------------
 
@@ -141,4 +163,6 @@ class Runtime:
         self.sources.close()
         self.jobs.stop()
         self.stores.context.close()
+        if self.stores.context.db is not self.db:
+            self.stores.context.db.close()
         self.db.close()

@@ -1,6 +1,8 @@
-"""The embedded database's state tables in one place, and their migrations: ``PRAGMA user_version``
-is the schema's version; ``migrate`` brings a database up to ``LATEST`` in one transaction, once per
-connection, and refuses a database written by a newer release. Every component that keeps state
+"""The state's tables in one place, and their migrations, the same on SQLite and PostgreSQL (``db``):
+the schema's version is SQLite's ``PRAGMA user_version`` or PostgreSQL's ``eddi_rag_schema`` table;
+``migrate`` brings a database up to ``LATEST`` in one transaction (on PostgreSQL under the fleet's write
+lock: one process migrates, the others find it done), once per connection, and refuses a database
+written by a newer release. Every component that keeps state
 (resources, keys, jobs, sources, collections, feedback, notes, the embedding cache, generations)
 calls ``migrate`` on the database it is given instead of creating tables itself. The embedded store
 engines' own tables (``stores/sqlite.py``, ``stores/sqlite_vec.py``) belong to those engines.
@@ -14,8 +16,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from eddi_rag.db import Database
+from eddi_rag.db import POSTGRESQL, Database, StateDatabase
 from eddi_rag.errors import EddiRagError
 
 TABLES = (
@@ -29,11 +33,12 @@ TABLES = (
     """CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL,
         user_id TEXT, acts_for_users INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT NOT NULL,
         created_on TEXT NOT NULL, revoked_on TEXT)""",
-    # ``body``: the file's bytes (a BLOB) or, in jobs written before files were supported, text;
-    # ``format``: what loaders.detect decided (NULL in those older jobs: plain text)
+    # ``body``: the file's bytes or, in jobs written before files were supported, text (declared TEXT then:
+    # in SQLite either is kept as given; BLOB names what PostgreSQL must hold); ``format``: what loaders.detect
+    # decided (NULL in those older jobs: plain text)
     """CREATE TABLE IF NOT EXISTS ingestion_jobs (
         id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, version INTEGER NOT NULL, document TEXT NOT NULL,
-        status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL,
+        status TEXT NOT NULL, body BLOB, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL,
         format TEXT, attempts INTEGER NOT NULL DEFAULT 0)""",
     "CREATE TABLE IF NOT EXISTS kb_generations (kb_id TEXT PRIMARY KEY, n INTEGER NOT NULL)",
     """CREATE TABLE IF NOT EXISTS collections (tenant TEXT NOT NULL, name TEXT NOT NULL, metadata TEXT NOT NULL,
@@ -54,6 +59,9 @@ TABLES = (
     "CREATE TABLE IF NOT EXISTS embedding_cache (key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
 )
 
+# Where PostgreSQL keeps the schema's version (SQLite: PRAGMA user_version)
+VERSION_TABLE = "CREATE TABLE IF NOT EXISTS eddi_rag_schema (version INTEGER NOT NULL)"
+
 # Columns added without a version before there were versions: (table, column, its definition).
 UNVERSIONED_COLUMNS = (
     ("resources", "tenant", "TEXT NOT NULL DEFAULT 'default'"),
@@ -62,12 +70,30 @@ UNVERSIONED_COLUMNS = (
 )
 
 
+def open_state(url: str | None, data_dir: str | Path | None, file_name: str) -> StateDatabase:
+    """The state database a URL names: ``postgresql://…`` (a fleet's shared state, ``db_postgres``), else the
+    SQLite file ``file_name`` in ``data_dir`` (``sqlite:///path`` names another file; no data_dir: in memory)."""
+    if url and url.startswith(("postgresql://", "postgres://")):
+        from eddi_rag.db_postgres import PostgresDatabase
+
+        return PostgresDatabase(url)
+    if url and url.startswith("sqlite:///"):
+        return Database(url.removeprefix("sqlite:///") or ":memory:")
+    if url:
+        raise ValueError(f"state URL {url!r}: use postgresql://user:password@host:port/database or sqlite:///path/to/file.db")
+    return Database(Path(data_dir) / file_name if data_dir is not None else ":memory:")
+
+
+def _columns(c: Any, table: str) -> set[str]:
+    return Database.columns(c, table) if isinstance(c, sqlite3.Connection) else c.columns(table)
+
+
 def _baseline(c: sqlite3.Connection) -> None:
     """Version 1: every table; a database of a release before versions gets the columns it lacks."""
     for statement in TABLES:
         c.execute(statement)
     for table, column, definition in UNVERSIONED_COLUMNS:
-        if column not in {r["name"] for r in c.execute(f"PRAGMA table_info({table})").fetchall()}:
+        if column not in _columns(c, table):
             c.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
@@ -126,7 +152,7 @@ def _earlier_defaults_named(c: sqlite3.Connection) -> None:
 def _review_and_test_questions(c: sqlite3.Connection) -> None:
     """Version 7: a vote can be marked reviewed, with a note; a knowledge base keeps test questions, each with
     the passages it found when they were last accepted (its baseline)."""
-    have = {r["name"] for r in c.execute("PRAGMA table_info(citation_feedback)").fetchall()}
+    have = _columns(c, "citation_feedback")
     for column, definition in (("reviewed", "INTEGER NOT NULL DEFAULT 0"), ("note", "TEXT"), ("reviewed_on", "TEXT")):
         if column not in have:
             c.execute(f"ALTER TABLE citation_feedback ADD COLUMN {column} {definition}")
@@ -136,9 +162,26 @@ def _review_and_test_questions(c: sqlite3.Connection) -> None:
     c.execute("CREATE INDEX IF NOT EXISTS test_questions_by_kb ON test_questions (kb_id, created_on)")
 
 
+def _leases(c: sqlite3.Connection) -> None:
+    """Version 8: work shared by the processes of a fleet. An ingestion job is held by its ``owner`` until
+    ``lease_until`` (renewed while it runs; a job whose worker died is taken again after it), waits until
+    ``not_before`` (its store was down), and shows its ``progress`` to every replica; a source run is held
+    the same way (``owner``, ``lease_until``) and may wait for a worker (``owner`` NULL); the scheduler's
+    last tick is kept where the next holder of the role finds it."""
+    for table, columns in (("ingestion_jobs", ("owner", "lease_until", "not_before", "progress")),
+                           ("source_runs", ("owner", "lease_until"))):
+        have = _columns(c, table)
+        for column in columns:
+            if column not in have:
+                c.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+    c.execute("CREATE INDEX IF NOT EXISTS ingestion_jobs_by_status ON ingestion_jobs (status, created_on)")
+    c.execute("CREATE TABLE IF NOT EXISTS fleet_ticks (name TEXT PRIMARY KEY, last TEXT NOT NULL)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
-                                                                 _earlier_defaults_named, _review_and_test_questions)
+                                                                 _earlier_defaults_named, _review_and_test_questions,
+                                                                 _leases)
 LATEST = len(MIGRATIONS)
 
 
@@ -148,24 +191,31 @@ class NewerDatabaseError(EddiRagError, RuntimeError):
     status = 503
 
 
-def version(db: Database) -> int:
-    return db.query("PRAGMA user_version")[0][0]
+def _version(db: StateDatabase, c: Any) -> int:
+    if db.dialect == POSTGRESQL:
+        c.execute(VERSION_TABLE)
+    return db.schema_version(c)
 
 
-def migrate(db: Database) -> int:
+def version(db: StateDatabase) -> int:
+    with db.transaction() as c:
+        return _version(db, c)
+
+
+def migrate(db: StateDatabase) -> int:
     """Bring ``db`` up to ``LATEST`` (nothing to do the second time); returns its version."""
     if db.migrated:  # every component calls this: no write lock taken once it is done
         return LATEST
     with db.transaction() as c:  # (the database's lock: one migration at a time)
         if db.migrated:
             return LATEST
-        current = c.execute("PRAGMA user_version").fetchone()[0]
+        current = _version(db, c)
         if current > LATEST:
             raise NewerDatabaseError(f"{db.path}: its schema is version {current}, written by a newer eddi-rag; "
                                      f"this release reads up to version {LATEST}: upgrade eddi-rag")
         for step in MIGRATIONS[current:]:
             step(c)
         if current < LATEST:
-            c.execute(f"PRAGMA user_version = {LATEST}")
+            db.set_schema_version(c, LATEST)
         db.migrated = True
     return LATEST

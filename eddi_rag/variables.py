@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 
 VARS = re.compile(r"\$\{vars:(?:([A-Za-z0-9_.\-]+)/)?([A-Za-z0-9_.\-]+)\}")
@@ -35,7 +35,7 @@ def references(value: Any) -> list[tuple[str | None, str]]:
 
 
 class Variables:
-    def __init__(self, db: Database):
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 

@@ -22,6 +22,35 @@ settings.register_profile("random", database=None, print_blob=True)
 settings.load_profile(os.environ.get("EDDI_RAG_HYPOTHESIS", "deterministic"))
 
 
+# The state on PostgreSQL instead of SQLite: EDDI_RAG_TEST_STATE=postgres ./scripts/test runs every test that
+# builds a Runtime on one PostgreSQL (one schema per data folder, or per Runtime in memory). The fleet's
+# own tests (tests/test_fleet.py, tests/test_state_backends.py) run on both in the test command itself.
+@pytest.fixture(scope="session", autouse=True)
+def _state_backend(request):
+    if os.environ.get("EDDI_RAG_TEST_STATE", "sqlite") != "postgres":
+        yield
+        return
+    import hashlib
+    import uuid
+
+    from eddi_rag import runtime
+
+    url = request.getfixturevalue("postgres_url")
+    opened = runtime.open_state
+
+    def on_postgres(state_url, data_dir, file_name):
+        if state_url:
+            return opened(state_url, data_dir, file_name)
+        key = hashlib.sha1(str(data_dir).encode()).hexdigest()[:16] if data_dir is not None else uuid.uuid4().hex[:16]
+        return opened(f"{url}&schema=s_{key}", data_dir, file_name)
+
+    runtime.open_state = on_postgres
+    try:
+        yield
+    finally:
+        runtime.open_state = opened
+
+
 SERVICE_FIXTURES = {"redis_url", "typesense_params", "chroma_params", "postgres_url", "pgvector_params", "elasticsearch_params"}
 SERVICE_BACKENDS = ("pgvector", "chroma", "typesense", "elasticsearch", "mongodb-atlas")  # conformance parameters
 # what a test's own code names when it starts a process or serves on loopback

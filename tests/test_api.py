@@ -120,9 +120,9 @@ def test_permanent_delete_removes_the_chunks(client):
     id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "sqlite"}))
     runtime = client.app.state.runtime
     runtime.ingest(id, "a.md", "Some text.")
-    assert runtime.db.query("SELECT COUNT(*) FROM kb_chunks WHERE kb=?", (id,))[0][0] == 1
+    assert runtime.stores.context.db.query("SELECT COUNT(*) FROM kb_chunks WHERE kb=?", (id,))[0][0] == 1
     assert client.delete(f"{BASE}/{id}?permanent=true").status_code == 200
-    assert runtime.db.query("SELECT COUNT(*) FROM kb_chunks WHERE kb=?", (id,))[0][0] == 0
+    assert runtime.stores.context.db.query("SELECT COUNT(*) FROM kb_chunks WHERE kb=?", (id,))[0][0] == 0
 
 
 def test_other_resource_kinds_health_and_openapi(client):

@@ -45,7 +45,8 @@ def test_stored_versions_that_left_them_out_keep_what_they_had(tmp_path):
     with Runtime(data) as rt:
         old = rt.resources.create("rags", {"name": "old", "embeddingProvider": "local"}).id
         rt.resources.update("rags", old, 1, {"name": "old", "embeddingProvider": "local", "chunkStrategy": "paragraph"})
-        rt.db.execute("PRAGMA user_version = 5")
+        with rt.db.transaction() as c:  # (PRAGMA user_version on SQLite)
+            rt.db.set_schema_version(c, 5)
     with Runtime(data) as rt:
         assert state.version(rt.db) == state.LATEST
         assert {k: rt.resources.read("rags", old, 1)[k] for k in EDDI_DEFAULTS} == EDDI_DEFAULTS

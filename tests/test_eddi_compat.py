@@ -169,7 +169,8 @@ def test_a_timeout_saved_in_seconds_stays_seconds(tmp_path):
     with Runtime(data) as rt:
         kb = rt.resources.create("rags", {"name": "o", "embeddingProvider": "ollama", "embeddingParameters": {"timeout": 30}}).id
         rt.db.execute("DROP TABLE global_variables")  # as the release of schema version 3 left it
-        rt.db.execute("PRAGMA user_version = 3")
+        with rt.db.transaction() as c:  # (PRAGMA user_version on SQLite)
+            rt.db.set_schema_version(c, 3)
     with Runtime(data) as rt:
         assert state.version(rt.db) == state.LATEST
         assert rt.resources.read("rags", kb)["embeddingParameters"] == {"timeoutSeconds": 30}

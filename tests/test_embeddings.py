@@ -3,7 +3,7 @@ import pytest
 
 from eddi_rag import registry
 from eddi_rag.db import Database
-from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache, open_cache
+from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, open_cache
 from eddi_rag.factories import EmbeddingModelFactory
 from eddi_rag.secrets import SecretResolver
 
@@ -83,7 +83,7 @@ def test_cache_key_covers_model_and_dimensions(tmp_path):
             calls.append(list(texts))
             return [[1.0, 0.0] for _ in texts]
 
-    cache = SqliteVectorCache(Database(tmp_path / "c.db"))
+    cache = StateVectorCache(Database(tmp_path / "c.db"))
     CachedEmbeddings(Counting(), cache, "p", "m1", 2).embed_documents(["t"])
     CachedEmbeddings(Counting(), cache, "p", "m2", 2).embed_documents(["t"])
     CachedEmbeddings(Counting(), cache, "p", "m1", 3).embed_documents(["t"])

@@ -17,6 +17,7 @@ from eddi_rag.api import (
     collections,
     errors,
     feedback,
+    health,
     ingestion,
     keys,
     observability,
@@ -42,19 +43,22 @@ MCP_PATH = "/mcp"
 
 
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
-               chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1") -> FastAPI:
+               chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1", worker: bool = True) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
     ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only).
     ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model).
     ``limits``: per-caller rate and concurrency limits (default: from EDDI_RAG_RATE_LIMIT_* variables).
-    ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding)."""
+    ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding).
+    ``worker``: run ingestion jobs, source runs and the scheduler in this process too (a fleet's API replicas
+    leave them to ``eddi-rag worker`` processes: ``serve --no-worker``)."""
     mcp = build_server(runtime, lambda headers: app.state.auth.principal_of_headers(headers))
     mcp_routes = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host).routes
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        runtime.jobs.start()
-        runtime.scheduler.start()
+        if worker:
+            runtime.jobs.start()
+            runtime.scheduler.start()
         async with mcp.session_manager.run():
             yield
         runtime.scheduler.stop()
@@ -63,6 +67,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.role = "serve" if not worker else "serve+worker"
     app.state.chat_model = chat_model
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
     app.state.limits = limits or Limits.from_env()
@@ -81,7 +86,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
                 return await errors.answer(request, e)
         return await call_next(request)
 
-    for router in (backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
+    for router in (health.router, backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
                    collections.router, keys.router, agents.router, backup.router, variables.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query

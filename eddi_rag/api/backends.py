@@ -1,4 +1,4 @@
-"""Liveness, and the registered stores and embedding providers with their parameter schemas."""
+"""The registered stores and embedding providers with their parameter schemas."""
 
 from __future__ import annotations
 
@@ -6,16 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from eddi_rag import __version__, registry
+from eddi_rag import registry
 from eddi_rag.api.deps import Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 
 router = APIRouter(route_class=Route, responses=ERROR_RESPONSES)
-
-
-@router.get("/health")
-def health() -> dict[str, Any]:
-    return {"status": "ok", "version": __version__}
 
 
 @router.get("/providers", tags=["providers"])

@@ -12,7 +12,7 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.auth import ROLES, AuthError, Principal
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 
 PREFIX = "erk"
@@ -45,7 +45,7 @@ def _hash(key: str) -> str:
 
 
 class KeyStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 

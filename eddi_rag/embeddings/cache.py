@@ -1,8 +1,8 @@
 """A persistent embedding cache keyed by SHA-256 of (provider, model, dimensions, text).
 
 Wraps any LangChain ``Embeddings``: only texts not seen before reach the provider, so
-re-ingesting unchanged text costs no provider call. The vectors live in SQLite (the default,
-in the application's database) or Redis (shared by several processes or hosts).
+re-ingesting unchanged text costs no provider call. The vectors live in the application's state database
+(the default: its SQLite file, or the PostgreSQL a fleet shares) or Redis (shared by several processes or hosts).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from eddi_rag import metrics, state
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 
 
 def cache_key(provider: str, model: str, dimensions: int | None, text: str) -> str:
@@ -31,8 +31,10 @@ class VectorCache(Protocol):
     def put_many(self, items: Iterable[tuple[str, bytes]]) -> None: ...
 
 
-class SqliteVectorCache:
-    def __init__(self, db: Database):
+class StateVectorCache:
+    """The vectors in the state database's ``embedding_cache`` table."""
+
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 
@@ -46,7 +48,8 @@ class SqliteVectorCache:
 
     def put_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         with self.db.transaction() as c:
-            c.executemany("INSERT OR REPLACE INTO embedding_cache VALUES (?, ?)", list(items))
+            c.executemany("INSERT INTO embedding_cache VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET vector=excluded.vector",
+                          list(items))
 
 
 class RedisVectorCache:
@@ -71,12 +74,12 @@ class RedisVectorCache:
             pipe.execute()
 
 
-def open_cache(spec: str | None, db: Database) -> VectorCache | None:
-    """``None``/``sqlite``: the application's database; ``redis://...``: a Redis server; ``none``: no cache."""
+def open_cache(spec: str | None, db: StateDatabase) -> VectorCache | None:
+    """``None``/``sqlite``/``state``: the application's state database; ``redis://...``: a Redis server; ``none``: no cache."""
     if spec == "none":
         return None
-    if spec in (None, "", "sqlite"):
-        return SqliteVectorCache(db)
+    if spec in (None, "", "sqlite", "state"):
+        return StateVectorCache(db)
     if spec.startswith(("redis://", "rediss://", "unix://")):
         return RedisVectorCache(spec)
     raise ValueError(f"unknown embedding cache {spec!r}: use 'sqlite', 'none' or a redis:// URL")

@@ -1,38 +1,43 @@
 """Ingestion jobs: ``pending → processing → completed | failed: <message>``.
 
-Jobs and their statuses live in SQLite, so they survive a restart; a job that was pending or
-processing when the process stopped is picked up again by the next worker, at most MAX_ATTEMPTS
-times in all (a document that crashes the process fails for good: ``failed: gave up after 3
-attempts``). A job's document body is kept until it completes: a failed job can be retried as it
+Jobs and their statuses live in the state database (SQLite, or the PostgreSQL a fleet shares), so they
+survive a restart and any process may run them. A worker claims the oldest job it may take in one
+statement (on PostgreSQL ``FOR UPDATE SKIP LOCKED``: two workers never take the same job) and holds it
+under a lease (``lease_until``, renewed every LEASE_SECONDS/3 while the job runs): a job whose worker
+died is taken again once its lease ran out (at once when that worker was a process of this machine
+that has ended), at most MAX_ATTEMPTS times in all (a document that crashes its process fails for good:
+``failed: gave up after 3 attempts``). A job's document body is kept until it completes: a failed job can be retried as it
 was. A pending or processing job can be cancelled: ``cancelled`` is stored before ``cancel`` returns
 (so no restart ever runs it again), a file being parsed has its parse process killed within
-POLL_SECONDS, and embedding stops before its next batch; nothing of a cancelled job is written. At
+POLL_SECONDS, and embedding stops before its next batch (the worker holding it learns of a cancel made on
+another replica at its next lease renewal); nothing of a cancelled job is written. At
 most ``max_queued`` jobs wait at once (EDDI_RAG_MAX_QUEUED_JOBS, default 1,000): more are refused
 (QueueFullError, HTTP 429). While processing, ``progress`` says what the job does: ``parsing`` (the
-pages or rows read) or ``embedding`` (chunks done of all).
+pages or rows read) or ``embedding`` (chunks done of all), kept with the job at each lease renewal so
+that every replica shows it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import queue
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from eddi_rag import state
-from eddi_rag.db import Database
+from eddi_rag import fleet, state
+from eddi_rag.db import POSTGRESQL, StateDatabase
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.parsing import ParseCancelledError
 from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on, document_id"  # a Job's (not the body)
+_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on, document_id, progress"  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
 UNAVAILABLE = "pending: indexing unavailable"  # the KB's store is down: tried again until it is back
@@ -40,6 +45,7 @@ WAITING = (PENDING, PROCESSING, UNAVAILABLE)
 MAX_ATTEMPTS = 3  # times a job is started before it fails for good
 RETRY_SECONDS = (5.0, 300.0)  # a job whose store is down is tried again after 5 s, doubling up to 5 min
 DEFAULT_MAX_QUEUED = 1_000
+IDLE_POLL_SECONDS = 1.0  # how often an idle worker looks for jobs other processes queued (its own wake it at once)
 
 
 class UnknownIngestionError(EddiRagError, LookupError):
@@ -87,9 +93,13 @@ class Job:
 
     @classmethod
     def of(cls, row: Any, progress: dict[str, Any] | None = None) -> Job:
+        """A job as stored; ``progress``: what this process knows of it now (else what its worker last wrote)."""
+        if row["status"] != PROCESSING:
+            progress = None
+        elif progress is None and row["progress"]:
+            progress = json.loads(row["progress"])
         return cls(row["id"], row["kb_id"], row["version"], row["document"], row["status"], row["chunks"],
-                   row["created_on"], row["updated_on"], progress if row["status"] == PROCESSING else None,
-                   row["document_id"] or row["document"])
+                   row["created_on"], row["updated_on"], progress, row["document_id"] or row["document"])
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
@@ -100,8 +110,7 @@ class Job:
         return out
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+_now = fleet.now
 
 
 REFUSED = "refused"  # the format of an upload refused at the door (kept in the history, never run)
@@ -139,24 +148,22 @@ def max_queued_from_env() -> int:
 
 
 class IngestionQueue:
-    def __init__(self, db: Database, run: Runner, redact: Callable[[str], str] = lambda s: s, max_queued: int | None = None):
+    def __init__(self, db: StateDatabase, run: Runner, redact: Callable[[str], str] = lambda s: s, max_queued: int | None = None,
+                 lease_seconds: float | None = None):
         self.db, self.run, self.redact = db, run, redact
         self.max_queued = max_queued or max_queued_from_env()
+        self.lease = lease_seconds or fleet.lease_seconds_from_env()  # renewed every third of it
+        self.owner = fleet.new_owner()
         state.migrate(db)
         self._cancel: set[str] = set()  # processing jobs asked to stop
         self._stopping = False  # stop(): the running job is put back for the next start
         self._waits: dict[str, int] = {}  # job -> times its store was found down in a row
-        self._timers: dict[str, threading.Timer] = {}
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._idle = threading.Condition()
-        self._busy = 0
+        self._held: set[str] = set()  # the jobs this queue runs now (their leases renewed)
+        self._wake = threading.Event()  # a job was queued here: look now
+        self._claiming = threading.Lock()  # held from a claim until its job is among _held (idle() waits for it)
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
         self._progress: dict[str, dict[str, Any]] = {}
-
-    def _enqueue(self, job_id: str) -> None:
-        with self._idle:
-            self._busy += 1
-        self._queue.put(job_id)
 
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False,
                document_id: str | None = None) -> Job:
@@ -176,7 +183,7 @@ class IngestionQueue:
             "format, document_id) VALUES (?,?,?,?,?,?,NULL,?,?,?,?)",
             (job.id, kb_id, version, document, PENDING, data, now, now, fmt, job.document_id),
         )
-        self._enqueue(job.id)
+        self._wake.set()
         job.created = job.updated = now
         return job
 
@@ -189,7 +196,6 @@ class IngestionQueue:
         rows = self.db.query(f"SELECT {_COLUMNS} FROM ingestion_jobs WHERE kb_id=? ORDER BY created_on DESC, id LIMIT ?",
                              (kb_id, limit))
         return [Job.of(r, self._progress.get(r["id"])) for r in rows]
-
     def failing(self, kb_id: str) -> list[str]:
         """The documents of ``kb_id`` whose latest ingestion failed (a later one that succeeds clears them)."""
         rows = self.db.query("SELECT document, status FROM ingestion_jobs j WHERE kb_id=? AND created_on = "
@@ -232,14 +238,16 @@ class IngestionQueue:
             raise JobNotRetryableError(f"ingestion {job_id} was refused when uploaded and its file was not kept: "
                                        "upload the file again (as a supported type, within the size limit)")
         self._cancel.discard(job_id)
-        self.db.execute("UPDATE ingestion_jobs SET status=?, chunks=NULL, attempts=0, updated_on=? WHERE id=?", (PENDING, _now(), job_id))
-        self._enqueue(job_id)
+        self.db.execute("UPDATE ingestion_jobs SET status=?, chunks=NULL, attempts=0, owner=NULL, lease_until=NULL, not_before=NULL, "
+                        "progress=NULL, updated_on=? WHERE id=?", (PENDING, _now(), job_id))
+        self._wake.set()
         return self.status(job_id) or job
 
     def cancel(self, job_id: str) -> Job:
         """Cancel a pending or processing job: ``cancelled`` is stored at once; a processing one stops
         within POLL_SECONDS while parsing (its process killed), or before its next embedding batch.
-        Nothing of it is written (a document's chunks replace its old ones in one step, at the end)."""
+        Nothing of it is written (a document's chunks replace its old ones in one step, at the end). Any replica
+        may cancel: the worker holding the job learns of it at its next lease renewal."""
         job = self.status(job_id)
         if job is None or job.status not in WAITING:
             raise JobNotRetryableError(f"ingestion {job_id} is {job.status if job else 'unknown'}: only a pending or "
@@ -279,43 +287,72 @@ class IngestionQueue:
         return len(rows)
 
     def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False) -> None:
-        """A job's new status, unless it was cancelled meanwhile (cancelled stays cancelled)."""
+        """A job's new status, unless it was cancelled meanwhile (cancelled stays cancelled) or another worker
+        took it since (its lease ran out: that worker's outcome counts)."""
         body = ", body=NULL" if clear_body else ""
         self.db.execute(
-            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?{body} WHERE id=? AND status<>?",
-            (status, chunks, _now(), job_id, CANCELLED),
+            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?, owner=NULL, lease_until=NULL, progress=NULL{body} "
+            "WHERE id=? AND status<>? AND owner=?",
+            (status, chunks, _now(), job_id, CANCELLED, self.owner),
         )
 
+    def _claim(self, job_id: str | None = None) -> Any:
+        """Take a job (``job_id``, if it is waiting; else the oldest this worker may take: pending and due, or
+        processing under a lease that ran out) in one statement, counting the attempt; its row, or None."""
+        now = _now()
+        params: tuple[Any, ...]
+        if job_id is not None:
+            which, params = "id=? AND status IN (?, ?, ?)", (job_id, *WAITING)
+        else:
+            skip = " FOR UPDATE SKIP LOCKED" if self.db.dialect == POSTGRESQL else ""
+            which = (f"id = (SELECT id FROM ingestion_jobs WHERE (status IN (?, ?) AND COALESCE(not_before, '') <= ?) OR "
+                     f"(status=? AND COALESCE(lease_until, '') < ?) ORDER BY created_on, id LIMIT 1{skip})")
+            params = (PENDING, UNAVAILABLE, now, PROCESSING, now)
+        rows = self.db.query(f"UPDATE ingestion_jobs SET status=?, attempts=attempts+1, owner=?, lease_until=?, not_before=NULL, "
+                             f"progress=NULL, updated_on=? WHERE {which} RETURNING *",
+                             (PROCESSING, self.owner, _now(self.lease), now, *params))
+        if rows:
+            self._held.add(rows[0]["id"])
+        return rows[0] if rows else None
+
     def process(self, job_id: str) -> None:
-        rows = self.db.query("SELECT * FROM ingestion_jobs WHERE id=?", (job_id,))
-        if not rows or rows[0]["status"] not in WAITING:
+        """Run the job ``job_id`` now, if it waits (whoever held it)."""
+        row = self._claim(job_id)
+        if row is None:
             self._cancel.discard(job_id)  # (cancelled before it started)
             return
-        r = rows[0]
-        if r["attempts"] >= MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process
-            self._set(job_id, f"failed: gave up after {r['attempts']} attempts")
-            return
-        self._cancel.discard(job_id)  # (a retried job cancelled before)
-        started = self.db.execute(f"UPDATE ingestion_jobs SET status=?, attempts=attempts+1, updated_on=? "
-                                  f"WHERE id=? AND status IN ({', '.join('?' * len(WAITING))})", (PROCESSING, _now(), job_id, *WAITING))
-        if not started.rowcount:  # cancelled since it was read
-            return
+        self._carry_out(row)
+
+    def _carry_out(self, r: Any) -> None:
+        job_id = r["id"]
+        try:
+            if r["attempts"] > MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process
+                self._set(job_id, f"failed: gave up after {r['attempts'] - 1} attempts")
+                return
+            self._cancel.discard(job_id)  # (a retried job cancelled before)
+            self._run(r)
+        finally:
+            self._held.discard(job_id)
+            self._progress.pop(job_id, None)
+            self._cancel.discard(job_id)
+
+    def _run(self, r: Any) -> None:
+        job_id = r["id"]
         self._progress[job_id] = {"phase": "parsing", "unit": None, "done": 0, "total": None}
         try:
             body = r["body"] or b""
             chunks = self.run(r["kb_id"], r["version"], r["document_id"] or r["document"], r["document"],
-                              body.encode("utf-8") if isinstance(body, str) else body, r["format"] or "text", Progress(job_id, self))
+                              body.encode("utf-8") if isinstance(body, str) else bytes(body), r["format"] or "text",
+                              Progress(job_id, self))
         except (_Cancelled, ParseCancelledError):
             if job_id in self._cancel:
                 self._set(job_id, CANCELLED)
-            else:  # the server is stopping: the next start runs it again (not counted as an attempt)
-                self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts-1, updated_on=? WHERE id=? AND status=?",
-                                (PENDING, _now(), job_id, PROCESSING))
+            else:  # the worker is stopping: released for the next one (not counted as an attempt)
+                self._release(job_id, PENDING)
         except StoreUnavailableError as e:  # not the document's fault: not an attempt either
             log.warning("ingestion %s of %r waits for its store: %s", job_id, r["document"], self.redact(str(e)))
-            self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts-1, updated_on=? WHERE id=?",
-                            (UNAVAILABLE, _now(), job_id))
-            self._later(job_id)
+            n = self._waits[job_id] = self._waits.get(job_id, 0) + 1
+            self._release(job_id, UNAVAILABLE, min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** (n - 1)))
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
             message = self.redact(str(e))
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
@@ -325,55 +362,97 @@ class IngestionQueue:
             self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED)
             self.let_go(r["kb_id"], r["document_id"] or r["document"], keep=job_id)
             self._waits.pop(job_id, None)
-        finally:
-            self._progress.pop(job_id, None)
-            self._cancel.discard(job_id)
 
-    def _later(self, job_id: str) -> None:
-        """Queue the job again once its store may be back (exponential waits)."""
-        n = self._waits[job_id] = self._waits.get(job_id, 0) + 1
-        if self._thread is None:
-            return  # no worker: the next start() picks it up
-        timer = threading.Timer(min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** (n - 1)), self._enqueue, (job_id,))
-        timer.daemon = True
-        self._timers[job_id] = timer
-        timer.start()
+    def _release(self, job_id: str, status: str, after: float = 0.0) -> None:
+        """Give a job back (the attempt not counted): ``status`` again, due in ``after`` seconds."""
+        self.db.execute("UPDATE ingestion_jobs SET status=?, attempts=attempts-1, owner=NULL, lease_until=NULL, progress=NULL, "
+                        "not_before=?, updated_on=? WHERE id=? AND status=? AND owner=?",
+                        (status, _now(after) if after else None, _now(), job_id, PROCESSING, self.owner))
+
+    def renew(self) -> None:
+        """Renew the leases of the jobs this queue runs, keep their progress where every replica reads it, and
+        hear of the ones cancelled elsewhere."""
+        for job_id in list(self._held):
+            progress = self._progress.get(job_id)
+            self.db.execute("UPDATE ingestion_jobs SET lease_until=?, progress=? WHERE id=? AND owner=? AND status=?",
+                            (_now(self.lease), json.dumps(progress) if progress else None, job_id, self.owner, PROCESSING))
+            rows = self.db.query("SELECT status FROM ingestion_jobs WHERE id=?", (job_id,))
+            if rows and rows[0]["status"] == CANCELLED:
+                self._cancel.add(job_id)
+
+    def release_ended(self) -> int:
+        """Make the jobs held by an ended process of this machine (or an ended queue of this one) due now,
+        instead of when their leases run out; how many."""
+        rows = self.db.query("SELECT id, owner FROM ingestion_jobs WHERE status=? AND owner IS NOT NULL", (PROCESSING,))
+        ended = [r["id"] for r in rows if fleet.owner_ended(r["owner"])]
+        for job_id in ended:
+            self.db.execute("UPDATE ingestion_jobs SET lease_until=NULL WHERE id=? AND status=?", (job_id, PROCESSING))
+        return len(ended)
 
     # -- the background worker ------------------------------------------------------------
     def start(self) -> None:
-        """Start the worker and re-queue jobs a previous process left unfinished."""
-        if self._thread is not None:
+        """Start the worker (and the renewal of its leases); jobs a process of this machine left unfinished are
+        due at once."""
+        if self._threads:
             return
         self._stopping = False
-        unfinished = self.db.query("SELECT id FROM ingestion_jobs WHERE status IN (?, ?, ?) ORDER BY created_on", WAITING)
-        for r in unfinished:
-            self._enqueue(r["id"])
-        self._thread = threading.Thread(target=self._work, name="eddi-rag-ingestion", daemon=True)
-        self._thread.start()
+        self._stop.clear()
+        fleet.working(self.owner)
+        self.release_ended()
+        self._threads = [threading.Thread(target=self._work, name="eddi-rag-ingestion", daemon=True),
+                         threading.Thread(target=self._renewing, name="eddi-rag-leases", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def working(self) -> bool:
+        """Whether this queue's worker runs."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
 
     def _work(self) -> None:
-        while True:
-            job_id = self._queue.get()
-            if job_id is None:
-                return
+        while not self._stop.is_set():
+            self._wake.clear()
             try:
-                self.process(job_id)
-            finally:
-                with self._idle:
-                    self._busy -= 1
-                    self._idle.notify_all()
+                with self._claiming:
+                    row = self._claim()
+            except Exception as e:  # noqa: BLE001 - the state database is out of reach: try again
+                log.warning("ingestion worker cannot reach the state database: %s", self.redact(str(e)))
+                row = None
+            if row is not None:
+                self._carry_out(row)
+            else:
+                self._wake.wait(IDLE_POLL_SECONDS)
+
+    def _renewing(self) -> None:
+        while not self._stop.wait(min(1.0, self.lease / 3)):
+            try:
+                self.renew()
+            except Exception as e:  # noqa: BLE001 - out of reach now: the next renewal tries again
+                log.warning("ingestion leases not renewed: %s", self.redact(str(e)))
+
+    def idle(self) -> bool:
+        """Nothing runs here and nothing waits that a worker could take now."""
+        with self._claiming:
+            if self._held:
+                return False
+        now = _now()
+        return not self.db.query("SELECT 1 FROM ingestion_jobs WHERE (status IN (?, ?) AND COALESCE(not_before, '') <= ?) "
+                                 "OR (status=? AND COALESCE(lease_until, '') < ?) LIMIT 1",
+                                 (PENDING, UNAVAILABLE, now, PROCESSING, now))
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        with self._idle:
-            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.idle():
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def stop(self) -> None:
-        """Stop the worker; a job it is running stops at its next step and waits for the next start."""
+        """Stop the worker; a job it is running stops at its next step and is given back (the next worker takes it)."""
         self._stopping = True
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join(timeout=30)
-            self._thread = None
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads = []
+        fleet.ended(self.owner)

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.resources.base import (
     DEFAULT_TENANT,
     RESOURCE_TYPES,
@@ -38,7 +38,7 @@ def _descriptor(kind: str, r: Any) -> Descriptor:
 
 
 class SqliteResourceStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 

@@ -5,11 +5,11 @@ a server's cache notices an ingest made by the CLI."""
 from __future__ import annotations
 
 from eddi_rag import state
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 
 
 class KbGenerations:
-    def __init__(self, db: Database):
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 
@@ -18,4 +18,4 @@ class KbGenerations:
         return rows[0]["n"] if rows else 0
 
     def bump(self, kb_id: str) -> None:
-        self.db.execute("INSERT INTO kb_generations VALUES (?, 1) ON CONFLICT(kb_id) DO UPDATE SET n = n + 1", (kb_id,))
+        self.db.execute("INSERT INTO kb_generations VALUES (?, 1) ON CONFLICT(kb_id) DO UPDATE SET n = kb_generations.n + 1", (kb_id,))

@@ -1,15 +1,21 @@
 """Scheduled source runs: every ``interval`` seconds, each enabled source whose ``cron`` (UTC; ``schedule``,
 our older spelling) fired since the last look is started (skipped, with a log line, when a run of it is still under way). Runs
-missed while the server was down are not made up; the next fire time runs as usual."""
+missed while the server was down are not made up; the next fire time runs as usual.
+
+One scheduler looks in a fleet: the process holding the state database's ``scheduler`` role (on PostgreSQL an
+advisory lock, lost with its holder's connection; on SQLite, the one process). The last look is kept in the state
+(``fleet_ticks``), so the process that takes the role over goes on from it: a tick is never run twice."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from datetime import datetime, timezone
 
 from croniter import croniter
 
+from eddi_rag.db import StateDatabase
 from eddi_rag.resources import ResourceStore
 from eddi_rag.sources.sync import SourceBusyError, SourceSync
 from eddi_rag.verbs.configs import Configs
@@ -17,10 +23,17 @@ from eddi_rag.verbs.configs import Configs
 log = logging.getLogger(__name__)
 
 
+ROLE = "scheduler"
+
+
 class SourceScheduler:
-    def __init__(self, resources: ResourceStore, configs: Configs, sources: SourceSync, interval: float = 30):
-        self.resources, self.configs, self.sources, self.interval = resources, configs, sources, interval
+    def __init__(self, resources: ResourceStore, configs: Configs, sources: SourceSync, db: StateDatabase,
+                 interval: float | None = None):
+        """``interval``: seconds between looks (EDDI_RAG_SCHEDULER_SECONDS, default 30)."""
+        self.resources, self.configs, self.sources, self.db = resources, configs, sources, db
+        self.interval = interval or float(os.environ.get("EDDI_RAG_SCHEDULER_SECONDS", "30"))
         self.last = datetime.now(timezone.utc)
+        self.leading = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -58,17 +71,42 @@ class SourceScheduler:
         self.last = now
         return started
 
+    def look(self, now: datetime | None = None) -> list[str] | None:
+        """A tick of the fleet's scheduler, if this process holds the role (None: another does): from the last
+        look the state keeps to ``now``."""
+        if not self.db.leader(ROLE):
+            self.leading = False
+            return None
+        now = now or datetime.now(timezone.utc)
+        if not self.leading:  # the role was just taken: go on from the holder's last look
+            rows = self.db.query("SELECT last FROM fleet_ticks WHERE name=?", (ROLE,))
+            self.last = max(self.last, datetime.fromisoformat(rows[0]["last"])) if rows else self.last
+            self.leading = True
+            log.info("this process holds the scheduler role now (%s)", self.sources.owner)
+        # kept before the runs start: a holder that dies in between loses this tick's runs rather than its
+        # successor running them twice
+        self.db.execute("INSERT INTO fleet_ticks VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET last=excluded.last",
+                        (ROLE, now.isoformat(timespec="milliseconds")))
+        return self.tick(now)
+
     def start(self) -> None:
         if self._thread is None:
+            self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="eddi-rag-scheduler", daemon=True)
             self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            self.tick()
+            try:
+                self.look()
+            except Exception as e:  # noqa: BLE001 - the state is out of reach now: the next look tries again
+                log.warning("scheduler: %s", e)
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self.leading:
+            self.db.release(ROLE)
+            self.leading = False

@@ -8,8 +8,9 @@ fails keeps its reason (and its previous version, if any) and can be retried alo
 without listing the source again. A document missing from ``settings.tombstoneAfterMissedRuns`` complete
 runs in a row leaves the knowledge base; a run that stopped at a limit (``maxPages``,
 ``maxSegmentsPerRun``, ``timeBudgetMinutes``) or could not read a page concludes nothing about what is
-gone. One run per source at a time, across processes: a run whose process died is marked FAILED by the
-next one, which completes the work.
+gone. One run per source at a time, across the processes sharing the state (a fleet's machines too): a run
+is held under a lease its process renews (``fleet``); a run whose process died (its lease ran out, or it was
+a process of this machine that is gone) is marked FAILED by the next one, which completes the work.
 
 A purge forgets what the source ingested and keeps the chunks (no gap while the next run re-embeds, as
 EDDI does); it leaves a marker that complete runs miss like a vanished document, and once it was missed
@@ -35,9 +36,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from eddi_rag import state
+from eddi_rag import fleet, state
 from eddi_rag.config import IngestionSource, RagConfiguration
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 from eddi_rag.factories import embedding_key
 from eddi_rag.ingest.loaders import detect
@@ -78,16 +79,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @dataclass
 class Run:
     runId: str
@@ -117,12 +108,15 @@ class Run:
 
 
 class SourceSync:
-    def __init__(self, db: Database, configs: Configs, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
+    def __init__(self, db: StateDatabase, configs: Configs, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
                  redact: Callable[[str], str] = lambda s: s):
         self.db, self.configs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
             db, configs, ingestor, documents, outbound, redact
         self.files = upload.Files(db)
         self._active: set[str] = set()  # runs under way in this process
+        self.owner, self.lease = fleet.new_owner(), fleet.lease_seconds_from_env()
+        self._renewing: threading.Thread | None = None
+        self._renewing_lock = threading.Lock()
         state.migrate(db)
 
     def close(self) -> None:
@@ -131,18 +125,39 @@ class SourceSync:
             self.db.execute("UPDATE source_runs SET status=?, finished_at=?, error=? WHERE run_id=? AND status=?",
                             (CANCELLED, _now(), "the server shut down during the run", run_id, RUNNING))
         self._active.clear()
+        fleet.ended(self.owner)
 
     def _interrupted(self, row: Any) -> bool:
-        """Whether a RUNNING run's process ended before it finished (this process: a run it is not
-        carrying out, e.g. one of an earlier process that had the same pid)."""
-        if row["pid"] == os.getpid():
-            return row["run_id"] not in self._active
-        return not _alive(row["pid"])
+        """Whether a RUNNING run's process ended before it finished: its lease ran out or its owner is known to
+        have ended (a run of this process it is not carrying out, e.g. one of an earlier process that had the
+        same pid, too); a run written before leases: its process is gone."""
+        if row["run_id"] in self._active:
+            return False
+        if row["owner"] == self.owner:  # ours, and we do not carry it out
+            return True
+        if row["owner"]:
+            return fleet.owner_ended(row["owner"]) or (row["lease_until"] or "") < fleet.now()
+        return row["pid"] == os.getpid() or not fleet.alive(row["pid"])
 
     def _fail_interrupted(self, conn: Any, row: Any) -> None:
         conn.execute("UPDATE source_runs SET status=?, finished_at=?, error=? WHERE run_id=? AND status=?",
-                     (FAILED, _now(), f"interrupted: its process ({row['pid']}) ended before it finished", row["run_id"],
-                      RUNNING))
+                     (FAILED, _now(), f"interrupted: its process ({row['owner'] or row['pid']}) ended before it finished",
+                      row["run_id"], RUNNING))
+
+    def _renew(self) -> None:
+        """Renew the leases of the runs this process carries out, while there are any."""
+        while True:
+            with self._renewing_lock:
+                if not self._active:
+                    self._renewing = None
+                    return
+            for run_id in list(self._active):
+                try:
+                    self.db.execute("UPDATE source_runs SET lease_until=? WHERE run_id=? AND status=?",
+                                    (fleet.now(self.lease), run_id, RUNNING))
+                except Exception as e:  # noqa: BLE001 - out of reach now: the next renewal tries again
+                    log.warning("source run lease not renewed: %s", e)
+            time.sleep(min(5.0, self.lease / 3))
 
     # -- what is where ----------------------------------------------------------------------
     def source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
@@ -206,7 +221,8 @@ class SourceSync:
     def _begin(self, kb_id: str, source_id: str, kind: str) -> Run:
         run = Run(secrets.token_hex(12), RUNNING, _now(), kind=kind, sourceId=source_id)
         with self.db.transaction() as conn:
-            for row in conn.execute("SELECT run_id, pid, kind FROM source_runs WHERE kb_id=? AND source_id=? AND status=?",
+            for row in conn.execute("SELECT run_id, pid, kind, owner, lease_until FROM source_runs "
+                                    "WHERE kb_id=? AND source_id=? AND status=?",
                                     (kb_id, source_id, RUNNING)).fetchall():
                 if not self._interrupted(row):
                     what = "a purge or a file delete is under way" if row["kind"] == PURGE \
@@ -215,8 +231,13 @@ class SourceSync:
                                           f"one run per source at a time", source_id)
                 self._fail_interrupted(conn, row)
             self._active.add(run.runId)
-            conn.execute("INSERT INTO source_runs (run_id, kb_id, source_id, kind, status, started_at, pid) "
-                         "VALUES (?,?,?,?,?,?,?)", (run.runId, kb_id, source_id, kind, RUNNING, run.startedAt, os.getpid()))
+            conn.execute("INSERT INTO source_runs (run_id, kb_id, source_id, kind, status, started_at, pid, owner, lease_until) "
+                         "VALUES (?,?,?,?,?,?,?,?,?)", (run.runId, kb_id, source_id, kind, RUNNING, run.startedAt, os.getpid(),
+                                                        self.owner, fleet.now(self.lease)))
+        with self._renewing_lock:
+            if self._renewing is None:
+                self._renewing = threading.Thread(target=self._renew, name="eddi-rag-run-leases", daemon=True)
+                self._renewing.start()
         return run
 
     def _end_claim(self, run: Run) -> None:

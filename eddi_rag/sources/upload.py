@@ -13,7 +13,7 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.config import UploadSource
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, Listing
 
@@ -43,7 +43,7 @@ def document_id(source_id: str, name: str) -> str:
 
 
 class Files:
-    def __init__(self, db: Database):
+    def __init__(self, db: StateDatabase):
         self.db = db
         state.migrate(db)
 

@@ -26,7 +26,7 @@ import numpy as np
 from ir_measures import RR, R, nDCG
 
 from eddi_rag.db import Database
-from eddi_rag.embeddings.cache import CachedEmbeddings, SqliteVectorCache
+from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.stores.base import Chunk, StoreContext
@@ -71,7 +71,7 @@ def evaluate(data: Beir, modes: list[str], cache_dir: Path | None = None,
     ids = list(data.docs)
     model = LocalOnnxEmbeddings()
     embedder = model if cache_dir is None else CachedEmbeddings(
-        model, SqliteVectorCache(Database(Path(cache_dir) / "eval-embeddings.db")), "local", model.model_name, None)
+        model, StateVectorCache(Database(Path(cache_dir) / "eval-embeddings.db")), "local", model.model_name, None)
     progress(f"embedding {len(ids)} documents (cached after the first run)...")
     vectors = np.asarray(embedder.embed_documents([data.docs[i] for i in ids]), dtype=np.float32)
     store = InMemoryStore("eval", {}, StoreContext(Database()))

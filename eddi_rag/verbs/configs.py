@@ -26,9 +26,19 @@ def _has_keyword_search(store_type: str) -> bool | None:
         return None
 
 
+def fleet_store_error(store_type: str) -> str | None:
+    """Why a fleet cannot use ``store_type`` (None: it can)."""
+    if store_type not in registry.EMBEDDED_STORES:
+        return None
+    return (f"storeType {store_type!r} keeps its data on one machine, which the fleet's other processes cannot reach; "
+            f"a fleet uses a store server: {', '.join(registry.shared_store_types())}")
+
+
 class Configs:
-    def __init__(self, resources: ResourceStore, data_dir: Path | None, variables: Variables | None = None):
-        self.resources, self.data_dir, self.variables = resources, data_dir, variables
+    def __init__(self, resources: ResourceStore, data_dir: Path | None, variables: Variables | None = None,
+                 fleet: bool = False):
+        """``fleet``: processes on several machines share the state: a knowledge base needs a store they all reach."""
+        self.resources, self.data_dir, self.variables, self.fleet = resources, data_dir, variables, fleet
 
     def validate(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered, their parameters
@@ -53,6 +63,8 @@ class Configs:
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
                                           f"(use {', '.join(capable)}, or searchMode 'vector')"})
         errors += paths.errors(config, self.data_dir)
+        if self.fleet and (problem := fleet_store_error(config.storeType)):
+            errors.append({"path": "$.storeType", "value": config.storeType, "message": problem})
         if errors:
             raise ConfigValidationError(errors)
         return config

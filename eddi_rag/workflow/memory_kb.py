@@ -27,7 +27,7 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.config import slug
-from eddi_rag.db import Database
+from eddi_rag.db import StateDatabase
 from eddi_rag.resources import DEFAULT_TENANT, ResourceNotFoundError, ResourceStore
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class EmbeddingSettings:
 class NotesStore:
     """A knowledge/notes store of the runtime: notes an agent keeps (per user, or shared), in SQLite."""
 
-    def __init__(self, db: Database, on_save: EmbedCallback | None = None):
+    def __init__(self, db: StateDatabase, on_save: EmbedCallback | None = None):
         self.db, self.on_save = db, on_save
         state.migrate(db)
 
@@ -87,7 +87,7 @@ class NotesStore:
         return item.id
 
     def list(self, agent_id: str, user_id: str | None = None) -> list[dict[str, Any]]:
-        rows = self.db.query("SELECT * FROM notes WHERE agent_id=? AND (user_id IS ? OR user_id IS NULL) ORDER BY saved_at",
+        rows = self.db.query("SELECT * FROM notes WHERE agent_id=? AND (user_id = ? OR user_id IS NULL) ORDER BY saved_at",
                              (agent_id, user_id))
         return [dict(r) for r in rows]
 

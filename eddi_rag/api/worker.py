@@ -1,0 +1,36 @@
+"""The HTTP face of ``eddi-rag worker``: no API, no UI; ``/health``, ``/health/ready`` and ``/metrics`` for the
+orchestrator. Its lifespan is the worker's: ingestion jobs, source runs and the scheduler start with it; at
+shutdown (SIGTERM) the scheduler's role is released, a running job is given back for the next worker, and
+source runs under way read CANCELLED."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from eddi_rag import __version__
+from eddi_rag.api import errors, health, observability
+from eddi_rag.auth.http import Authenticator
+from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
+from eddi_rag.runtime import Runtime
+
+
+def create_worker_app(runtime: Runtime, oidc: OidcConfig | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        runtime.jobs.start()
+        runtime.scheduler.start()
+        yield
+        runtime.scheduler.stop()
+        runtime.jobs.stop()
+        runtime.sources.close()
+
+    app = FastAPI(title="eddi-rag worker", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.runtime, app.state.role = runtime, "worker"
+    oidc = oidc or OidcConfig.from_env()
+    app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
+    errors.install(app)
+    observability.install(app, runtime)
+    app.include_router(health.router)
+    return app
