@@ -23,7 +23,8 @@ def health() -> dict[str, Any]:
 @router.get("/health/ready")
 def ready(request: Request) -> JSONResponse:
     runtime, role = request.app.state.runtime, request.app.state.role
-    body: dict[str, Any] = {"role": role, "state": runtime.db.dialect, "worker": runtime.jobs.working()}
+    body: dict[str, Any] = {"role": role, "state": runtime.db.dialect, "worker": runtime.jobs.working(),
+                            "scheduler": runtime.scheduler.leading}
     try:
         runtime.db.query("SELECT 1")
     except Exception as e:  # noqa: BLE001 - whatever keeps the state out of reach, the process is not ready

@@ -73,16 +73,17 @@ class SourceScheduler:
 
     def look(self, now: datetime | None = None) -> list[str] | None:
         """A tick of the fleet's scheduler, if this process holds the role (None: another does): from the last
-        look the state keeps to ``now``."""
+        look the state keeps (whoever made it) to ``now``."""
         if not self.db.leader(ROLE):
             self.leading = False
             return None
-        now = now or datetime.now(timezone.utc)
-        if not self.leading:  # the role was just taken: go on from the holder's last look
-            rows = self.db.query("SELECT last FROM fleet_ticks WHERE name=?", (ROLE,))
-            self.last = max(self.last, datetime.fromisoformat(rows[0]["last"])) if rows else self.last
-            self.leading = True
+        if not self.leading:
             log.info("this process holds the scheduler role now (%s)", self.sources.owner)
+            self.leading = True
+        now = now or datetime.now(timezone.utc)
+        rows = self.db.query("SELECT last FROM fleet_ticks WHERE name=?", (ROLE,))
+        if rows:
+            self.last = datetime.fromisoformat(rows[0]["last"])
         # kept before the runs start: a holder that dies in between loses this tick's runs rather than its
         # successor running them twice
         self.db.execute("INSERT INTO fleet_ticks VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET last=excluded.last",

@@ -1,0 +1,190 @@
+"""A fleet on the real thing (issue 23): one PostgreSQL, three ``eddi-rag serve --no-worker`` replicas and two
+``eddi-rag worker``s, each a process of its own on loopback, a client spreading its requests over the replicas.
+
+One test, in steps, because the fleet is the expensive part (five processes): 300 documents ingested through
+random replicas while one worker is killed with SIGKILL twice; a configuration saved on replica 1 used by a
+query on replica 3; a cron source ticking once per tick with two workers; the scheduler's holder killed and
+the other worker taking over; a key revoked on one replica refused on the others."""
+
+from __future__ import annotations
+
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+
+from eddi_rag.config import validate_rag_configuration
+from eddi_rag.ingest.chunking import split_text
+from eddi_rag.stores.pgvector import table_name
+from tests.support.fleet import Fleet
+
+pytestmark = pytest.mark.timeout(900)
+
+BASE = "/ragstore/rags"
+DOCUMENTS = 300
+REPLICAS = ("serve-1", "serve-2", "serve-3")
+WORDS = ("harbour", "lantern", "orchard", "granite", "meadow", "copper", "willow", "summit", "ember", "falcon")
+
+
+def document(i: int) -> str:
+    """Document i: 1 to 3 paragraphs, each its own chunk (paragraph chunks of 200 characters)."""
+    rng = random.Random(i)
+    return "\n\n".join(f"Document {i}, part {p}: " + " ".join(rng.choice(WORDS) for _ in range(18)) + "."
+                       for p in range(1 + i % 3))
+
+
+@pytest.fixture
+def fleet(postgres_url, tmp_path, monkeypatch):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "page.md").write_text("# Page\n\nThe fleet's scheduled source.")
+    fleet = Fleet(postgres_url, tmp_path, EDDI_RAG_JOB_LEASE_SECONDS="2", EDDI_RAG_SCHEDULER_SECONDS="0.5",
+                  EDDI_RAG_FOLDER_ROOTS=str(tmp_path / "site"), EDDI_RAG_RATE_LIMIT_INGEST="100000/minute")
+    try:
+        for name in REPLICAS:
+            fleet.start("serve", name)
+        for name in ("worker-1", "worker-2"):
+            fleet.start("worker", name)
+        fleet.wait_ready(*REPLICAS, "worker-1", "worker-2")
+        yield fleet
+    finally:
+        fleet.close()
+
+
+class Client:
+    """Each request to a replica picked at random (a seeded choice: the run is the same every time)."""
+
+    def __init__(self, fleet: Fleet):
+        self.fleet, self.rng, self.http = fleet, random.Random(23), httpx.Client(timeout=60)
+
+    def url(self, replica: str | None = None) -> str:
+        return self.fleet.urls[replica or self.rng.choice(REPLICAS)]
+
+    def request(self, method: str, path: str, replica: str | None = None, **kwargs) -> httpx.Response:
+        return self.http.request(method, self.url(replica) + path, **kwargs)
+
+
+def test_a_fleet_shares_one_state(fleet):
+    client = Client(fleet)
+    config = {"name": "fleet", "embeddingProvider": "local", "storeType": "pgvector",
+              "storeParameters": {"url": fleet.postgres_url}, "chunkStrategy": "paragraph", "chunkSize": 200,
+              "searchMode": "vector", "maxResults": 5, "minScore": 0}
+    made = client.request("POST", BASE, json=config)
+    assert made.status_code == 201, made.text
+    kb = made.headers["location"].split("/")[-1].split("?")[0]
+
+    ingested_while_a_worker_is_killed_twice(fleet, client, kb, validate_rag_configuration(config))
+    saved_on_one_replica_used_by_another(client, kb, config)
+    cron_ticks_once_and_the_scheduler_is_taken_over(fleet, client)
+    revoked_on_one_replica_refused_on_all(client, kb)
+
+
+def ingested_while_a_worker_is_killed_twice(fleet: Fleet, client: Client, kb: str, config) -> None:
+    def submit(i: int) -> str:
+        r = client.request("POST", f"{BASE}/{kb}/ingest?documentName=doc-{i:03}.txt", content=document(i).encode())
+        assert r.status_code == 202, r.text
+        return r.json()["ingestionId"]
+
+    with ThreadPoolExecutor(6) as pool:
+        submitted = pool.map(submit, range(DOCUMENTS))
+        killed = []
+        for _ in range(2):  # worker-1 is killed while it holds a job, twice, and started again each time
+            pid = fleet.pid("worker-1")
+            deadline = time.monotonic() + 120
+            while not fleet.state("SELECT 1 FROM ingestion_jobs WHERE status='processing' AND owner LIKE %s",
+                                  (f"%:{pid}:%",)):
+                assert time.monotonic() < deadline, "worker-1 never held a job"
+                time.sleep(0.02)
+            fleet.kill("worker-1")
+            killed.append(pid)
+            fleet.start("worker", "worker-1")
+            fleet.wait_ready("worker-1")
+        ids = list(submitted)
+
+    deadline = time.monotonic() + 300
+    while True:
+        jobs = client.request("GET", f"{BASE}/{kb}/ingestions?limit=1000").json()
+        if all(j["status"] == "completed" for j in jobs) and len(jobs) == DOCUMENTS:
+            break
+        assert not [j for j in jobs if j["status"].startswith("failed")], jobs
+        assert time.monotonic() < deadline, {j["status"] for j in jobs}
+        time.sleep(0.5)
+    assert sorted(j["ingestionId"] for j in jobs) == sorted(ids)
+
+    # what the killed worker held was taken again (its lease ran out), counted as a further attempt
+    retaken = fleet.state("SELECT COUNT(*) FROM ingestion_jobs WHERE attempts > 1")[0][0]
+    assert retaken >= 1, "no job was taken again after its worker was killed"
+    documents = client.request("GET", f"{BASE}/{kb}/documents").json()["documents"]
+    # (REST ingestions append, as EDDI's: each document's id is its name#its ingestion id)
+    assert sorted(d["documentId"] for d in documents) == sorted(f"doc-{i:03}.txt#{job}" for i, job in enumerate(ids))
+    counts = {d["documentId"].split("#")[0]: d["chunks"] for d in documents}
+    assert counts == {f"doc-{i:03}.txt": len(split_text(document(i), config)) for i in range(DOCUMENTS)}
+    twice = fleet.store(f"SELECT metadata->>'document_id', text, COUNT(*) FROM {table_name(kb)} "
+                        "GROUP BY 1, 2 HAVING COUNT(*) > 1")
+    assert twice == []
+    assert sum(counts.values()) == fleet.store(f"SELECT COUNT(*) FROM {table_name(kb)}")[0][0] == 600
+
+
+def saved_on_one_replica_used_by_another(client: Client, kb: str, config: dict) -> None:
+    def query(replica: str) -> list:
+        r = client.request("POST", f"{BASE}/{kb}/query", replica, json={"query": "harbour lantern orchard"})
+        assert r.status_code == 200, r.text
+        return r.json()["results"]
+
+    assert len(query("serve-3")) == 5
+    saved = client.request("PUT", f"{BASE}/{kb}?version=1", "serve-1", json={**config, "maxResults": 2})
+    assert saved.status_code == 200, saved.text
+    assert len(query("serve-3")) == 2  # the very next query on another replica uses version 2
+
+
+def cron_ticks_once_and_the_scheduler_is_taken_over(fleet: Fleet, client: Client) -> None:
+    # a daily cron whose fire time passed two minutes ago: it never fires by itself during the test, and each time
+    # the scheduler's last look (as the state keeps it) is moved back before it, one tick is due
+    fired = datetime.now(timezone.utc) - timedelta(minutes=2)
+    made = client.request("POST", BASE, json={
+        "name": "scheduled", "embeddingProvider": "local", "storeType": "pgvector", "storeParameters": {"url": fleet.postgres_url},
+        "sources": [{"name": "site", "folder": {"path": str(fleet.folder / "site")}, "cron": f"{fired.minute} {fired.hour} * * *"}]})
+    assert made.status_code == 201, made.text
+    runs_url = f"{BASE}/{made.headers['location'].split('/')[-1].split('?')[0]}/sources/site/runs"
+
+    def a_tick_is_due() -> None:
+        last = (datetime.now(timezone.utc) - timedelta(minutes=4)).isoformat(timespec="milliseconds")
+        fleet.state("UPDATE fleet_ticks SET last=%s WHERE name='scheduler'", (last,))
+
+    def runs_after(count: int) -> list:
+        deadline = time.monotonic() + 60
+        while len(runs := client.request("GET", runs_url).json()) < count or runs[0]["status"] == "RUNNING":
+            assert time.monotonic() < deadline, runs
+            time.sleep(0.1)
+        time.sleep(3)  # six more looks of each worker: nothing else may start
+        return client.request("GET", runs_url).json()
+
+    holders = [name for name in ("worker-1", "worker-2") if fleet.ready(name)["scheduler"]]
+    assert len(holders) == 1, holders  # one scheduler in the fleet
+    for expected in (1, 2):
+        a_tick_is_due()
+        runs = runs_after(expected)
+        assert len(runs) == expected and all(r["status"] == "COMPLETED" for r in runs), runs
+
+    fleet.kill(holders[0])  # its advisory lock goes with its connection
+    other = "worker-2" if holders[0] == "worker-1" else "worker-1"
+    deadline = time.monotonic() + 30
+    while not fleet.ready(other)["scheduler"]:
+        assert time.monotonic() < deadline, "the scheduler role was not taken over"
+        time.sleep(0.1)
+    a_tick_is_due()
+    runs = runs_after(3)
+    assert len(runs) == 3 and all(r["status"] == "COMPLETED" for r in runs), runs
+
+
+def revoked_on_one_replica_refused_on_all(client: Client, kb: str) -> None:
+    admin = client.request("POST", "/keys", "serve-1", json={"role": "admin", "name": "fleet admin"}).json()["key"]
+    viewer = client.request("POST", "/keys", "serve-2", json={"role": "viewer"}, headers={"Authorization": f"Bearer {admin}"}).json()
+    as_viewer = {"Authorization": f"Bearer {viewer['key']}"}
+    assert all(client.request("GET", f"{BASE}/{kb}/documents", r, headers=as_viewer).status_code == 200 for r in REPLICAS)
+    revoked = client.request("DELETE", f"/keys/{viewer['id']}", "serve-1", headers={"Authorization": f"Bearer {admin}"})
+    assert revoked.status_code == 200 and revoked.json()["revokedOn"]
+    # at once, on every replica: no replica keeps keys in memory
+    assert [client.request("GET", f"{BASE}/{kb}/documents", r, headers=as_viewer).status_code for r in REPLICAS] == [401] * 3

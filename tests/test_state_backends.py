@@ -1,0 +1,166 @@
+"""The state means the same on both its databases: each test runs on SQLite (the embedded default) and on
+PostgreSQL (a fleet's), through the same Runtime. The whole suite runs on PostgreSQL with
+EDDI_RAG_TEST_STATE=postgres ./scripts/test; these are the state's rules that CI checks on both every run:
+versions and 409s, tenants, soft and permanent delete, search ignoring case, keys, feedback, variables, notes,
+the embedding cache, migrations, and the jobs shared by several queues (one claim each, leases, attempts,
+cancel and progress seen from another)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from eddi_rag import state
+from eddi_rag.ingest.jobs import MAX_ATTEMPTS, IngestionQueue
+from eddi_rag.resources.base import ResourceNotFoundError, VersionConflictError
+from eddi_rag.runtime import Runtime
+from eddi_rag.state import NewerDatabaseError, open_state
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_url(request, tmp_path):
+    """A fresh state of each kind: a SQLite file, or a schema of its own on the tests' PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    url = request.getfixturevalue("postgres_url")
+    return f"{url}{'&' if '?' in url else '?'}schema=t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def rt(state_url, tmp_path):
+    with Runtime(tmp_path / "data", state_url=state_url) as runtime:
+        yield runtime
+
+
+def test_versions_conflicts_tenants_and_deletes(rt):
+    ref = rt.resources.create("rags", {"name": "Handbook"}, tenant="acme")
+    assert rt.resources.update("rags", ref.id, 1, {"name": "Handbook 2"}).version == 2
+    with pytest.raises(VersionConflictError):
+        rt.resources.update("rags", ref.id, 1, {"name": "stale"})
+    assert rt.resources.read("rags", ref.id, 1) == {"name": "Handbook"}
+    assert rt.resources.read("rags", ref.id) == {"name": "Handbook 2"}
+    with pytest.raises(ResourceNotFoundError):
+        rt.resources.read("rags", ref.id, tenant="other")
+    assert [d.name for d in rt.resources.descriptors("rags", "handBOOK")] == ["Handbook 2"]  # search ignores case
+    rt.resources.delete("rags", ref.id)  # soft: gone from reads, kept underneath
+    with pytest.raises(ResourceNotFoundError):
+        rt.resources.read("rags", ref.id)
+    assert rt.db.query("SELECT deleted FROM resources WHERE id=?", (ref.id,))[0]["deleted"] == 1
+    rt.resources.delete("rags", ref.id, permanent=True)
+    assert rt.db.query("SELECT COUNT(*) AS n FROM resource_versions WHERE id=?", (ref.id,))[0]["n"] == 0
+
+
+def test_keys_feedback_variables_notes_and_the_embedding_cache(rt):
+    info, secret = rt.keys.create("acme", "viewer", user="ann", acts_for_users=False)
+    assert rt.keys.authenticate(secret).user_id == "ann"
+    rt.keys.revoke(info.id)
+    with pytest.raises(Exception, match="revoked"):
+        rt.keys.authenticate(secret)
+    vote = rt.feedback.record("acme", "kb", "Why?", "c1", "down", comment="wrong page")
+    assert rt.feedback.review("acme", vote.id, reviewed=True, note="fixed")["reviewed"] is True
+    assert [f["question"] for f in rt.feedback.list("acme")] == ["Why?"]
+    rt.variables.put("acme", "region", "eu-west")
+    assert rt.variables.substitute({"url": "${vars:region}"}, "acme") == {"url": "eu-west"}
+    rt.notes.save("agent", "Ann likes trains", user_id="ann")
+    rt.notes.save("agent", "shared note")
+    assert {n["text"] for n in rt.notes.list("agent", "ann")} == {"Ann likes trains", "shared note"}
+    assert {n["text"] for n in rt.notes.list("agent", "bob")} == {"shared note"}
+    cache = rt.embeddings.vectors
+    cache.put_many([("k1", b"\x00\x01"), ("k2", b"\x02")])
+    cache.put_many([("k1", b"\x09")])  # a key written again keeps its latest vector
+    assert cache.get_many(["k1", "k2", "k3"]) == {"k1": b"\x09", "k2": b"\x02"}
+
+
+def test_migrations_run_once_and_a_newer_schema_is_refused(state_url, tmp_path):
+    with Runtime(tmp_path / "data", state_url=state_url) as rt:
+        assert state.version(rt.db) == state.LATEST
+        with rt.db.transaction() as c:
+            rt.db.set_schema_version(c, state.LATEST - 1)  # the last migration again: it finds its columns there
+    with Runtime(tmp_path / "data", state_url=state_url) as rt:
+        assert state.version(rt.db) == state.LATEST
+        with rt.db.transaction() as c:
+            rt.db.set_schema_version(c, state.LATEST + 1)
+    db = open_state(state_url, tmp_path / "data", "eddi-rag.db")
+    with pytest.raises(NewerDatabaseError):
+        state.migrate(db)
+    db.close()
+
+
+def test_a_job_is_claimed_once_however_many_queues_look(state_url, tmp_path):
+    db = open_state(state_url, tmp_path, "eddi-rag.db")
+    ran: list[str] = []
+    lock = threading.Lock()
+
+    def run(kb, version, document, name, body, fmt, progress):
+        with lock:
+            ran.append(document)
+        return 1
+
+    queues = [IngestionQueue(db, run, lease_seconds=30) for _ in range(4)]
+    jobs = [queues[0].submit("kb", 1, f"d{i}", b"x") for i in range(40)]
+    for q in queues:
+        q.start()
+    try:
+        assert all(q.wait_idle(60) for q in queues)
+    finally:
+        for q in queues:
+            q.stop()
+    assert sorted(ran) == sorted(f"d{i}" for i in range(40))  # each once
+    assert {queues[1].status(j.id).status for j in jobs} == {"completed"}
+    db.close()
+
+
+def test_a_job_whose_worker_died_is_taken_again_after_its_lease(state_url, tmp_path):
+    db = open_state(state_url, tmp_path, "eddi-rag.db")
+    holder = IngestionQueue(db, lambda *a: 1, lease_seconds=1)
+    job = holder.submit("kb", 1, "doc", b"x")
+    claimed = holder._claim()  # taken, then its worker "dies" (on another machine: no renewal, nothing known)
+    assert claimed["id"] == job.id and claimed["attempts"] == 1
+    db.execute("UPDATE ingestion_jobs SET owner='elsewhere:1:dead' WHERE id=?", (job.id,))
+    other = IngestionQueue(db, lambda *a: 3, lease_seconds=1)
+    assert other._claim() is None  # under its lease
+    time.sleep(1.1)
+    again = other._claim()
+    assert again["id"] == job.id and again["attempts"] == 2
+    other._carry_out(again)
+    assert other.status(job.id).status == "completed" and other.status(job.id).chunks == 3
+    # a job that kept killing its workers gives up after MAX_ATTEMPTS
+    bomb = other.submit("kb", 1, "bomb", b"x")
+    db.execute("UPDATE ingestion_jobs SET attempts=? WHERE id=?", (MAX_ATTEMPTS, bomb.id))
+    other._carry_out(other._claim())
+    assert other.status(bomb.id).status == f"failed: gave up after {MAX_ATTEMPTS} attempts"
+    db.close()
+
+
+def test_cancel_and_progress_cross_between_queues(state_url, tmp_path):
+    db = open_state(state_url, tmp_path, "eddi-rag.db")
+    started, stopped = threading.Event(), threading.Event()
+
+    def run(kb, version, document, name, body, fmt, progress):
+        started.set()
+        for done in range(1, 1000):
+            progress.embedded(done, 1000)  # raises once the job is cancelled
+            time.sleep(0.02)
+        return 1
+
+    worker = IngestionQueue(db, run, lease_seconds=1.5)
+    replica = IngestionQueue(db, run, lease_seconds=1.5)  # another process's view: it runs nothing
+    job = replica.submit("kb", 1, "long", b"x")
+    worker.start()
+    try:
+        assert started.wait(30)
+        deadline = time.monotonic() + 10
+        while (seen := replica.status(job.id)).progress is None or seen.progress["done"] < 2:
+            assert time.monotonic() < deadline, "no progress reached the other queue"
+            time.sleep(0.05)
+        assert seen.status == "processing" and seen.progress["phase"] == "embedding"
+        assert replica.cancel(job.id).status == "cancelled"
+        assert worker.wait_idle(10)  # the worker heard of it at its next renewal and stopped
+        stopped.set()
+    finally:
+        worker.stop()
+    assert replica.status(job.id).status == "cancelled"
+    db.close()
