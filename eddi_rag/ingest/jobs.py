@@ -111,6 +111,8 @@ class Job:
 
 
 _now = fleet.now
+# a job a worker may take: waiting and due, or held under a lease that ran out
+_DUE = "(status IN (?, ?) AND COALESCE(not_before, '') <= ?) OR (status=? AND COALESCE(lease_until, '') < ?)"
 
 
 REFUSED = "refused"  # the format of an upload refused at the door (kept in the history, never run)
@@ -304,9 +306,10 @@ class IngestionQueue:
         if job_id is not None:
             which, params = "id=? AND status IN (?, ?, ?)", (job_id, *WAITING)
         else:
+            if not self._due(now):  # (a look that finds nothing writes nothing)
+                return None
             skip = " FOR UPDATE SKIP LOCKED" if self.db.dialect == POSTGRESQL else ""
-            which = (f"id = (SELECT id FROM ingestion_jobs WHERE (status IN (?, ?) AND COALESCE(not_before, '') <= ?) OR "
-                     f"(status=? AND COALESCE(lease_until, '') < ?) ORDER BY created_on, id LIMIT 1{skip})")
+            which = f"id = (SELECT id FROM ingestion_jobs WHERE {_DUE} ORDER BY created_on, id LIMIT 1{skip})"
             params = (PENDING, UNAVAILABLE, now, PROCESSING, now)
         rows = self.db.query(f"UPDATE ingestion_jobs SET status=?, attempts=attempts+1, owner=?, lease_until=?, not_before=NULL, "
                              f"progress=NULL, updated_on=? WHERE {which} RETURNING *",
@@ -434,10 +437,11 @@ class IngestionQueue:
         with self._claiming:
             if self._held:
                 return False
-        now = _now()
-        return not self.db.query("SELECT 1 FROM ingestion_jobs WHERE (status IN (?, ?) AND COALESCE(not_before, '') <= ?) "
-                                 "OR (status=? AND COALESCE(lease_until, '') < ?) LIMIT 1",
-                                 (PENDING, UNAVAILABLE, now, PROCESSING, now))
+        return not self._due(_now())
+
+    def _due(self, now: str) -> bool:
+        """Whether a job waits that a worker may take now."""
+        return bool(self.db.query(f"SELECT 1 FROM ingestion_jobs WHERE {_DUE} LIMIT 1", (PENDING, UNAVAILABLE, now, PROCESSING, now)))
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
