@@ -41,9 +41,10 @@ def document(i: int) -> str:
     return "\n\n".join(f"Note {i}.{p}: " + " ".join(rng.choice(WORDS) for _ in range(40)) + "." for p in range(3))
 
 
-def queries(n: int) -> list[str]:
-    rng = random.Random(7)
-    return [" ".join(rng.sample(WORDS, 3)) for _ in range(n)]
+def queries(n: int, seed: int) -> list[str]:
+    """Queries of their own per measurement: the embedding cache (shared by the fleet) never answers for a model."""
+    rng = random.Random(seed)
+    return [f"{rng.randrange(10**6)} " + " ".join(rng.sample(WORDS, 3)) for _ in range(n)]
 
 
 def knowledge_base(url: str, pg_url: str, name: str) -> str:
@@ -53,11 +54,12 @@ def knowledge_base(url: str, pg_url: str, name: str) -> str:
     return made.headers["location"].split("/")[-1].split("?")[0]
 
 
-def ingest(urls: list[str], kb: str, documents: int) -> float:
-    """Documents per second, from the first submission until every job completed."""
+def ingest(urls: list[str], kb: str, documents: int, first: int) -> float:
+    """Documents per second, from the first submission until every job completed (documents ``first``… : texts
+    of their own per measurement, which no embedding cache holds yet)."""
     start = time.perf_counter()
     with httpx.Client(timeout=60) as http:
-        for i in range(documents):
+        for i in range(first, first + documents):
             http.post(f"{urls[i % len(urls)]}{BASE}/{kb}/ingest?documentName=n{i}.txt", content=document(i).encode()
                       ).raise_for_status()
         while True:
@@ -97,7 +99,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--clients", type=int, default=8)
     args = parser.parse_args()
-    texts = queries(args.queries)
     env = {"EDDI_RAG_RATE_LIMIT_INGEST": "100000/minute", "EDDI_RAG_RATE_LIMIT_QUERY": "100000/minute"}
     rows: list[tuple[str, str, float | None, float | None, float | None]] = []
     with postgres() as pg_url, tempfile.TemporaryDirectory(prefix="eddi-rag-bench-fleet-") as tmp:
@@ -112,9 +113,9 @@ def main() -> None:
         try:
             wait_until_healthy(peer_url, peer)
             kb = knowledge_base(peer_url, pg_url, "peer")
-            rows.append(("one process, SQLite state (the peer)", "ingestion, 1 in-process worker", ingest([peer_url], kb, args.documents),
+            rows.append(("one process, SQLite state (the peer)", "ingestion, 1 in-process worker", ingest([peer_url], kb, args.documents, 0),
                          None, None))
-            load = query_load([peer_url], kb, texts, args.clients)
+            load = query_load([peer_url], kb, queries(args.queries, 0), args.clients)
             rows.append(("one process, SQLite state (the peer)", "/query, 1 process", load["rps"], load["p50"], load["p99"]))
         finally:
             peer.terminate()
@@ -126,13 +127,13 @@ def main() -> None:
             fleet.start("worker", "worker-1")
             fleet.wait_ready("serve-1", "serve-2", "serve-3", "worker-1")
             kb = knowledge_base(urls[0], pg_url, "fleet-1")
-            rows.append(("fleet, PostgreSQL state", "ingestion, 1 worker", ingest(urls, kb, args.documents), None, None))
+            rows.append(("fleet, PostgreSQL state", "ingestion, 1 worker", ingest(urls, kb, args.documents, 100_000), None, None))
             fleet.start("worker", "worker-2")
             fleet.wait_ready("worker-2")
             kb2 = knowledge_base(urls[0], pg_url, "fleet-2")
-            rows.append(("fleet, PostgreSQL state", "ingestion, 2 workers", ingest(urls, kb2, args.documents), None, None))
+            rows.append(("fleet, PostgreSQL state", "ingestion, 2 workers", ingest(urls, kb2, args.documents, 200_000), None, None))
             for n in (1, 2, 3):
-                load = query_load(urls[:n], kb, texts, args.clients)
+                load = query_load(urls[:n], kb, queries(args.queries, n), args.clients)
                 rows.append(("fleet, PostgreSQL state", f"/query, {n} replica{'s' * (n > 1)}", load["rps"], load["p50"], load["p99"]))
         finally:
             fleet.close()
