@@ -164,3 +164,40 @@ def test_cancel_and_progress_cross_between_queues(state_url, tmp_path):
         worker.stop()
     assert replica.status(job.id).status == "cancelled"
     db.close()
+
+
+def test_a_fleet_refuses_knowledge_bases_other_machines_cannot_reach(postgres_url, tmp_path):
+    from eddi_rag.config import ConfigValidationError
+    from tests.test_cli_demo import in_process
+
+    url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}schema=t_{uuid.uuid4().hex[:12]}"
+    with Runtime(tmp_path / "one", state_url=url) as rt:  # (a process on its own may keep one)
+        rt.saving.create("rags", {"name": "local", "embeddingProvider": "local", "storeType": "sqlite"})
+    for role in ("serve", "worker"):
+        refused = in_process(role, "--state-url", url, "--data-dir", str(tmp_path / role), "--port", "0")
+        assert refused.returncode == 1
+        assert "storeType 'sqlite' keeps its data on one machine" in refused.stderr and "pgvector, qdrant" in refused.stderr
+    with Runtime(tmp_path / "fleet", state_url=url, fleet=True) as fleet:
+        with pytest.raises(ConfigValidationError) as saved:
+            fleet.saving.create("rags", {"name": "kept here", "embeddingProvider": "local", "storeType": "in-memory"})
+        assert saved.value.errors[0]["path"] == "$.storeType"
+        assert fleet.saving.create("rags", {"name": "shared", "embeddingProvider": "local", "storeType": "pgvector",
+                                            "storeParameters": {"url": postgres_url}}).version == 1
+
+
+def test_readiness_says_what_the_process_is_and_whether_it_reaches_its_state(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.api.worker import create_worker_app
+
+    with Runtime(tmp_path / "a") as rt, TestClient(create_app(rt, worker=False)) as api:
+        assert api.get("/health/ready").json() == {"role": "serve", "state": "sqlite", "worker": False, "scheduler": False,
+                                                   "status": "ready"}
+    with Runtime(tmp_path / "b") as rt, TestClient(create_worker_app(rt)) as worker:
+        body = worker.get("/health/ready").json()
+        assert body["status"] == "ready" and body["role"] == "worker" and body["worker"] is True
+        assert worker.get("/metrics").status_code == 200 and worker.get("/ragstore/rags").status_code == 404
+        rt.db.close()  # the state out of reach
+        down = worker.get("/health/ready")
+        assert down.status_code == 503 and down.json()["error"].startswith("state database")

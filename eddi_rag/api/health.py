@@ -29,6 +29,6 @@ def ready(request: Request) -> JSONResponse:
         runtime.db.query("SELECT 1")
     except Exception as e:  # noqa: BLE001 - whatever keeps the state out of reach, the process is not ready
         return JSONResponse({**body, "status": "unavailable", "error": f"state database: {runtime.resolver.redact(str(e))}"}, 503)
-    if role == "worker" and not runtime.jobs.working():
+    if role != "serve" and not runtime.jobs.working():  # (a worker, or serve with its worker)
         return JSONResponse({**body, "status": "unavailable", "error": "the ingestion worker is not running"}, 503)
     return JSONResponse({**body, "status": "ready"})

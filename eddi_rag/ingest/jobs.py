@@ -3,7 +3,7 @@
 Jobs and their statuses live in the state database (SQLite, or the PostgreSQL a fleet shares), so they
 survive a restart and any process may run them. A worker claims the oldest job it may take in one
 statement (on PostgreSQL ``FOR UPDATE SKIP LOCKED``: two workers never take the same job) and holds it
-under a lease (``lease_until``, renewed every LEASE_SECONDS/3 while the job runs): a job whose worker
+under a lease (``lease_until``, EDDI_RAG_JOB_LEASE_SECONDS, renewed every third of it while the job runs): a job whose worker
 died is taken again once its lease ran out (at once when that worker was a process of this machine
 that has ended), at most MAX_ATTEMPTS times in all (a document that crashes its process fails for good:
 ``failed: gave up after 3 attempts``). A job's document body is kept until it completes: a failed job can be retried as it
@@ -198,6 +198,7 @@ class IngestionQueue:
         rows = self.db.query(f"SELECT {_COLUMNS} FROM ingestion_jobs WHERE kb_id=? ORDER BY created_on DESC, id LIMIT ?",
                              (kb_id, limit))
         return [Job.of(r, self._progress.get(r["id"])) for r in rows]
+
     def failing(self, kb_id: str) -> list[str]:
         """The documents of ``kb_id`` whose latest ingestion failed (a later one that succeeds clears them)."""
         rows = self.db.query("SELECT document, status FROM ingestion_jobs j WHERE kb_id=? AND created_on = "
