@@ -1,6 +1,6 @@
 """A counter per knowledge base, bumped by every write (ingest, delete, purge, drop, a source's
-removal): cached search results of an older generation are stale. Kept in the embedded database, so
-a server's cache notices an ingest made by the CLI."""
+removal): cached search results of an older generation are stale. Kept in the state database, so a
+server's cache notices an ingest made by another process (the CLI, a fleet's worker)."""
 
 from __future__ import annotations
 
