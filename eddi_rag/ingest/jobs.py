@@ -3,7 +3,8 @@
 Jobs and their statuses live in the state database (SQLite, or the PostgreSQL a fleet shares), so they
 survive a restart and any process may run them. A worker claims the oldest job it may take in one
 statement (on PostgreSQL ``FOR UPDATE SKIP LOCKED``: two workers never take the same job) and holds it
-under a lease (``lease_until``, EDDI_RAG_JOB_LEASE_SECONDS, renewed every third of it while the job runs): a job whose worker
+under a lease (``lease_until``, EDDI_RAG_JOB_LEASE_SECONDS, renewed every second while the job runs, or every
+third of the lease if shorter): a job whose worker
 died is taken again once its lease ran out (at once when that worker was a process of this machine
 that has ended), at most MAX_ATTEMPTS times in all (a document that crashes its process fails for good:
 ``failed: gave up after 3 attempts``). A job's document body is kept until it completes: a failed job can be retried as it
@@ -154,7 +155,7 @@ class IngestionQueue:
                  lease_seconds: float | None = None):
         self.db, self.run, self.redact = db, run, redact
         self.max_queued = max_queued or max_queued_from_env()
-        self.lease = lease_seconds or fleet.lease_seconds_from_env()  # renewed every third of it
+        self.lease = lease_seconds or fleet.lease_seconds_from_env()  # renewed every min(1 s, a third of it)
         self.owner = fleet.new_owner()
         state.migrate(db)
         self._cancel: set[str] = set()  # processing jobs asked to stop
