@@ -27,8 +27,9 @@ def fleet_runtime(data_dir: str, state_url: str | None):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
     knowledge base lives on a store the fleet's other machines cannot reach."""
     from eddi_rag.runtime import Runtime
+    from eddi_rag.state import on_postgresql
 
-    fleet = state_url is not None and state_url.startswith(("postgresql://", "postgres://"))
+    fleet = on_postgresql(state_url)
     runtime = Runtime(data_dir, state_url=state_url, fleet=fleet)
     if fleet and (problems := runtime.fleet_problems()):
         runtime.close()

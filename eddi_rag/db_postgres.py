@@ -130,7 +130,6 @@ class PostgresDatabase:
         from psycopg_pool import ConnectionPool
 
         self.dialect = POSTGRESQL
-        self.url = url
         self.path = redacted(url)  # what messages name
         self.conninfo, self.schema = _split(url)
         if self.schema:
@@ -173,14 +172,7 @@ class PostgresDatabase:
     def query(self, statement: str, params: Any = ()) -> list[Row]:
         return self.execute(statement, params).fetchall()
 
-    def data_version(self) -> int:
-        raise NotImplementedError("the embedded stores keep their tables in a SQLite file, not in the fleet's state")
-
     # -- what the migrations and the fleet ask of every state database ----------------------------
-    @staticmethod
-    def columns(c: Connection, table: str) -> set[str]:
-        return c.columns(table)
-
     @staticmethod
     def schema_version(c: Connection) -> int:
         """(the table is state.VERSION_TABLE, made before this is asked)"""

@@ -29,7 +29,7 @@ from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state import open_state
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.variables import Variables
-from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.configs import Configs, fleet_store_error
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
 from eddi_rag.verbs.health import Health
@@ -97,8 +97,6 @@ class Runtime:
 
     def fleet_problems(self) -> list[str]:
         """The knowledge bases a fleet cannot serve (their store keeps its data on one machine), one line each."""
-        from eddi_rag.verbs.configs import fleet_store_error
-
         problems = []
         for kb_id in self.resources.ids("rags"):
             try:

@@ -17,7 +17,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from eddi_rag.db import POSTGRESQL, Database, StateDatabase
 from eddi_rag.errors import EddiRagError
@@ -70,10 +70,15 @@ UNVERSIONED_COLUMNS = (
 )
 
 
+def on_postgresql(url: str | None) -> TypeGuard[str]:
+    """Whether a state URL names PostgreSQL (the state a fleet shares)."""
+    return url is not None and url.startswith(("postgresql://", "postgres://"))
+
+
 def open_state(url: str | None, data_dir: str | Path | None, file_name: str) -> StateDatabase:
     """The state database a URL names: ``postgresql://…`` (a fleet's shared state, ``db_postgres``), else the
     SQLite file ``file_name`` in ``data_dir`` (``sqlite:///path`` names another file; no data_dir: in memory)."""
-    if url and url.startswith(("postgresql://", "postgres://")):
+    if on_postgresql(url):
         from eddi_rag.db_postgres import PostgresDatabase
 
         return PostgresDatabase(url)
@@ -166,8 +171,8 @@ def _leases(c: sqlite3.Connection) -> None:
     """Version 8: work shared by the processes of a fleet. An ingestion job is held by its ``owner`` until
     ``lease_until`` (renewed while it runs; a job whose worker died is taken again after it), waits until
     ``not_before`` (its store was down), and shows its ``progress`` to every replica; a source run is held
-    the same way (``owner``, ``lease_until``) and may wait for a worker (``owner`` NULL); the scheduler's
-    last tick is kept where the next holder of the role finds it."""
+    the same way (``owner``, ``lease_until``; NULL in runs written before: their ``pid`` tells); the
+    scheduler's last tick is kept where the next holder of the role finds it."""
     for table, columns in (("ingestion_jobs", ("owner", "lease_until", "not_before", "progress")),
                            ("source_runs", ("owner", "lease_until"))):
         have = _columns(c, table)

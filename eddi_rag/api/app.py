@@ -42,6 +42,16 @@ DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 MCP_PATH = "/mcp"
 
 
+def operated(app: FastAPI, runtime: Runtime, role: str, oidc: OidcConfig | None = None) -> None:
+    """What the HTTP face of every process has (``serve``, ``worker``): its runtime and role, credentials
+    (default: OIDC from EDDI_RAG_OIDC_* variables, and API keys), the one error mapping, metrics and request logs."""
+    app.state.runtime, app.state.role = runtime, role
+    oidc = oidc or OidcConfig.from_env()
+    app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
+    errors.install(app)
+    observability.install(app, runtime)
+
+
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
                chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1", worker: bool = True) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
@@ -66,15 +76,10 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         runtime.stores.context.close()  # e.g. save HNSW graphs built in memory
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
-    app.state.runtime = runtime
-    app.state.role = "serve" if not worker else "serve+worker"
     app.state.chat_model = chat_model
     app.state.max_upload_bytes = max_upload_bytes or uploads.max_upload_bytes()
     app.state.limits = limits or Limits.from_env()
-    oidc = oidc or OidcConfig.from_env()
-    app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
-    errors.install(app)
-    observability.install(app, runtime)
+    operated(app, runtime, "serve+worker" if worker else "serve", oidc)
 
     @app.middleware("http")
     async def documentation_wants_a_credential(request: Request, call_next):

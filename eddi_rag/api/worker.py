@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from eddi_rag import __version__
-from eddi_rag.api import errors, health, observability
-from eddi_rag.auth.http import Authenticator
-from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
+from eddi_rag.api import health
+from eddi_rag.api.app import operated
+from eddi_rag.auth.oidc import OidcConfig
 from eddi_rag.runtime import Runtime
 
 
@@ -27,10 +27,6 @@ def create_worker_app(runtime: Runtime, oidc: OidcConfig | None = None) -> FastA
         runtime.sources.close()
 
     app = FastAPI(title="eddi-rag worker", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
-    app.state.runtime, app.state.role = runtime, "worker"
-    oidc = oidc or OidcConfig.from_env()
-    app.state.auth = Authenticator(runtime.keys, OidcVerifier(oidc) if oidc else None)
-    errors.install(app)
-    observability.install(app, runtime)
+    operated(app, runtime, "worker", oidc)
     app.include_router(health.router)
     return app

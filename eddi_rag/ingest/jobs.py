@@ -128,7 +128,7 @@ class Progress:
 
     def cancelled(self) -> bool:
         """Cancelled, or the worker is stopping (then the job waits for the next start)."""
-        return self.job_id in self.queue._cancel or self.queue._stopping
+        return self.job_id in self.queue._cancel or self.queue._stop.is_set()
 
     def parsed(self, unit: str, done: int) -> None:
         self.queue._progress[self.job_id] = {"phase": "parsing", "unit": unit, "done": done, "total": None}
@@ -159,13 +159,12 @@ class IngestionQueue:
         self.owner = fleet.new_owner()
         state.migrate(db)
         self._cancel: set[str] = set()  # processing jobs asked to stop
-        self._stopping = False  # stop(): the running job is put back for the next start
         self._waits: dict[str, int] = {}  # job -> times its store was found down in a row
         self._held: set[str] = set()  # the jobs this queue runs now (their leases renewed)
         self._wake = threading.Event()  # a job was queued here: look now
         self._claiming = threading.Lock()  # held from a claim until its job is among _held (idle() waits for it)
         self._threads: list[threading.Thread] = []
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # stop(): the running job is put back for the next start
         self._progress: dict[str, dict[str, Any]] = {}
 
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False,
@@ -400,7 +399,6 @@ class IngestionQueue:
         due at once."""
         if self._threads:
             return
-        self._stopping = False
         self._stop.clear()
         fleet.working(self.owner)
         self.release_ended()
@@ -455,7 +453,6 @@ class IngestionQueue:
 
     def stop(self) -> None:
         """Stop the worker; a job it is running stops at its next step and is given back (the next worker takes it)."""
-        self._stopping = True
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
