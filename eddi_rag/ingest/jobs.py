@@ -378,8 +378,11 @@ class IngestionQueue:
         hear of the ones cancelled elsewhere."""
         for job_id in list(self._held):
             progress = self._progress.get(job_id)
-            self.db.execute("UPDATE ingestion_jobs SET lease_until=?, progress=? WHERE id=? AND owner=? AND status=?",
-                            (_now(self.lease), json.dumps(progress) if progress else None, job_id, self.owner, PROCESSING))
+            renewed = self.db.execute("UPDATE ingestion_jobs SET lease_until=?, progress=? WHERE id=? AND owner=? AND status=?",
+                                      (_now(self.lease), json.dumps(progress) if progress else None, job_id, self.owner,
+                                       PROCESSING)).rowcount
+            if renewed:  # still ours and running: nothing more to ask
+                continue
             rows = self.db.query("SELECT status FROM ingestion_jobs WHERE id=?", (job_id,))
             if rows and rows[0]["status"] == CANCELLED:
                 self._cancel.add(job_id)

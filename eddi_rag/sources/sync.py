@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import fleet, state
@@ -75,8 +74,7 @@ class NotAnUploadSourceError(EddiRagError, ValueError):
     status = 409
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+_now = fleet.now
 
 
 @dataclass
