@@ -189,6 +189,7 @@ class RagConfiguration(BaseModel):
     sources: list[IngestionSource] = Field(default_factory=list)
 
     _disabled: str | None = PrivateAttr(default=None)  # set when the provider reference was resolved to nothing
+    _tenant: str = PrivateAttr(default="default")  # whose secrets its references read (set when read from the state)
 
     @model_validator(mode="before")
     @classmethod
@@ -216,6 +217,16 @@ class RagConfiguration(BaseModel):
         """This configuration with its embedding reference resolved."""
         out = self.model_copy(update={"embeddingProvider": provider or self.embeddingProvider, "embeddingParameters": parameters})
         out._disabled = disabled
+        return out
+
+    @property
+    def tenant(self) -> str:
+        """The tenant this configuration belongs to: its ``${vault:…}`` references are that tenant's keys."""
+        return self._tenant
+
+    def in_tenant(self, tenant: str) -> RagConfiguration:
+        out = self.model_copy()
+        out._tenant = tenant
         return out
 
     def source(self, source_id: str) -> IngestionSource | None:

@@ -22,7 +22,8 @@ from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, VectorCache
 from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
 from eddi_rag.embeddings.references import EmbeddingDisabledError
-from eddi_rag.secrets import SecretResolver, resolve_parameters
+from eddi_rag.outbound import OutboundPolicy
+from eddi_rag.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
 from eddi_rag.stores import langchain4j
 from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
 
@@ -76,18 +77,24 @@ def embedding_key(config: RagConfiguration) -> str:
 class EmbeddingModelFactory:
     """One model per (provider, parameters), wrapped in the persistent embedding cache."""
 
-    def __init__(self, cache: VectorCache | Database | None, resolver: SecretResolver | None = None, **cache_args: Any):
-        """``cache``: where vectors are kept (a state database means its table; None: no cache)."""
+    def __init__(self, cache: VectorCache | Database | None, resolver: SecretResolver | None = None,
+                 outbound: OutboundPolicy | None = None, **cache_args: Any):
+        """``cache``: where vectors are kept (a state database means its table; None: no cache).
+        ``outbound``: which endpoints a remote provider may be pointed at (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         self.vectors = StateVectorCache(cache) if hasattr(cache, "transaction") else cache  # type: ignore[arg-type]
         self.resolver = resolver or SecretResolver()
+        self.outbound = outbound or OutboundPolicy.from_env()
         self._cache: BoundedCache[Embeddings] = BoundedCache(**cache_args)
 
-    def get(self, provider: str, params: dict[str, Any]) -> Embeddings:
-        return self._cache.get_or_build(cache_key(provider, params), lambda: self._build(provider, params))
+    def get(self, provider: str, params: dict[str, Any], tenant: str = DEFAULT_TENANT) -> Embeddings:
+        """The model of ``provider`` with ``params``, their secrets read in ``tenant`` (models are not shared across tenants)."""
+        return self._cache.get_or_build(cache_key(provider, params, tenant), lambda: self._build(provider, params, tenant))
 
-    def _build(self, provider: str, params: dict[str, Any]) -> Embeddings:
+    def _build(self, provider: str, params: dict[str, Any], tenant: str) -> Embeddings:
         spec = registry.load(registry.EMBEDDINGS, provider)
-        resolved = registry.prepare_parameters(registry.EMBEDDINGS, provider, resolve_parameters(params, self.resolver))
+        resolved = resolve_parameters(params, self.resolver, tenant)
+        self.outbound.check_endpoints(params, resolved, f"embeddingParameters of {provider!r}")
+        resolved = registry.prepare_parameters(registry.EMBEDDINGS, provider, resolved)
         model = spec.build(resolved)
         if spec.remote:
             dims = resolved.get("dimensions")
@@ -103,14 +110,17 @@ class EmbeddingModelFactory:
         """The KB's model. Raises EmbeddingDisabledError when it has none (see embeddings.references)."""
         if config.embedding_disabled or not config.embeddingProvider:
             raise EmbeddingDisabledError(f"knowledge base {config.name!r}: embedding disabled: {config.embedding_disabled}")
-        return self.get(config.embeddingProvider, config.embeddingParameters)
+        return self.get(config.embeddingProvider, config.embeddingParameters, config.tenant)
 
 
 class EmbeddingStoreFactory:
     """One store object per (storeType, configuration id, parameters)."""
 
-    def __init__(self, context: StoreContext, resolver: SecretResolver | None = None, **cache_args: Any):
+    def __init__(self, context: StoreContext, resolver: SecretResolver | None = None,
+                 outbound: OutboundPolicy | None = None, **cache_args: Any):
+        """``outbound``: which store servers a configuration may name (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         self.context, self.resolver = context, resolver or SecretResolver()
+        self.outbound = outbound or OutboundPolicy.from_env()
         self._cache: BoundedCache[KnowledgeStore] = BoundedCache(**cache_args)
 
     def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
@@ -121,8 +131,9 @@ class EmbeddingStoreFactory:
 
     def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
         cls = registry.load(registry.STORES, config.storeType)
-        params = resolve_parameters(config.storeParameters, self.resolver)
+        params = resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         what = f"knowledge base {kb_id!r}: {config.storeType} store"
+        self.outbound.check_endpoints(config.storeParameters, params, f"{what}: storeParameters")
         with unavailable(what, self.resolver.redact):  # e.g. a client that connects when it is made
             params = registry.prepare_parameters(registry.STORES, config.storeType, params)
             store = cls(kb_id, langchain4j.adopt(config.storeType, config.storeNamespace, kb_id, config.name, params),

@@ -1,21 +1,26 @@
 """One guard for every request the server makes on a caller's behalf (web sources, sitemaps,
-httpCall RAG): link-local and cloud-metadata addresses never; private ranges, loopback and
-carrier-grade NAT only inside networks the server's configuration allows
-(``EDDI_RAG_OUTBOUND_ALLOW``, e.g. ``127.0.0.0/8,10.1.0.0/16``; default none). Every redirect hop
-is checked again. Only http and https."""
+httpCall RAG, embedding and reranker endpoints, store servers): link-local and cloud-metadata addresses
+never; private ranges, loopback and carrier-grade NAT only inside networks the server's configuration
+allows (``EDDI_RAG_OUTBOUND_ALLOW``, e.g. ``127.0.0.0/8,10.1.0.0/16``; default none; an entry starting
+with ``/`` allows the local sockets in that folder, for a store server reached through one). Every redirect
+hop is checked again. Only http and https for requests. Addresses written as one number
+(``http://2852039166/``) or as IPv4 inside IPv6 (``[::ffff:169.254.169.254]``) are read as the address
+they are."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 from eddi_rag.errors import EddiRagError
+from eddi_rag.secrets import ENDPOINT_PARAMETERS
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 NEVER = tuple(ipaddress.ip_network(n) for n in (
@@ -32,21 +37,38 @@ class OutboundBlockedError(EddiRagError, ValueError):
     status = 400
 
 
-def _allowed_from_env() -> tuple[Network, ...]:
-    raw = os.environ.get("EDDI_RAG_OUTBOUND_ALLOW", "")
+def _allowed_from_env() -> tuple[tuple[Network, ...], tuple[str, ...]]:
+    parts = [p.strip() for p in os.environ.get("EDDI_RAG_OUTBOUND_ALLOW", "").split(",") if p.strip()]
     try:
-        return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in raw.split(",") if part.strip())
+        networks = tuple(ipaddress.ip_network(p, strict=False) for p in parts if not p.startswith("/"))
     except ValueError as e:
         raise ValueError(f"EDDI_RAG_OUTBOUND_ALLOW: {e}") from None
+    return networks, tuple(os.path.normpath(p) for p in parts if p.startswith("/"))
+
+
+def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host names literally, however written (dotted, one number, hex, IPv4-mapped IPv6), else None."""
+    host = host.strip("[]")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        try:  # the forms inet_aton reads, as resolvers and browsers do: 2852039166, 0xa9fea9fe, 169.254.43518
+            ip = ipaddress.ip_address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 @dataclass(frozen=True)
 class OutboundPolicy:
     allow: tuple[Network, ...] = ()  # private/loopback networks that may be reached
+    sockets: tuple[str, ...] = ()  # folders whose local sockets a store may connect through
 
     @classmethod
     def from_env(cls) -> OutboundPolicy:
-        return cls(_allowed_from_env())
+        return cls(*_allowed_from_env())
 
     @staticmethod
     def check_static(url: str) -> str:
@@ -58,35 +80,53 @@ class OutboundPolicy:
         host = (parts.hostname or "").rstrip(".").lower()
         if not host:
             raise OutboundBlockedError(f"{url}: no host")
-        if host in METADATA_HOSTS:
-            raise OutboundBlockedError(f"{url}: {host} is a cloud metadata service")
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            return host
-        if any(literal in n for n in NEVER):
-            raise OutboundBlockedError(f"{url}: {host} is a link-local or metadata address (never allowed)")
+        check_host_static(host, url)
         return host
 
     def check(self, url: str) -> None:
         """Raise OutboundBlockedError unless ``url`` may be requested (its host is resolved here)."""
         parts = urlsplit(url)
         host = self.check_static(url)
+        self.check_host(host, parts.port or (443 if parts.scheme == "https" else 80), url)
+
+    def check_host(self, host: str, port: int | None = None, what: str | None = None) -> None:
+        """Raise OutboundBlockedError unless ``host`` may be connected to (resolved here); a local socket's
+        path only inside a folder ``EDDI_RAG_OUTBOUND_ALLOW`` lists."""
+        what = what or host
+        if host.startswith("/"):
+            folder = os.path.normpath(host)
+            if not any(folder == s or folder.startswith(s.rstrip("/") + "/") for s in self.sockets):
+                raise OutboundBlockedError(f"{what}: the local socket folder {host} may be used only when the operator "
+                                           "lists it in EDDI_RAG_OUTBOUND_ALLOW")
+            return
+        check_host_static(host, what)
         try:
-            infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
+            infos = socket.getaddrinfo(host.strip("[]"), port or 80, type=socket.SOCK_STREAM)
         except socket.gaierror as e:
-            raise OutboundBlockedError(f"{url}: cannot resolve {host} ({e.strerror})") from e
+            raise OutboundBlockedError(f"{what}: cannot resolve {host} ({e.strerror})") from e
         for info in infos:
             ip = ipaddress.ip_address(str(info[4][0]).split("%")[0])
             if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
                 ip = ip.ipv4_mapped
             if any(ip in n for n in NEVER):
-                raise OutboundBlockedError(f"{url}: {host} resolves to {ip}, a link-local or metadata address (never allowed)")
+                raise OutboundBlockedError(f"{what}: {host} resolves to {ip}, a link-local or metadata address (never allowed)")
             private = ip.is_private or ip.is_loopback or any(ip in n for n in GUARDED)
             if private and not any(ip in n for n in self.allow if n.version == ip.version):
                 raise OutboundBlockedError(
-                    f"{url}: {host} resolves to {ip}, a private or loopback address; allow its network in "
+                    f"{what}: {host} resolves to {ip}, a private or loopback address; allow its network in "
                     f"EDDI_RAG_OUTBOUND_ALLOW to reach it")
+
+    def check_endpoints(self, params: dict[str, Any], resolved: dict[str, Any], what: str) -> None:
+        """Every server ``resolved`` parameters name (``baseUrl``, ``url``, ``host``, a connection string), unless the
+        operator set it (the unresolved value is an ``${env:…}`` reference)."""
+        for key, value in resolved.items():
+            if key not in ENDPOINT_PARAMETERS or not isinstance(value, str) or not value:
+                continue
+            raw = params.get(key)
+            if isinstance(raw, str) and raw.startswith("${env:"):
+                continue
+            for host, port in endpoint_hosts(key, value, resolved):
+                self.check_host(host, port, f"{what}: {key}")
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """An httpx client that checks every request it sends, redirects included (at most 5)."""
@@ -97,3 +137,37 @@ class OutboundPolicy:
         kwargs.setdefault("follow_redirects", True)
         kwargs.setdefault("max_redirects", 5)
         return httpx.Client(event_hooks={"request": [hook]}, **kwargs)
+
+
+
+def check_host_static(host: str, what: str) -> None:
+    """Refuse what a host's name or literal address says without resolving it."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name in METADATA_HOSTS:
+        raise OutboundBlockedError(f"{what}: {name} is a cloud metadata service")
+    literal = literal_address(name)
+    if literal is not None and any(literal in n for n in NEVER):
+        raise OutboundBlockedError(f"{what}: {host} is a link-local or metadata address (never allowed)")
+
+
+def endpoint_hosts(key: str, value: str, params: dict[str, Any]) -> list[tuple[str, int | None]]:
+    """(host, port) pairs a store or provider parameter names: a URL (several hosts, as MongoDB's), a libpq
+    URI or ``key=value`` string (its ``host``, a socket folder included), or a bare host."""
+    if key == "host":
+        port = params.get("port")
+        return [(value, int(port) if isinstance(port, int) or (isinstance(port, str) and port.isdigit()) else None)]
+    if "://" not in value:
+        if "=" in value:  # libpq's key=value form
+            found = dict(m.groups() for m in re.finditer(r"(\w+)\s*=\s*'?([^\s']*)'?", value))
+            return [(h, None) for h in (found.get("host") or found.get("hostaddr") or "localhost").split(",")]
+        return [(value, None)]
+    parts = urlsplit(value)
+    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+    if query.get("host"):  # libpq: ?host=/socket/folder
+        return [(unquote(h), None) for h in query["host"].split(",")]
+    hosts = []
+    for item in parts.netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = item.rpartition(":") if not item.endswith("]") else (item, "", "")
+        host = host or item
+        hosts.append((host, int(port) if port.isdigit() else None))
+    return [(h, p) for h, p in hosts if h] or [("localhost", None)]

@@ -55,7 +55,7 @@ class Runtime:
         default the SQLite file in ``data_dir``. ``fleet``: this process is one of several sharing that state
         (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store.
         ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE).
-        ``outbound``: which addresses web sources and httpCall RAG may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
+        ``outbound``: which addresses web sources, httpCall RAG, providers, rerankers and store servers may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         self.outbound = outbound or OutboundPolicy.from_env()
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.db = open_state(state_url or os.environ.get("EDDI_RAG_STATE_URL"), self.data_dir, DB_FILE)
@@ -65,11 +65,11 @@ class Runtime:
         redact = self.resolver.redact
         self.resources = SqliteResourceStore(self.db)
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
-        self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver)
-        self.stores = EmbeddingStoreFactory(StoreContext(stores_db, self.data_dir), self.resolver)
+        self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver, self.outbound)
+        self.stores = EmbeddingStoreFactory(StoreContext(stores_db, self.data_dir), self.resolver, self.outbound)
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
-        self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver))
+        self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver, self.outbound))
         self.variables = Variables(self.db)
         self.configs = Configs(self.resources, self.data_dir, self.variables, fleet)
         self.jobs = IngestionQueue(self.db, job_runner(self.configs, self.ingestor), redact)

@@ -4,17 +4,36 @@ writes since v6).
 References stay unresolved everywhere (stored configs, descriptors, API responses, traces,
 cache keys). They are resolved only by :func:`resolve_parameters`, called when a provider or
 store is built, and the resolved values are never logged.
+
+The server's secrets stay the operator's:
+
+- ``${env:NAME}`` resolves only names the operator lists in ``EDDI_RAG_SECRET_ENV`` (comma-separated;
+  unset: the providers' usual key variables, PROVIDER_KEY_VARIABLES; ``""``: none). Every other name is
+  "not set" for a configuration, whatever the process holds (``HOME``, the state URL, another tenant's vault).
+- A key from the environment goes only where the operator points it: parameters that resolve an
+  ``${env:…}`` secret may name no endpoint of their own (``baseUrl``, ``endpoint``, …) unless that endpoint is
+  itself an ``${env:…}`` reference (:func:`env_secret_errors`).
+- ``${vault:KEY}`` is read in the configuration's own tenant: ``EDDI_VAULT_<KEY>`` for the default tenant
+  (as before), ``EDDI_VAULT_TENANT_<TENANT>__<KEY>`` for any other (upper-cased, other characters ``_``);
+  one tenant's keys never resolve in another's configuration.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from eddi_rag.errors import EddiRagError
 
+DEFAULT_TENANT = "default"  # (resources.DEFAULT_TENANT; this leaf imports nothing of the resources)
+ENV_SETTING = "EDDI_RAG_SECRET_ENV"
+PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "COHERE_API_KEY", "MISTRAL_API_KEY", "GEMINI_API_KEY",
+                          "GOOGLE_API_KEY", "VOYAGE_API_KEY", "JINA_API_KEY", "HUGGINGFACEHUB_API_TOKEN")
+# where a provider, reranker or store server is reached
+ENDPOINT_PARAMETERS = ("baseUrl", "endpoint", "endpointUrl", "url", "host", "connectionString")
+TENANT_VAULT_PREFIX = "EDDI_VAULT_TENANT_"
 REFERENCE = re.compile(r"\$\{(env|eddivault|vault|vars):([^}]+)\}")  # vars: replaced before (eddi_rag.variables)
 
 
@@ -23,21 +42,52 @@ class SecretNotFoundError(EddiRagError, LookupError):
     status = 409
 
 
-class SecretResolver:
-    """Resolves references. The vault is a plain mapping; by default it is read from
-    ``EDDI_VAULT_<KEY>`` environment variables (KEY upper-cased, non-alphanumerics as ``_``)."""
+def _variable_part(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", value).upper()
 
-    def __init__(self, vault: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None):
+
+def vault_variable(key: str, tenant: str = DEFAULT_TENANT) -> str | None:
+    """The environment variable holding ``tenant``'s vault key ``key``; None when the names cannot be told
+    apart from another tenant's (``__`` inside, or a default-tenant key that reads as a tenant's)."""
+    name, owner = _variable_part(key), _variable_part(tenant)
+    if "__" in name or (tenant != DEFAULT_TENANT and "__" in owner):
+        return None
+    if tenant == DEFAULT_TENANT:
+        variable = "EDDI_VAULT_" + name
+        return None if variable.startswith(TENANT_VAULT_PREFIX) else variable
+    return f"{TENANT_VAULT_PREFIX}{owner}__{name}"
+
+
+def listed_env_names(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The environment variables configurations may read (``EDDI_RAG_SECRET_ENV``)."""
+    raw = (environ if environ is not None else os.environ).get(ENV_SETTING)
+    names = PROVIDER_KEY_VARIABLES if raw is None else raw.split(",")
+    return frozenset(n.strip() for n in names if n.strip())
+
+
+class SecretResolver:
+    """Resolves references in a tenant. ``vault``: the default tenant's keys as a plain mapping; by default
+    each tenant's are read from environment variables (vault_variable). ``env_names``: what ``${env:…}`` may
+    read (default: ``EDDI_RAG_SECRET_ENV``, read at each resolution)."""
+
+    def __init__(self, vault: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None,
+                 env_names: Collection[str] | None = None):
         self._vault = vault
         self._environ = environ if environ is not None else os.environ
+        self._env_names = frozenset(env_names) if env_names is not None else None
         self._resolved: set[str] = set()  # secret values handed out, so redact() can hide them
 
-    def _vault_value(self, key: str) -> str | None:
-        if self._vault is not None:
-            return self._vault.get(key)
-        return self._environ.get("EDDI_VAULT_" + re.sub(r"[^A-Za-z0-9]", "_", key).upper())
+    def env_names(self) -> frozenset[str]:
+        return self._env_names if self._env_names is not None else listed_env_names()
 
-    def resolve(self, value: Any) -> Any:
+    def _vault_value(self, key: str, tenant: str) -> str | None:
+        if self._vault is not None:
+            return self._vault.get(key) if tenant == DEFAULT_TENANT else None
+        variable = vault_variable(key, tenant)
+        return self._environ.get(variable) if variable else None
+
+    def resolve(self, value: Any, tenant: str = DEFAULT_TENANT) -> Any:
+        """``value`` with its references resolved as ``tenant`` may resolve them (SecretNotFoundError otherwise)."""
         if not isinstance(value, str) or "${" not in value:
             return value
 
@@ -46,7 +96,10 @@ class SecretResolver:
             if kind == "vars":  # a global variable that is not set (set ones were replaced when the config was read)
                 raise SecretNotFoundError(f"global variable {m.group(0)} is not set (PUT /variablestore/variables/"
                                           f"<tenant>/{key.rsplit('/', 1)[-1]})")
-            found = self._environ.get(key) if kind == "env" else self._vault_value(key)
+            if kind == "env" and key not in self.env_names():
+                raise SecretNotFoundError(f"secret reference {m.group(0)} is not set: configurations read only the "
+                                          f"environment variables the operator lists in {ENV_SETTING}")
+            found = self._environ.get(key) if kind == "env" else self._vault_value(key, tenant)
             if found is None:
                 raise SecretNotFoundError(f"secret reference {m.group(0)} is not set")
             if len(found) >= 4:
@@ -62,9 +115,27 @@ class SecretResolver:
         return text
 
 
-def resolve_parameters(params: Mapping[str, Any], resolver: SecretResolver | None = None) -> dict[str, Any]:
+def resolve_parameters(params: Mapping[str, Any], resolver: SecretResolver | None = None,
+                       tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+    """``params`` resolved in ``tenant``; a key from the environment bound to the operator's endpoints
+    (env_secret_errors: SecretNotFoundError)."""
+    if problems := env_secret_errors(params):
+        raise SecretNotFoundError(problems[0]["message"])
     resolver = resolver or SecretResolver()
-    return {k: resolver.resolve(v) for k, v in params.items()}
+    return {k: resolver.resolve(v, tenant) for k, v in params.items()}
+
+
+def env_secret_errors(params: Mapping[str, Any], path: str = "$") -> list[dict[str, Any]]:
+    """Parameters that would send a secret of the server's environment to an endpoint a configuration chose:
+    an ``${env:…}`` reference beside a literal (or vault) ``baseUrl``/``endpoint``. As {path, message, value}."""
+    if not any(isinstance(v, str) and "${env:" in v for k, v in params.items() if k not in ENDPOINT_PARAMETERS):
+        return []
+    return [{"path": f"{path}.{k}", "value": v,
+             "message": f"{k} must be the operator's (an ${{env:…}} reference) or left out when a secret comes from the "
+                        "server's environment (${env:…}): a key of the server goes only to the endpoint the operator "
+                        "sets; put your own key in the vault (${vault:…}) to use an endpoint of your choice"}
+            for k, v in params.items()
+            if k in ENDPOINT_PARAMETERS and v not in (None, "") and not (isinstance(v, str) and v.startswith("${env:"))]
 
 
 def is_reference(value: Any) -> bool:

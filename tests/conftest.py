@@ -239,8 +239,16 @@ def chroma_params():
 
 
 @pytest.fixture(scope="session")
-def postgres_url():
-    yield from _service("postgres_url")
+def postgres_url(loopback_allowed):
+    """The tests' PostgreSQL, reached through a local socket: its folder is one the operator allows (outbound)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    for url in _service("postgres_url"):
+        folder = parse_qs(urlsplit(url).query).get("host", [""])[0]
+        allowed = os.environ.get("EDDI_RAG_OUTBOUND_ALLOW", "")
+        if folder and folder not in allowed.split(","):
+            os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = f"{allowed},{folder}" if allowed else folder
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -98,8 +98,8 @@ def test_an_eddi_embedding_configuration_is_accepted_and_read_as_ours(client, pr
 
 
 def test_openai_in_eddi_form_embeds_through_the_wire(client, openai_server, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-eddi")
-    params = {"apiKey": "${env:OPENAI_API_KEY}", "modelName": "text-embedding-3-small", "baseUrl": openai_server.base_url,
+    monkeypatch.setenv("EDDI_VAULT_OPENAI_API_KEY", "sk-eddi")
+    params = {"apiKey": "${vault:openai-api-key}", "modelName": "text-embedding-3-small", "baseUrl": openai_server.base_url,
               "dimensions": "16"}
     id = kb_id(client.post(BASE, json={"name": "oa", "embeddingProvider": "openai", "embeddingParameters": params,
                                        "storeType": "sqlite", "minScore": 0}))

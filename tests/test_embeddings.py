@@ -35,8 +35,8 @@ def test_unknown_provider_names_the_known_ones():
 
 
 def test_openai_provider_speaks_the_real_wire_format(openai_server):
-    factory = EmbeddingModelFactory(None, SecretResolver(environ={"KEY": "sk-test"}))
-    model = factory.get("openai", {"apiKey": "${env:KEY}", "model": "text-embedding-3-small",
+    factory = EmbeddingModelFactory(None, SecretResolver(environ={"EDDI_VAULT_KEY": "sk-test"}))
+    model = factory.get("openai", {"apiKey": "${vault:key}", "model": "text-embedding-3-small",
                                    "dimensions": 32, "baseUrl": openai_server.base_url})
     vectors = model.embed_documents(["alpha", "beta"])
     assert len(vectors) == 2 and len(vectors[0]) == 32

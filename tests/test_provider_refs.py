@@ -92,8 +92,8 @@ def test_the_providers_map_is_a_versioned_resource_with_a_schema(client):
 
 
 def test_a_kb_embeds_through_the_provider_it_names(client, openai_server, monkeypatch):
-    monkeypatch.setenv("MY_OPENAI_KEY", "sk-from-the-map")
-    r = client.post(f"{PROVIDERS}?id=my-openai", json={"type": "openai", "apiKey": "${env:MY_OPENAI_KEY}",
+    monkeypatch.setenv("EDDI_VAULT_MY_OPENAI_KEY", "sk-from-the-map")
+    r = client.post(f"{PROVIDERS}?id=my-openai", json={"type": "openai", "apiKey": "${vault:my-openai-key}",
                                                        "baseUrl": openai_server.base_url})
     provider_id = r.headers["Location"].split("/")[-1].split("?")[0]
     id = kb(client, embeddingProviderId=provider_id, embeddingParameters={"dimensions": 16})

@@ -67,7 +67,7 @@ def check_vectors(vectors, texts=TEXTS):
 
 def test_openai(tmp_path):
     with OpenAIStandIn() as server:
-        check_vectors(embed("openai", {"apiKey": "${env:K}", "baseUrl": server.base_url, "dimensions": DIMS}, environ={"K": "sk-1"}))
+        check_vectors(embed("openai", {"apiKey": "${vault:k}", "baseUrl": server.base_url, "dimensions": DIMS}, environ={"EDDI_VAULT_K": "sk-1"}))
     (req,) = server.requests
     assert req["path"] == "/v1/embeddings" and req["headers"]["authorization"] == "Bearer sk-1"
     assert req["json"]["model"] == "text-embedding-3-small" and req["json"]["dimensions"] == DIMS and req["json"]["input"] == TEXTS
@@ -122,7 +122,9 @@ def test_gemini():
     with WireStandIn(gemini) as server:
         check_vectors(embed("gemini", {"apiKey": "g-key", "baseUrl": server.url, "dimensions": DIMS}))
     (req,) = server.requests
-    assert req["path"] == "/v1beta/models/gemini-embedding-2:batchEmbedContents" and req["headers"]["x-goog-api-key"] == "g-key"
+    # google-genai 3.6 calls /v1 where earlier releases called /v1beta; Google's API answers both
+    assert req["path"] in ("/v1beta/models/gemini-embedding-2:batchEmbedContents", "/v1/models/gemini-embedding-2:batchEmbedContents")
+    assert req["headers"]["x-goog-api-key"] == "g-key"
     first = req["json"]["requests"][0]
     assert first["content"]["parts"][0]["text"] == TEXTS[0] and first["outputDimensionality"] == DIMS
 

@@ -50,9 +50,9 @@ def prefers(word: str):
 def test_http_rerankers_speak_their_api_and_reorder(runtime, monkeypatch, kind, model, top):
     cohere_or_jina, voyage = prefers("bicycles")
     with WireStandIn(voyage if kind == "voyage" else cohere_or_jina) as server:
-        monkeypatch.setenv("RERANK_KEY", "rk-123")
+        monkeypatch.setenv("EDDI_VAULT_RERANK_KEY", "rk-123")
         kb = make_kb(runtime, "Trains", DOCS, minScore=0, maxResults=2, reranker=kind,
-                     rerankerParameters={"apiKey": "${env:RERANK_KEY}", "baseUrl": server.url})
+                     rerankerParameters={"apiKey": "${vault:rerank-key}", "baseUrl": server.url})
         hits = runtime.query(kb, "night train to Vienna")
         (call,) = server.calls("/rerank")
         assert call["headers"]["authorization"] == "Bearer rk-123"

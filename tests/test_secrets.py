@@ -4,9 +4,9 @@ from eddi_rag.secrets import SecretNotFoundError, SecretResolver, resolve_parame
 
 
 def test_env_and_vault_references_resolve_late():
-    resolver = SecretResolver(vault={"openai-key": "sk-vault"}, environ={"PGPASS": "pw"})
-    params = {"apiKey": "${eddivault:openai-key}", "password": "${env:PGPASS}", "dimensions": 384, "url": "http://h/${env:PGPASS}"}
-    assert resolve_parameters(params, resolver) == {"apiKey": "sk-vault", "password": "pw", "dimensions": 384, "url": "http://h/pw"}
+    resolver = SecretResolver(vault={"openai-key": "sk-vault"}, environ={"PGPASS": "pw", "PGHOST": "h"}, env_names={"PGPASS", "PGHOST"})
+    params = {"apiKey": "${eddivault:openai-key}", "password": "${env:PGPASS}", "dimensions": 384, "url": "${env:PGHOST}/db"}
+    assert resolve_parameters(params, resolver) == {"apiKey": "sk-vault", "password": "pw", "dimensions": 384, "url": "h/db"}
     assert params["apiKey"] == "${eddivault:openai-key}"  # the stored config is untouched
 
 
@@ -23,11 +23,11 @@ def test_eddis_current_vault_spelling_resolves_too():
 
 def test_missing_secret_names_the_reference_only():
     with pytest.raises(SecretNotFoundError, match=r"\$\{env:NOPE\}"):
-        SecretResolver(environ={}).resolve("${env:NOPE}")
+        SecretResolver(environ={}, env_names={"NOPE"}).resolve("${env:NOPE}")
 
 
 def test_redact_hides_every_secret_handed_out():
-    resolver = SecretResolver(environ={"K": "sk-live-123456"})
+    resolver = SecretResolver(environ={"K": "sk-live-123456"}, env_names={"K"})
     resolver.resolve("${env:K}")
     assert resolver.redact("401: Incorrect API key provided: sk-live-123456.") == "401: Incorrect API key provided: ***."
 
@@ -36,10 +36,10 @@ def test_secrets_never_reach_traces_or_ingestion_statuses(tmp_path, openai_serve
     from eddi_rag.runtime import Runtime
     from eddi_rag.workflow.memory import ConversationMemory
 
-    monkeypatch.setenv("LEAKY_KEY", "sk-leaky-0123456789")
+    monkeypatch.setenv("EDDI_VAULT_LEAKY_KEY", "sk-leaky-0123456789")
     runtime = Runtime(tmp_path)
     try:
-        params = {"apiKey": "${env:LEAKY_KEY}", "baseUrl": openai_server.base_url, "maxRetries": 0}
+        params = {"apiKey": "${vault:leaky-key}", "baseUrl": openai_server.base_url, "maxRetries": 0}
         kb = runtime.resources.create("rags", {"name": "kb", "embeddingProvider": "openai", "embeddingParameters": params})
         job = runtime.jobs.submit(kb.id, 1, "a.md", "text")
         openai_server.fail_next = [401, 401]  # the error message names the refused key

@@ -12,6 +12,7 @@ from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_ra
 from eddi_rag.embeddings import references as provider_references
 from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import ResourceNotFoundError, ResourceStore
+from eddi_rag.secrets import env_secret_errors
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.variables import Variables
 from eddi_rag.variables import references as variable_references
@@ -63,6 +64,8 @@ class Configs:
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
                                           f"(use {', '.join(capable)}, or searchMode 'vector')"})
         errors += paths.errors(config, self.data_dir)
+        for field in ("embeddingParameters", "storeParameters", "rerankerParameters"):
+            errors += env_secret_errors(getattr(config, field), f"$.{field}")
         if self.fleet and (problem := fleet_store_error(config.storeType)):
             errors.append({"path": "$.storeType", "value": config.storeType, "message": problem})
         if errors:
@@ -74,9 +77,8 @@ class Configs:
         provider reference resolved in the KB's own tenant (or marked disabled), its ``${vars:…}`` replaced
         by the tenant's global variables."""
         config = validate_rag_configuration(self.resources.read("rags", kb_id, version))
-        tenant = self.resources.tenant_of("rags", kb_id) if config.embeddingProviderId or self.variables else ""
-        if config.embeddingProviderId:
-            config = self.resolve_embedding(config, tenant)
+        tenant = self.resources.tenant_of("rags", kb_id)
+        config = self.resolve_embedding(config, tenant)
         if self.variables is None:
             return config
         return config.model_copy(update={"embeddingParameters": self.variables.substitute(config.embeddingParameters, tenant),
@@ -96,7 +98,8 @@ class Configs:
 
     def resolve_embedding(self, config: RagConfiguration, tenant: str) -> RagConfiguration:
         """``config`` with its embedding backend resolved from embeddingProviderId (an entry of
-        ``tenant``'s providers map) / embeddingProvider."""
+        ``tenant``'s providers map) / embeddingProvider, in ``tenant`` (whose secrets it reads)."""
+        config = config.in_tenant(tenant)
         return provider_references.resolve_config(config, lambda id: self.provider_entry(id, tenant), registry.parameter_names)
 
     def checked(self, kind: str, data: Any, tenant: str, references: bool = True) -> dict[str, Any]:

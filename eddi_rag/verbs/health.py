@@ -193,14 +193,14 @@ class Health:
     def _secrets(self, data: dict[str, Any], config: RagConfiguration, add: Callable[..., bool]) -> bool:
         if scrubbed := list(redacted_paths(data)):
             return add("secrets", False, f"{', '.join(scrubbed)}: {REDACTED}, a secret an EDDI export scrubbed",
-                       "put the secret in the vault (EDDI_VAULT_<KEY>), reference it as ${vault:<key>} there, "
+                       "put the secret in the tenant's vault (README: Secrets), reference it as ${vault:<key>} there, "
                        "then save a new version")
         try:
-            resolve_parameters(config.embeddingParameters, self.resolver)
-            resolve_parameters(config.storeParameters, self.resolver)
+            resolve_parameters(config.embeddingParameters, self.resolver, config.tenant)
+            resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         except SecretNotFoundError as e:
-            return add("secrets", False, str(e), "set the environment variable (vault: EDDI_VAULT_<KEY>), or reference "
-                                                 "another secret in the configuration")
+            return add("secrets", False, str(e), "set the tenant's vault key (README: Secrets) or, as the operator, the "
+                                                 "environment variable (listed in EDDI_RAG_SECRET_ENV)")
         return add("secrets", True, "all references resolve")
 
     @contextmanager

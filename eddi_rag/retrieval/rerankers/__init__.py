@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from eddi_rag.config import RagConfiguration
 from eddi_rag.factories import BoundedCache, cache_key
+from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.secrets import SecretResolver, resolve_parameters
 
 KINDS = ("none", "cohere", "jina", "voyage", "cross-encoder")
@@ -49,12 +50,19 @@ def _known(kind: str, params: dict[str, Any], allowed: tuple[str, ...]) -> dict[
 class RerankerFactory:
     """One reranker per (kind, parameters): a cross-encoder's ONNX session loads once."""
 
-    def __init__(self, resolver: SecretResolver | None = None, **cache_args: Any):
+    def __init__(self, resolver: SecretResolver | None = None, outbound: OutboundPolicy | None = None, **cache_args: Any):
+        """``outbound``: which endpoints a reranker API may be pointed at (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         self.resolver = resolver or SecretResolver()
+        self.outbound = outbound or OutboundPolicy.from_env()
         self._cache: BoundedCache[Any] = BoundedCache(**cache_args)
 
     def for_config(self, config: RagConfiguration) -> Reranker | None:
         if config.reranker == "none":
             return None
-        return self._cache.get_or_build(cache_key(config.reranker, config.rerankerParameters), lambda: build(
-            config.reranker, resolve_parameters(config.rerankerParameters, self.resolver)))
+        return self._cache.get_or_build(cache_key(config.reranker, config.rerankerParameters, config.tenant),
+                                        lambda: self._build(config))
+
+    def _build(self, config: RagConfiguration) -> Reranker | None:
+        params = resolve_parameters(config.rerankerParameters, self.resolver, config.tenant)
+        self.outbound.check_endpoints(config.rerankerParameters, params, f"rerankerParameters of {config.reranker!r}")
+        return build(config.reranker, params)
