@@ -26,6 +26,7 @@ from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
 from eddi_rag.stores import langchain4j
 from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
+from eddi_rag.stores.ownership import CLAIMED, NAMED, Place, StoreOwnership, server_of
 
 T = TypeVar("T")
 
@@ -114,14 +115,41 @@ class EmbeddingModelFactory:
 
 
 class EmbeddingStoreFactory:
-    """One store object per (storeType, configuration id, parameters)."""
+    """One store object per (storeType, configuration id, parameters). A store is built only for a knowledge
+    base whose tenant holds its physical place, or when nobody does (stores.ownership: then it is claimed)."""
 
     def __init__(self, context: StoreContext, resolver: SecretResolver | None = None,
-                 outbound: OutboundPolicy | None = None, **cache_args: Any):
-        """``outbound``: which store servers a configuration may name (default: EDDI_RAG_OUTBOUND_ALLOW)."""
+                 outbound: OutboundPolicy | None = None, ownership: StoreOwnership | None = None, **cache_args: Any):
+        """``outbound``: which store servers a configuration may name (default: EDDI_RAG_OUTBOUND_ALLOW).
+        ``ownership``: who holds each physical store (None: not checked, for a store factory outside a runtime)."""
         self.context, self.resolver = context, resolver or SecretResolver()
         self.outbound = outbound or OutboundPolicy.from_env()
+        self.ownership = ownership
         self._cache: BoundedCache[KnowledgeStore] = BoundedCache(**cache_args)
+
+    def _parameters(self, kb_id: str, config: RagConfiguration, params: dict[str, Any]) -> dict[str, Any]:
+        """What the store class is given: EDDI's aliases read, EDDI's layout applied (stores.langchain4j)."""
+        params = registry.prepare_parameters(registry.STORES, config.storeType, params)
+        return langchain4j.adopt(config.storeType, config.storeNamespace, kb_id, config.name, params)
+
+    def place(self, kb_id: str, config: RagConfiguration, params: dict[str, Any] | None = None) -> Place | None:
+        """The physical store ``config`` addresses for ``kb_id`` (None: an embedded engine, whose tables are the
+        KB's own). ``params``: resolved store parameters (default: as written, references unresolved)."""
+        cls = registry.load(registry.STORES, config.storeType)
+        locate = getattr(cls, "place", None)
+        if locate is None:
+            return None
+        given = self._parameters(kb_id, config, dict(config.storeParameters if params is None else params))
+        return Place(config.storeType, str(locate(kb_id, given, self.context)), config.storeNamespace or "ours",
+                     config.storeNamespace == "name" or any(k in config.storeParameters for k in NAMED), server_of(given))
+
+    def exists(self, kb_id: str, config: RagConfiguration) -> bool:
+        """Whether the physical store ``config`` names exists already (its engine asked; StoreUnavailableError
+        when it cannot be reached). Nothing is claimed, created or cached."""
+        store = self._construct(kb_id, config)
+        with unavailable(f"knowledge base {kb_id!r}: {config.storeType} store", self.resolver.redact):
+            exists = getattr(store, "exists", None)  # (every engine with a place() has it)
+            return bool(exists()) if exists is not None else False
 
     def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
         where = config.storeParameters if config.storeNamespace is None else \
@@ -129,17 +157,21 @@ class EmbeddingStoreFactory:
         key = cache_key(config.storeType, kb_id, where)
         return self._cache.get_or_build(key, lambda: self._build(key, kb_id, config))
 
-    def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
+    def _construct(self, kb_id: str, config: RagConfiguration, claim: bool = False) -> KnowledgeStore:
         cls = registry.load(registry.STORES, config.storeType)
         params = resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         what = f"knowledge base {kb_id!r}: {config.storeType} store"
         self.outbound.check_endpoints(config.storeParameters, params, f"{what}: storeParameters")
+        if claim and self.ownership is not None and (place := self.place(kb_id, config, params)) is not None:
+            self.ownership.claim(config.tenant, kb_id, place, CLAIMED)  # (a KB saved before claims were recorded)
         with unavailable(what, self.resolver.redact):  # e.g. a client that connects when it is made
-            params = registry.prepare_parameters(registry.STORES, config.storeType, params)
-            store = cls(kb_id, langchain4j.adopt(config.storeType, config.storeNamespace, kb_id, config.name, params),
-                        self.context)
+            return cls(kb_id, self._parameters(kb_id, config, params), self.context)
+
+    def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
+        store = self._construct(kb_id, config, claim=True)
         # a store whose engine failed is built anew at its next use (a fresh connection once the engine is back)
         forget = lambda: self._cache.invalidate(lambda k: k == key)  # noqa: E731
+        what = f"knowledge base {kb_id!r}: {config.storeType} store"
         return GuardedStore(store, what, self.resolver.redact, forget)  # type: ignore[return-value]
 
     def evict(self, kb_id: str) -> None:

@@ -158,7 +158,7 @@ def endpoint_hosts(key: str, value: str, params: dict[str, Any]) -> list[tuple[s
         return [(value, int(port) if isinstance(port, int) or (isinstance(port, str) and port.isdigit()) else None)]
     if "://" not in value:
         if "=" in value:  # libpq's key=value form
-            found = dict(m.groups() for m in re.finditer(r"(\w+)\s*=\s*'?([^\s']*)'?", value))
+            found: dict[str, str] = {m.group(1): m.group(2) for m in re.finditer(r"(\w+)\s*=\s*'?([^\s']*)'?", value)}
             return [(h, None) for h in (found.get("host") or found.get("hostaddr") or "localhost").split(",")]
         return [(value, None)]
     parts = urlsplit(value)

@@ -28,6 +28,7 @@ from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state import open_state
 from eddi_rag.stores.base import SearchHit, StoreContext
+from eddi_rag.stores.ownership import StoreOwnership
 from eddi_rag.variables import Variables
 from eddi_rag.verbs.configs import Configs, fleet_store_error
 from eddi_rag.verbs.contract import RagPipeline
@@ -66,7 +67,8 @@ class Runtime:
         self.resources = SqliteResourceStore(self.db)
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
         self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver, self.outbound)
-        self.stores = EmbeddingStoreFactory(StoreContext(stores_db, self.data_dir), self.resolver, self.outbound)
+        self.stores = EmbeddingStoreFactory(StoreContext(stores_db, self.data_dir), self.resolver, self.outbound,
+                                            StoreOwnership(self.db))
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver, self.outbound))
@@ -89,6 +91,7 @@ class Runtime:
         self.notes = NotesStore(self.db)
         self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact)
         self.saving.source_removed = self.sources.forget_source
+        self.saving.claim_existing()
         self.scheduler = SourceScheduler(self.resources, self.configs, self.sources, self.db)
         self.collections = Collections(self.db, self.stores)
         self.keys = KeyStore(self.db)

@@ -183,10 +183,19 @@ def _leases(c: sqlite3.Connection) -> None:
     c.execute("CREATE TABLE IF NOT EXISTS fleet_ticks (name TEXT PRIMARY KEY, last TEXT NOT NULL)")
 
 
+def _store_claims(c: sqlite3.Connection) -> None:
+    """Version 9: who owns each physical store (stores.ownership): a table, collection or index by engine and
+    name, the tenant and knowledge base holding it, how (created, adopted, claimed) and in which layout."""
+    c.execute("""CREATE TABLE IF NOT EXISTS store_claims (engine TEXT NOT NULL, place TEXT NOT NULL, tenant TEXT NOT NULL,
+        kb_id TEXT NOT NULL, how TEXT NOT NULL, layout TEXT NOT NULL, server TEXT, claimed_on TEXT NOT NULL,
+        PRIMARY KEY (engine, place, kb_id))""")
+    c.execute("CREATE INDEX IF NOT EXISTS store_claims_by_kb ON store_claims (kb_id)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
-                                                                 _leases)
+                                                                 _leases, _store_claims)
 LATEST = len(MIGRATIONS)
 
 

@@ -165,8 +165,10 @@ def pytest_collection_modifyitems(config, items):
 def loopback_allowed():
     """The tests' servers all run on 127.0.0.1: the outbound guard allows loopback here (a server
     allows no private network by default)."""
+    from tests.support.services import allow_outbound
+
     before = os.environ.get("EDDI_RAG_OUTBOUND_ALLOW")
-    os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = "127.0.0.0/8"
+    allow_outbound("127.0.0.0/8")
     yield
     if before is None:
         os.environ.pop("EDDI_RAG_OUTBOUND_ALLOW", None)
@@ -240,14 +242,11 @@ def chroma_params():
 
 @pytest.fixture(scope="session")
 def postgres_url(loopback_allowed):
-    """The tests' PostgreSQL, reached through a local socket: its folder is one the operator allows (outbound)."""
-    from urllib.parse import parse_qs, urlsplit
+    """The tests' PostgreSQL, reached through a local socket in a folder the outbound guard allows."""
+    from tests.support.services import allow_outbound
 
     for url in _service("postgres_url"):
-        folder = parse_qs(urlsplit(url).query).get("host", [""])[0]
-        allowed = os.environ.get("EDDI_RAG_OUTBOUND_ALLOW", "")
-        if folder and folder not in allowed.split(","):
-            os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = f"{allowed},{folder}" if allowed else folder
+        allow_outbound(url.rsplit("host=", 1)[-1].split("&")[0])
         yield url
 
 

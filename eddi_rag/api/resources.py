@@ -14,7 +14,8 @@ from pydantic.json_schema import SkipJsonSchema
 from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
-from eddi_rag.auth.http import own
+from eddi_rag.auth import Principal
+from eddi_rag.auth.http import check_role, own
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
 from eddi_rag.ingest.loaders import detect
@@ -74,6 +75,16 @@ class ChunkPreviewRequest(RequestBody):
             raise BadUploadError(f"base64: not valid base64 ({e})") from None
 
 
+Adopt = Annotated[bool, Query(description="A knowledge base: adopt the existing table or collection it names, which no "
+                                           "knowledge base holds (an EDDI store). Admins only; an adopted store is never dropped.")]
+
+
+def adopting(caller: Principal, adopt: bool) -> bool:
+    if adopt:
+        check_role(caller, "admin", "adopt an existing store")
+    return adopt
+
+
 def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter:
     """The versioned endpoints of ``kind`` at EDDI's path, or at ``path`` (store, collection: an older spelling
     that still answers, left out of the OpenAPI document)."""
@@ -110,8 +121,8 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
         return [d.to_json() for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
 
     @router.post("", status_code=201, **WRITTEN, **body)
-    def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...)):
-        return _created(runtime.saving.create(kind, data, caller.tenant))
+    def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...), adopt: Adopt = False):
+        return _created(runtime.saving.create(kind, data, caller.tenant, adopt=adopting(caller, adopt)))
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
@@ -120,9 +131,9 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     @router.put("/{id}", **WRITTEN, **body)
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
-               data: dict[str, Any] = Body(...)):
+               data: dict[str, Any] = Body(...), adopt: Adopt = False):
         own(runtime.resources, caller, kind, id)
-        return _created(runtime.saving.update(kind, id, version, data, caller.tenant), 200)
+        return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt)), 200)
 
     @router.post("/{id}", status_code=201, **WRITTEN)
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):

@@ -275,7 +275,8 @@ class Ingestor:
 
     def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()
-        common: dict[str, Any] = {**doc.metadata, "source": doc.source or doc.document_id, "kbId": kb_id,
+        tag = config.name if config.storeNamespace == "name" else kb_id  # EDDI tags its "name" layout with the KB's name
+        common: dict[str, Any] = {**doc.metadata, "source": doc.source or doc.document_id, "kbId": tag,
                                   "document_id": doc.document_id, "ingestedAt": now}
         if doc.user_id is not None:
             common.update(user_id=doc.user_id, private=True)

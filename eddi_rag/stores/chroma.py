@@ -131,6 +131,14 @@ class ChromaStore(OverwriteThenPrune):
             "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
         })
 
+    @staticmethod
+    def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
+        """The physical collection this store addresses (stores.ownership records who owns it)."""
+        return str(params.get("collectionName") or collection_name(kb_id))
+
+    def exists(self) -> bool:
+        return self._col() is not None
+
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, adopted in place

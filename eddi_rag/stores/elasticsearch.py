@@ -101,6 +101,14 @@ class ElasticsearchStore(OverwriteThenPrune):
             "numCandidates": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
         })
 
+    @staticmethod
+    def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
+        """The physical index this store addresses (stores.ownership records who owns it)."""
+        return str(params.get("indexName") or index_name(kb_id))
+
+    def exists(self) -> bool:
+        return bool(self.es.indices.exists(index=self.index))
+
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.index = str(params.get("indexName") or index_name(kb_id))

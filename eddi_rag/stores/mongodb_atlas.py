@@ -124,6 +124,14 @@ class MongoAtlasStore:
             "numCandidates": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100},
         }, ("connectionString",))
 
+    @staticmethod
+    def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
+        """The physical database.collection this store addresses (stores.ownership records who owns it)."""
+        return f"{params.get('databaseName', 'eddi')}.{params.get('collectionName') or collection_name(kb_id)}"
+
+    def exists(self) -> bool:
+        return self.collection.name in self.db.list_collection_names()
+
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         clients = context.state.setdefault("mongodb-clients", {})

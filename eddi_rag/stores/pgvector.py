@@ -143,6 +143,14 @@ class PgVectorStore:
             anyOf=[{"required": ["url"]}, {"required": ["password"]}],
         )
 
+    @staticmethod
+    def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
+        """The physical table this store addresses (stores.ownership records who owns it)."""
+        return str(params.get("tableName") or table_name(kb_id))
+
+    def exists(self) -> bool:
+        return bool(self._one("SELECT to_regclass(%s) IS NOT NULL", (self.table,)))
+
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.l4j = params.get("layout") == langchain4j.LAYOUT  # an EDDI (langchain4j) table, adopted in place

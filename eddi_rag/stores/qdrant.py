@@ -113,6 +113,15 @@ class QdrantStore(OverwriteThenPrune):
             "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
         })
 
+    @staticmethod
+    def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
+        """The physical collection (in local mode: its folder#collection) this store addresses (stores.ownership records who owns it)."""
+        name = str(params.get("collectionName") or collection_name(kb_id))
+        return f"{context.path(params['path'])}#{name}" if params.get("path") else name
+
+    def exists(self) -> bool:
+        return bool(self.client.collection_exists(self.collection))
+
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, adopted in place

@@ -160,6 +160,14 @@ class TypesenseStore(OverwriteThenPrune):
             "collectionName": {"type": "string", "description": "Default eddi_kb_<sanitised id>."},
         }, ("apiKey",))
 
+    @staticmethod
+    def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
+        """The physical collection this store addresses (stores.ownership records who owns it)."""
+        return str(params.get("collectionName") or collection_name(kb_id))
+
+    def exists(self) -> bool:
+        return self._schema() is not None
+
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.name = str(params.get("collectionName") or collection_name(kb_id))

@@ -31,6 +31,7 @@ from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
 from eddi_rag.secrets import REDACTED, redacted_paths
+from eddi_rag.verbs.saving import own_store
 from eddi_rag.workflow.traversal import workflow_steps
 
 # An export holds small JSON files: what it may unpack to is checked from the zip's directory before
@@ -199,6 +200,8 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 if file is None:
                     raise ExportError(f"workflow {ref.id} step {i} names {config['uri']}, whose file the zip lacks")
                 body = export.json(file)
+                if target.kind == "rags" and isinstance(body, dict):
+                    body = own_store(body)  # a store of its own, as EDDI stamps "id" on import
                 try:
                     if checked is not None:
                         body = checked(target.kind, body, tenant, references=False)

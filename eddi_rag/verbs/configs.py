@@ -76,9 +76,12 @@ class Configs:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
         provider reference resolved in the KB's own tenant (or marked disabled), its ``${vars:…}`` replaced
         by the tenant's global variables."""
-        config = validate_rag_configuration(self.resources.read("rags", kb_id, version))
-        tenant = self.resources.tenant_of("rags", kb_id)
-        config = self.resolve_embedding(config, tenant)
+        return self.as_used(self.resources.read("rags", kb_id, version), self.resources.tenant_of("rags", kb_id))
+
+    def as_used(self, data: Any, tenant: str) -> RagConfiguration:
+        """A configuration of ``tenant`` as it is used: validated, its provider reference resolved, its global
+        variables replaced."""
+        config = self.resolve_embedding(validate_rag_configuration(data), tenant)
         if self.variables is None:
             return config
         return config.model_copy(update={"embeddingParameters": self.variables.substitute(config.embeddingParameters, tenant),

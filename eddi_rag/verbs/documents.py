@@ -15,6 +15,7 @@ from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import DISABLED, visible_to
+from eddi_rag.stores.ownership import StoreOwnership
 from eddi_rag.verbs.configs import Configs
 
 DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
@@ -34,6 +35,13 @@ def _seen_by(where: dict[str, Any] | None, user_id: str | None) -> dict[str, Any
 class Documents:
     def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, generations: KbGenerations):
         self.configs, self.stores, self.generations = configs, stores, generations
+
+    @property
+    def ownership(self) -> StoreOwnership:
+        """Who holds each physical store (the store factory's record)."""
+        if self.stores.ownership is None:
+            raise RuntimeError("the store factory records no ownership (a Runtime gives it one)")
+        return self.stores.ownership
 
     def _store(self, kb_id: str, config: RagConfiguration | None = None):
         return self.stores.get(kb_id, config or self.configs.get(kb_id))
@@ -98,8 +106,17 @@ class Documents:
         return self.delete_where(kb_id, {"expires": True, "expiresAt": {"$lte": when}})
 
     def drop(self, kb_id: str) -> None:
-        """Remove all of a KB's chunks from its store (a permanent delete of its configuration)."""
-        self._store(kb_id).drop()
+        """Remove a KB's chunks (a permanent delete of its configuration). Its table or collection is dropped only
+        when this product created it and no other knowledge base uses it; in EDDI's "id" layout its own chunks are
+        deleted (by their kbId tag); an adopted store, or one a KB used before ownership was recorded, is left as
+        it is (stores.ownership)."""
+        config = self.configs.get(kb_id)
+        store, place = self._store(kb_id, config), self.stores.place(kb_id, config)
+        if place is None or self.ownership.sole_creator(kb_id, place):
+            store.drop()
+        elif place.layout == "id":
+            store.delete(where={"kbId": kb_id})
+        self.ownership.release(kb_id)
         self.forget_store(kb_id)
 
     def forget_store(self, kb_id: str) -> None:

@@ -199,8 +199,9 @@ class Health:
             resolve_parameters(config.embeddingParameters, self.resolver, config.tenant)
             resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         except SecretNotFoundError as e:
-            return add("secrets", False, str(e), "set the tenant's vault key (README: Secrets) or, as the operator, the "
-                                                 "environment variable (listed in EDDI_RAG_SECRET_ENV)")
+            return add("secrets", False, str(e), "set the environment variable and list it in EDDI_RAG_SECRET_ENV (the "
+                                                 "operator's), or put the key in the tenant's vault (README: Secrets) and "
+                                                 "reference it as ${vault:<key>}")
         return add("secrets", True, "all references resolve")
 
     @contextmanager

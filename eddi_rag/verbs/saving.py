@@ -1,18 +1,28 @@
 """Saving resources, whoever saves them (REST, the Manager, a bundle, the memory KBs): every write
 passes ``Configs.checked``; a knowledge base's update reopens its store and, as EDDI's does, takes away
 what a source dropped from ``sources[]`` (or given another ``type``) brought in; its delete stops its
-ingestions and (permanent) drops its chunks and its sources' state and files."""
+ingestions and (permanent) drops its chunks and its sources' state and files.
+
+A knowledge base's physical store is claimed when it is saved (stores.ownership): a place another tenant holds
+is refused (400), one that exists and nobody holds is used only when an admin adopts it (``adopt``)."""
 
 from __future__ import annotations
 
+import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.resources import DEFAULT_TENANT, ResourceNotFoundError, ResourceRef, ResourceStore
+from eddi_rag.secrets import SecretNotFoundError
+from eddi_rag.stores.base import StoreUnavailableError
+from eddi_rag.stores.ownership import ADOPTED, CLAIMED, CREATED, NAMED, AdoptionRequiredError, Place, StoreNotAvailableError
 from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.documents import Documents
+
+log = logging.getLogger(__name__)
 
 
 class Saving:
@@ -24,14 +34,25 @@ class Saving:
         self.source_removed = source_removed
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
-               description: str = "") -> ResourceRef:
-        """Version 1 of a new resource (``id``: keep this one; it must be unused)."""
-        return self.resources.create(kind, self.configs.checked(kind, data, tenant), description=description, id=id,
-                                     tenant=tenant)
+               description: str = "", adopt: bool = False) -> ResourceRef:
+        """Version 1 of a new resource (``id``: keep this one; it must be unused). ``adopt``: the caller, an admin
+        of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership)."""
+        saved = self.configs.checked(kind, data, tenant)
+        if kind != "rags":
+            return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
+        id = id or secrets.token_hex(12)
+        claimed = self._claim(id, saved, tenant, adopt)
+        try:
+            return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
+        except BaseException:
+            if claimed is not None:
+                self.documents.ownership.release(id)
+            raise
 
-    def update(self, kind: str, id: str, version: int, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
+    def update(self, kind: str, id: str, version: int, data: Any, tenant: str = DEFAULT_TENANT,
+               adopt: bool = False) -> ResourceRef:
         """A new version; ``version`` must be the current one (VersionConflictError otherwise)."""
-        return self._update_checked(kind, id, version, self.configs.checked(kind, data, tenant))
+        return self._update_checked(kind, id, version, self.configs.checked(kind, data, tenant), tenant, adopt)
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
@@ -39,15 +60,66 @@ class Saving:
         try:
             current = self.resources.current_version(kind, id, tenant=tenant)
         except ResourceNotFoundError:
-            return self.resources.create(kind, saved, id=id, tenant=tenant)
+            return self.create(kind, saved, tenant, id)
         if self.resources.read(kind, id, current) == saved:
             return ResourceRef(kind, id, current)
-        return self._update_checked(kind, id, current, saved)
+        return self._update_checked(kind, id, current, saved, tenant)
 
-    def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any]) -> ResourceRef:
+    def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool) -> Place | None:
+        """Claim the physical store ``saved`` addresses for ``kb_id`` (StoreNotAvailableError: another tenant holds
+        it, or another KB outside EDDI's "id" layout; AdoptionRequiredError: it exists and nobody holds it)."""
+        config = self.configs.as_used(saved, tenant)
+        stores, ownership = self.documents.stores, self.documents.ownership
+        place = stores.place(kb_id, config)
+        if place is None:
+            return None
+        holders = ownership.holders(place)
+        if why := ownership.refusal(tenant, kb_id, place, holders):
+            raise StoreNotAvailableError(why)
+        how = CREATED
+        try:
+            exists = bool(not holders and place.explicit and stores.exists(kb_id, config))
+        except (SecretNotFoundError, StoreUnavailableError) as e:  # its key comes later, its engine is down
+            log.info("knowledge base %s: cannot tell whether %s exists (%s): claimed, never dropped", kb_id, place.describe(), e)
+            exists, how = False, CLAIMED
+        if exists:
+            if not adopt:
+                raise AdoptionRequiredError(
+                    f"{place.describe()} exists already and no knowledge base holds it: an admin of this tenant adopts it "
+                    "by saving with ?adopt=true (it is then never dropped), or name another")
+            how = ADOPTED
+        ownership.claim(tenant, kb_id, place, how)
+        return place
+
+    def claim_existing(self) -> None:
+        """Record the physical stores of knowledge bases saved before ownership was recorded (once: while no store
+        is claimed), so a later configuration of another tenant cannot take them. Two KBs of different tenants on
+        one place: the first keeps it, the other is refused when it is used."""
+        ownership = self.documents.ownership
+        if ownership.db.query("SELECT 1 FROM store_claims LIMIT 1"):
+            return
+        for kb_id in self.resources.ids("rags"):
+            config = self._config(kb_id)
+            try:
+                place = self.documents.stores.place(kb_id, config) if config is not None else None
+                if place is not None:
+                    ownership.claim(config.tenant, kb_id, place, CLAIMED)  # type: ignore[union-attr]
+            except (StoreNotAvailableError, ValueError, ImportError) as e:
+                log.warning("knowledge base %s: its store is not claimed: %s", kb_id, e)
+
+    def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any], tenant: str = DEFAULT_TENANT,
+                        adopt: bool = False) -> ResourceRef:
         before = self._config(id) if kind == "rags" else None
-        ref = self.resources.update(kind, id, version, saved)
+        claimed = self._claim(id, saved, tenant, adopt) if kind == "rags" else None
+        old = self.documents.stores.place(id, before) if before is not None else None
+        try:
+            ref = self.resources.update(kind, id, version, saved)
+        except BaseException:
+            if claimed is not None and claimed != old:
+                self.documents.ownership.release(id, keep=old)
+            raise
         if kind == "rags":
+            self.documents.ownership.release(id, keep=claimed)
             self.documents.forget_store(id)
             if before is not None:
                 kept = {s.effective_id: s.type for s in RagConfiguration.model_validate(saved).sources}  # (checked above)
@@ -63,7 +135,13 @@ class Saving:
             return None
 
     def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
-        return self.resources.duplicate(kind, id, version)
+        """A copy under a new id. A knowledge base's copy gets a store of its own, as EDDI's does: EDDI's "name"
+        layout becomes "id" (the copy's chunks tagged with its id), and a place named in our layout is left out."""
+        if kind != "rags":
+            return self.resources.duplicate(kind, id, version)
+        tenant = self.resources.tenant_of(kind, id)
+        data = own_store(self.resources.read(kind, id, version))
+        return self.create(kind, data, tenant, description=self.resources.descriptor(kind, id).description)
 
     def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None:
         """Soft delete (the history kept; a KB's chunks untouched) or permanent (every version; a KB's
@@ -76,8 +154,22 @@ class Saving:
                     self.documents.drop(id)
                 except ResourceNotFoundError:
                     pass  # already soft-deleted: its config is gone, nothing we can open to drop
+                except StoreNotAvailableError:
+                    pass  # it names a store it does not hold (saved before ownership was recorded): nothing of it there
                 self.jobs.let_go(id)  # the documents' kept files
                 if before is not None:
                     for source in before.sources:
                         self.source_removed(id, before, source.effective_id, False)  # (the chunks went with the store)
         self.resources.delete(kind, id, version, permanent)
+        if kind == "rags" and permanent:
+            self.documents.ownership.release(id)
+
+
+def own_store(data: dict[str, Any]) -> dict[str, Any]:
+    """A knowledge base's configuration as a copy (a duplicate, an import) saves it: in a store of its own. EDDI's
+    "name" layout becomes "id", as EDDI stamps on duplicate and import; in our layout a named place is left out."""
+    if data.get("storeNamespace") == "name":
+        return {**data, "storeNamespace": "id"}
+    if not data.get("storeNamespace") and any(k in (data.get("storeParameters") or {}) for k in NAMED):
+        return {**data, "storeParameters": {k: v for k, v in data["storeParameters"].items() if k not in NAMED or k == "path"}}
+    return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from collections.abc import Iterator
 
@@ -137,6 +138,13 @@ def typesense() -> Iterator[dict]:
             proc.wait(timeout=30)
 
 
+def allow_outbound(entry: str) -> None:
+    """Add ``entry`` (a network, or a socket folder) to what the outbound guard lets runtimes made after this reach."""
+    allowed = [p for p in os.environ.get("EDDI_RAG_OUTBOUND_ALLOW", "").split(",") if p]
+    if entry not in allowed:
+        os.environ["EDDI_RAG_OUTBOUND_ALLOW"] = ",".join([*allowed, entry])
+
+
 class PostgresServer:
     """A throwaway PostgreSQL 16 + pgvector 0.6 server (PyPI pgserver) that can be stopped and
     started again (same data folder, same URI: a unix socket in the folder)."""
@@ -145,6 +153,8 @@ class PostgresServer:
         self.folder, self.server = folder, None
         self.start()
         self.uri = self.server.get_uri()
+        allow_outbound(folder)  # its socket lies in the folder: allowed, as an operator allows a store server
+
 
     def start(self) -> None:
         import pgserver

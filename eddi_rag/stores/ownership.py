@@ -1,0 +1,126 @@
+"""Who owns each physical store: the table, collection or index (Qdrant local mode: folder#collection) a
+knowledge base's chunks live in, by engine, recorded in the state (``store_claims``) with the tenant and KB
+that claimed it and how:
+
+- ``created``: it did not exist when it was claimed: this product makes it, and may drop it;
+- ``adopted``: it existed (an EDDI table) and an admin of the tenant adopted it (``?adopt=true``): never dropped;
+- ``claimed``: recorded at first use, for a KB saved before ownership was recorded: never dropped.
+
+A KB may address a physical store only if its tenant holds it or nobody does. Another tenant naming it gets a
+400 that says the name is not available, whether or not it exists. Several KBs of one tenant share one only in
+EDDI's ``"id"`` layout, where each reads and writes only the chunks tagged with its own id.
+
+A name is one place per engine, whichever server a configuration reaches it on: one server has many spellings
+(``localhost``, ``127.0.0.1``, a DNS alias, a socket), so keying by server would let a tenant reach another's
+table through a second spelling. The server is recorded for people to read, without credentials."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from eddi_rag import state
+from eddi_rag.db import StateDatabase
+from eddi_rag.errors import EddiRagError
+
+CREATED, ADOPTED, CLAIMED = "created", "adopted", "claimed"
+NAMED = ("tableName", "table", "collectionName", "indexName", "path")  # parameters that name a place outright
+
+
+class StoreNotAvailableError(EddiRagError, ValueError):
+    """The physical store a configuration names is not this knowledge base's to use (HTTP 400)."""
+    status = 400
+
+
+class AdoptionRequiredError(StoreNotAvailableError):
+    """The named store exists and nobody holds it (an EDDI table): an admin adopts it explicitly."""
+
+
+@dataclass(frozen=True)
+class Place:
+    engine: str
+    name: str  # table / collection / index; Qdrant local mode: folder#collection
+    layout: str  # "ours", or EDDI's "name" / "id" (chunks tagged kbId=<id>: shareable)
+    explicit: bool  # named by the configuration (it may exist already), not derived from the KB's fresh id
+    server: str = ""  # for people: host[:port] or socket folder, no credentials
+
+    def describe(self) -> str:
+        return f"{self.engine} {'table' if self.engine == 'pgvector' else 'collection'} {self.name!r}"
+
+
+def server_of(params: dict[str, Any]) -> str:
+    """Where a store is reached, for people: host[:port] (no user, no password)."""
+    for key in ("url", "baseUrl", "connectionString"):
+        value = params.get(key)
+        if isinstance(value, str) and "://" in value:
+            parts = urlsplit(value)
+            host = parts.netloc.rsplit("@", 1)[-1]
+            return host or (parts.query.partition("host=")[2].split("&")[0])
+    if params.get("path"):
+        return str(params["path"])
+    return f"{params.get('host', 'localhost')}:{params['port']}" if params.get("port") else str(params.get("host", ""))
+
+
+class StoreOwnership:
+    def __init__(self, db: StateDatabase):
+        state.migrate(db)
+        self.db = db
+
+    def holders(self, place: Place) -> list[dict[str, Any]]:
+        return self.db.query("SELECT * FROM store_claims WHERE engine=? AND place=? ORDER BY claimed_on, kb_id",
+                             (place.engine, place.name))
+
+    def of_kb(self, kb_id: str) -> list[dict[str, Any]]:
+        return self.db.query("SELECT * FROM store_claims WHERE kb_id=? ORDER BY engine, place", (kb_id,))
+
+    def of_tenant(self, tenant: str) -> list[dict[str, Any]]:
+        return self.db.query("SELECT * FROM store_claims WHERE tenant=? ORDER BY engine, place", (tenant,))
+
+    @staticmethod
+    def refusal(tenant: str, kb_id: str, place: Place, holders: list[dict[str, Any]]) -> str | None:
+        """Why ``kb_id`` of ``tenant`` may not use ``place`` held by ``holders`` (None: it may)."""
+        others = [h for h in holders if h["kb_id"] != kb_id]
+        if any(h["tenant"] != tenant for h in others):
+            return (f"{place.describe()} is not available to this tenant; choose another name (or leave it out: "
+                    "each knowledge base gets a store of its own)")
+        if others and not (place.layout == "id" and all(h["layout"] == "id" for h in others)):
+            return (f"{place.describe()} is used by knowledge base {others[0]['kb_id']!r}; knowledge bases share a store "
+                    "only in EDDI's \"id\" layout (storeNamespace: \"id\"), each reading its own chunks")
+        return None
+
+    def claim(self, tenant: str, kb_id: str, place: Place, how: str) -> str:
+        """Record that ``kb_id`` of ``tenant`` uses ``place`` (StoreNotAvailableError if it may not); returns how
+        the place is held (a place already held keeps its ``how``: shared, it is still what it was)."""
+        with self.db.transaction() as c:
+            holders = [dict(r) for r in c.execute("SELECT * FROM store_claims WHERE engine=? AND place=?",
+                                                  (place.engine, place.name)).fetchall()]
+            if why := self.refusal(tenant, kb_id, place, holders):
+                raise StoreNotAvailableError(why)
+            own = next((h for h in holders if h["kb_id"] == kb_id), None)
+            held = own["how"] if own else (holders[0]["how"] if holders else how)
+            if own is None:
+                c.execute("INSERT INTO store_claims (engine, place, tenant, kb_id, how, layout, server, claimed_on) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          (place.engine, place.name, tenant, kb_id, held, place.layout, place.server, _now()))
+            elif own["layout"] != place.layout:
+                c.execute("UPDATE store_claims SET layout=? WHERE engine=? AND place=? AND kb_id=?",
+                          (place.layout, place.engine, place.name, kb_id))
+            return held
+
+    def release(self, kb_id: str, keep: Place | None = None) -> None:
+        """``kb_id`` no longer uses its places (but ``keep``)."""
+        with self.db.transaction() as c:
+            for row in c.execute("SELECT engine, place FROM store_claims WHERE kb_id=?", (kb_id,)).fetchall():
+                if keep is None or (row["engine"], row["place"]) != (keep.engine, keep.name):
+                    c.execute("DELETE FROM store_claims WHERE engine=? AND place=? AND kb_id=?", (row["engine"], row["place"], kb_id))
+
+    def sole_creator(self, kb_id: str, place: Place) -> bool:
+        """Whether ``kb_id`` alone holds ``place`` and this product created it: only then may it be dropped."""
+        holders = self.holders(place)
+        return [h["kb_id"] for h in holders] == [kb_id] and holders[0]["how"] == CREATED
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,163 @@
+"""Who owns each physical store (issue 30, findings 1, 3, 4 and 5), on the real PostgreSQL+pgvector, Chroma and
+Qdrant (local mode) the tests start: a tenant reads, writes, deletes and drops only stores it holds; adopting an
+existing EDDI table is an admin's explicit act and never drops it; a copy gets a store of its own; EDDI's "name"
+layout is tagged as EDDI tags it."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from eddi_rag.api.app import create_app
+from eddi_rag.runtime import Runtime
+from eddi_rag.stores.ownership import StoreNotAvailableError
+from tests.test_eddi_stores import langchain4j_reads, langchain4j_table
+
+BASE = "/ragstore/rags"
+SECRET = "The A-tenant launch code is 4711."
+
+
+def table_exists(url: str, table: str) -> bool:
+    with psycopg.connect(url) as c:
+        return c.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]
+
+
+def kb_id(response) -> str:
+    assert response.status_code == 201, response.text
+    return response.headers["Location"].split("/")[-1].split("?")[0]
+
+
+@pytest.fixture
+def tenants(tmp_path, pgvector_params):
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime)) as client:
+        keys = {name: {"Authorization": f"Bearer {runtime.keys.create(tenant, role)[1]}"}
+                for name, tenant, role in (("a", "A", "admin"), ("a_editor", "A", "editor"), ("b", "B", "admin"))}
+        client.runtime, client.keys, client.pg = runtime, keys, pgvector_params
+
+        def kb(who: str, name: str, **fields):
+            return client.post(BASE, headers=keys[who], params=fields.pop("query", None),
+                               json={"name": name, "embeddingProvider": "local", "storeType": "pgvector", "minScore": 0,
+                                     "contextExpansion": "none", **fields,
+                                     "storeParameters": {**pgvector_params, **fields.pop("storeParameters", {})}})
+        client.kb = kb
+        yield client
+    runtime.close()
+
+
+def ingest(client, who: str, kb: str, doc: str, text: str):
+    return client.post(f"{BASE}/{kb}/documents", headers=client.keys[who], json={"documents": [{"document_id": doc, "text": text}]})
+
+
+def test_no_read_write_delete_or_drop_across_tenants_on_pgvector(tenants, postgres_url):
+    client, url = tenants, tenants.pg["url"]
+    a = kb_id(client.kb("a", "Launch", storeNamespace="name"))
+    assert ingest(client, "a", a, "codes.md", SECRET).json()["embedding_count"] == 1
+    assert table_exists(url, "eddi_kb_launch")
+    kb_id(client.kb("a", "Reserved", storeParameters={"tableName": "a_reserved"}))  # claimed, not yet made
+    assert not table_exists(url, "a_reserved")
+    plain = kb_id(client.kb("a", "Plain"))  # its table named after its id
+
+    # tenant B naming A's stores, by A's KB name, A's table, A's default table and one A holds that does not exist yet
+    refusals = [client.kb("b", "Launch", storeNamespace="name"),
+                client.kb("b", "x", storeParameters={"tableName": "eddi_kb_launch"}),
+                client.kb("b", "x", storeParameters={"tableName": f"eddi_kb_{plain}"}),
+                client.kb("b", "x", storeParameters={"tableName": "a_reserved"}),
+                client.kb("b", "x", storeNamespace="id", storeParameters={"table": "eddi_kb_launch"})]
+    for r in refusals:
+        assert r.status_code == 400 and "is not available to this tenant" in r.text, r.text
+    # the answer is the same whether the table exists or not: nothing is revealed
+    assert refusals[1].json()["error"].replace("eddi_kb_launch", "T") == refusals[3].json()["error"].replace("a_reserved", "T")
+
+    # a configuration that reached the state without the save rules (saved before them): refused at every use
+    stored = client.runtime.resources.create("rags", {"name": "Launch", "embeddingProvider": "local", "storeType": "pgvector",
+                                                      "storeNamespace": "name", "storeParameters": tenants.pg, "minScore": 0},
+                                             tenant="B").id
+    for response in (client.post(f"{BASE}/{stored}/query", headers=client.keys["b"], json={"query": "launch code"}),
+                     ingest(client, "b", stored, "evil.md", "The launch code is 0000."),
+                     client.delete(f"{BASE}/{stored}/documents/codes.md", headers=client.keys["b"])):
+        assert response.status_code == 400 or response.json().get("documents_failed") == 1, response.text
+        assert "4711" not in response.text
+    assert client.delete(f"{BASE}/{stored}", headers=client.keys["b"], params={"permanent": "true"}).status_code == 200
+    assert table_exists(url, "eddi_kb_launch")
+    found = client.post(f"{BASE}/{a}/query", headers=client.keys["a"], json={"query": "launch code"}).json()["results"]
+    assert [h["text"] for h in found] == [SECRET]  # nothing injected, nothing deleted
+
+    # one tenant's second KB shares a store only in EDDI's "id" layout
+    r = client.kb("a", "Other", storeParameters={"tableName": "a_reserved"})
+    assert r.status_code == 400 and "only in EDDI's \"id\" layout" in r.json()["error"]
+
+    # a permanent delete drops a table this product created and nobody else uses
+    assert client.delete(f"{BASE}/{a}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert not table_exists(url, "eddi_kb_launch")
+    assert client.runtime.stores.ownership.of_kb(a) == []
+
+
+def test_an_existing_eddi_table_is_adopted_by_an_admin_and_never_dropped(tenants, postgres_url, local_model):
+    from tests.test_eddi_stores import eddi_writes
+
+    client, url = tenants, tenants.pg["url"]
+    langchain4j_table(url, "eddi_kb_handbook", 384)
+    eddi_writes(url, "eddi_kb_handbook", local_model, "Handbook")
+    r = client.kb("a_editor", "Handbook", storeNamespace="name")
+    assert r.status_code == 400 and "exists already and no knowledge base holds it" in r.text and "adopt=true" in r.text
+    assert client.kb("a_editor", "Handbook", storeNamespace="name", query={"adopt": "true"}).status_code == 403
+    kb = kb_id(client.kb("a", "Handbook", storeNamespace="name", query={"adopt": "true"}))
+    (claim,) = client.runtime.stores.ownership.of_kb(kb)
+    assert (claim["tenant"], claim["how"], claim["place"]) == ("A", "adopted", "eddi_kb_handbook")
+    assert client.post(f"{BASE}/{kb}/query", headers=client.keys["a"], json={"query": "refunds"}).json()["results"]
+    ingest(client, "a", kb, "ours.md", "Our own page about lounges.")
+    tags = {r[2]["source"]: r[2]["kbId"] for r in langchain4j_reads(url, "eddi_kb_handbook")}
+    assert tags == {"refunds.txt": "Handbook", "pets.txt": "Handbook", "ours.md": "Handbook"}  # EDDI's tag: the name
+    # another tenant cannot take it, even as an admin adopting
+    r = client.kb("b", "Handbook", storeNamespace="name", query={"adopt": "true"})
+    assert r.status_code == 400 and "not available to this tenant" in r.text
+    # a copy gets a store of its own (EDDI stamps "id"): deleting it leaves the original whole
+    copy = client.post(f"{BASE}/{kb}", headers=client.keys["a"])
+    copy_id = kb_id(copy)
+    assert client.get(f"{BASE}/{copy_id}", headers=client.keys["a"]).json()["storeNamespace"] == "id"
+    assert client.delete(f"{BASE}/{copy_id}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert client.delete(f"{BASE}/{kb}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert table_exists(url, "eddi_kb_handbook") and len(langchain4j_reads(url, "eddi_kb_handbook")) == 3  # adopted: kept
+
+
+def test_a_store_shared_in_the_id_layout_keeps_its_table_until_the_last_kb_goes(tenants):
+    client, url = tenants, tenants.pg["url"]
+    one = kb_id(client.kb("a", "One", storeNamespace="id", storeParameters={"table": "a_shared"}))
+    two = kb_id(client.kb("a", "Two", storeNamespace="id", storeParameters={"table": "a_shared"}))
+    ingest(client, "a", one, "one.md", "Trains to Vienna leave hourly.")
+    ingest(client, "a", two, "two.md", "Trains to Munich leave every two hours.")
+    assert client.delete(f"{BASE}/{one}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert [r[2]["source"] for r in langchain4j_reads(url, "a_shared")] == ["two.md"]  # one's chunks gone, two's kept
+    found = client.post(f"{BASE}/{two}/query", headers=client.keys["a"], json={"query": "trains"}).json()["results"]
+    assert [h["text"] for h in found] == ["Trains to Munich leave every two hours."]
+    assert client.delete(f"{BASE}/{two}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert not table_exists(url, "a_shared")  # created here, no KB left: dropped
+
+
+@pytest.mark.parametrize("engine", ["chroma", "qdrant"])
+def test_no_read_write_or_drop_across_tenants_on_chroma_and_qdrant(tmp_path, engine, request):
+    params = request.getfixturevalue("chroma_params") if engine == "chroma" else {"path": "qdrant"}
+    with Runtime(tmp_path) as runtime:
+        def config(name: str, **store) -> dict:
+            return {"name": name, "embeddingProvider": "local", "storeType": engine, "minScore": 0, "searchMode": "vector",
+                    "contextExpansion": "none", "storeParameters": {**params, **store}}
+
+        a = runtime.saving.create("rags", config("A docs", collectionName="a_docs"), tenant="A").id
+        runtime.ingest(a, "codes.md", SECRET)
+        with pytest.raises(StoreNotAvailableError, match="not available to this tenant"):
+            runtime.saving.create("rags", config("B docs", collectionName="a_docs"), tenant="B")
+        stored = runtime.resources.create("rags", config("B docs", collectionName="a_docs"), tenant="B").id
+        with pytest.raises(StoreNotAvailableError):
+            runtime.query(stored, "launch code")
+        with pytest.raises(StoreNotAvailableError):
+            runtime.ingest(stored, "evil.md", "The launch code is 0000.")
+        runtime.saving.delete("rags", stored, permanent=True)  # B's configuration goes; A's collection stays whole
+        assert [h.text for h in runtime.query(a, "launch code")] == [SECRET]
+        # B's own KB in the same server or folder works beside it
+        b = runtime.saving.create("rags", config("B docs"), tenant="B").id
+        runtime.ingest(b, "b.md", "B's page.")
+        assert [h.text for h in runtime.query(b, "launch code")] == ["B's page."]
+        runtime.saving.delete("rags", a, permanent=True)  # created here, held by A alone: dropped
+        assert runtime.stores.ownership.of_tenant("A") == []
