@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from eddi_rag import jsonvalues
 from eddi_rag.errors import EddiRagError
@@ -307,6 +307,24 @@ def _explain(error: dict[str, Any]) -> dict[str, Any]:
         return {**error, "message": f"a source has the block of its type, one of {', '.join(BLOCK_TYPES)} (type "
                                     f"upload: none); this one has {kind}{', '.join(kinds) if kinds else 'no block'}"}
     return error
+
+
+def llm_task_errors(data: Any) -> list[dict[str, Any]]:
+    """What an LLM configuration's tasks hold that a turn could not read (each task as LlmTaskRag reads it: a
+    ``knowledgeBases`` entry without its ``name``, a wrong type), as {path, message, value} with the JSON path."""
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    errors: list[dict[str, Any]] = []
+    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
+        if not isinstance(task, dict):
+            errors.append({"path": f"$.tasks[{i}]", "message": "a task must be a JSON object", "value": task})
+            continue
+        try:
+            LlmTaskRag.model_validate(task)
+        except ValidationError as e:
+            for error in e.errors():
+                path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+                errors.append({"path": f"$.tasks[{i}]{path}", "message": error["msg"], "value": error.get("input")})
+    return errors
 
 
 def validate_rag_configuration(data: Any) -> RagConfiguration:

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag import paths, registry
-from eddi_rag.config import ConfigValidationError, RagConfiguration, validate_rag_configuration, with_source_ids
+from eddi_rag.config import (
+    ConfigValidationError,
+    RagConfiguration,
+    llm_task_errors,
+    validate_rag_configuration,
+    with_source_ids,
+)
 from eddi_rag.embeddings import references as provider_references
 from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import ResourceNotFoundError, ResourceStore
@@ -121,6 +127,8 @@ class Configs:
             except OutboundBlockedError as e:
                 raise ConfigValidationError([{"path": "$.targetServerUrl", "message": str(e), "value": data["targetServerUrl"]}]) from None
         if kind == "providers" and (errors := provider_references.entry_errors(data)):
+            raise ConfigValidationError(errors)
+        if kind == "llm" and (errors := llm_task_errors(data)):
             raise ConfigValidationError(errors)
         if kind != "rags":
             return data

@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from eddi_rag import metrics
-from eddi_rag.config import MISS_PHRASES, LlmTaskRag
+from eddi_rag.config import MISS_PHRASES, ConfigValidationError, LlmTaskRag, llm_task_errors
 from eddi_rag.errors import EddiRagError
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.conversation import (
@@ -97,6 +97,9 @@ class LlmTaskHook:
     def prepare(self, memory: ConversationMemory, task: dict[str, Any], discovery: Discovery | None = None) -> TurnResult:
         """Everything up to the model call: RAG, the system message, the message list. ``discovery``:
         the agent's workflows already traversed (default: traversed here when the task wants RAG)."""
+        if problems := llm_task_errors({"tasks": [task]}):  # (a task saved before the save rule: a 400 naming it)
+            raise ConfigValidationError([{**p, "path": p["path"].replace("$.tasks[0]", f"$.tasks[id={task_id(task)}]")}
+                                         for p in problems])
         rag = LlmTaskRag.model_validate(task)
         tid = task_id(task)
         system = system_prompt(task)
