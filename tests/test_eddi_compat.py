@@ -64,6 +64,17 @@ def test_the_scrubber_follows_eddis_rules():
     assert out["headers"] == {"X-Subscription-Key": redacted, "Accept": "application/json", "Authorization": redacted}
 
 
+def test_the_scrubber_keeps_model_table_and_collection_names():
+    """Issue 30, finding 6: EDDI's entropy rule redacts text-embedding-3-large; ours keeps what names a model or a place."""
+    given = {"model": "text-embedding-3-large", "modelName": "text-embedding-3-large", "deploymentName": "emb-large-eu-west-2",
+             "collectionName": "eddi_kbid_5f2a9c1e7b3d", "tableName": "eddi_kb_product_docs_v2", "apiKey": "aZ3kP9qR2mX7vB4nL8tY",
+             "secretValue": "aZ3kP9qR2mX7vB4nL8tY", "random": "aZ3kP9qR2mX7vB4nL8tY"}
+    out = scrub({"embeddingParameters": given})["embeddingParameters"]
+    assert {k: out[k] for k in ("model", "modelName", "deploymentName", "collectionName", "tableName")} == \
+        {k: given[k] for k in ("model", "modelName", "deploymentName", "collectionName", "tableName")}
+    assert out["apiKey"] == out["secretValue"] == out["random"] == "${vault:REDACTED}"
+
+
 def resources_of(runtime) -> dict[tuple[str, str], dict]:
     return {(kind, id): runtime.resources.read(kind, id) for kind in ("agents", "workflows", "rags", "llm", "httpcalls")
             for id in runtime.resources.ids(kind)}

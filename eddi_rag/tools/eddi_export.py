@@ -6,7 +6,8 @@ The zip's layout (labsai/EDDI ``RestExportService``, read by ``eddi_import``): `
 ``<id>.httpcalls.json``, ``<id>.langchain.json`` (+ descriptors). URIs are written in EDDI's form. Literal
 secrets become ``${vault:REDACTED}`` as EDDI's ``SecretScrubber`` decides: a field named like a credential
 (``apiKey``, ``password``, ``…Token`` but ``maxTokens`` …; in a header map also ``…Key``), a URL's user
-information and credential query parameters, and key-like strings of high entropy outside structural fields;
+information and credential query parameters, and key-like strings of high entropy outside structural and
+descriptive fields (a model, table or collection name is never redacted, where EDDI's scrubber would);
 references (``${vault:…}``, ``${eddivault:…}``, ``${env:…}``, ``${vars:…}``) stay. Vectors, uploaded files and
 ingestion state are not exported (EDDI's do not carry them either)."""
 
@@ -32,7 +33,12 @@ _SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretke
 _SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "credential", "credentials", "authorization")
 _QUANTITIES = ("max", "min", "num", "number", "total", "budget")  # maxTokens counts tokens, it is none
 _STRUCTURAL = {"type", "subtype", "name", "action", "actions", "expressions", "fromobjectpath", "toobjectpath",
-               "behaviorrulename", "scope", "uri", "occurrence"}
+               "behaviorrulename", "scope", "uri", "occurrence",
+               # what names a model, a place or a choice is never a credential, however random it looks
+               # (EDDI's scrubber redacts text-embedding-3-large: an improvement on it, README: EDDI exports)
+               "model", "modelname", "modelid", "deploymentname", "collectionname", "tablename", "table", "indexname",
+               "textindexname", "databasename", "database", "storenamespace", "storetype", "embeddingprovider",
+               "embeddingproviderid", "chunkstrategy", "reranker", "description", "id", "region", "tasktype"}
 _HEADER_SECRETS = ("key", "cookie", "signature")
 _KEY_LIKE = re.compile(r"[a-zA-Z0-9_.+/~$\-]{14,1022}")
 _REFERENCE = re.compile(r"\$\{(vault|eddivault|env|vars):")
