@@ -143,11 +143,15 @@ class EmbeddingStoreFactory:
         return Place(config.storeType, str(locate(kb_id, given, self.context)), config.storeNamespace or "ours",
                      config.storeNamespace == "name" or any(k in config.storeParameters for k in NAMED), server_of(given))
 
+    @staticmethod
+    def _what(kb_id: str, config: RagConfiguration) -> str:
+        return f"knowledge base {kb_id!r}: {config.storeType} store"
+
     def exists(self, kb_id: str, config: RagConfiguration) -> bool:
         """Whether the physical store ``config`` names exists already (its engine asked; StoreUnavailableError
         when it cannot be reached). Nothing is claimed, created or cached."""
         store = self._construct(kb_id, config)
-        with unavailable(f"knowledge base {kb_id!r}: {config.storeType} store", self.resolver.redact):
+        with unavailable(self._what(kb_id, config), self.resolver.redact):
             exists = getattr(store, "exists", None)  # (every engine with a place() has it)
             return bool(exists()) if exists is not None else False
 
@@ -160,7 +164,7 @@ class EmbeddingStoreFactory:
     def _construct(self, kb_id: str, config: RagConfiguration, claim: bool = False) -> KnowledgeStore:
         cls = registry.load(registry.STORES, config.storeType)
         params = resolve_parameters(config.storeParameters, self.resolver, config.tenant)
-        what = f"knowledge base {kb_id!r}: {config.storeType} store"
+        what = self._what(kb_id, config)
         self.outbound.check_endpoints(config.storeParameters, params, f"{what}: storeParameters")
         if claim and self.ownership is not None and (place := self.place(kb_id, config, params)) is not None:
             self.ownership.claim(config.tenant, kb_id, place, CLAIMED)  # (a KB saved before claims were recorded)
@@ -171,8 +175,7 @@ class EmbeddingStoreFactory:
         store = self._construct(kb_id, config, claim=True)
         # a store whose engine failed is built anew at its next use (a fresh connection once the engine is back)
         forget = lambda: self._cache.invalidate(lambda k: k == key)  # noqa: E731
-        what = f"knowledge base {kb_id!r}: {config.storeType} store"
-        return GuardedStore(store, what, self.resolver.redact, forget)  # type: ignore[return-value]
+        return GuardedStore(store, self._what(kb_id, config), self.resolver.redact, forget)  # type: ignore[return-value]
 
     def evict(self, kb_id: str) -> None:
         self._cache.invalidate(lambda k: json.loads(k)[1] == kb_id)

@@ -87,7 +87,7 @@ class OutboundPolicy:
         """Raise OutboundBlockedError unless ``url`` may be requested (its host is resolved here)."""
         parts = urlsplit(url)
         host = self.check_static(url)
-        self.check_host(host, parts.port or (443 if parts.scheme == "https" else 80), url)
+        self._check_resolved(host, parts.port or (443 if parts.scheme == "https" else 80), url)
 
     def check_host(self, host: str, port: int | None = None, what: str | None = None) -> None:
         """Raise OutboundBlockedError unless ``host`` may be connected to (resolved here); a local socket's
@@ -100,14 +100,17 @@ class OutboundPolicy:
                                            "lists it in EDDI_RAG_OUTBOUND_ALLOW")
             return
         check_host_static(host, what)
+        self._check_resolved(host, port, what)
+
+    def _check_resolved(self, host: str, port: int | None, what: str) -> None:
+        """The addresses ``host`` resolves to, each: never link-local or metadata, private only where allowed."""
         try:
             infos = socket.getaddrinfo(host.strip("[]"), port or 80, type=socket.SOCK_STREAM)
         except socket.gaierror as e:
             raise OutboundBlockedError(f"{what}: cannot resolve {host} ({e.strerror})") from e
         for info in infos:
-            ip = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-                ip = ip.ipv4_mapped
+            ip = literal_address(str(info[4][0]).split("%")[0])
+            assert ip is not None  # (getaddrinfo answers addresses)
             if any(ip in n for n in NEVER):
                 raise OutboundBlockedError(f"{what}: {host} resolves to {ip}, a link-local or metadata address (never allowed)")
             private = ip.is_private or ip.is_loopback or any(ip in n for n in GUARDED)
@@ -137,7 +140,6 @@ class OutboundPolicy:
         kwargs.setdefault("follow_redirects", True)
         kwargs.setdefault("max_redirects", 5)
         return httpx.Client(event_hooks={"request": [hook]}, **kwargs)
-
 
 
 def check_host_static(host: str, what: str) -> None:

@@ -73,7 +73,7 @@ class Saving:
         place = stores.place(kb_id, config)
         if place is None:
             return None
-        holders = ownership.holders(place)
+        holders = ownership.holders(place)  # refused before the engine is asked: nothing says whether it exists
         if why := ownership.refusal(tenant, kb_id, place, holders):
             raise StoreNotAvailableError(why)
         how = CREATED
