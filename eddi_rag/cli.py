@@ -418,7 +418,8 @@ def evaluate(corpus, queries, qrels, modes, cache_dir, pipeline, chunk_strategy,
 def load(path, data_dir, tenant) -> None:
     """Load resources from PATH: a folder (<kind>/<id>.json, like examples/workflows), or an EDDI agent
     export (the .zip of EDDI's POST /backup/export/{agentId}): the agent, its workflows and their RAG,
-    LLM and httpCall configurations, references rewritten; what is not imported is listed."""
+    LLM and httpCall configurations, references rewritten; what this product does not model (behaviour rules,
+    outputs, dictionaries, snippets, …) kept byte for byte for `export`, and listed."""
     from eddi_rag.runtime import Runtime
     from eddi_rag.tools.bundle import load_bundle
     from eddi_rag.tools.eddi_import import import_agent_export
@@ -431,12 +432,13 @@ def load(path, data_dir, tenant) -> None:
         report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.configs.checked)
         for ref in report.created:
             click.echo(ref.uri)
-        for reason in report.skipped:
-            click.echo(f"skipped: {reason}", err=True)
-        for secret in report.redacted:
-            click.echo(f"secret to set: {secret}", err=True)
-        click.echo(f"imported {len(report.agents)} agent(s), {len(report.created)} resources; {len(report.skipped)} skipped"
-                   + (f"; {len(report.redacted)} secret(s) to set" if report.redacted else ""), err=True)
+        for label, lines in (("skipped", report.skipped), ("kept", report.kept), ("warning", report.warnings),
+                             ("secret to set", report.redacted)):
+            for line in lines:
+                click.echo(f"{label}: {line}", err=True)
+        click.echo(f"imported {len(report.agents)} agent(s), {len(report.created)} resources; {len(report.kept)} kept as "
+                   f"they are; {len(report.skipped)} skipped" + (f"; {len(report.redacted)} secret(s) to set" if report.redacted else ""),
+                   err=True)
 
 
 @main.command("export")
@@ -445,7 +447,8 @@ def load(path, data_dir, tenant) -> None:
 @data_dir_option
 def export(agent_id, out, data_dir) -> None:
     """Write agent AGENT_ID as EDDI's POST /backup/export/{agentId} does: a zip EDDI (or `load`) imports, its
-    workflows and their RAG, LLM and httpCall configurations beside it, literal secrets as ${vault:REDACTED}."""
+    workflows and their RAG, LLM and httpCall configurations beside it, what an import kept as it came, literal
+    secrets as ${vault:REDACTED}."""
     from eddi_rag.runtime import Runtime
     from eddi_rag.tools.eddi_export import export_agent
 

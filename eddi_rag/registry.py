@@ -129,10 +129,28 @@ def parameter_names(name: str) -> set[str]:
 def prepare_parameters(group: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` as the provider takes them: EDDI's aliases renamed, strings coerced to the declared
     types (call it on resolved parameters). Raises ValueError naming the parameter."""
-    out, errors = normalise(load(group, name).connection_schema(), params, _PARAMS[group])
+    schema = load(group, name).connection_schema()
+    out, errors = normalise(schema, params, _PARAMS[group])
     if errors:
         raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
+    if group == EMBEDDINGS:  # an embedding parameter the provider does not take is ignored (see unused_parameters)
+        out = {k: v for k, v in out.items() if k in schema.get("properties", {})}
     return out
+
+
+def unused_parameters(group: str, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Warnings ({path, message, value}) for the embeddingParameters ``name`` does not take. EDDI logs and
+    ignores such a parameter (an export carries leftovers such as ``logRequests`` or ``numCtx``); so do we,
+    and the save, the import report and Health say so. Store parameters have no such leeway (empty)."""
+    if group != EMBEDDINGS:
+        return []
+    try:
+        known = load(group, name).connection_schema().get("properties", {})
+    except (UnknownProviderError, ProviderUnavailableError):
+        return []
+    return [{"path": f"$.{_PARAMS[group]}.{key}", "value": value,
+             "message": f"{key!r} is not a parameter of embeddingProvider {name!r}: ignored (it takes: {', '.join(known) or 'none'})"}
+            for key, value in params.items() if key not in known]
 
 
 def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -144,7 +162,7 @@ def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[d
     except ProviderUnavailableError:
         return []  # cannot check without the extra; building the store will say what is missing
     known = schema.get("properties", {})
-    errors = [
+    errors = [] if group == EMBEDDINGS else [  # an unknown embedding parameter is a warning (unused_parameters)
         {"path": f"$.{field}.{key}", "value": value,
          "message": f"unknown parameter {key!r} for {_FIELD[group]} {name!r}; known: {', '.join(known) or 'none'}"}
         for key, value in params.items() if key not in known

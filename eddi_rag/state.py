@@ -192,10 +192,18 @@ def _store_claims(c: sqlite3.Connection) -> None:
     c.execute("CREATE INDEX IF NOT EXISTS store_claims_by_kb ON store_claims (kb_id)")
 
 
+def _kept_files(c: sqlite3.Connection) -> None:
+    """Version 10: the files of an EDDI export this product does not model (behaviour rules, outputs, dictionaries,
+    property setters, snippets, schedules, …), byte for byte, by the resource they came with (its workflow or
+    agent) and their path relative to it, so an export gives them back (tools.eddi_export)."""
+    c.execute("""CREATE TABLE IF NOT EXISTS kept_files (kind TEXT NOT NULL, id TEXT NOT NULL, path TEXT NOT NULL,
+        body BLOB NOT NULL, PRIMARY KEY (kind, id, path))""")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
-                                                                 _leases, _store_claims)
+                                                                 _leases, _store_claims, _kept_files)
 LATEST = len(MIGRATIONS)
 
 

@@ -61,8 +61,8 @@ def test_an_export_imports_with_references_rewritten_and_runs_a_turn(tmp_path, l
         assert uris[1:] == [r.uri for r in report.created[:3]]
         assert uris[0].startswith("eddi://ai.labs.rules/")  # kept as it was
         assert runtime.resources.read("agents", AGENT)["workflows"] == [report.created[3].uri]
-        assert any("behavior rules" in s and RULES in s for s in report.skipped)
-        assert any("prompt snippet greeting" in s for s in report.skipped)
+        assert any("behavior rules" in s and RULES in s for s in report.kept)
+        assert any("greeting.snippet.json (prompt snippet)" in s for s in report.kept)
         assert runtime.resources.read("llm", LLM)["tasks"][0]["parameters"]["apiKey"] == "${vault:openaiKey}"
         runtime.ingest(RAG, "handbook.md", "Refunds are paid within 14 days of a cancelled order.")
         turn = runtime.turn(AGENT, "How fast are refunds paid?")
@@ -100,7 +100,7 @@ def test_cli_load_takes_an_export(tmp_path):
     result = subprocess.run([sys.executable, "-m", "eddi_rag.cli", "load", str(path), "--data-dir", str(tmp_path / "data")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("eddi://") == 5 and "skipped: workflow" in result.stderr and "imported 1 agent(s)" in result.stderr
+    assert result.stdout.count("eddi://") == 5 and "kept: workflow" in result.stderr and "imported 1 agent(s)" in result.stderr
 
 
 @pytest.mark.parametrize("rag,calls,reason", [

@@ -161,3 +161,24 @@ def test_no_read_write_or_drop_across_tenants_on_chroma_and_qdrant(tmp_path, eng
         assert [h.text for h in runtime.query(b, "launch code")] == ["B's page."]
         runtime.saving.delete("rags", a, permanent=True)  # created here, held by A alone: dropped
         assert runtime.stores.ownership.of_tenant("A") == []
+
+
+def test_eddis_own_table_parameter_without_a_namespace_reads_and_writes_that_table_in_place(tenants, postgres_url, local_model):
+    """EDDI names a pgvector table through its own ``table`` parameter, no storeNamespace (EDDI reads that as its name
+    layout): the table is found in langchain4j's layout and used in place (before: ``column "id" does not exist``),
+    adopted only by an admin, its chunks tagged as EDDI tags them, never dropped."""
+    from tests.test_eddi_stores import eddi_writes
+
+    client, url = tenants, tenants.pg["url"]
+    langchain4j_table(url, "eddi_support_vectors", 384)
+    eddi_writes(url, "eddi_support_vectors", local_model, "Support")
+    r = client.kb("a_editor", "Support", storeParameters={"table": "eddi_support_vectors"})
+    assert r.status_code == 400 and "adopt=true" in r.text
+    kb = kb_id(client.kb("a", "Support", storeParameters={"table": "eddi_support_vectors"}, query={"adopt": "true"}))
+    results = client.post(f"{BASE}/{kb}/query", headers=client.keys["a"], json={"query": "How long do refunds take?"}).json()["results"]
+    assert results and results[0]["metadata"]["source"] == "refunds.txt"  # EDDI's vectors, not ingested again
+    ingest(client, "a", kb, "ours.md", "Our own page about lounges.")
+    tags = {r[2]["source"]: r[2]["kbId"] for r in langchain4j_reads(url, "eddi_support_vectors")}
+    assert tags == {"refunds.txt": "Support", "pets.txt": "Support", "ours.md": "Support"}  # readable by EDDI, tagged as it tags
+    assert client.delete(f"{BASE}/{kb}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert table_exists(url, "eddi_support_vectors") and len(langchain4j_reads(url, "eddi_support_vectors")) == 3  # adopted: kept

@@ -54,8 +54,9 @@ class SqliteResourceStore:
 
     # -- protocol -------------------------------------------------------------------------
     def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None,
-               tenant: str = DEFAULT_TENANT) -> ResourceRef:
-        """Create version 1 in ``tenant``. ``id`` lets an import keep readable ids; it must be unused."""
+               tenant: str = DEFAULT_TENANT, name: str = "", kept: dict[str, bytes] | None = None) -> ResourceRef:
+        """Create version 1 in ``tenant``. ``id`` lets an import keep readable ids; it must be unused. ``name``: the
+        descriptor's (default: ``data``'s ``name``); ``kept``: files that came with it (``kept``), by relative path."""
         _check_kind(kind)
         if id is not None and not _ID.fullmatch(id):
             raise ValueError(f"invalid resource id {id!r}: use 1-64 letters, digits, '-' or '_'")
@@ -67,10 +68,19 @@ class SqliteResourceStore:
             c.execute(
                 "INSERT INTO resources (kind, id, current_version, name, description, created_on, last_modified_on, "
                 "deleted, tenant) VALUES (?,?,?,?,?,?,?,0,?)",
-                (kind, id, 1, str(data.get("name", "")), description or str(data.get("description", "")), now, now,
+                (kind, id, 1, name or str(data.get("name", "")), description or str(data.get("description", "")), now, now,
                  tenant),
             )
+            for path, body in (kept or {}).items():
+                c.execute("INSERT INTO kept_files VALUES (?,?,?,?)", (kind, id, path, body))
         return ResourceRef(kind, id, 1)
+
+    def kept(self, kind: str, id: str) -> dict[str, bytes]:
+        """The files kept with a resource at its creation (an EDDI import's parts this product does not model), by
+        path relative to it, byte for byte."""
+        _check_kind(kind)
+        return {r["path"]: bytes(r["body"]) for r in
+                self.db.query("SELECT path, body FROM kept_files WHERE kind=? AND id=? ORDER BY path", (kind, id))}
 
     def tenant_of(self, kind: str, id: str) -> str:
         """The tenant a resource belongs to (soft-deleted ones too)."""
@@ -118,7 +128,8 @@ class SqliteResourceStore:
 
     def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
         head = self._head(kind, id)
-        return self.create(kind, self.read(kind, id, version), head["description"], tenant=head["tenant"])
+        return self.create(kind, self.read(kind, id, version), head["description"], tenant=head["tenant"], name=head["name"],
+                           kept=self.kept(kind, id))
 
     def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None:
         with self.db.transaction() as c:
@@ -126,6 +137,7 @@ class SqliteResourceStore:
                 _check_kind(kind)
                 gone = c.execute("DELETE FROM resources WHERE kind=? AND id=?", (kind, id)).rowcount
                 c.execute("DELETE FROM resource_versions WHERE kind=? AND id=?", (kind, id))
+                c.execute("DELETE FROM kept_files WHERE kind=? AND id=?", (kind, id))
                 if not gone:
                     raise ResourceNotFoundError(f"{kind}/{id} not found")
                 return

@@ -5,7 +5,10 @@ EDDI names a knowledge base's store after it (labsai/EDDI ``configs/rag/model/Kn
 _>`` (pgvector: cut at 63 characters), chunks tagged ``kbId=<name>``, retrieval unfiltered; ``"id"``
 ``eddi_kbid_<id>`` the same way, chunks tagged ``kbId=<id>`` and retrieval filtered on it (the table may be
 shared). An explicit ``table`` (pgvector) names the place in both. A knowledge base without
-``storeNamespace`` keeps this project's layout (``eddi_kb_<id>``, our columns): nothing of ours moves.
+``storeNamespace`` keeps this project's layout (``eddi_kb_<id>``, our columns): nothing of ours moves; but a
+pgvector ``table`` it names that exists in langchain4j's layout (``embedding_id``, no ``id``) is EDDI's, named
+through EDDI's own parameter: it is read and written in place as EDDI's name layout (EDDI's reading of no
+namespace), chunks tagged ``kbId=<name>`` (adopting it is an admin's act: stores.ownership).
 
 langchain4j's rows: pgvector ``embedding_id UUID PRIMARY KEY, embedding vector(n), text TEXT, metadata JSON``;
 Chroma a record per segment (UUID id, the text as its document, flat metadata); Qdrant a point per segment
@@ -26,6 +29,7 @@ from eddi_rag.stores import filters
 
 NAMESPACES = ("name", "id")
 LAYOUT = "langchain4j"
+NAME_TAG = "eddiName"  # pgvector: the kbId to tag chunks with when an explicit table turns out to be EDDI's
 FLAGS = ("private", "expires")  # our boolean metadata, read back as booleans
 _NAMESPACE = uuid.UUID("6f1d1c52-3b7e-4d55-9a0e-1b6c0e7d2a41")  # chunk id -> embedding_id (uuid5)
 MAX_PG_IDENTIFIER = 63
@@ -44,9 +48,11 @@ def physical_name(store_type: str, namespace: str, kb_id: str, name: str) -> str
 
 
 def adopt(store_type: str, namespace: str | None, kb_id: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The store parameters of a knowledge base in EDDI's ``namespace`` (None: ours, unchanged)."""
+    """The store parameters of a knowledge base in EDDI's ``namespace`` (None: ours, unchanged, but for a pgvector
+    table named explicitly: if it is found in langchain4j's layout, the store reads it as EDDI's name layout,
+    tagging chunks with ``name``)."""
     if namespace is None:
-        return params
+        return {**params, NAME_TAG: name} if store_type == "pgvector" and params.get("tableName") else params
     out = {**params, "layout": LAYOUT}
     if store_type == "pgvector":
         out["tableName"] = params.get("tableName") or physical_name(store_type, namespace, kb_id, name)

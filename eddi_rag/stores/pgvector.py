@@ -153,12 +153,9 @@ class PgVectorStore:
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
-        self.l4j = params.get("layout") == langchain4j.LAYOUT  # an EDDI (langchain4j) table, adopted in place
         self.kb_tag = params.get("kbTag")  # EDDI's "id" namespace: only the chunks tagged kbId=<this>
-        # what a row answers as its chunk id, and how rows are found by chunk ids (langchain4j: by its UUID key)
-        self._key: pgsql.Composable = pgsql.SQL("COALESCE((metadata::jsonb ->> 'chunkId'), embedding_id::text)") \
-            if self.l4j else pgsql.Identifier("id")
-        self._by_ids = pgsql.SQL("embedding_id = ANY(%s::uuid[])" if self.l4j else "id = ANY(%s)")
+        self.name_tag: str | None = None  # the kbId EDDI's name layout writes (a table found in its layout)
+        self._layout(params.get("layout") == langchain4j.LAYOUT)  # an EDDI (langchain4j) table, adopted in place
         self.table = str(params.get("tableName") or table_name(kb_id))
         if len(self.table) > MAX_IDENTIFIER:
             raise ValueError(f"storeParameters.tableName {self.table!r} is longer than {MAX_IDENTIFIER} characters")
@@ -175,6 +172,10 @@ class PgVectorStore:
         self._lock = threading.RLock()
         self._ident = pgsql.Identifier(self.table)
         self._dimension = self._existing_dimension()
+        if not self.l4j and params.get("tableName") and self._dimension is not None and self._langchain4j_columns():
+            # EDDI's own table parameter, no storeNamespace: EDDI reads that as its name layout (stores.langchain4j)
+            self._layout(True)
+            self.name_tag = params.get(langchain4j.NAME_TAG)
         if self._dimension is not None:  # tables made before full-text search existed get it now
             with self._conn.cursor() as cur:
                 self._ensure_full_text(cur)
@@ -183,6 +184,21 @@ class PgVectorStore:
                 f"table {self.table} holds {self._dimension}-dimensional vectors but storeParameters.dimension is "
                 f"{self.configured_dimension}: drop the table or fix the configuration"
             )
+
+    def _layout(self, l4j: bool) -> None:
+        """Rows in langchain4j's layout (``l4j``) or ours: what a row answers as its chunk id, and how rows are found
+        by chunk ids (langchain4j: by its UUID key)."""
+        self.l4j = l4j
+        self._key: pgsql.Composable = pgsql.SQL("COALESCE((metadata::jsonb ->> 'chunkId'), embedding_id::text)") \
+            if l4j else pgsql.Identifier("id")
+        self._by_ids = pgsql.SQL("embedding_id = ANY(%s::uuid[])" if l4j else "id = ANY(%s)")
+
+    def _langchain4j_columns(self) -> bool:
+        """Whether the table has langchain4j's key (``embedding_id``) and not ours (``id``)."""
+        columns = {r[0] for r in self._conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
+            (self.table,)).fetchall()}
+        return "embedding_id" in columns and "id" not in columns
 
     def _cond(self, where: filters.Where) -> tuple[pgsql.Composable, list[Any]]:
         """``where`` in SQL, within the knowledge base's chunks (its kbId tag in EDDI's "id" namespace)."""
@@ -263,7 +279,7 @@ class PgVectorStore:
                     "ON CONFLICT (embedding_id) DO UPDATE SET text = EXCLUDED.text, metadata = EXCLUDED.metadata, "
                     "embedding = EXCLUDED.embedding"
                 ).format(self._ident),
-                [(langchain4j.row_id(c.id), c.text, json.dumps(langchain4j.encode(c.id, c.metadata)), matrix[i])
+                [(langchain4j.row_id(c.id), c.text, json.dumps(langchain4j.encode(c.id, self._tagged(c.metadata))), matrix[i])
                  for i, c in enumerate(chunks)],
             )
             return
@@ -274,6 +290,10 @@ class PgVectorStore:
             ).format(self._ident),
             [(c.id, c.text, json.dumps(c.metadata), matrix[i]) for i, c in enumerate(chunks)],
         )
+
+    def _tagged(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """A chunk's metadata as EDDI's name layout tags it (kbId = the knowledge base's name), in a table found so."""
+        return {**metadata, "kbId": self.name_tag} if self.name_tag else metadata
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if not chunks:

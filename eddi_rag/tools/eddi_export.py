@@ -3,7 +3,10 @@
 The zip's layout (labsai/EDDI ``RestExportService``, read by ``eddi_import``): ``<agentId>.agent.json`` and
 ``<agentId>.descriptor.json`` at the root; per workflow ``<workflowId>/<version>/<workflowId>.workflow.json``
 (+ descriptor) and beside it each configuration a step names that we model, ``<id>.rag.json``,
-``<id>.httpcalls.json``, ``<id>.langchain.json`` (+ descriptors). URIs are written in EDDI's form. Literal
+``<id>.httpcalls.json``, ``<id>.langchain.json`` (+ descriptors); what an import kept (behaviour rules, outputs,
+dictionaries, property setters, snippets, schedules, …) goes back byte for byte where it came from. Sources of
+our own types (folder, sitemap), which EDDI refuses, are left out and listed in ``eddi-rag-export-notes.json``
+(our import puts them back). URIs are written in EDDI's form. Literal
 secrets become ``${vault:REDACTED}`` as EDDI's ``SecretScrubber`` decides: a field named like a credential
 (``apiKey``, ``password``, ``…Token`` but ``maxTokens`` …; in a header map also ``…Key``), a URL's user
 information and credential query parameters, and key-like strings of high entropy outside structural and
@@ -19,6 +22,7 @@ import math
 import re
 import zipfile
 from collections import Counter
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -28,6 +32,8 @@ from eddi_rag.secrets import REDACTED
 from eddi_rag.workflow.traversal import workflow_steps
 
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
+NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
+OUR_SOURCE_TYPES = ("folder", "sitemap")  # source types EDDI lacks
 _SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "token", "accesstoken",
                  "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}
 _SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "credential", "credentials", "authorization")
@@ -116,17 +122,44 @@ def _descriptor(d: Descriptor, uri: str) -> dict[str, Any]:
     return {**d.to_json(), "resource": uri}
 
 
+def _ours_only(source: Any) -> bool:
+    """Whether a source is of a type EDDI does not have (a folder, a sitemap): EDDI's import would refuse it."""
+    if not isinstance(source, dict):
+        return False
+    kind = source.get("type")
+    return kind in OUR_SOURCE_TYPES or (kind is None and any(k in source for k in OUR_SOURCE_TYPES))
+
+
+def _references(value: Any) -> str:
+    """Every string of ``value`` (what a kept file's id is looked for in)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = None) -> bytes:
     """The zip of agent ``agent_id`` (its current version), its workflows and the RAG, LLM and httpCall
-    configurations their steps name, in EDDI's layout (see the module doc)."""
+    configurations their steps name, in EDDI's layout (see the module doc), with the files an import kept as
+    they came (behaviour rules, outputs, dictionaries, … that a workflow version still names; snippets and
+    schedules). Sources of types EDDI lacks are left out of their RagConfiguration and listed in ``NOTES``."""
     files: dict[str, Any] = {}
+    left_out: list[dict[str, Any]] = []
 
     def add(path: str, kind: str, id: str, version: int) -> dict[str, Any]:
         data = resources.read(kind, id, version, tenant=tenant)
-        files[path] = scrub(canonical_uris(data))
+        body = data
+        if kind == "rags" and any(_ours_only(s) for s in data.get("sources") or []):
+            sources = data["sources"]
+            left_out.append({"file": path, "sources": [scrub(s) for s in sources if _ours_only(s)]})
+            body = {**data, "sources": [s for s in sources if not _ours_only(s)]}
+        files[path] = scrub(canonical_uris(body))
         files[path.rsplit(".", 2)[0] + ".descriptor.json"] = _descriptor(resources.descriptor(kind, id, tenant),
                                                                          resource_uri(kind, id, version))
         return data
+
+    def add_kept(folder: str, kind: str, id: str, named: str | None) -> None:
+        """The files kept with ``kind/id`` at its import; with ``named``, only those whose id it still names."""
+        for path, body in resources.kept(kind, id).items():
+            if named is None or PurePosixPath(path).name.split(".", 1)[0] in named:
+                files.setdefault(f"{folder}{path}", body)
 
     version = resources.current_version("agents", agent_id, tenant=tenant)
     agent = add(f"{agent_id}.agent.json", "agents", agent_id, version)
@@ -143,8 +176,14 @@ def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = N
                 continue
             if target.kind in FILE_EXTENSIONS:
                 add(f"{folder}{target.id}.{FILE_EXTENSIONS[target.kind]}.json", target.kind, target.id, target.version)
+        add_kept(folder, "workflows", ref.id, _references(workflow))
+    add_kept("", "agents", agent_id, None)
+    if left_out:
+        files[NOTES] = {"note": "Sources of types EDDI does not have (a folder on the server, a sitemap) are left out of "
+                                "these RagConfigurations, so EDDI imports them; eddi-rag's import puts them back.",
+                        "leftOut": left_out}
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, body in files.items():
-            archive.writestr(path, json.dumps(body, indent=2, ensure_ascii=False))
+            archive.writestr(path, body if isinstance(body, bytes) else json.dumps(body, indent=2, ensure_ascii=False))
     return out.getvalue()

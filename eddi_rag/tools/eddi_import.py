@@ -3,15 +3,17 @@
 Its layout (labsai/EDDI ``RestExportService``): ``<agentId>.agent.json`` (+ ``.descriptor.json``) at the
 root; per workflow ``<workflowId>/<version>/<workflowId>.workflow.json`` (``.package.json`` before v6),
 and beside it each configuration a step names, ``<id>.<ext>.json``: ``rag``, ``httpcalls``,
-``langchain`` (LLM), and kinds eddi-rag does not read (``behavior``, ``regulardictionary``, ``output``,
-``property``, ``mcpcalls``; snippets and schedules at the root).
+``langchain`` (LLM), and kinds eddi-rag does not model (``behavior``, ``regulardictionary``, ``output``,
+``property``, ``mcpcalls``; ``snippets/`` and ``schedules/`` beside the agent).
 
 The agent, its workflows and their RAG, LLM and httpCall configurations are created here (an id the
-export used is kept when it is free), every reference rewritten to the new resources; legacy (v5) and
-current EDDI URIs are both read. Everything is checked before anything is written, and a failure while
-writing removes what this import wrote: an export is imported whole or not at all. The report says
-what was skipped and why, and names every secret the export scrubbed (``${vault:REDACTED}``), which must be
-set before the resource can be used.
+export used is kept when it is free; the descriptor's name and description too), every reference rewritten
+to the new resources; legacy (v5) and current EDDI URIs are both read. Every other file is kept byte for byte
+with its workflow (or, beside the agent, with the agent) and ``eddi_export`` writes it back where it was.
+Everything is checked before anything is written, and a failure while writing removes what this import wrote:
+an export is imported whole or not at all. The report lists what was kept, what was skipped and why, what is
+imported but unused (an embedding parameter the provider does not take), and every secret the export scrubbed
+(``${vault:REDACTED}``), which must be set before the resource can be used.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
 from eddi_rag.secrets import REDACTED, redacted_paths
+from eddi_rag.tools.eddi_export import NOTES
+from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.saving import own_store
 from eddi_rag.workflow.traversal import workflow_steps
 
@@ -39,7 +43,7 @@ from eddi_rag.workflow.traversal import workflow_steps
 MAX_ENTRIES = 10_000
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # one file, uncompressed
 MAX_BYTES = 64 * 1024 * 1024  # all files, uncompressed
-MAX_DESCRIPTION = 10_000  # characters of a descriptor's description (it is listed with every descriptor)
+MAX_DESCRIPTION = 10_000  # characters of a descriptor's name or description (listed with every descriptor)
 # A step's configuration kind -> the file extension EDDI's export gives it.
 EXTENSIONS = {"rags": ("rag",), "httpcalls": ("httpcalls", "apicalls"), "llm": ("langchain", "llm")}
 NOT_READ = {"behavior": "behavior rules", "regulardictionary": "dictionary", "dictionary": "dictionary", "output": "output set",
@@ -59,10 +63,28 @@ class ImportReport:
     created: list[ResourceRef] = field(default_factory=list)  # every resource written, in order
     skipped: list[str] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)  # "<uri>: <path>" of each ${vault:REDACTED} imported
+    kept: list[str] = field(default_factory=list)  # each file not modelled here, kept byte for byte
+    warnings: list[str] = field(default_factory=list)  # what is imported but not used (an unknown embedding parameter)
 
     def to_json(self) -> dict[str, Any]:
         return {"agents": [r.uri for r in self.agents], "created": [r.uri for r in self.created], "skipped": self.skipped,
-                "redacted": self.redacted}
+                "redacted": self.redacted, "kept": self.kept, "warnings": self.warnings}
+
+
+@dataclass
+class _Planned:
+    kind: str
+    id: str
+    data: dict[str, Any]
+    name: str
+    description: str
+    kept: dict[str, bytes]
+
+
+def _what(name: str) -> str:
+    """What a kept file is, by its extension (``<id>.behavior.json``: behavior rules)."""
+    m = _CONFIG_FILE.match(PurePosixPath(name).name)
+    return NOT_READ.get(m.group("ext"), m.group("ext")) if m else "a file"
 
 
 class _Export:
@@ -137,6 +159,36 @@ def _ref(uri: Any) -> ResourceRef | None:
         return None
 
 
+def _descriptor(export: _Export, path: str) -> tuple[str, str]:
+    """(name, description) of the descriptor at ``path`` ("" for what it lacks, or when it is no JSON object)."""
+    try:
+        meta = json.loads(export.files[path]) if path in export.files else {}
+    except ValueError:  # not JSON, or not UTF-8: nothing to name it by
+        meta = {}
+    if not isinstance(meta, dict):
+        return "", ""
+    name, description = (str(meta.get(k) or "") for k in ("name", "description"))
+    for what, text in (("name", name), ("description", description)):
+        if wrong := jsonvalues.text_problem(text, f"{path}: the {what}"):
+            raise ExportError(wrong)
+        if len(text) > MAX_DESCRIPTION:
+            raise ExportError(f"{path}: the {what} has {len(text):,} characters (at most {MAX_DESCRIPTION:,})")
+    return name, description
+
+
+def _left_out(export: _Export) -> dict[str, list[Any]]:
+    """Our sources an export of ours left out of a RagConfiguration (EDDI refuses their types), by the file's
+    path: put back on import (``eddi_export.NOTES``)."""
+    raw = export.files.get(f"{export.root}{NOTES}")
+    try:
+        notes = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    entries = notes.get("leftOut") if isinstance(notes, dict) else None
+    return {f"{export.root}{e['file']}": e["sources"] for e in entries or []
+            if isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("sources"), list)}
+
+
 def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default",
                         checked: Callable[..., dict[str, Any]] | None = None) -> ImportReport:
     """Import every agent of an EDDI export (see the module doc). With ``checked`` (the save rules,
@@ -144,11 +196,14 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
     rewrites references to what it creates); without it, RagConfigurations pass their JSON Schema."""
     export = _Export(data)
     report = ImportReport()
-    planned: list[tuple[str, str, dict[str, Any], str]] = []  # (kind, old id, data, description), written in order
+    planned: list[_Planned] = []  # written in order
     new_ids: dict[tuple[str, str, int], str] = {}
     taken: set[tuple[str, str]] = set()
+    left_out = _left_out(export)
+    consumed = {f"{export.root}{NOTES}"}  # paths read as what we model; every other file is kept as it is
 
-    def plan(kind: str, old_id: str, version: int, data: dict[str, Any], folder: str) -> str:
+    def plan(kind: str, old_id: str, version: int, data: dict[str, Any], folder: str,
+             kept: dict[str, bytes] | None = None) -> str:
         key = (kind, old_id, version)
         if key not in new_ids:
             id = old_id if not resources.exists(kind, old_id) and (kind, old_id) not in taken else f"{old_id}-{len(planned) + 1}"
@@ -156,25 +211,16 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 id += "x"
             taken.add((kind, id))
             new_ids[key] = id
-            descriptor = export.files.get(f"{folder}{old_id}.descriptor.json")
-            description = ""
-            if descriptor:
-                try:
-                    meta = json.loads(descriptor)
-                    description = str(meta.get("description") or meta.get("name") or "") if isinstance(meta, dict) else ""
-                except ValueError:  # not JSON, or not UTF-8: no description
-                    pass
-                if wrong := jsonvalues.text_problem(description, f"{folder}{old_id}.descriptor.json: the description"):
-                    raise ExportError(wrong)
-                if len(description) > MAX_DESCRIPTION:
-                    raise ExportError(f"{folder}{old_id}.descriptor.json: the description has {len(description):,} characters "
-                                      f"(at most {MAX_DESCRIPTION:,})")
-            planned.append((kind, id, data, description))
+            consumed.add(f"{folder}{old_id}.descriptor.json")
+            name, description = _descriptor(export, f"{folder}{old_id}.descriptor.json")
+            planned.append(_Planned(kind, id, data, name, description, kept or {}))
         return resource_uri(kind, new_ids[key], 1)
 
+    folders = []
     for agent_path in export.agent_paths:
         agent_id = PurePosixPath(agent_path).name.rsplit(".", 2)[0]
         agent = export.json(agent_path)
+        consumed.add(agent_path)  # (its descriptor: plan reads it)
         workflows = []
         for uri in agent.get("workflows") or agent.get("packages") or []:
             ref = _ref(uri)
@@ -187,20 +233,21 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 raise ExportError(f"agent {agent_id} names workflow {ref.id} version {ref.version}, which the zip lacks "
                                   f"({folder}{ref.id}.workflow.json)")
             workflow = export.json(path)
+            consumed.add(path)
+            folders.append(folder)
             for i, step in enumerate(workflow_steps(workflow)):
                 config = step.get("config") if isinstance(step.get("config"), dict) else None
                 target = _ref(config.get("uri")) if config else None
                 if config is None or target is None or target.kind not in EXTENSIONS:
-                    if config and config.get("uri"):
-                        what = NOT_READ.get(str(step.get("type", "")).rsplit(".", 1)[-1], str(step.get("type")))
-                        report.skipped.append(f"workflow {ref.id} step {i} ({what}): not imported, eddi-rag does not read it; "
-                                              f"the step keeps its URI {config['uri']}")
-                    continue
+                    continue  # a step of a kind we do not model: its file is kept below
                 file = export.find(folder, target.id, EXTENSIONS[target.kind])
                 if file is None:
                     raise ExportError(f"workflow {ref.id} step {i} names {config['uri']}, whose file the zip lacks")
+                consumed.add(file)
                 body = export.json(file)
-                if target.kind == "rags" and isinstance(body, dict):
+                if target.kind == "rags":
+                    if file in left_out:  # our own sources, which our export left out for EDDI's sake
+                        body = {**body, "sources": [*(body.get("sources") or []), *left_out[file]]}
                     body = own_store(body)  # a store of its own, as EDDI stamps "id" on import
                 try:
                     if checked is not None:
@@ -209,23 +256,33 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                         validate_rag_configuration(body)
                 except ConfigValidationError as e:
                     raise ExportError(f"{file}: {e}") from None
+                if target.kind == "rags":
+                    report.warnings += [f"{file}: {w['path']}: {w['message']}" for w in Configs.warnings(body)]
                 config["uri"] = plan(target.kind, target.id, target.version, body, folder)
-            workflows.append(plan("workflows", ref.id, ref.version, workflow, folder))
+            kept = {p[len(folder):]: export.files[p] for p in export.files
+                    if p.startswith(folder) and "/" not in p[len(folder):] and p not in consumed
+                    and p != f"{folder}{ref.id}.descriptor.json"}
+            report.kept += [f"workflow {ref.id}: {name} ({_what(name)}) kept as it is and exported back unchanged"
+                            for name in kept if not name.endswith(".descriptor.json")]
+            workflows.append(plan("workflows", ref.id, ref.version, workflow, folder, kept))
         agent["workflows"] = workflows
         agent.pop("packages", None)
         plan("agents", agent_id, 0, agent, export.root)
-    for path in export.files:
-        m = _CONFIG_FILE.match(PurePosixPath(path).name)
-        if m and m.group("ext") in ("snippet", "schedule"):
-            report.skipped.append(f"{NOT_READ[m.group('ext')]} {m.group('id')}: not imported, eddi-rag does not read it")
+    # snippets, schedules and whatever else lies beside the agents come with the first agent
+    kept = {p[len(export.root):]: body for p, body in export.files.items()
+            if p.startswith(export.root) and p not in consumed and not any(p.startswith(f) for f in folders)}
+    report.kept += [f"{name} ({_what(name)}) kept as it is and exported back unchanged"
+                    for name in kept if not name.endswith(".descriptor.json")]
+    next(p for p in planned if p.kind == "agents").kept.update(kept)
 
     try:
-        for kind, id, body, description in planned:
-            ref = resources.create(kind, body, description=description, id=id, tenant=tenant)
+        for p in planned:
+            ref = resources.create(p.kind, p.data, description=p.description, id=p.id, tenant=tenant, name=p.name,
+                                   kept=p.kept)
             report.created.append(ref)
             report.redacted += [f"{ref.uri}: {path} is {REDACTED} (the export scrubbed a secret: set it before use)"
-                                for path in redacted_paths(body)]
-            if kind == "agents":
+                                for path in redacted_paths(p.data)]
+            if p.kind == "agents":
                 report.agents.append(ref)
     except Exception:
         for ref in reversed(report.created):  # all or nothing

@@ -4,6 +4,7 @@ saves it (REST, the Manager, an EDDI import, a bundle, the memory KBs)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.variables import Variables
 from eddi_rag.variables import references as variable_references
 from eddi_rag.workflow.traversal import reference_errors
+
+log = logging.getLogger(__name__)
 
 
 def _has_keyword_search(store_type: str) -> bool | None:
@@ -77,6 +80,15 @@ class Configs:
         if errors:
             raise ConfigValidationError(errors)
         return config
+
+    @staticmethod
+    def warnings(data: Any) -> list[dict[str, Any]]:
+        """What is saved but not used, as {path, message, value}: embeddingParameters the provider does not take
+        (EDDI logs and ignores them; so do we: ``registry.unused_parameters``)."""
+        if not isinstance(data, dict) or data.get("embeddingProviderId") or not isinstance(data.get("embeddingProvider"), str):
+            return []
+        params = data.get("embeddingParameters")
+        return registry.unused_parameters(registry.EMBEDDINGS, data["embeddingProvider"], params) if isinstance(params, dict) else []
 
     def get(self, kb_id: str, version: int = 0) -> RagConfiguration:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
@@ -139,4 +151,6 @@ class Configs:
                    for named, key in variable_references(data.get(field) or {}) if named not in (None, tenant)]
         if foreign:
             raise ConfigValidationError(foreign)
+        for warning in self.warnings(data):
+            log.warning("%s: %s", warning["path"], warning["message"])
         return with_source_ids(data)

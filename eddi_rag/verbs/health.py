@@ -137,7 +137,12 @@ class Health:
             return skip(*CHECKS[2:], because="provider")
         config = self.configs.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
         via = f" (provider {config.embeddingProviderId!r})" if config.embeddingProviderId else ""
-        add("configuration", True, f"{config.embeddingProvider or '(no embedding)'}{via} → {config.storeType}")
+        shape = f"{config.embeddingProvider or '(no embedding)'}{via} → {config.storeType}"
+        if unused := self.configs.warnings(data):
+            add("configuration", True, f"{shape}; " + "; ".join(f"{w['path']}: {w['message']}" for w in unused),
+                "remove the parameters named (EDDI ignores them too), then save a new version", level="warning")
+        else:
+            add("configuration", True, shape)
         try:
             for group, value in ((registry.EMBEDDINGS, config.embeddingProvider), (registry.STORES, config.storeType)):
                 if value:
