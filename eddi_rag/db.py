@@ -11,7 +11,18 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from eddi_rag.errors import EddiRagError
+
 SQLITE, POSTGRESQL = "sqlite", "postgresql"
+
+
+class StateUnavailableError(EddiRagError, RuntimeError):
+    """The state database is out of reach (restarting, down, or slower than the state's timeout): HTTP 503 with
+    Retry-After; an ingestion job that met it is given back, not failed (ingest.jobs)."""
+    status = 503
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "2"}
 
 
 class StateDatabase(Protocol):

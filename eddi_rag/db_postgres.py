@@ -11,11 +11,18 @@ every check-then-write above keeps its meaning. Work that must not wait on that 
 job: ``FOR UPDATE SKIP LOCKED``) is one statement outside a transaction.
 
 A fleet-wide role (the scheduler) is a session advisory lock held on a connection of its own: a process
-that dies loses its connection and with it the lock, and the next process to ask takes it."""
+that dies loses its connection and with it the lock, and the next process to ask takes it.
+
+While the database is away (restarting, down), every call fails within ``EDDI_RAG_STATE_TIMEOUT`` seconds
+(default 5: waiting for a connection, or making one) with ``StateUnavailableError`` (HTTP 503), never a bare
+driver error; a pooled connection is checked before it is lent, so the first call after the database is back
+gets a working one."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -27,8 +34,11 @@ import psycopg
 from psycopg import ClientCursor, sql
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from eddi_rag.db import POSTGRESQL
+from eddi_rag.db import POSTGRESQL, StateUnavailableError
+
+log = logging.getLogger(__name__)
 
 WRITE_LOCK = 0x0EDD1_5AFE  # the advisory lock every state transaction takes first
 _DDL = re.compile(r"^\s*(CREATE\s+TABLE|ALTER\s+TABLE)", re.IGNORECASE)
@@ -121,22 +131,55 @@ def redacted(url: str) -> str:
     return urlunsplit(parts)
 
 
+def state_timeout() -> float:
+    """``EDDI_RAG_STATE_TIMEOUT``: seconds a call waits for the state database before it answers 503 (default 5)."""
+    raw = os.environ.get("EDDI_RAG_STATE_TIMEOUT", "5")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"EDDI_RAG_STATE_TIMEOUT={raw!r}: give seconds, for example 5") from None
+    if not 0.5 <= value <= 300:
+        raise ValueError(f"EDDI_RAG_STATE_TIMEOUT={raw!r}: between 0.5 and 300 seconds")
+    return value
+
+
+# what a lost, refused or timed-out connection raises (an SQL error of the statement itself is not among them)
+_AWAY = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    """A lost, refused or timed-out connection as StateUnavailableError (its detail logged, not shown: the
+    database's address is the server's business)."""
+    try:
+        yield
+    except _AWAY as e:
+        log.warning("state database out of reach: %s: %s", type(e).__name__, redacted(str(e)))
+        raise StateUnavailableError("the state database is out of reach (restarting or down); try again in a few "
+                                    "seconds") from e
+
+
 def _lock_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"eddi-rag:{name}".encode()).digest()[:8], "big", signed=True)
 
 
 class PostgresDatabase:
-    def __init__(self, url: str, max_size: int = 10):
-        from psycopg_pool import ConnectionPool
-
+    def __init__(self, url: str, max_size: int = 10, timeout: float | None = None):
         self.dialect = POSTGRESQL
         self.path = redacted(url)  # what messages name
         self.conninfo, self.schema = _split(url)
+        self.timeout = state_timeout() if timeout is None else timeout
+        connect = {"connect_timeout": max(1, round(self.timeout))}
         if self.schema:
-            with psycopg.connect(self.conninfo, autocommit=True) as c:
+            with psycopg.connect(self.conninfo, autocommit=True, **connect) as c:
                 c.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+        # check: a connection the database dropped (a restart) is replaced before it is lent, not handed out broken;
+        # reconnect_timeout: the pool's own reconnection (backing off 1, 2, 4, 8 … s) gives up within the timeout, so
+        # the first call after the database is back connects at once instead of waiting out a long back-off
         self.pool = ConnectionPool(self.conninfo, min_size=1, max_size=max_size, open=True, configure=self._configure,
-                                   kwargs={"autocommit": True, "cursor_factory": ClientCursor}, name="eddi-rag-state")
+                                   kwargs={"autocommit": True, "cursor_factory": ClientCursor, **connect},
+                                   timeout=self.timeout, reconnect_timeout=self.timeout,
+                                   check=ConnectionPool.check_connection, name="eddi-rag-state")
         self._local = threading.local()
         self._leaders: dict[str, psycopg.Connection] = {}
         self._leaders_lock = threading.Lock()
@@ -154,7 +197,7 @@ class PostgresDatabase:
         if current is not None:  # a transaction of this thread is open: the block joins it (as SQLite's do)
             yield current
             return
-        with self.pool.connection() as conn, conn.transaction():
+        with _reachable(), self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             self._local.conn = Connection(conn)
             try:
@@ -166,7 +209,7 @@ class PostgresDatabase:
         current = getattr(self._local, "conn", None)
         if current is not None:
             return current.execute(statement, params)
-        with self.pool.connection() as conn:
+        with _reachable(), self.pool.connection() as conn:
             return Connection(conn).execute(statement, params)
 
     def query(self, statement: str, params: Any = ()) -> list[Row]:
@@ -196,7 +239,7 @@ class PostgresDatabase:
                 except psycopg.Error:
                     self._leaders.pop(name, None)
             try:
-                conn = psycopg.connect(self.conninfo, autocommit=True)
+                conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, round(self.timeout)))
             except psycopg.Error:
                 return False
             if conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(name),)).fetchone()[0]:  # type: ignore[index]

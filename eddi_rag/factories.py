@@ -175,7 +175,8 @@ class EmbeddingStoreFactory:
         store = self._construct(kb_id, config, claim=True)
         # a store whose engine failed is built anew at its next use (a fresh connection once the engine is back)
         forget = lambda: self._cache.invalidate(lambda k: k == key)  # noqa: E731
-        return GuardedStore(store, self._what(kb_id, config), self.resolver.redact, forget)  # type: ignore[return-value]
+        return GuardedStore(store, self._what(kb_id, config), self.resolver.redact, forget,  # type: ignore[return-value]
+                            rebuild=lambda: self._construct(kb_id, config))
 
     def evict(self, kb_id: str) -> None:
         self._cache.invalidate(lambda k: json.loads(k)[1] == kb_id)
@@ -196,10 +197,14 @@ def unavailable(what: str, redact: Callable[[str], str], on_failure: Callable[[]
 
 class GuardedStore:
     """A store whose every call reports an unreachable engine as StoreUnavailableError (HTTP 503,
-    a trace entry in an LLM turn, an ingestion left pending until the engine is back)."""
+    a trace entry in an LLM turn, an ingestion left pending until the engine is back). A store that answered
+    before and fails now (its engine restarted under a kept connection) is built again and the call tried once
+    more (every store call may be repeated: writes are upserts by id), so the first call after a restart works."""
 
-    def __init__(self, store: KnowledgeStore, what: str, redact: Callable[[str], str], on_failure: Callable[[], None]):
-        self._store, self._what, self._redact, self._on_failure = store, what, redact, on_failure
+    def __init__(self, store: KnowledgeStore, what: str, redact: Callable[[str], str], on_failure: Callable[[], None],
+                 rebuild: Callable[[], KnowledgeStore] | None = None):
+        self._store, self._what, self._redact, self._on_failure, self._rebuild = store, what, redact, on_failure, rebuild
+        self._answered = False
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
@@ -207,6 +212,17 @@ class GuardedStore:
             return value
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            with unavailable(self._what, self._redact, self._on_failure):
-                return value(*args, **kwargs)
+            try:
+                with unavailable(self._what, self._redact):
+                    result = getattr(self._store, name)(*args, **kwargs)
+            except StoreUnavailableError:
+                if not (self._answered and self._rebuild is not None):
+                    self._on_failure()
+                    raise
+                self._answered = False
+                with unavailable(self._what, self._redact, self._on_failure):
+                    self._store = self._rebuild()
+                    result = getattr(self._store, name)(*args, **kwargs)
+            self._answered = True
+            return result
         return guarded

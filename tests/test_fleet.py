@@ -1,10 +1,12 @@
 """A fleet on the real thing (issue 23): one PostgreSQL, three ``eddi-rag serve --no-worker`` replicas and two
 ``eddi-rag worker``s, each a process of its own on loopback, a client spreading its requests over the replicas.
 
-One test, in steps, because the fleet is the expensive part (five processes): 300 documents ingested through
-random replicas while one worker is killed with SIGKILL twice; a configuration saved on replica 1 used by a
-query on replica 3; a cron source ticking once per tick with two workers; the scheduler's holder killed and
-the other worker taking over; a key revoked on one replica refused on the others."""
+One test, in steps, because the fleet is the expensive part (five processes and a PostgreSQL of its own): 300
+documents ingested through random replicas while one worker is killed with SIGKILL twice; 60 more while
+PostgreSQL is stopped and started again (every route answers 503 with the reason meanwhile, every job completes);
+a configuration saved on replica 1 used by a query on replica 3; a cron source ticking once per tick with two
+workers; the scheduler's holder killed and the other worker taking over; a key revoked on one replica refused on
+the others."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from eddi_rag.config import validate_rag_configuration
 from eddi_rag.ingest.chunking import split_text
 from eddi_rag.stores.pgvector import table_name
 from tests.support.fleet import Fleet
+from tests.support.services import postgres_server
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -37,20 +40,24 @@ def document(i: int) -> str:
 
 
 @pytest.fixture
-def fleet(postgres_url, tmp_path, monkeypatch):
+def fleet(loopback_allowed, tmp_path):
+    """The fleet on a PostgreSQL of its own (it is stopped and started in the middle of the test)."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "page.md").write_text("# Page\n\nThe fleet's scheduled source.")
-    fleet = Fleet(postgres_url, tmp_path, EDDI_RAG_JOB_LEASE_SECONDS="2", EDDI_RAG_SCHEDULER_SECONDS="0.5",
-                  EDDI_RAG_FOLDER_ROOTS=str(tmp_path / "site"), EDDI_RAG_RATE_LIMIT_INGEST="100000/minute")
-    try:
-        for name in REPLICAS:
-            fleet.start("serve", name)
-        for name in ("worker-1", "worker-2"):
-            fleet.start("worker", name)
-        fleet.wait_ready(*REPLICAS, "worker-1", "worker-2")
-        yield fleet
-    finally:
-        fleet.close()
+    with postgres_server() as server:
+        fleet = Fleet(server.uri, tmp_path, EDDI_RAG_JOB_LEASE_SECONDS="2", EDDI_RAG_SCHEDULER_SECONDS="0.5",
+                      EDDI_RAG_FOLDER_ROOTS=str(tmp_path / "site"), EDDI_RAG_RATE_LIMIT_INGEST="100000/minute",
+                      EDDI_RAG_STATE_TIMEOUT="3")
+        fleet.server = server
+        try:
+            for name in REPLICAS:
+                fleet.start("serve", name)
+            for name in ("worker-1", "worker-2"):
+                fleet.start("worker", name)
+            fleet.wait_ready(*REPLICAS, "worker-1", "worker-2")
+            yield fleet
+        finally:
+            fleet.close()
 
 
 class Client:
@@ -76,6 +83,7 @@ def test_a_fleet_shares_one_state(fleet):
     kb = made.headers["location"].split("/")[-1].split("?")[0]
 
     ingested_while_a_worker_is_killed_twice(fleet, client, kb, validate_rag_configuration(config))
+    ingested_through_a_database_restart(fleet, client, kb, validate_rag_configuration(config))
     saved_on_one_replica_used_by_another(client, kb, config)
     cron_ticks_once_and_the_scheduler_is_taken_over(fleet, client)
     revoked_on_one_replica_refused_on_all(client, kb)
@@ -125,6 +133,68 @@ def ingested_while_a_worker_is_killed_twice(fleet: Fleet, client: Client, kb: st
                         "GROUP BY 1, 2 HAVING COUNT(*) > 1")
     assert twice == []
     assert sum(counts.values()) == fleet.store(f"SELECT COUNT(*) FROM {table_name(kb)}")[0][0] == 600
+
+
+def ingested_through_a_database_restart(fleet: Fleet, client: Client, kb: str, config) -> None:
+    """PostgreSQL (the state and the store) stopped while the workers embed and started again: while it is away
+    every route answers 503 with the reason (within the client's timeout: nothing hangs), and afterwards every
+    replica answers again, every job completes (none failed), each document's chunks exactly once."""
+    batch = range(DOCUMENTS, DOCUMENTS + 60)
+    ids = {}
+    for i in batch:
+        r = client.request("POST", f"{BASE}/{kb}/ingest?documentName=doc-{i:03}.txt", content=document(i).encode())
+        assert r.status_code == 202, r.text
+        ids[i] = r.json()["ingestionId"]
+    deadline = time.monotonic() + 120
+    while not fleet.state("SELECT 1 FROM ingestion_jobs WHERE status='processing'"):
+        assert time.monotonic() < deadline, "no job was being worked on"
+        time.sleep(0.02)
+    fleet.server.stop()  # (PostgreSQL's fast shutdown: "terminating connection due to administrator command")
+    away = httpx.Client(timeout=15)  # a hang past the state's timeout (3 s here) fails the test
+    for replica in REPLICAS:
+        for method, path, body in (("GET", f"{BASE}/{kb}/ingestions?limit=1000", None), ("GET", f"{BASE}/descriptors", None),
+                                   ("POST", f"{BASE}/{kb}/query", {"query": "harbour"}), ("GET", f"{BASE}/{kb}/documents", None),
+                                   ("POST", f"{BASE}/{kb}/ingest?documentName=late.txt", None), ("GET", "/health/ready", None)):
+            r = away.request(method, fleet.urls[replica] + path, json=body,
+                             content=b"late" if body is None and method == "POST" else None)
+            assert r.status_code == 503, (replica, path, r.status_code, r.text)
+            assert "state database" in r.json()["error"] or "store" in r.json()["error"], (path, r.text)
+    time.sleep(1)
+    fleet.server.start()
+    back = time.monotonic()
+    recovered = {}
+    for name in (*REPLICAS, "worker-1", "worker-2"):
+        while True:
+            try:
+                if away.get(f"{fleet.urls[name]}/health/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() - back < 60, f"{name} did not recover"
+            time.sleep(0.05)
+        recovered[name] = round(time.monotonic() - back, 2)
+    print(f"recovered after PostgreSQL came back (s): {recovered}")
+    for replica in REPLICAS:  # the first query of each (its store connection was dropped too) answers
+        r = client.request("POST", f"{BASE}/{kb}/query", replica, json={"query": "harbour lantern"})
+        assert r.status_code == 200 and r.json()["results"], r.text
+
+    deadline = time.monotonic() + 180
+    while True:
+        jobs = [j for j in client.request("GET", f"{BASE}/{kb}/ingestions?limit=1000").json() if j["ingestionId"] in ids.values()]
+        assert not [j for j in jobs if j["status"].startswith("failed")], jobs
+        if len(jobs) == len(ids) and all(j["status"] == "completed" for j in jobs):
+            break
+        assert time.monotonic() < deadline, {j["status"] for j in jobs}
+        time.sleep(0.5)
+    attempts = dict(fleet.state("SELECT id, attempts FROM ingestion_jobs WHERE id = ANY(%s)", (list(ids.values()),)))
+    print(f"attempts of the jobs through the restart: {sorted(attempts.values())}")
+    listed = client.request("GET", f"{BASE}/{kb}/documents")
+    assert listed.status_code == 200, listed.text
+    documents = {d["documentId"]: d["chunks"] for d in listed.json()["documents"]}
+    assert {f"doc-{i:03}.txt#{ids[i]}": len(split_text(document(i), config)) for i in batch}.items() <= documents.items()
+    twice = fleet.store(f"SELECT metadata->>'document_id', text, COUNT(*) FROM {table_name(kb)} GROUP BY 1, 2 HAVING COUNT(*) > 1")
+    assert twice == []
+    assert fleet.store(f"SELECT COUNT(*) FROM {table_name(kb)}")[0][0] == sum(documents.values())
 
 
 def saved_on_one_replica_used_by_another(client: Client, kb: str, config: dict) -> None:

@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from eddi_rag import state
+from eddi_rag.db import StateUnavailableError
 from eddi_rag.ingest.jobs import MAX_ATTEMPTS, IngestionQueue
 from eddi_rag.resources.base import ResourceNotFoundError, VersionConflictError
 from eddi_rag.runtime import Runtime
@@ -132,6 +133,28 @@ def test_a_job_whose_worker_died_is_taken_again_after_its_lease(state_url, tmp_p
     db.execute("UPDATE ingestion_jobs SET attempts=? WHERE id=?", (MAX_ATTEMPTS, bomb.id))
     other._carry_out(other._claim())
     assert other.status(bomb.id).status == f"failed: gave up after {MAX_ATTEMPTS} attempts"
+    db.close()
+
+
+def test_a_job_that_lost_the_state_database_waits_and_is_not_counted(state_url, tmp_path):
+    """The state database went away while a job ran (a restart; the fleet test does it for real): the job is given
+    back as pending once the state answers again, its attempt not counted, and the next run completes it."""
+    db = open_state(state_url, tmp_path, "eddi-rag.db")
+    runs = []
+
+    def run(kb, version, document, name, body, fmt, progress):
+        runs.append(document)
+        if len(runs) == 1:
+            raise StateUnavailableError("the state database is out of reach (restarting or down)")
+        return 2
+
+    queue = IngestionQueue(db, run, lease_seconds=30)
+    job = queue.submit("kb", 1, "doc", b"x")
+    queue._carry_out(queue._claim())
+    after = db.query("SELECT status, attempts, owner FROM ingestion_jobs WHERE id=?", (job.id,))[0]
+    assert (after["status"], after["attempts"], after["owner"]) == ("pending", 0, None)
+    queue._carry_out(queue._claim())
+    assert queue.status(job.id).status == "completed" and len(runs) == 2
     db.close()
 
 

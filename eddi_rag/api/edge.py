@@ -50,7 +50,7 @@ ERROR_STATUSES = {400: "Bad input (the message names the field)", 401: "No or an
                   403: "The credential's role may not do this", 404: "Not found (or another tenant's)",
                   409: "Conflict with the current state", 413: "Body over the upload limit",
                   415: "Unsupported content type", 422: "Request does not match this operation's schema",
-                  429: "Over a rate, concurrency or queue limit (see Retry-After)", 503: "A store or provider is unavailable"}
+                  429: "Over a rate, concurrency or queue limit (see Retry-After)", 503: "A store, a provider or the state database is unavailable"}
 # Every router documents every error status it can answer with (one table; errors.py maps errors to them).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody, "description": text} for code, text in ERROR_STATUSES.items()}
 

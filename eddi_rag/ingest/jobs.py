@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eddi_rag import fleet, state
-from eddi_rag.db import POSTGRESQL, StateDatabase
+from eddi_rag.db import POSTGRESQL, StateDatabase, StateUnavailableError
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.parsing import ParseCancelledError
 from eddi_rag.stores.base import StoreUnavailableError
@@ -343,6 +343,7 @@ class IngestionQueue:
     def _run(self, r: Any) -> None:
         job_id = r["id"]
         self._progress[job_id] = {"phase": "parsing", "unit": None, "done": 0, "total": None}
+        outcome: Callable[[], Any]
         try:
             body = r["body"] or b""
             chunks = self.run(r["kb_id"], r["version"], r["document_id"] or r["document"], r["document"],
@@ -350,22 +351,41 @@ class IngestionQueue:
                               Progress(job_id, self))
         except (_Cancelled, ParseCancelledError):
             if job_id in self._cancel:
-                self._set(job_id, CANCELLED)
+                outcome = lambda: self._set(job_id, CANCELLED)  # noqa: E731
             else:  # the worker is stopping: released for the next one (not counted as an attempt)
-                self._release(job_id, PENDING)
+                outcome = lambda: self._release(job_id, PENDING)  # noqa: E731
+        except StateUnavailableError as e:  # the state database went away meanwhile: not an attempt either
+            log.warning("ingestion %s of %r waits for the state database: %s", job_id, r["document"], e)
+            outcome = lambda: self._release(job_id, PENDING)  # noqa: E731
         except StoreUnavailableError as e:  # not the document's fault: not an attempt either
             log.warning("ingestion %s of %r waits for its store: %s", job_id, r["document"], self.redact(str(e)))
             n = self._waits[job_id] = self._waits.get(job_id, 0) + 1
-            self._release(job_id, UNAVAILABLE, min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** (n - 1)))
+            after = min(RETRY_SECONDS[1], RETRY_SECONDS[0] * 2 ** (n - 1))
+            outcome = lambda: self._release(job_id, UNAVAILABLE, after)  # noqa: E731
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
             message = self.redact(str(e))
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
-            self._set(job_id, f"failed: {message}")  # the body stays: the job can be retried
+            outcome = lambda: self._set(job_id, f"failed: {message}")  # noqa: E731 - the body stays: it can be retried
         else:
-            # the document's file is kept with its latest ingestion (re-parse), earlier ones let go
-            self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED)
-            self.let_go(r["kb_id"], r["document_id"] or r["document"], keep=job_id)
-            self._waits.pop(job_id, None)
+            def outcome() -> None:
+                # the document's file is kept with its latest ingestion (re-parse), earlier ones let go
+                self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED)
+                self.let_go(r["kb_id"], r["document_id"] or r["document"], keep=job_id)
+                self._waits.pop(job_id, None)
+        self._recorded(job_id, outcome)
+
+    def _recorded(self, job_id: str, write: Callable[[], Any]) -> None:
+        """Write a job's outcome, waiting while the state database is away (a restart); when the queue stops first,
+        the job's lease runs out and a worker takes it again."""
+        delay = 0.1
+        while True:
+            try:
+                write()
+                return
+            except StateUnavailableError:
+                if self._stop.wait(delay):
+                    return
+                delay = min(1.0, delay * 2)
 
     def _release(self, job_id: str, status: str, after: float = 0.0) -> None:
         """Give a job back (the attempt not counted): ``status`` again, due in ``after`` seconds."""
@@ -424,7 +444,10 @@ class IngestionQueue:
                 log.warning("ingestion worker cannot reach the state database: %s", self.redact(str(e)))
                 row = None
             if row is not None:
-                self._carry_out(row)
+                try:
+                    self._carry_out(row)
+                except Exception as e:  # noqa: BLE001 - the worker goes on; the job's lease runs out and it is taken again
+                    log.warning("ingestion %s: %s", row["id"], self.redact(str(e)))
             else:
                 self._wake.wait(IDLE_POLL_SECONDS)
 

@@ -6,6 +6,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 
 @contextlib.contextmanager
@@ -159,12 +160,28 @@ class PostgresServer:
     def start(self) -> None:
         import pgserver
 
-        self.server = pgserver.get_server(self.folder, cleanup_mode="stop")
+        with _one_pgserver_at_a_time():
+            self.server = pgserver.get_server(self.folder, cleanup_mode="stop")
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.cleanup()
+            with _one_pgserver_at_a_time():
+                self.server.cleanup()
             self.server = None
+
+
+@contextlib.contextmanager
+def _one_pgserver_at_a_time() -> Iterator[None]:
+    """pgserver guards its starts and stops with one lock per user that two test processes starting servers at
+    once trip over ("Unable to release an unaquired lock"): ours, taken first, lets one process in at a time."""
+    import fcntl
+
+    with open(Path(tempfile.gettempdir()) / "eddi-rag-pgserver.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
