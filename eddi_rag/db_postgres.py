@@ -145,18 +145,7 @@ def state_timeout() -> float:
 
 # what a lost, refused or timed-out connection raises (an SQL error of the statement itself is not among them)
 _AWAY = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
-
-
-@contextmanager
-def _reachable() -> Iterator[None]:
-    """A lost, refused or timed-out connection as StateUnavailableError (its detail logged, not shown: the
-    database's address is the server's business)."""
-    try:
-        yield
-    except _AWAY as e:
-        log.warning("state database out of reach: %s: %s", type(e).__name__, redacted(str(e)))
-        raise StateUnavailableError("the state database is out of reach (restarting or down); try again in a few "
-                                    "seconds") from e
+AWAY_TIMEOUT = 0.5  # seconds a call waits for a connection while the database is known to be away
 
 
 def _lock_key(name: str) -> int:
@@ -169,15 +158,17 @@ class PostgresDatabase:
         self.path = redacted(url)  # what messages name
         self.conninfo, self.schema = _split(url)
         self.timeout = state_timeout() if timeout is None else timeout
-        connect = {"connect_timeout": max(1, round(self.timeout))}
+        self.connect_timeout = max(1, round(self.timeout))
+        self._away = False  # the last call found the database away: the next waits a moment only (AWAY_TIMEOUT)
         if self.schema:
-            with psycopg.connect(self.conninfo, autocommit=True, **connect) as c:
+            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=self.connect_timeout) as c:
                 c.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
         # check: a connection the database dropped (a restart) is replaced before it is lent, not handed out broken;
         # reconnect_timeout: the pool's own reconnection (backing off 1, 2, 4, 8 … s) gives up within the timeout, so
         # the first call after the database is back connects at once instead of waiting out a long back-off
         self.pool = ConnectionPool(self.conninfo, min_size=1, max_size=max_size, open=True, configure=self._configure,
-                                   kwargs={"autocommit": True, "cursor_factory": ClientCursor, **connect},
+                                   kwargs={"autocommit": True, "cursor_factory": ClientCursor,
+                                           "connect_timeout": self.connect_timeout},
                                    timeout=self.timeout, reconnect_timeout=self.timeout,
                                    check=ConnectionPool.check_connection, name="eddi-rag-state")
         self._local = threading.local()
@@ -192,12 +183,28 @@ class PostgresDatabase:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
 
     @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection; a lost, refused or timed-out one as StateUnavailableError (its detail logged, not
+        shown: the database's address is the server's business). While the database is away, a call waits
+        ``AWAY_TIMEOUT`` for a connection, not the whole timeout: the 503s of an outage come at once."""
+        try:
+            with self.pool.connection(timeout=AWAY_TIMEOUT if self._away else self.timeout) as conn:
+                yield conn
+            self._away = False
+        except _AWAY as e:
+            if not self._away:
+                log.warning("state database out of reach: %s: %s", type(e).__name__, redacted(str(e)))
+            self._away = True
+            raise StateUnavailableError("the state database is out of reach (restarting or down); try again in a few "
+                                        "seconds") from e
+
+    @contextmanager
     def transaction(self) -> Iterator[Connection]:
         current = getattr(self._local, "conn", None)
         if current is not None:  # a transaction of this thread is open: the block joins it (as SQLite's do)
             yield current
             return
-        with _reachable(), self.pool.connection() as conn, conn.transaction():
+        with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             self._local.conn = Connection(conn)
             try:
@@ -209,7 +216,7 @@ class PostgresDatabase:
         current = getattr(self._local, "conn", None)
         if current is not None:
             return current.execute(statement, params)
-        with _reachable(), self.pool.connection() as conn:
+        with self._connection() as conn:
             return Connection(conn).execute(statement, params)
 
     def query(self, statement: str, params: Any = ()) -> list[Row]:
@@ -239,7 +246,7 @@ class PostgresDatabase:
                 except psycopg.Error:
                     self._leaders.pop(name, None)
             try:
-                conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, round(self.timeout)))
+                conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=self.connect_timeout)
             except psycopg.Error:
                 return False
             if conn.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(name),)).fetchone()[0]:  # type: ignore[index]
