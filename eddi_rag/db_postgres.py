@@ -162,7 +162,10 @@ class PostgresDatabase:
         self._away = False  # the last call found the database away: the next waits a moment only (AWAY_TIMEOUT)
         if self.schema:
             with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=self.connect_timeout) as c:
-                c.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+                try:
+                    c.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+                except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
+                    pass  # a process of the fleet starting at the same moment made it (IF NOT EXISTS races)
         # check: a connection the database dropped (a restart) is replaced before it is lent, not handed out broken;
         # reconnect_timeout: the pool's own reconnection (backing off 1, 2, 4, 8 … s) gives up within the timeout, so
         # the first call after the database is back connects at once instead of waiting out a long back-off

@@ -224,3 +224,26 @@ def test_readiness_says_what_the_process_is_and_whether_it_reaches_its_state(tmp
         rt.db.close()  # the state out of reach
         down = worker.get("/health/ready")
         assert down.status_code == 503 and down.json()["error"].startswith("state database")
+
+
+def test_a_fleet_starting_at_once_opens_its_new_schema_in_every_process(postgres_url):
+    """Every process of a fleet started together creates the state's schema (CREATE SCHEMA IF NOT EXISTS races in
+    PostgreSQL: the losers got a duplicate-key error and did not start)."""
+    from eddi_rag.db_postgres import PostgresDatabase
+
+    for _ in range(3):
+        url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}schema=race_{uuid.uuid4().hex[:12]}"
+        barrier, failures = threading.Barrier(8), []
+
+        def open_state_at_once() -> None:
+            barrier.wait()
+            try:
+                PostgresDatabase(url, max_size=1).close()
+            except Exception as e:  # noqa: BLE001 - what the test counts
+                failures.append(e)
+        threads = [threading.Thread(target=open_state_at_once) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == []
