@@ -144,6 +144,11 @@ def pytest_sessionfinish(session, exitstatus):
     _STARTING.clear()
 
 
+LONGEST = ("test_fleet.py::", "test_cli_demo.py::test_demo_answers_with_the_small_local_model",
+           "test_untrusted_files.py::test_hostile_files_fail", "test_answers.py::test_the_small_local_model_answers_offline",
+           "test_untrusted_files.py::test_cancel_kills_the_parse", "test_thousands_of_chunks_page_through_whole")
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test marked unit or integration (and services / browser / fuzz / lint: ``-m unit`` runs the
     in-process ones alone). mypy and schemathesis take a minute or more each, in processes of their own:
@@ -151,6 +156,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for kind in kinds(item):
             item.add_marker(kind)
+    # the longest tests first, so the two test processes end together instead of one waiting on a late long one
+    items.sort(key=lambda item: not any(long in item.nodeid for long in LONGEST))
     if any(item.nodeid.endswith("test_lint.py::test_mypy_finds_nothing") for item in items):
         from tests.test_lint import start_mypy
 
