@@ -76,7 +76,7 @@ class Runtime:
         self.configs = Configs(self.resources, self.data_dir, self.variables, fleet)
         self.jobs = IngestionQueue(self.db, job_runner(self.configs, self.ingestor), redact)
         # the verbs
-        self.documents = Documents(self.configs, self.stores, self.generations)
+        self.documents = Documents(self.configs, self.stores, self.generations, self.jobs.let_go)
         self.saving = Saving(self.resources, self.configs, self.documents, self.jobs)
         self.search = Search(self.configs, self.embeddings, self.retriever, self.generations, redact)
         self.ingesting = Ingesting(self.configs, self.ingestor, self.jobs, redact)

@@ -227,3 +227,52 @@ def test_langgraph_and_the_library_run_the_same_turn(faces):
     library = runtime.turns.run(ConversationMemory(agent_id="parity", user_input=QUESTION)).system_message
     chain = rag_runnable(runtime.turns, "parity").invoke({"messages": [("human", QUESTION)]})
     assert chain["system_message"] == library and "22:10" in library
+
+
+# -- rules that lived in one face only (issue 31) -------------------------------------------------
+
+def test_deleting_a_document_lets_its_kept_file_go_from_python_as_from_rest(tmp_path):
+    """The body of a document's upload is kept for re-parsing while the document lives, and freed with it, whoever
+    deletes it (before: only REST freed it; Python, and so MCP and the CLI, left it in ingestion_jobs)."""
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime)) as client:
+        kb = runtime.saving.create("rags", KB).id
+        for name in ("rest.md", "python.md"):
+            runtime.jobs.process(runtime.ingesting.submit(kb, name, b"# Night trains\n\nThey leave at 22:10.").id)
+            assert runtime.jobs.original(kb, name) is not None  # kept: it can be re-parsed
+        assert client.delete(f"/ragstore/rags/{kb}/documents/rest.md").status_code == 200
+        assert runtime.documents.delete(kb, "python.md") > 0
+        assert runtime.jobs.original(kb, "rest.md") is None and runtime.jobs.original(kb, "python.md") is None
+        assert runtime.db.query("SELECT COUNT(*) FROM ingestion_jobs WHERE body IS NOT NULL")[0][0] == 0
+
+
+def test_a_refused_upload_stays_in_the_history_from_python_as_from_rest(tmp_path):
+    """An upload refused for what it is stays in the KB's ingestion history as a failed ingestion saying why (before:
+    only REST kept it)."""
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        kb = runtime.saving.create("rags", KB).id
+        refused = client.post(f"/ragstore/rags/{kb}/ingest?documentName=tool.exe", content=b"MZ\x90\x00\x03binary",
+                              headers={"Content-Type": "application/octet-stream"})
+        assert refused.status_code == 415, refused.text
+        with pytest.raises(EddiRagError) as e:
+            runtime.ingesting.submit(kb, "tool2.exe", b"MZ\x90\x00\x03binary", "application/octet-stream")
+        assert e.value.status == 415
+        history = {j.document: j.status for j in runtime.jobs.of_kb(kb)}
+        assert set(history) == {"tool.exe", "tool2.exe"} and all(s.startswith("failed: ") for s in history.values())
+
+
+def test_every_face_lists_all_of_a_tenants_knowledge_bases(tmp_path):
+    """No face stops at a cap of its own (before: MCP and the Manager read the first 1,000, so the oldest KB of a
+    tenant with more was neither listed nor found by its name)."""
+    with Runtime(tmp_path) as runtime:
+        oldest = runtime.saving.create("rags", {**KB, "name": "Oldest"}).id
+        runtime.ingesting.text(oldest, "night.md", DOCS["night.md"] if "night.md" in DOCS else "The night train leaves at 22:10.")
+        for i in range(1000):
+            runtime.resources.create("rags", {**KB, "name": f"KB {i}"})
+        runtime.resources.create("rags", {**KB, "name": "Elsewhere"}, tenant="other")
+        listed = list(runtime.configs.knowledge_bases("default"))
+        assert len(listed) == 1001 and listed[-1].name == "Oldest"
+        assert len(mcp_payload(mcp(runtime, "list_knowledge_bases", {}))["result"]) == 1001
+        found = mcp(runtime, "search_knowledge_base", {"knowledge_base_id": "Oldest", "query": "night train"})
+        assert not found.is_error, found.content
+        with TestClient(create_app(runtime)) as client:
+            assert f"/ui/kbs/{oldest}" in client.get("/ui").text

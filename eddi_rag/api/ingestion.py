@@ -3,8 +3,6 @@ contract, the KB's documents (list, delete one), purge."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -14,7 +12,6 @@ from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
-from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import UnknownIngestionError
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
@@ -44,31 +41,17 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     version = runtime.configs.version(id, version)  # 404 for an unknown config or version, before the body is read
     limit = request.app.state.max_upload_bytes
     if is_multipart(request):
-        with _refusal_kept(runtime, id, version, "(multipart upload)"):
+        with runtime.ingesting.refusals_kept(id, version, "(multipart upload)"):
             uploads = await read_multipart(request, limit)
-        jobs = []
-        for u in uploads:
-            with _refusal_kept(runtime, id, version, u.name):
-                jobs.append((u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace)))
+        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace))
+                for u in uploads]
         return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
                                            for name, j in jobs]}
     name = "unnamed" if documentName is None else documentName
-    with _refusal_kept(runtime, id, version, name):
-        job = runtime.ingesting.submit(id, name, await read_body(request, limit), request.headers.get("content-type"),
-                                       version, replace=replace)
+    with runtime.ingesting.refusals_kept(id, version, name):
+        data = await read_body(request, limit)
+    job = runtime.ingesting.submit(id, name, data, request.headers.get("content-type"), version, replace=replace)
     return {"ingestionId": job.id, "kbId": id, "status": job.status}
-
-
-@contextmanager
-def _refusal_kept(runtime: Any, kb_id: str, version: int, name: str) -> Iterator[None]:
-    """An upload refused for what it is (too large, unsupported, empty, unreadable) stays in the KB's
-    ingestion history, so a reload still says why; the refusal is answered as before."""
-    try:
-        yield
-    except EddiRagError as e:
-        if e.status in (400, 413, 415, 422):
-            runtime.jobs.refused(kb_id, version, (getattr(e, "document", None) or name)[:1000], str(e))
-        raise
 
 
 @router.post("/reembed", status_code=202, dependencies=[IngestLimit])
@@ -148,7 +131,6 @@ def delete_document(id: str, document_id: str, runtime: RuntimeDep, caller: Edit
     removed = runtime.documents.delete(id, document_id, caller.user_id)  # a user-bound key: shared or its own
     if not removed:
         raise HTTPException(404, f"knowledge base {id} has no document {document_id!r}")
-    runtime.jobs.let_go(id, document_id)  # its kept file goes with it
     return {"kbId": id, "documentId": document_id, "removed": removed}
 
 

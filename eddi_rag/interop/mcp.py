@@ -83,8 +83,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         """A KB of the caller's tenant by id, else by its exact name."""
         ids = [ref] if runtime.resources.exists("rags", ref, tenant=who.tenant) else []
         if not ids:
-            ids = [parse_uri(d.resource).id for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant)
-                   if d.name == ref]
+            ids = [parse_uri(d.resource).id for d in runtime.configs.knowledge_bases(who.tenant) if d.name == ref]
         if not ids:
             raise ResourceNotFoundError(f"no knowledge base {ref!r} (give its id or exact name; list_knowledge_bases shows them)")
         return ids[0]
@@ -96,7 +95,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
 
         def run() -> list[dict[str, Any]]:
             out = []
-            for d in runtime.resources.descriptors("rags", "", 0, 1000, who.tenant):
+            for d in runtime.configs.knowledge_bases(who.tenant):
                 id = parse_uri(d.resource).id
                 config = runtime.configs.get(id)
                 out.append({"id": id, "name": d.name, "description": d.description, "storeType": config.storeType,

@@ -40,22 +40,17 @@ class SourceScheduler:
     def due(self, now: datetime) -> list[tuple[str, str]]:
         """(kb id, source id) of every source whose schedule fired in (last look, now]."""
         out = []
-        index = 0
-        while True:
-            page = self.resources.descriptors("rags", "", index, 100)
-            for d in page:
-                kb_id = d.resource.split("/")[-1].split("?")[0]
-                try:
-                    config = self.configs.get(kb_id)
-                except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
-                    continue
-                for source in config.sources:
-                    when = source.when
-                    if source.enabled and when and croniter(when, self.last).get_next(datetime) <= now:
-                        out.append((kb_id, source.effective_id))
-            if len(page) < 100:
-                return out
-            index += 1
+        for d in self.configs.knowledge_bases(None):  # every tenant's
+            kb_id = d.resource.split("/")[-1].split("?")[0]
+            try:
+                config = self.configs.get(kb_id)
+            except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
+                continue
+            for source in config.sources:
+                when = source.when
+                if source.enabled and when and croniter(when, self.last).get_next(datetime) <= now:
+                    out.append((kb_id, source.effective_id))
+        return out
 
     def tick(self, now: datetime | None = None) -> list[str]:
         """Start the due runs; returns their run ids."""

@@ -5,6 +5,7 @@ saves it (REST, the Manager, an EDDI import, a bundle, the memory KBs)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from eddi_rag.config import (
 from eddi_rag.embeddings import references as provider_references
 from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import ResourceNotFoundError, ResourceStore
+from eddi_rag.resources.base import Descriptor
 from eddi_rag.secrets import env_secret_errors
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.variables import Variables
@@ -26,6 +28,7 @@ from eddi_rag.variables import references as variable_references
 from eddi_rag.workflow.traversal import reference_errors
 
 log = logging.getLogger(__name__)
+LISTING_PAGE = 500  # knowledge bases read per page by ``knowledge_bases``
 
 
 def _has_keyword_search(store_type: str) -> bool | None:
@@ -104,6 +107,17 @@ class Configs:
             return config
         return config.model_copy(update={"embeddingParameters": self.variables.substitute(config.embeddingParameters, tenant),
                                          "storeParameters": self.variables.substitute(config.storeParameters, tenant)})
+
+    def knowledge_bases(self, tenant: str | None, filter: str = "") -> Iterator[Descriptor]:
+        """Every knowledge base of ``tenant`` (None: of every tenant) whose name or description holds ``filter``,
+        newest first, read a page at a time: no face stops at a cap of its own."""
+        index = 0
+        while True:
+            page = self.resources.descriptors("rags", filter, index, LISTING_PAGE, tenant)
+            yield from page
+            if len(page) < LISTING_PAGE:
+                return
+            index += 1
 
     def version(self, kb_id: str, version: int = 0) -> int:
         """``version``, or the current one for 0 (ResourceNotFoundError for an unknown id or version)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, overload
 
@@ -33,8 +34,10 @@ def _seen_by(where: dict[str, Any] | None, user_id: str | None) -> dict[str, Any
 
 
 class Documents:
-    def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, generations: KbGenerations):
-        self.configs, self.stores, self.generations = configs, stores, generations
+    def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, generations: KbGenerations,
+                 let_go: Callable[[str, str], None] = lambda kb_id, document_id: None):
+        """``let_go(kb_id, document_id)``: forget a document's kept file (IngestionQueue.let_go)."""
+        self.configs, self.stores, self.generations, self.let_go = configs, stores, generations, let_go
 
     @property
     def ownership(self) -> StoreOwnership:
@@ -85,9 +88,12 @@ class Documents:
         return {"kbId": kb_id, "chunkId": chunk_id, "enabled": enabled}
 
     def delete(self, kb_id: str, document_id: str, user_id: str | None = None) -> int:
-        """Remove one document's chunks; returns how many (0: no such document). ``user_id``: only a
-        shared document or that user's own."""
-        return self.delete_where(kb_id, _seen_by({"document_id": document_id}, user_id))
+        """Remove one document's chunks and its kept file (the body of its upload); returns how many chunks (0: no
+        such document). ``user_id``: only a shared document or that user's own."""
+        removed = self.delete_where(kb_id, _seen_by({"document_id": document_id}, user_id))
+        if removed:
+            self.let_go(kb_id, document_id)
+        return removed
 
     def visible(self, kb_id: str, chunk_id: str, user_id: str | None) -> bool:
         """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's)."""

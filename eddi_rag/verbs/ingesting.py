@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from eddi_rag.contracts import IngestionResult, as_document
@@ -47,6 +48,7 @@ def _named(document: str) -> str:
 
 
 REEMBED_DOCUMENT = "(re-embed all documents)"
+REFUSALS = (400, 413, 415, 422)  # statuses of a file refused for what it is (kept in the history: refusals_kept)
 
 
 class Ingesting:
@@ -84,12 +86,26 @@ class Ingesting:
                fmt: str | None = None, replace: bool = True) -> Job:
         """Queue a file (or text) as an ingestion job against ``version`` (0: the current one); ``fmt``:
         its type when already detected. ``replace``: its chunks replace those of the document of that
-        name; else they land beside them, as EDDI's ingestions do (``<name>#<ingestion id>``)."""
+        name; else they land beside them, as EDDI's ingestions do (``<name>#<ingestion id>``). A file refused
+        for what it is stays in the history (``refusals_kept``)."""
         version = self.configs.version(kb_id, version)  # 404 for an unknown config or version
-        if not data.strip():
-            raise DocumentError("the document is empty")
-        return self.jobs.submit(kb_id, version, _named(document), data, fmt or detect(data, content_type, document),
-                                append=not replace)
+        with self.refusals_kept(kb_id, version, document):
+            if not data.strip():
+                raise DocumentError("the document is empty")
+            return self.jobs.submit(kb_id, version, _named(document), data, fmt or detect(data, content_type, document),
+                                    append=not replace)
+
+    @contextmanager
+    def refusals_kept(self, kb_id: str, version: int, name: str) -> Iterator[None]:
+        """An upload refused for what it is (too large, unsupported, empty, unreadable) stays in the KB's ingestion
+        history as a failed ingestion, so a reload still says why; the refusal is raised as before. A face wraps
+        its reading of an upload in it (``submit`` wraps the rest)."""
+        try:
+            yield
+        except EddiRagError as e:
+            if e.status in REFUSALS:
+                self.jobs.refused(kb_id, version, (getattr(e, "document", None) or name)[:1000], str(e))
+            raise
 
     def batch(self, documents: Iterable[Document | dict[str, Any]], kb_id: str) -> IngestionResult:
         """Upsert documents by ``document_id``, one at a time: a rejected or failed document is
