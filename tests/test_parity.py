@@ -276,3 +276,20 @@ def test_every_face_lists_all_of_a_tenants_knowledge_bases(tmp_path):
         assert not found.is_error, found.content
         with TestClient(create_app(runtime)) as client:
             assert f"/ui/kbs/{oldest}" in client.get("/ui").text
+
+
+def test_an_ingestion_is_followed_retried_and_cancelled_through_one_verb(tmp_path):
+    """Status, history, retry and cancel are Ingesting's, on REST as in Python: another KB's ingestion is unknown
+    to both (404), a pending one cancels, a cancelled one is queued again."""
+    from eddi_rag.ingest.jobs import UnknownIngestionError
+
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        kb, other = (runtime.saving.create("rags", {**KB, "name": n}).id for n in ("One", "Two"))
+        job = runtime.ingesting.submit(kb, "a.md", b"# A\n\nText.")
+        with pytest.raises(UnknownIngestionError):
+            runtime.ingesting.job(other, job.id)
+        assert client.get(f"/ragstore/rags/{other}/ingestion/{job.id}/status").status_code == 404
+        assert runtime.ingesting.cancel(kb, job.id).status == "cancelled"
+        assert client.get(f"/ragstore/rags/{kb}/ingestion/{job.id}/status").json()["status"] == "cancelled"
+        assert client.post(f"/ragstore/rags/{kb}/ingestion/{job.id}/retry").json()["status"] == "pending"
+        assert [j.id for j in runtime.ingesting.history(kb)] == [j["ingestionId"] for j in client.get(f"/ragstore/rags/{kb}/ingestions").json()]

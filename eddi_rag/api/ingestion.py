@@ -12,7 +12,6 @@ from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
-from eddi_rag.ingest.jobs import UnknownIngestionError
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -73,7 +72,7 @@ def document_chunks(id: str, runtime: RuntimeDep, caller: Viewer,
     (``reparsable``)."""
     chunks = runtime.documents.chunks(id, documentId, caller.user_id)
     return {"kbId": id, "documentId": documentId, "chunks": chunks,
-            "reparsable": runtime.jobs.original(id, documentId) is not None}
+            "reparsable": runtime.ingesting.reparsable(id, documentId)}
 
 
 @router.patch("/chunks/{chunk_id}")
@@ -92,31 +91,26 @@ def reparse(id: str, runtime: RuntimeDep, caller: Editor,
 
 @router.get("/ingestion/{ingestion_id}/status")
 def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    job = runtime.jobs.status(ingestion_id)
-    if job is None or job.kb_id != id:
-        raise UnknownIngestionError(ingestion_id, id)
-    return job.to_json()
+    return runtime.ingesting.job(id, ingestion_id).to_json()
 
 
 @router.get("/ingestions")
 def ingestions(id: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
     """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason."""
-    return [j.to_json() for j in runtime.jobs.of_kb(id, limit)]
+    return [j.to_json() for j in runtime.ingesting.history(id, limit)]
 
 
 @router.post("/ingestion/{ingestion_id}/retry", status_code=202)
 def retry_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Queue a failed or cancelled ingestion again, with the document it was given (409 otherwise)."""
-    ingestion_status(id, ingestion_id, runtime, caller)  # 404 for another KB's
-    return runtime.jobs.retry(ingestion_id).to_json()
+    return runtime.ingesting.retry(id, ingestion_id).to_json()
 
 
 @router.delete("/ingestion/{ingestion_id}")
 def cancel_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Cancel a pending ingestion, or stop a processing one at its next step (nothing of it is
     written); 409 for one that already completed, failed or was cancelled."""
-    ingestion_status(id, ingestion_id, runtime, caller)  # 404 for another KB's
-    return runtime.jobs.cancel(ingestion_id).to_json()
+    return runtime.ingesting.cancel(id, ingestion_id).to_json()
 
 
 @router.get("/documents")

@@ -12,7 +12,7 @@ from typing import Any
 
 from eddi_rag.contracts import IngestionResult, as_document
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress
+from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.jsonvalues import text_problem
@@ -71,6 +71,31 @@ class Ingesting:
         cancellable, retried as any ingestion)."""
         version = self.configs.version(kb_id, 0)
         return self.jobs.submit(kb_id, version, REEMBED_DOCUMENT, REEMBED.encode(), REEMBED)
+
+    # -- the KB's ingestion jobs -----------------------------------------------------------------
+    def job(self, kb_id: str, ingestion_id: str) -> Job:
+        """One ingestion of ``kb_id`` (UnknownIngestionError, a 404, for an unknown one or another KB's)."""
+        job = self.jobs.status(ingestion_id)
+        if job is None or job.kb_id != kb_id:
+            raise UnknownIngestionError(ingestion_id, kb_id)
+        return job
+
+    def history(self, kb_id: str, limit: int = 100) -> list[Job]:
+        """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason."""
+        return self.jobs.of_kb(kb_id, limit)
+
+    def retry(self, kb_id: str, ingestion_id: str) -> Job:
+        """Queue a failed or cancelled ingestion of ``kb_id`` again, with the document it was given (409 otherwise)."""
+        return self.jobs.retry(self.job(kb_id, ingestion_id).id)
+
+    def cancel(self, kb_id: str, ingestion_id: str) -> Job:
+        """Cancel a pending ingestion of ``kb_id``, or stop a processing one at its next step (nothing of it is
+        written); 409 for one that already ended."""
+        return self.jobs.cancel(self.job(kb_id, ingestion_id).id)
+
+    def reparsable(self, kb_id: str, document_id: str) -> bool:
+        """Whether the document's file is kept (``reparse`` can run)."""
+        return self.jobs.original(kb_id, document_id) is not None
 
     def reparse(self, kb_id: str, document_id: str) -> Job:
         """Queue the document's kept file again with the current configuration (its chunks replaced):
