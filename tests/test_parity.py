@@ -234,12 +234,13 @@ def test_langgraph_and_the_library_run_the_same_turn(faces):
 def test_deleting_a_document_lets_its_kept_file_go_from_python_as_from_rest(tmp_path):
     """The body of a document's upload is kept for re-parsing while the document lives, and freed with it, whoever
     deletes it (before: only REST freed it; Python, and so MCP and the CLI, left it in ingestion_jobs)."""
-    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime)) as client:
+    with Runtime(tmp_path) as runtime:
         kb = runtime.saving.create("rags", KB).id
-        for name in ("rest.md", "python.md"):
+        for name in ("rest.md", "python.md"):  # (processed here: no worker runs before the app starts)
             runtime.jobs.process(runtime.ingesting.submit(kb, name, b"# Night trains\n\nThey leave at 22:10.").id)
-            assert runtime.jobs.original(kb, name) is not None  # kept: it can be re-parsed
-        assert client.delete(f"/ragstore/rags/{kb}/documents/rest.md").status_code == 200
+            assert runtime.ingesting.reparsable(kb, name)  # kept: it can be re-parsed
+        with TestClient(create_app(runtime)) as client:
+            assert client.delete(f"/ragstore/rags/{kb}/documents/rest.md").status_code == 200
         assert runtime.documents.delete(kb, "python.md") > 0
         assert runtime.jobs.original(kb, "rest.md") is None and runtime.jobs.original(kb, "python.md") is None
         assert runtime.db.query("SELECT COUNT(*) FROM ingestion_jobs WHERE body IS NOT NULL")[0][0] == 0
@@ -283,13 +284,15 @@ def test_an_ingestion_is_followed_retried_and_cancelled_through_one_verb(tmp_pat
     to both (404), a pending one cancels, a cancelled one is queued again."""
     from eddi_rag.ingest.jobs import UnknownIngestionError
 
-    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+    with Runtime(tmp_path) as runtime:
         kb, other = (runtime.saving.create("rags", {**KB, "name": n}).id for n in ("One", "Two"))
-        job = runtime.ingesting.submit(kb, "a.md", b"# A\n\nText.")
+        job = runtime.ingesting.submit(kb, "a.md", b"# A\n\nText.")  # (no worker runs yet: it waits)
         with pytest.raises(UnknownIngestionError):
             runtime.ingesting.job(other, job.id)
-        assert client.get(f"/ragstore/rags/{other}/ingestion/{job.id}/status").status_code == 404
         assert runtime.ingesting.cancel(kb, job.id).status == "cancelled"
-        assert client.get(f"/ragstore/rags/{kb}/ingestion/{job.id}/status").json()["status"] == "cancelled"
-        assert client.post(f"/ragstore/rags/{kb}/ingestion/{job.id}/retry").json()["status"] == "pending"
-        assert [j.id for j in runtime.ingesting.history(kb)] == [j["ingestionId"] for j in client.get(f"/ragstore/rags/{kb}/ingestions").json()]
+        with TestClient(create_app(runtime), raise_server_exceptions=False) as client:  # (its worker runs)
+            assert client.get(f"/ragstore/rags/{other}/ingestion/{job.id}/status").status_code == 404
+            assert client.get(f"/ragstore/rags/{kb}/ingestion/{job.id}/status").json()["status"] == "cancelled"
+            assert client.post(f"/ragstore/rags/{kb}/ingestion/{job.id}/retry").json()["status"] != "cancelled"
+            assert [j.id for j in runtime.ingesting.history(kb)] == \
+                [j["ingestionId"] for j in client.get(f"/ragstore/rags/{kb}/ingestions").json()]
