@@ -144,8 +144,28 @@ class StoreHealth(TypedDict):
 
 @runtime_checkable
 class KnowledgeStore(Protocol):
-    """A knowledge base's chunks in one engine (docs/architecture.md §4). ``where`` is the parsed filter tree
-    (``filters.parse``, done once by the caller); a mapping is also accepted and parsed."""
+    """A knowledge base's chunks in one engine (docs/architecture.md §4); ``testing/store_conformance.py`` is the
+    suite every implementation passes.
+
+    **Construction.** ``cls(kb_id, params, context)``: ``params`` are the storeParameters, resolved (secrets read)
+    and checked against ``connection_schema()`` by the factory, plus EDDI's layout keys (``stores.langchain4j``);
+    ``context`` (``StoreContext``) holds the embedded engines' database and data folder. A store object serves one
+    knowledge base; the factory caches it, and asks ``place()``/``exists()`` of a network engine first (who owns the
+    physical table: ``stores.ownership``). Building it may connect; the table or collection is made when first
+    needed (a vector's dimension is known at the first write).
+
+    **Errors.** A ``ValueError`` (``DimensionMismatchError`` among them, HTTP 409) is the caller's or the
+    configuration's fault: bad parameters, a malformed filter, a chunk without a vector, vectors of another
+    dimension than the store holds. Anything else means the engine is down, refused or timed out: the factory's
+    ``GuardedStore`` reports it as ``StoreUnavailableError`` (HTTP 503) and builds the store again at its next use.
+    A failed ``replace`` or ``upsert`` leaves what was stored before (or, for engines without transactions,
+    ``OverwriteThenPrune``'s documented middle state).
+
+    **Duplicates.** A chunk is identified by its ``id``: writing an id that exists overwrites it (text, metadata,
+    vector; ``test_upsert_replaces_by_id``). Scores are cosine-based (``SearchHit.score``).
+
+    ``where`` is the parsed filter tree (``filters.parse``, done once by the caller); a mapping is also accepted and
+    parsed. Every read and delete is exact against the reference evaluator (``filters``)."""
 
     capabilities: frozenset[str]
 
@@ -153,19 +173,30 @@ class KnowledgeStore(Protocol):
     def connection_schema(cls) -> dict[str, Any]:
         """JSON Schema of the storeParameters this backend accepts."""
 
-    def upsert(self, chunks: Sequence[Chunk]) -> None: ...
+    def upsert(self, chunks: Sequence[Chunk]) -> None:
+        """Write ``chunks`` (each with a vector), overwriting those with the same ids; the first write creates the
+        table or collection for the vectors' dimension. An empty sequence does nothing."""
     def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
-        """Atomically delete what ``where`` matches and upsert ``chunks``."""
-    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int: ...
+        """Atomically delete what ``where`` matches and upsert ``chunks`` (a document re-ingested: its old chunks
+        go, its new ones come, in one step)."""
+    def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
+        """Delete the chunks whose id is in ``ids`` (when given) and that match ``where`` (when given); neither
+        given deletes nothing. Returns how many were deleted; an id not stored is no error."""
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
         """The k chunks nearest ``vector`` (cosine), best first, ties broken by chunk id."""
     def get(
         self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
-        """Chunks matching ``where`` (and, when given, whose id is in ``ids``), ordered by id."""
-    def count(self, where: filters.Where = None) -> int: ...
-    def health(self) -> StoreHealth: ...
-    def drop(self) -> None: ...
+        """Chunks matching ``where`` (and, when given, whose id is in ``ids``), ordered by id; ``limit`` None: all
+        of them, ``offset`` skips that many (paging through thousands returns each chunk once)."""
+    def count(self, where: filters.Where = None) -> int:
+        """How many chunks match ``where`` (all of them when None)."""
+    def health(self) -> StoreHealth:
+        """``{"status": "ok", "details": {documents, dimension, …}}``, or status "error" with ``error`` saying why;
+        it reports an unreachable engine instead of raising."""
+    def drop(self) -> None:
+        """Remove every chunk, and the table or collection itself where the engine has one. Only a knowledge base
+        that alone holds a store this product created calls it (``verbs.documents.Documents.drop``)."""
 
 
 @runtime_checkable
