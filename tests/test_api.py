@@ -1,6 +1,7 @@
-import time
 
 import pytest
+
+from tests.support.waiting import ingestion_ended
 
 BASE = "/ragstore/rags"
 
@@ -10,12 +11,7 @@ def kb_id(response) -> str:
 
 
 def wait_for(client, url: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        status = client.get(url).json()
-        if status["status"] not in ("pending", "processing") or time.monotonic() > deadline:
-            return status
-        time.sleep(0.05)
+    return ingestion_ended(client, url, timeout)
 
 
 def test_crud_with_versions_and_locations(client):

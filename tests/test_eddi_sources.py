@@ -6,7 +6,6 @@ through our REST API against real files and a local website."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from eddi_rag.runtime import Runtime
 from tests.support import files
 from tests.support.site import Site
+from tests.support.waiting import until
 from tests.test_api import BASE, kb_id
 
 # docs/rag.md, "Ingestion Sources": the example configuration, as EDDI documents it
@@ -36,11 +36,10 @@ def kb(sources: list[dict], **extra) -> dict:
 
 
 def wait_run(client, url: str) -> dict:
-    deadline = time.monotonic() + 120
-    while (runs := client.get(f"{url}/runs").json())[0]["status"] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    return runs[0]
+    def ended() -> dict | None:
+        run = client.get(f"{url}/runs").json()[0]
+        return run if run["status"] != "RUNNING" else None
+    return until(ended, f"the run of {url}")
 
 
 def texts(runtime, kb_id_: str, **where) -> list[str]:

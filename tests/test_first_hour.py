@@ -5,20 +5,14 @@ duplicate's own name, restoring a version."""
 
 from __future__ import annotations
 
-import time
-
+from tests.support.waiting import ingestion_ended
 from tests.test_api import BASE, kb_id
 
 GUIDE = "# Guide\n\n## Night trains\n\nNight trains leave Vienna at 22:10.\n\n## Dining\n\nThe dining car closes at 21:00.\n"
 
 
 def wait_for(client, kb: str, ingestion: str) -> dict:
-    for _ in range(600):
-        status = client.get(f"{BASE}/{kb}/ingestion/{ingestion}/status").json()
-        if status["status"] not in ("pending", "processing"):
-            return status
-        time.sleep(0.05)
-    raise AssertionError(f"ingestion {ingestion} did not end")
+    return ingestion_ended(client, f"{BASE}/{kb}/ingestion/{ingestion}/status")
 
 
 def ingest(client, kb: str, name: str, text: str) -> dict:

@@ -5,8 +5,6 @@ The real PostgreSQL and Chroma servers the tests start are stopped and started a
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from fastapi.testclient import TestClient
 
@@ -16,6 +14,7 @@ from eddi_rag.resources import resource_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.memory import ConversationMemory
 from tests.support.services import chroma_server, postgres_server
+from tests.support.waiting import until
 
 BASE = "/ragstore/rags"
 
@@ -29,16 +28,6 @@ def engine(request):
     else:
         with chroma_server() as server:
             yield "chroma", server.params, server
-
-
-def wait_for(check, seconds: float = 60.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def test_a_store_down_at_start_and_back(engine, tmp_path, monkeypatch):
@@ -76,10 +65,10 @@ def test_a_store_down_at_start_and_back(engine, tmp_path, monkeypatch):
         assert job.status_code == 202
         job_id = job.json()["ingestionId"]
         status = f"{BASE}/{remote}/ingestion/{job_id}/status"
-        assert wait_for(lambda: client.get(status).json()["status"] == jobs.UNAVAILABLE)
+        assert until(lambda: client.get(status).json()["status"] == jobs.UNAVAILABLE)
 
         server.start()
-        assert wait_for(lambda: client.get(status).json()["status"] == "completed")
+        assert until(lambda: client.get(status).json()["status"] == "completed")
         assert client.get(f"{BASE}/{remote}/health").json()["status"] == "ok"
         found = client.post(f"{BASE}/{remote}/query", json={"query": "night bus", "minScore": 0}).json()["results"]
         assert {r["metadata"]["source"] for r in found} >= {"buses.md", "trains.md"}  # nothing was lost

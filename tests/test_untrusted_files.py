@@ -24,6 +24,7 @@ from eddi_rag.ingest.loaders import UnreadableDocumentError
 from eddi_rag.ingest.parsing import ParseCancelledError, parse
 from tests.support import bombs, files
 from tests.support.serving import free_port, wait_until_healthy
+from tests.support.waiting import until
 
 MB = 1024 * 1024
 PARSE_MEMORY_MB = 512
@@ -116,15 +117,6 @@ def ingest(server: Server, kb: str, name: str, data: bytes) -> str:
 
 def status(server: Server, kb: str, job: str) -> dict:
     return server.request("GET", f"/ragstore/rags/{kb}/ingestion/{job}/status").json()
-
-
-def until(check, what: str, seconds: float = 120):
-    """Poll ``check`` until it returns something true (bounded: a hung server fails the test, slowly)."""
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.05)
-    return found
 
 
 # --- the server, attacked ------------------------------------------------------------------------
