@@ -133,22 +133,20 @@ def prepare_parameters(group: str, name: str, params: dict[str, Any]) -> dict[st
     out, errors = normalise(schema, params, _PARAMS[group])
     if errors:
         raise ValueError("; ".join(f"{e['path']}: {e['message']}" for e in errors))
-    if group == EMBEDDINGS:  # an embedding parameter the provider does not take is ignored (see unused_parameters)
+    if group == EMBEDDINGS:  # an embedding parameter the provider does not take is ignored (see unused_embedding_parameters)
         out = {k: v for k, v in out.items() if k in schema.get("properties", {})}
     return out
 
 
-def unused_parameters(group: str, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Warnings ({path, message, value}) for the embeddingParameters ``name`` does not take. EDDI logs and
+def unused_embedding_parameters(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Warnings ({path, message, value}) for the embeddingParameters provider ``name`` does not take. EDDI logs and
     ignores such a parameter (an export carries leftovers such as ``logRequests`` or ``numCtx``); so do we,
-    and the save, the import report and Health say so. Store parameters have no such leeway (empty)."""
-    if group != EMBEDDINGS:
-        return []
+    and the save, the import report and Health say so. Store parameters have no such leeway."""
     try:
-        known = load(group, name).connection_schema().get("properties", {})
+        known = load(EMBEDDINGS, name).connection_schema().get("properties", {})
     except (UnknownProviderError, ProviderUnavailableError):
         return []
-    return [{"path": f"$.{_PARAMS[group]}.{key}", "value": value,
+    return [{"path": f"$.{_PARAMS[EMBEDDINGS]}.{key}", "value": value,
              "message": f"{key!r} is not a parameter of embeddingProvider {name!r}: ignored (it takes: {', '.join(known) or 'none'})"}
             for key, value in params.items() if key not in known]
 
@@ -162,7 +160,7 @@ def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[d
     except ProviderUnavailableError:
         return []  # cannot check without the extra; building the store will say what is missing
     known = schema.get("properties", {})
-    errors = [] if group == EMBEDDINGS else [  # an unknown embedding parameter is a warning (unused_parameters)
+    errors = [] if group == EMBEDDINGS else [  # an unknown embedding parameter is a warning (unused_embedding_parameters)
         {"path": f"$.{field}.{key}", "value": value,
          "message": f"unknown parameter {key!r} for {_FIELD[group]} {name!r}; known: {', '.join(known) or 'none'}"}
         for key, value in params.items() if key not in known

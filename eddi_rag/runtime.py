@@ -92,7 +92,7 @@ class Runtime:
         self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact)
         self.saving.source_removed = self.sources.forget_source
         self.saving.claim_existing()
-        self.scheduler = SourceScheduler(self.resources, self.configs, self.sources, self.db)
+        self.scheduler = SourceScheduler(self.configs, self.sources, self.db)
         self.collections = Collections(self.db, self.stores)
         self.keys = KeyStore(self.db)
         self.feedback = FeedbackLog(self.db)

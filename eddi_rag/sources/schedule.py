@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from croniter import croniter
 
 from eddi_rag.db import StateDatabase
-from eddi_rag.resources import ResourceStore
 from eddi_rag.sources.sync import SourceBusyError, SourceSync
 from eddi_rag.verbs.configs import Configs
 
@@ -27,10 +26,9 @@ ROLE = "scheduler"
 
 
 class SourceScheduler:
-    def __init__(self, resources: ResourceStore, configs: Configs, sources: SourceSync, db: StateDatabase,
-                 interval: float | None = None):
+    def __init__(self, configs: Configs, sources: SourceSync, db: StateDatabase, interval: float | None = None):
         """``interval``: seconds between looks (EDDI_RAG_SCHEDULER_SECONDS, default 30)."""
-        self.resources, self.configs, self.sources, self.db = resources, configs, sources, db
+        self.configs, self.sources, self.db = configs, sources, db
         self.interval = interval or float(os.environ.get("EDDI_RAG_SCHEDULER_SECONDS", "30"))
         self.last = datetime.now(timezone.utc)
         self.leading = False

@@ -233,7 +233,7 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 raise ExportError(f"agent {agent_id} names workflow {ref.id} version {ref.version}, which the zip lacks "
                                   f"({folder}{ref.id}.workflow.json)")
             workflow = export.json(path)
-            consumed.add(path)
+            consumed.update((path, f"{folder}{ref.id}.descriptor.json"))  # (plan reads the descriptor)
             folders.append(folder)
             for i, step in enumerate(workflow_steps(workflow)):
                 config = step.get("config") if isinstance(step.get("config"), dict) else None
@@ -260,8 +260,7 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                     report.warnings += [f"{file}: {w['path']}: {w['message']}" for w in Configs.warnings(body)]
                 config["uri"] = plan(target.kind, target.id, target.version, body, folder)
             kept = {p[len(folder):]: export.files[p] for p in export.files
-                    if p.startswith(folder) and "/" not in p[len(folder):] and p not in consumed
-                    and p != f"{folder}{ref.id}.descriptor.json"}
+                    if p.startswith(folder) and "/" not in p[len(folder):] and p not in consumed}
             report.kept += [f"workflow {ref.id}: {name} ({_what(name)}) kept as it is and exported back unchanged"
                             for name in kept if not name.endswith(".descriptor.json")]
             workflows.append(plan("workflows", ref.id, ref.version, workflow, folder, kept))

@@ -87,11 +87,11 @@ class Configs:
     @staticmethod
     def warnings(data: Any) -> list[dict[str, Any]]:
         """What is saved but not used, as {path, message, value}: embeddingParameters the provider does not take
-        (EDDI logs and ignores them; so do we: ``registry.unused_parameters``)."""
+        (EDDI logs and ignores them; so do we: ``registry.unused_embedding_parameters``)."""
         if not isinstance(data, dict) or data.get("embeddingProviderId") or not isinstance(data.get("embeddingProvider"), str):
             return []
         params = data.get("embeddingParameters")
-        return registry.unused_parameters(registry.EMBEDDINGS, data["embeddingProvider"], params) if isinstance(params, dict) else []
+        return registry.unused_embedding_parameters(data["embeddingProvider"], params) if isinstance(params, dict) else []
 
     def get(self, kb_id: str, version: int = 0) -> RagConfiguration:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
