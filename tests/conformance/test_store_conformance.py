@@ -35,9 +35,15 @@ BACKENDS = {
 if os.environ.get("MONGODB_URI"):  # no MongoDB Atlas can run here: only against a real one
     BACKENDS["mongodb-atlas"] = lambda request: {"connectionString": os.environ["MONGODB_URI"], "databaseName": "eddi_rag_tests"}
 
+# Typesense 0.24.1, the only server that installs here, has races in its bundled hnswlib: on this machine
+# one replace-by-id in about a thousand loses the replaced vector from the graph, and the server segfaults
+# in hnswlib's insertPoint after about two thousand collections (reproduced by a script: issue 31's note).
+# A failed test on it runs once more, on a fresh collection, and must then pass. Every other backend: once.
+ENGINE_DEFECTS = {"typesense": pytest.mark.flaky(reruns=1, only_rerun=["AssertionError"])}
+
 
 class TestStores(StoreConformance):
-    @pytest.fixture(params=sorted(BACKENDS))
+    @pytest.fixture(params=[pytest.param(name, marks=ENGINE_DEFECTS.get(name, ())) for name in sorted(BACKENDS)])
     def make(self, request, tmp_path):
         """make(kb) -> a store of the backend under test for KB ``kb``, unique to this test."""
         params = BACKENDS[request.param](request)
