@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from eddi_rag.db import Database
 from eddi_rag.retrieval.retriever import scope
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, StoreContext, normalise, top_k
 from eddi_rag.stores.embedded.memory import InMemoryStore

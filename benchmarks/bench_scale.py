@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_stores import synthetic  # noqa: E402
 
-from eddi_rag import registry  # noqa: E402
-from eddi_rag.db import Database  # noqa: E402
+from eddi_rag.backends import registry  # noqa: E402
+from eddi_rag.state.sqlite import Database  # noqa: E402
 from eddi_rag.stores.base import Chunk, StoreContext  # noqa: E402
 
 DIM = 384

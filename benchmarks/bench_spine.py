@@ -24,11 +24,11 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from eddi_rag.db import Database
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.ingest.chunking import split_text
 from eddi_rag.ingest.pipeline import Document
 from eddi_rag.runtime import Runtime
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.embedded.memory import InMemoryStore
 from eddi_rag.stores.embedded.sqlite import SqliteStore

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eddi_rag import registry
-from eddi_rag.db import Database
+from eddi_rag.backends import registry
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, StoreContext
 
 BACKENDS = ["in-memory", "sqlite", "sqlite-vec", "pgvector", "qdrant", "chroma", "typesense"]

@@ -27,7 +27,7 @@ def fleet_runtime(data_dir: str, state_url: str | None):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
     knowledge base lives on a store the fleet's other machines cannot reach."""
     from eddi_rag.runtime import Runtime
-    from eddi_rag.state import on_postgresql
+    from eddi_rag.state.schema import on_postgresql
 
     fleet = on_postgresql(state_url)
     runtime = Runtime(data_dir, state_url=state_url, fleet=fleet)
@@ -457,6 +457,14 @@ def export(agent_id, out, data_dir) -> None:
     target = Path(out or f"{agent_id}.zip")
     target.write_bytes(data)
     click.echo(f"wrote {target} ({len(data):,} bytes)")
+
+
+@main.command("reference", hidden=True)
+def reference() -> None:
+    """For contributors: rewrite the generated parts of docs/configuration.md and docs/cli.md."""
+    from eddi_rag.tools.reference import rewrite
+
+    click.echo("\n".join(f"rewrote docs/{page}" for page in rewrite(main)) or "docs/ is up to date")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from eddi_rag import jsonvalues
+from eddi_rag.common import jsonvalues
 from eddi_rag.errors import EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"

@@ -9,27 +9,27 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag.auth.keys import KeyStore
-from eddi_rag.collections import Collections
+from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.config import RagConfiguration
-from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import open_cache
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
-from eddi_rag.feedback import FeedbackLog
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
-from eddi_rag.outbound import OutboundPolicy
-from eddi_rag.questions import TestQuestions
+from eddi_rag.records.feedback import FeedbackLog
+from eddi_rag.records.questions import TestQuestions
+from eddi_rag.records.vector_collections import Collections
 from eddi_rag.resources import SqliteResourceStore
+from eddi_rag.resources.variables import Variables
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.rerankers import RerankerFactory
 from eddi_rag.retrieval.retriever import Retriever
-from eddi_rag.secrets import SecretResolver
 from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
-from eddi_rag.state import open_state
+from eddi_rag.state.schema import open_state
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.stores.ownership import StoreOwnership
-from eddi_rag.variables import Variables
 from eddi_rag.verbs.configs import Configs, fleet_store_error
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents

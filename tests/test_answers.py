@@ -3,9 +3,9 @@ answers with no key: the extractive answer and the small local model."""
 
 from langchain_openai import ChatOpenAI
 
-from eddi_rag import metrics
 from eddi_rag.answers.extractive import NOTHING_FOUND, ExtractiveChatModel, extractive_answer, passages
 from eddi_rag.answers.smollm2 import SmolLM2ChatModel, available
+from eddi_rag.common import metrics
 from eddi_rag.config import GROUNDING_INSTRUCTIONS
 from eddi_rag.workflow.llm_task import says_nothing_found
 from eddi_rag.workflow.memory import ConversationMemory

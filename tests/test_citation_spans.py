@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from eddi_rag.answers.extractive import ExtractiveChatModel
-from eddi_rag.citations import span
-from eddi_rag.db import Database
+from eddi_rag.common.citations import span
 from eddi_rag.resources import resource_uri
 from eddi_rag.retrieval.expansion import expand
 from eddi_rag.retrieval.retriever import newest_first_among_equals
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, SearchHit, StoreContext
 from eddi_rag.stores.embedded.memory import InMemoryStore
 from eddi_rag.workflow.memory import ConversationMemory

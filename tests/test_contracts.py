@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from eddi_rag.contracts import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.ingest.pipeline import Document
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.contract import RagPipeline
+from eddi_rag.verbs.contract_types import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.verbs.search import Search
 
 TEA = "Green tea is steeped at eighty degrees for two minutes."

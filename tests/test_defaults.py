@@ -6,8 +6,8 @@ left them out keep what they had."""
 import importlib
 
 from eddi_rag import state
+from eddi_rag.backends.registry import BUILTIN, STORES
 from eddi_rag.config import EDDI_DEFAULTS, NO_KEYWORD_SEARCH, validate_rag_configuration
-from eddi_rag.registry import BUILTIN, STORES
 from eddi_rag.runtime import Runtime
 from eddi_rag.stores.base import KEYWORD_SEARCH
 

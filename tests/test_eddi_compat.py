@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from eddi_rag import registry, state
+from eddi_rag import state
 from eddi_rag.api.app import create_app
-from eddi_rag.factories import EmbeddingModelFactory
+from eddi_rag.backends import registry
+from eddi_rag.backends.factories import EmbeddingModelFactory
+from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.runtime import Runtime
-from eddi_rag.secrets import SecretResolver
 from eddi_rag.tools.bundle import load_bundle
 from eddi_rag.tools.eddi_export import scrub
 from tests.support.openai_server import OpenAIStandIn

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from eddi_rag import registry
+from eddi_rag.backends import registry
 from tests.test_api import BASE, kb_id
 
 DOC = "The night train to Vienna leaves at 22:10 from platform 4."

@@ -1,7 +1,7 @@
 """What the elasticsearch store sends, checked against Elasticsearch's documented request shapes
 (index mapping with dense_vector, _bulk, kNN search with a pre-filter, search_after paging)."""
 
-from eddi_rag.db import Database
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.elasticsearch import (
     ElasticsearchStore,

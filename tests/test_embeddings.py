@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from eddi_rag import registry
-from eddi_rag.db import Database
+from eddi_rag.backends import registry
+from eddi_rag.backends.factories import EmbeddingModelFactory
+from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, open_cache
-from eddi_rag.factories import EmbeddingModelFactory
-from eddi_rag.secrets import SecretResolver
+from eddi_rag.state.sqlite import Database
 
 
 def test_local_model_gives_normalised_384d_vectors_that_mean_something(local_model):

@@ -167,8 +167,8 @@ def test_configured_paths_stay_where_the_operator_allows(own_client, tmp_path, m
 
 def test_a_job_that_keeps_crashing_the_process_gives_up(tmp_path):
     """Finding 5: queued jobs were retried at every start with no attempt limit."""
-    from eddi_rag.db import Database
     from eddi_rag.ingest.jobs import MAX_ATTEMPTS, IngestionQueue
+    from eddi_rag.state.sqlite import Database
 
     db = Database(tmp_path / "jobs.db")
     crashes: list[str] = []

@@ -13,10 +13,10 @@ from langchain_tests.integration_tests import (
 )
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
-from eddi_rag import registry
-from eddi_rag.db import Database
+from eddi_rag.backends import registry
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.interop.langchain import EddiVectorStore, KnowledgeBaseRetriever
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import StoreContext
 from eddi_rag.stores.embedded.memory import InMemoryStore
 from tests.conformance.test_store_conformance import BACKENDS

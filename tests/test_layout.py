@@ -1,20 +1,21 @@
-"""README's Layout section is the map of eddi_rag/: it names every module and package there, and
-everything it names exists; every store backend registered has its file in it."""
+"""docs/architecture.md's Layout section is the map of eddi_rag/: it names every module and package there,
+and everything it names exists; every store backend registered has its file in it. The import graph has
+no circle and no import running back up a layer."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from eddi_rag import registry
+from eddi_rag.backends import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "eddi_rag"
 
 
 def layout() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Layout\n"):]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page[page.index("## Layout\n"):]
     return section[section.index("```\n") + 4:section.index("\n```", section.index("```\n") + 4)]
 
 
@@ -43,7 +44,7 @@ def test_everything_the_layout_names_exists():
 
 FACES = ("eddi_rag.api", "eddi_rag.ui", "eddi_rag.cli", "eddi_rag.interop", "eddi_rag.tools", "eddi_rag.runtime")
 BELOW_THE_FACES = ("verbs", "workflow", "retrieval", "ingest", "sources", "stores", "embeddings", "resources", "answers",
-                   "config", "contracts", "errors", "state", "db", "registry", "factories", "collections", "feedback")
+                   "config", "errors", "state", "backends", "records", "common", "auth")
 
 
 def imports() -> dict[str, set[str]]:
@@ -88,5 +89,18 @@ def test_no_import_circle_between_files():
 
 def test_nothing_below_the_faces_imports_a_face():
     upward = sorted(f"{m} -> {d}" for m, deps in imports().items() for d in deps
-                    if m.split(".")[1] in BELOW_THE_FACES and d.startswith(FACES))
+                    if m.count(".") and m.split(".")[1] in BELOW_THE_FACES and d.startswith(FACES))
     assert upward == []
+
+
+def test_no_two_folders_import_each_other():
+    """Each package of eddi_rag/ is one layer: when a file of A imports one of B, nothing in B imports A."""
+    def room(module: str) -> str:
+        return module.split(".")[1] if module.count(".") else ""
+
+    between: dict[tuple[str, str], str] = {}
+    for m, deps in imports().items():
+        for d in deps:
+            if room(m) != room(d) and room(d):
+                between.setdefault((room(m), room(d)), f"{m} -> {d}")
+    assert sorted(f"{why}, and {between[(b, a)]}" for (a, b), why in between.items() if (b, a) in between and a < b) == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eddi_rag.api.app import create_app
 from eddi_rag.api.limits import Limits
-from eddi_rag.outbound import OutboundPolicy
+from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
 from tests.support.serving import free_port, wait_until_healthy
 

@@ -3,7 +3,7 @@
 import psycopg
 import pytest
 
-from eddi_rag.db import Database
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, DimensionMismatchError, StoreContext
 from eddi_rag.stores.pgvector import PgVectorStore, connection_string, table_name
 

@@ -3,8 +3,8 @@ and a knowledge base whose embedding is disabled saying why everywhere, never cr
 
 import pytest
 
+from eddi_rag.backends.registry import parameter_names
 from eddi_rag.embeddings.references import PROVIDER_TYPES, resolve
-from eddi_rag.registry import parameter_names
 from eddi_rag.workflow.memory import ConversationMemory
 
 BASE = "/ragstore/rags"
@@ -69,7 +69,7 @@ def test_neither_provider_id_nor_provider_disables_embedding():
 
 
 def test_the_mapping_table_names_only_registered_backends():
-    from eddi_rag import registry
+    from eddi_rag.backends import registry
 
     assert {v for v in PROVIDER_TYPES.values() if v} <= set(registry.names(registry.EMBEDDINGS))
     assert PROVIDER_TYPES["gemini"] == "google" and PROVIDER_TYPES["anthropic"] is None

@@ -8,9 +8,9 @@ from urllib.parse import unquote
 
 import pytest
 
+from eddi_rag.backends.factories import EmbeddingModelFactory
+from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.embeddings.guard import EmbeddingDimensionError
-from eddi_rag.factories import EmbeddingModelFactory
-from eddi_rag.secrets import SecretResolver
 from tests.support.openai_server import OpenAIStandIn
 from tests.support.wire import WireStandIn, fake_vector
 

@@ -2,7 +2,7 @@
 
 import textwrap
 
-from eddi_rag import registry
+from eddi_rag.backends import registry
 
 
 def test_a_third_party_store_registers_through_an_entry_point(tmp_path, monkeypatch, runtime):

@@ -1,6 +1,5 @@
 import pytest
 
-from eddi_rag.db import Database
 from eddi_rag.resources import (
     ResourceNotFoundError,
     SqliteResourceStore,
@@ -8,6 +7,7 @@ from eddi_rag.resources import (
     parse_uri,
     resource_uri,
 )
+from eddi_rag.state.sqlite import Database
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eddi_rag import registry
-from eddi_rag.db import Database
+from eddi_rag.backends import registry
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, StoreContext, normalise
 from eddi_rag.stores.embedded import rows as rows_module
 

@@ -1,6 +1,6 @@
 import pytest
 
-from eddi_rag.secrets import SecretNotFoundError, SecretResolver, resolve_parameters
+from eddi_rag.common.secrets import SecretNotFoundError, SecretResolver, resolve_parameters
 
 
 def test_env_and_vault_references_resolve_late():

@@ -9,9 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
-from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
+from eddi_rag.common.outbound import OutboundBlockedError, OutboundPolicy
+from eddi_rag.common.secrets import SecretNotFoundError, SecretResolver, env_secret_errors, vault_variable
 from eddi_rag.runtime import Runtime
-from eddi_rag.secrets import SecretNotFoundError, SecretResolver, env_secret_errors, vault_variable
 from tests.support.openai_server import OpenAIStandIn
 
 BASE = "/ragstore/rags"

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
-from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
+from eddi_rag.common.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.runtime import Runtime
 from eddi_rag.sources.sync import SourceBusyError
 from tests.support import files

@@ -14,11 +14,11 @@ import uuid
 import pytest
 
 from eddi_rag import state
-from eddi_rag.db import StateUnavailableError
 from eddi_rag.ingest.jobs import MAX_ATTEMPTS, IngestionQueue
 from eddi_rag.resources.base import ResourceNotFoundError, VersionConflictError
 from eddi_rag.runtime import Runtime
-from eddi_rag.state import NewerDatabaseError, open_state
+from eddi_rag.state.schema import NewerDatabaseError, open_state
+from eddi_rag.state.sqlite import StateUnavailableError
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -229,7 +229,7 @@ def test_readiness_says_what_the_process_is_and_whether_it_reaches_its_state(tmp
 def test_a_fleet_starting_at_once_opens_its_new_schema_in_every_process(postgres_url):
     """Every process of a fleet started together creates the state's schema (CREATE SCHEMA IF NOT EXISTS races in
     PostgreSQL: the losers got a duplicate-key error and did not start)."""
-    from eddi_rag.db_postgres import PostgresDatabase
+    from eddi_rag.state.postgres import PostgresDatabase
 
     for _ in range(3):
         url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}schema=race_{uuid.uuid4().hex[:12]}"

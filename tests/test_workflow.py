@@ -337,7 +337,7 @@ def test_httpcall_rag_comes_before_vector_context(world, search_server):
 def test_httpcall_rag_never_reaches_what_the_server_may_not(tmp_path, search_server):
     """Issue 12, finding 3: a loopback httpCall was called and its page injected; a metadata
     address was saved. A server allows no private network unless configured."""
-    from eddi_rag.outbound import OutboundPolicy
+    from eddi_rag.common.outbound import OutboundPolicy
     from eddi_rag.runtime import Runtime
 
     strict = Runtime(tmp_path / "strict", outbound=OutboundPolicy())

@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from eddi_rag import registry
 from eddi_rag.api.deps import Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
+from eddi_rag.backends import registry
 
 router = APIRouter(route_class=Route, responses=ERROR_RESPONSES)
 

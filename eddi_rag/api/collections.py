@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from eddi_rag.api.deps import Editor, Offset, RuntimeDep, Viewer
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.limits import IngestLimit
-from eddi_rag.collections import NAME_PATTERN
+from eddi_rag.records.vector_collections import NAME_PATTERN
 
 router = APIRouter(prefix="/collections", tags=["collections"], route_class=Route, responses=ERROR_RESPONSES)
 

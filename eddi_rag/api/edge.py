@@ -17,8 +17,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, model_validator
 from starlette.exceptions import HTTPException
 
-from eddi_rag import jsonvalues
 from eddi_rag.api.uploads import BadUploadError, read_body
+from eddi_rag.common import jsonvalues
 from eddi_rag.errors import EddiRagError
 
 

@@ -2,7 +2,7 @@
 
 Metrics: request latency per route (``eddi_rag_http_request_seconds``), ingestion jobs by state,
 chunks per knowledge base, the share of retrieving LLM turns that were RAG misses, and the
-library's own (eddi_rag.metrics: search latency per store, turns by outcome, embedding-cache
+library's own (eddi_rag.common.metrics: search latency per store, turns by outcome, embedding-cache
 lookups). Each request is logged on the ``eddi_rag.requests`` logger with method, route, status,
 milliseconds and caller as fields (``eddi-rag serve --log-format json`` writes them as JSON lines).
 """
@@ -19,8 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from eddi_rag import metrics
 from eddi_rag.auth.http import require
+from eddi_rag.common import metrics
 from eddi_rag.runtime import Runtime
 
 log = logging.getLogger("eddi_rag.requests")

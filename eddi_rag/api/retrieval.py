@@ -11,8 +11,8 @@ from pydantic import Field
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
-from eddi_rag.contracts import MAX_QUERY_CHARS
 from eddi_rag.resources import ResourceNotFoundError
+from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
 from eddi_rag.verbs.search import SearchRequest
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)

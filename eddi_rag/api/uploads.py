@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.datastructures import UploadFile
 
+from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import detect
-from eddi_rag.jsonvalues import text_problem
 
 DEFAULT_MAX_UPLOAD_MB = 50
 MAX_FILES = 100  # file parts in one multipart request

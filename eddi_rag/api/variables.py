@@ -10,7 +10,7 @@ from fastapi import APIRouter, Response
 from eddi_rag.api.deps import Editor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.auth import Principal
-from eddi_rag.variables import VariableNotFoundError
+from eddi_rag.resources.variables import VariableNotFoundError
 
 router = APIRouter(prefix="/variablestore/variables/{tenantId}", tags=["variables"], route_class=Route,
                    responses=ERROR_RESPONSES)

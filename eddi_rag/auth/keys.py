@@ -12,8 +12,8 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.auth import ROLES, AuthError, Principal
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
+from eddi_rag.state.sqlite import StateDatabase
 
 PREFIX = "erk"
 

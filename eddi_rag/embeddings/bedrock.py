@@ -7,8 +7,8 @@ from typing import Any
 from botocore.config import Config
 from langchain_aws import BedrockEmbeddings
 
+from eddi_rag.common.parameters import alias
 from eddi_rag.embeddings.base import MAX_RETRIES, EmbeddingProvider
-from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "amazon.titan-embed-text-v2:0"
 DEFAULT_REGION = "us-east-1"

@@ -14,8 +14,9 @@ from typing import Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from eddi_rag import metrics, state
-from eddi_rag.db import StateDatabase
+from eddi_rag import state
+from eddi_rag.common import metrics
+from eddi_rag.state.sqlite import StateDatabase
 
 
 def cache_key(provider: str, model: str, dimensions: int | None, text: str) -> str:

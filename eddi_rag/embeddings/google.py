@@ -7,8 +7,8 @@ from typing import Any
 
 from langchain_google_genai import GoogleGenerativeAIEmbeddings
 
+from eddi_rag.common.parameters import alias
 from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
-from eddi_rag.parameters import alias
 
 GEMINI_MODEL = "gemini-embedding-2"
 VERTEX_MODEL = "text-embedding-005"

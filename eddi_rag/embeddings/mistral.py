@@ -7,9 +7,9 @@ from typing import Any
 from langchain_mistralai import MistralAIEmbeddings
 from tokenizers import Tokenizer
 
+from eddi_rag.common.parameters import alias
 from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
 from eddi_rag.embeddings.local import default_model_files
-from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "mistral-embed"
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from langchain_ollama import OllamaEmbeddings
 
+from eddi_rag.common.parameters import alias
 from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
-from eddi_rag.parameters import alias
 
 DEFAULT_MODEL = "nomic-embed-text"
 DEFAULT_URL = "http://localhost:11434"

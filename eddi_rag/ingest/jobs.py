@@ -30,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from eddi_rag import fleet, state
-from eddi_rag.db import POSTGRESQL, StateDatabase, StateUnavailableError
+from eddi_rag import state
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.parsing import ParseCancelledError
+from eddi_rag.state import fleet
+from eddi_rag.state.sqlite import POSTGRESQL, StateDatabase, StateUnavailableError
 from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)

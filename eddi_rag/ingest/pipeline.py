@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from eddi_rag.config import RagConfiguration
-from eddi_rag.embeddings.buffer import EmbeddingBuffer
-from eddi_rag.errors import EddiRagError
-from eddi_rag.factories import (
+from eddi_rag.backends.factories import (
     EmbeddingModelFactory,
     EmbeddingStoreFactory,
     embedding_key,
 )
+from eddi_rag.config import RagConfiguration
+from eddi_rag.embeddings.buffer import EmbeddingBuffer
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.chunking import fit_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect

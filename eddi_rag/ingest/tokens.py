@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from eddi_rag import registry
+from eddi_rag.backends import registry
 from eddi_rag.config import RagConfiguration
 
 DISABLED_MAX_TOKENS = 8191  # chunk limit of a KB with embedding disabled (cl100k tokens, like API models)

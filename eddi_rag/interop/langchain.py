@@ -14,7 +14,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict
 
-from eddi_rag.db import Database
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit, StoreContext
 
 

@@ -17,9 +17,9 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from eddi_rag import jsonvalues
 from eddi_rag.auth import TRUSTED, Principal
 from eddi_rag.auth.http import check_role
+from eddi_rag.common import jsonvalues
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceNotFoundError, parse_uri
 from eddi_rag.runtime import Runtime

@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.db import StateDatabase
 from eddi_rag.resources.base import (
     DEFAULT_TENANT,
     RESOURCE_TYPES,
@@ -19,6 +18,7 @@ from eddi_rag.resources.base import (
     VersionConflictError,
     resource_uri,
 )
+from eddi_rag.state.sqlite import StateDatabase
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eddi_rag import citations
+from eddi_rag.common import citations
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit
 

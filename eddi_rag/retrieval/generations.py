@@ -5,7 +5,7 @@ server's cache notices an ingest made by another process (the CLI, a fleet's wor
 from __future__ import annotations
 
 from eddi_rag import state
-from eddi_rag.db import StateDatabase
+from eddi_rag.state.sqlite import StateDatabase
 
 
 class KbGenerations:

@@ -19,9 +19,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from eddi_rag import metrics
+from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.common import metrics
 from eddi_rag.config import RagConfiguration
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.retrieval.rerankers import Reranker, RerankerFactory

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eddi_rag.common.paths import folder_roots, in_folder_roots
 from eddi_rag.config import FolderSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import FORMATS
-from eddi_rag.paths import folder_roots, in_folder_roots
 from eddi_rag.sources import Item, Listing, selected
 
 EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}

@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 
 from croniter import croniter
 
-from eddi_rag.db import StateDatabase
 from eddi_rag.sources.sync import SourceBusyError, SourceSync
+from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.configs import Configs
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from eddi_rag.common.outbound import OutboundBlockedError
 from eddi_rag.config import SitemapSource
-from eddi_rag.outbound import OutboundBlockedError
 from eddi_rag.sources import Item, Listing, selected
 from eddi_rag.sources.fetching import fetch, locs, same_site
 

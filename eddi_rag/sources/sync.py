@@ -35,15 +35,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from eddi_rag import fleet, state
+from eddi_rag import state
+from eddi_rag.backends.factories import embedding_key
+from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.config import IngestionSource, RagConfiguration
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
-from eddi_rag.factories import embedding_key
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
-from eddi_rag.outbound import OutboundPolicy
 from eddi_rag.sources import Item, Listing, fetching, folder, sitemap, upload, web
+from eddi_rag.state import fleet
+from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.documents import Documents
 

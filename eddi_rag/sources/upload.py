@@ -13,9 +13,9 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.config import UploadSource
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, Listing
+from eddi_rag.state.sqlite import StateDatabase
 
 
 class FileRefusedError(EddiRagError, ValueError):

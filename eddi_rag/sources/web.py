@@ -16,8 +16,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import httpx
 
+from eddi_rag.common.outbound import OutboundBlockedError
 from eddi_rag.config import WebSource
-from eddi_rag.outbound import OutboundBlockedError
 from eddi_rag.sources import Item, Listing, path_glob, selected
 from eddi_rag.sources.fetching import MAX_PAGE_BYTES, USER_AGENT, PageGoneError, fetch, locs, same_site
 

@@ -12,9 +12,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from typing_extensions import NotRequired, TypedDict
 
-from eddi_rag.citations import source_label
-from eddi_rag.db import Database
+from eddi_rag.common.citations import source_label
 from eddi_rag.errors import EddiRagError
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 
 # Capability names a backend may declare.
@@ -91,7 +91,7 @@ class StoreContext:
 
     def path(self, value: Any) -> str:
         """A file or folder a configuration names (``storeParameters.path``): a relative one lies
-        under the data directory (eddi_rag.paths checks where it may lie); ``:memory:`` stays."""
+        under the data directory (eddi_rag.common.paths checks where it may lie); ``:memory:`` stays."""
         path = Path(str(value)).expanduser()
         if str(value) == ":memory:" or path.is_absolute() or self.data_dir is None:
             return str(value) if str(value) == ":memory:" else str(path)

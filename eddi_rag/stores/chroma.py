@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import chromadb
 from chromadb.errors import NotFoundError
 
-from eddi_rag.parameters import alias
+from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,

@@ -18,7 +18,7 @@ from typing import Any
 
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
-from eddi_rag.parameters import alias
+from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,

@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from eddi_rag import state
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
+from eddi_rag.state.sqlite import StateDatabase
 
 CREATED, ADOPTED, CLAIMED = "created", "adopted", "claimed"
 NAMED = ("tableName", "table", "collectionName", "indexName", "path")  # parameters that name a place outright

@@ -23,7 +23,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql as pgsql
 
-from eddi_rag.parameters import alias
+from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from eddi_rag.answers import smollm2
 from eddi_rag.answers.extractive import ExtractiveChatModel, extractive_answer
 from eddi_rag.answers.smollm2 import SmolLM2ChatModel
-from eddi_rag.outbound import OutboundPolicy
+from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
 from eddi_rag.tools.bundle import load_bundle
 from eddi_rag.workflow.llm_task import task_id

@@ -26,9 +26,9 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from eddi_rag.common.secrets import REDACTED
 from eddi_rag.resources import ResourceStore, parse_uri, resource_uri
 from eddi_rag.resources.base import Descriptor
-from eddi_rag.secrets import REDACTED
 from eddi_rag.workflow.traversal import workflow_steps
 
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from eddi_rag import jsonvalues
+from eddi_rag.common import jsonvalues
+from eddi_rag.common.secrets import REDACTED, redacted_paths
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceRef, ResourceStore, parse_uri, resource_uri
-from eddi_rag.secrets import REDACTED, redacted_paths
 from eddi_rag.tools.eddi_export import NOTES
 from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.saving import own_store

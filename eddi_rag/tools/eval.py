@@ -25,10 +25,10 @@ import ir_measures
 import numpy as np
 from ir_measures import RR, R, nDCG
 
-from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.embedded.bm25 import Bm25Index
 from eddi_rag.stores.embedded.memory import InMemoryStore

@@ -15,10 +15,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from eddi_rag import __version__, registry
+from eddi_rag import __version__
 from eddi_rag.auth import AuthError, Principal
 from eddi_rag.auth.http import check_role, own, principal_of
 from eddi_rag.auth.session import COOKIE
+from eddi_rag.backends import registry
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.resources import MAX_VERSION, parse_uri
 from eddi_rag.tools.eddi_export import secret_field

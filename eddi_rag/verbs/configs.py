@@ -9,7 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eddi_rag import paths, registry
+from eddi_rag.backends import registry
+from eddi_rag.common import paths
+from eddi_rag.common.outbound import OutboundBlockedError, OutboundPolicy
+from eddi_rag.common.secrets import env_secret_errors
 from eddi_rag.config import (
     ConfigValidationError,
     RagConfiguration,
@@ -18,13 +21,11 @@ from eddi_rag.config import (
     with_source_ids,
 )
 from eddi_rag.embeddings import references as provider_references
-from eddi_rag.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.resources import ResourceNotFoundError, ResourceStore
 from eddi_rag.resources.base import Descriptor
-from eddi_rag.secrets import env_secret_errors
+from eddi_rag.resources.variables import Variables
+from eddi_rag.resources.variables import references as variable_references
 from eddi_rag.stores.base import KEYWORD_SEARCH
-from eddi_rag.variables import Variables
-from eddi_rag.variables import references as variable_references
 from eddi_rag.workflow.traversal import reference_errors
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class Configs:
                 errors.append({"path": "$.searchMode", "value": config.searchMode,
                                "message": f"{config.searchMode!r} needs keyword search; storeType {config.storeType!r} has none "
                                           f"(use {', '.join(capable)}, or searchMode 'vector')"})
-        errors += paths.errors(config, self.data_dir)
+        errors += path_errors(config, self.data_dir)
         for field in ("embeddingParameters", "storeParameters", "rerankerParameters"):
             errors += env_secret_errors(getattr(config, field), f"$.{field}")
         if self.fleet and (problem := fleet_store_error(config.storeType)):
@@ -168,3 +169,37 @@ class Configs:
         for warning in self.warnings(data):
             log.warning("%s: %s", warning["path"], warning["message"])
         return with_source_ids(data)
+
+
+def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[str, Any]]:
+    """The configuration's file paths that fall outside what the server allows, as validation errors."""
+    out: list[dict[str, Any]] = []
+    store_path = config.storeParameters.get("path")
+    if isinstance(store_path, str) and store_path != paths.IN_MEMORY:
+        allowed = paths.roots("EDDI_RAG_PATH_ROOTS", data_dir)
+        if not paths.inside(paths.resolve(store_path, data_dir), allowed):
+            where = ", ".join(map(str, allowed)) or "none: this server keeps its data in memory"
+            out.append({"path": "$.storeParameters.path", "value": store_path,
+                        "message": f"must lie under the data directory or EDDI_RAG_PATH_ROOTS ({where})"})
+    models = paths.roots("EDDI_RAG_MODEL_ROOTS")
+    for group, params in (("embeddingParameters", config.embeddingParameters), ("rerankerParameters", config.rerankerParameters)):
+        for key in ("modelPath", "tokenizerPath"):
+            value = params.get(key)
+            if isinstance(value, str) and not paths.inside(paths.resolve(value, None), models):
+                out.append({"path": f"$.{group}.{key}", "value": value,
+                            "message": "model files are read only from folders the operator lists in EDDI_RAG_MODEL_ROOTS "
+                                       f"({', '.join(map(str, models)) or 'none set'})"})
+    for i, source in enumerate(config.sources):
+        where = f"$.sources[{i}]"
+        if source.folder is not None and not paths.in_folder_roots(source.folder.path):
+            out.append({"path": f"{where}.folder.path", "value": source.folder.path,
+                        "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
+                                   "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
+        for kind, url in (("web.startUrl", source.web.startUrl if source.web else None),
+                          ("sitemap.url", source.sitemap.url if source.sitemap else None)):
+            if url is not None:
+                try:
+                    OutboundPolicy.check_static(url)
+                except OutboundBlockedError as e:
+                    out.append({"path": f"{where}.{kind}", "value": url, "message": str(e)})
+    return out

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from eddi_rag.contracts import IngestionResult, InvalidQueryError, RAGContext
 from eddi_rag.ingest.pipeline import Document
+from eddi_rag.verbs.contract_types import IngestionResult, InvalidQueryError, RAGContext
 from eddi_rag.verbs.ingesting import Ingesting
 from eddi_rag.verbs.search import Search, SearchRequest
 

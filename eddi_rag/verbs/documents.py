@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, overload
 
-from eddi_rag import citations
+from eddi_rag.backends.factories import EmbeddingStoreFactory
+from eddi_rag.common import citations
 from eddi_rag.config import RagConfiguration
-from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.resources import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import DISABLED, visible_to

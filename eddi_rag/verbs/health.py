@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from eddi_rag import registry
+from eddi_rag.backends import registry
+from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.common.secrets import REDACTED, SecretNotFoundError, SecretResolver, redacted_paths, resolve_parameters
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.errors import EddiRagError
-from eddi_rag.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.resources import ResourceStore
-from eddi_rag.secrets import REDACTED, SecretNotFoundError, SecretResolver, redacted_paths, resolve_parameters
 from eddi_rag.stores.base import DimensionMismatchError
 from eddi_rag.verbs.configs import Configs
 

@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eddi_rag.contracts import IngestionResult, as_document
+from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
-from eddi_rag.jsonvalues import text_problem
 from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.contract_types import IngestionResult, as_document
 
 
 class DocumentNameError(DocumentError):

@@ -13,10 +13,10 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.common.secrets import SecretNotFoundError
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.resources import DEFAULT_TENANT, ResourceNotFoundError, ResourceRef, ResourceStore
-from eddi_rag.secrets import SecretNotFoundError
 from eddi_rag.stores.base import StoreUnavailableError
 from eddi_rag.stores.ownership import ADOPTED, CLAIMED, CREATED, NAMED, AdoptionRequiredError, Place, StoreNotAvailableError
 from eddi_rag.verbs.configs import Configs

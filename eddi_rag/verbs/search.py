@@ -16,14 +16,14 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from eddi_rag.backends.factories import EmbeddingModelFactory
 from eddi_rag.config import RagConfiguration
-from eddi_rag.contracts import MAX_QUERY_CHARS, RESULT_TTL_SECONDS, InvalidQueryError, RAGContext, RetrievedChunk, VectorDBUnavailableError
-from eddi_rag.factories import EmbeddingModelFactory
 from eddi_rag.retrieval.expansion import Passage
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import Retriever, order_rule
 from eddi_rag.stores.base import SearchHit, StoreUnavailableError
 from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS, RESULT_TTL_SECONDS, InvalidQueryError, RAGContext, RetrievedChunk, VectorDBUnavailableError
 
 MODES = ("vector", "keyword", "hybrid", "rrf", "weighted")  # rrf, weighted: hybrid fused so
 EXPANSIONS = ("none", "neighbors", "section")

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from eddi_rag import citations
+from eddi_rag.backends.factories import embedding_key
+from eddi_rag.common import citations
 from eddi_rag.config import LlmTaskRag
-from eddi_rag.factories import embedding_key
 from eddi_rag.retrieval import expansion
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.stores.base import Chunk, SearchHit

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
-from eddi_rag.outbound import OutboundPolicy
+from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.workflow.context import cap
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from eddi_rag import metrics
+from eddi_rag.common import metrics
 from eddi_rag.config import MISS_PHRASES, ConfigValidationError, LlmTaskRag, llm_task_errors
 from eddi_rag.errors import EddiRagError
 from eddi_rag.workflow.context import RagContextProvider

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from eddi_rag.backends.factories import BoundedCache, cache_key
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.common.secrets import SecretResolver, resolve_parameters
 from eddi_rag.config import RagConfiguration
-from eddi_rag.factories import BoundedCache, cache_key
-from eddi_rag.outbound import OutboundPolicy
-from eddi_rag.secrets import SecretResolver, resolve_parameters
 
 KINDS = ("none", "cohere", "jina", "voyage", "cross-encoder")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from eddi_rag.db import Database
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
     COLLECTIONS,

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
+from eddi_rag.state.sqlite import StateDatabase
 
 VARS = re.compile(r"\$\{vars:(?:([A-Za-z0-9_.\-]+)/)?([A-Za-z0-9_.\-]+)\}")
 KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")

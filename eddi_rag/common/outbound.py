@@ -19,8 +19,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from eddi_rag.common.secrets import ENDPOINT_PARAMETERS
 from eddi_rag.errors import EddiRagError
-from eddi_rag.secrets import ENDPOINT_PARAMETERS
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 NEVER = tuple(ipaddress.ip_network(n) for n in (

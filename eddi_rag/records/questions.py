@@ -12,10 +12,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.contracts import MAX_QUERY_CHARS
-from eddi_rag.db import StateDatabase
+from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
-from eddi_rag.jsonvalues import text_problem
+from eddi_rag.state.sqlite import StateDatabase
+from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
 
 MAX_QUESTIONS = 200  # per knowledge base
 Found = list[dict[str, Any]]  # [{citation, chunks: [ids], hits: [ids]}], one per passage, best first

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from eddi_rag import state
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
+from eddi_rag.state.sqlite import StateDatabase
 
 Vote = Literal["up", "down"]
 

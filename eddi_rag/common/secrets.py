@@ -34,7 +34,7 @@ PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "COHERE_API_
 # where a provider, reranker or store server is reached
 ENDPOINT_PARAMETERS = ("baseUrl", "endpoint", "endpointUrl", "url", "host", "connectionString")
 TENANT_VAULT_PREFIX = "EDDI_VAULT_TENANT_"
-REFERENCE = re.compile(r"\$\{(env|eddivault|vault|vars):([^}]+)\}")  # vars: replaced before (eddi_rag.variables)
+REFERENCE = re.compile(r"\$\{(env|eddivault|vault|vars):([^}]+)\}")  # vars: replaced before (eddi_rag.resources.variables)
 
 
 class SecretNotFoundError(EddiRagError, LookupError):

@@ -13,9 +13,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from eddi_rag.common.parameters import ALIAS, normalise
+from eddi_rag.common.secrets import REFERENCE
 from eddi_rag.errors import EddiRagError
-from eddi_rag.parameters import ALIAS, normalise
-from eddi_rag.secrets import REFERENCE
 
 STORES, EMBEDDINGS = "eddi_rag.stores", "eddi_rag.embeddings"
 KINDS = {"stores": STORES, "embeddings": EMBEDDINGS}

@@ -14,12 +14,13 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from eddi_rag import jsonvalues, state
+from eddi_rag import state
+from eddi_rag.backends.factories import EmbeddingStoreFactory
+from eddi_rag.common import jsonvalues
 from eddi_rag.config import RagConfiguration
-from eddi_rag.db import StateDatabase
 from eddi_rag.errors import EddiRagError
-from eddi_rag.factories import EmbeddingStoreFactory
 from eddi_rag.resources import DEFAULT_TENANT
+from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.stores.base import Chunk, KnowledgeStore
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000

@@ -16,14 +16,14 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.embeddings import Embeddings
 
-from eddi_rag import registry
+from eddi_rag.backends import registry
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.common.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
 from eddi_rag.config import RagConfiguration
-from eddi_rag.db import Database
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, VectorCache
 from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
 from eddi_rag.embeddings.references import EmbeddingDisabledError
-from eddi_rag.outbound import OutboundPolicy
-from eddi_rag.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import langchain4j
 from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
 from eddi_rag.stores.ownership import CLAIMED, NAMED, Place, StoreOwnership, server_of

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from eddi_rag.secrets import is_reference
+from eddi_rag.common.secrets import is_reference
 
 ALIAS = "x-alias-of"
 _INTEGER = re.compile(r"[+-]?\d+")

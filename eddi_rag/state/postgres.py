@@ -1,5 +1,5 @@
 """The state on PostgreSQL: what a fleet of ``serve`` and ``worker`` processes on several machines shares
-(``EDDI_RAG_STATE_URL=postgresql://…``). The same interface as the embedded ``db.Database`` and the same
+(``EDDI_RAG_STATE_URL=postgresql://…``). The same interface as the embedded ``state.sqlite.Database`` and the same
 SQL: ``?`` placeholders become psycopg's, ``LIKE`` becomes ``ILIKE`` (SQLite's LIKE ignores case), and the
 schema's SQLite types their PostgreSQL peers. Parameters are bound on the client (``ClientCursor``), as
 loosely typed as SQLite's.
@@ -36,7 +36,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from eddi_rag.db import POSTGRESQL, StateUnavailableError
+from eddi_rag.state.sqlite import POSTGRESQL, StateUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The state database: one small interface (``transaction``, ``execute``, ``query``, ``close``) over SQLite
-(the embedded default, this module) or PostgreSQL (``db_postgres``, a fleet's shared state); ``state.open_state``
+(the embedded default, this module) or PostgreSQL (``state.postgres``, a fleet's shared state); ``state.open_state``
 picks one from a URL. The state's SQL is written once, with ``?`` placeholders, in the dialect both speak."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""The state's tables in one place, and their migrations, the same on SQLite and PostgreSQL (``db``):
+"""The state's tables in one place, and their migrations, the same on SQLite and PostgreSQL (``sqlite``, ``postgres``):
 the schema's version is SQLite's ``PRAGMA user_version`` or PostgreSQL's ``eddi_rag_schema`` table;
 ``migrate`` brings a database up to ``LATEST`` in one transaction (on PostgreSQL under the fleet's write
 lock: one process migrates, the others find it done), once per connection, and refuses a database
 written by a newer release. Every component that keeps state
 (resources, keys, jobs, sources, collections, feedback, notes, the embedding cache, generations)
 calls ``migrate`` on the database it is given instead of creating tables itself. The embedded store
-engines' own tables (``stores/sqlite.py``, ``stores/sqlite_vec.py``) belong to those engines.
+engines' own tables (``stores/embedded/sqlite.py``, ``sqlite_vec.py``) belong to those engines.
 
 A change of the schema is a new entry at the end of ``MIGRATIONS``; an entry never changes once
 released. Version 1 is the schema as it stood before versions: it also brings a database of an
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from eddi_rag.db import POSTGRESQL, Database, StateDatabase
 from eddi_rag.errors import EddiRagError
+from eddi_rag.state.sqlite import POSTGRESQL, Database, StateDatabase
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS resource_versions (
@@ -76,10 +76,10 @@ def on_postgresql(url: str | None) -> TypeGuard[str]:
 
 
 def open_state(url: str | None, data_dir: str | Path | None, file_name: str) -> StateDatabase:
-    """The state database a URL names: ``postgresql://…`` (a fleet's shared state, ``db_postgres``), else the
+    """The state database a URL names: ``postgresql://…`` (a fleet's shared state, ``state.postgres``), else the
     SQLite file ``file_name`` in ``data_dir`` (``sqlite:///path`` names another file; no data_dir: in memory)."""
     if on_postgresql(url):
-        from eddi_rag.db_postgres import PostgresDatabase
+        from eddi_rag.state.postgres import PostgresDatabase
 
         return PostgresDatabase(url)
     if url and url.startswith("sqlite:///"):
