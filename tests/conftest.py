@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import inspect
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -52,32 +51,55 @@ def _state_backend(request):
 
 
 SERVICE_FIXTURES = {"redis_url", "typesense_params", "chroma_params", "postgres_url", "pgvector_params", "elasticsearch_params"}
-SERVICE_BACKENDS = ("pgvector", "chroma", "typesense", "elasticsearch", "mongodb-atlas")  # conformance parameters
-# what a test's own code names when it starts a process or serves on loopback
-OTHER_PROCESSES = ("subprocess", "Popen", "sys.executable", "serving(", "StandIn", "openai_server", "site(", "site,", "redis",
-                   "CliRunner", "run_demo", "chrome(")
+KINDS = ("integration", "services", "browser", "fuzz", "lint")  # declared in pyproject (--strict-markers)
 
 
 def kinds(item) -> list[str]:
-    """The markers a test gets: unit or integration, and what it needs (see pyproject's markers)."""
-    path = item.path.name
-    if path == "test_lint.py":
-        return ["integration", "lint"]
-    if path == "test_openapi_fuzz.py":
-        return ["integration", "fuzz"]
-    try:
-        source = inspect.getsource(item.function)
-    except (OSError, TypeError):
-        source = ""
-    needs = []
-    if "chrome(" in source or "browser" in item.fixturenames:
-        needs.append("browser")
-    backend = item.callspec.params.get("make") if hasattr(item, "callspec") else None
-    if SERVICE_FIXTURES & set(item.fixturenames) or (isinstance(backend, str) and backend.startswith(SERVICE_BACKENDS)):
-        needs.append("services")
-    fixtures = set(item.fixturenames)
-    other = needs or any(word in source for word in OTHER_PROCESSES) or {"openai_server", "site"} & fixtures
-    return ["integration", *needs] if other else ["unit"]
+    """A test is marked by what it needs, in its own file (``pytestmark``, a decorator, or a parameter's
+    marks): ``integration`` when it starts or reaches another process or a socket, with ``services`` /
+    ``browser`` / ``fuzz`` / ``lint`` beside it; a test marked none of them is ``unit``, and runs under
+    a guard that refuses sockets and child processes (``unit_guard``), so the mark cannot lie. A test
+    using a service's fixture without ``services`` is a collection error naming it."""
+    marked = {m.name for m in item.iter_markers()} & set(KINDS)
+    if SERVICE_FIXTURES & set(item.fixturenames) and "services" not in marked:
+        raise pytest.UsageError(f"{item.nodeid} uses a service fixture: mark it @pytest.mark.integration and services")
+    if marked and "integration" not in marked:
+        raise pytest.UsageError(f"{item.nodeid} is marked {sorted(marked)}: mark it @pytest.mark.integration too")
+    return [] if marked else ["unit"]
+
+
+class _Refused(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def unit_guard(request, monkeypatch):
+    """A unit test runs in this process alone: opening a network connection or a child process from the
+    test's thread fails it. (Other threads are left alone: services starting for later tests use them.)"""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    import socket
+    import subprocess
+    import threading
+
+    test_thread = threading.get_ident()
+    connect, popen = socket.socket.connect, subprocess.Popen.__init__
+
+    def refuse_network(self, address):
+        if threading.get_ident() == test_thread and self.family in (socket.AF_INET, socket.AF_INET6):
+            raise _Refused(f"a unit test connected to {address!r}: mark it @pytest.mark.integration")
+        return connect(self, address)
+
+    def refuse_process(self, *args, **kwargs):
+        if threading.get_ident() == test_thread:
+            raise _Refused(f"a unit test started a process ({args[0] if args else kwargs.get('args')!r}): "
+                           "mark it @pytest.mark.integration")
+        return popen(self, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", refuse_network)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_process)
+    yield
 
 
 # Services the collected tests need start together, in threads, as soon as the tests are collected (each

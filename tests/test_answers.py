@@ -1,6 +1,7 @@
 """The model call (the TypeSense spec's ragTemperature, grounding block and RAG misses) and the
 answers with no key: the extractive answer and the small local model."""
 
+import pytest
 from langchain_openai import ChatOpenAI
 
 from eddi_rag.answers.extractive import NOTHING_FOUND, ExtractiveChatModel, extractive_answer, passages
@@ -65,6 +66,7 @@ def test_an_extractive_turn_cites_known_sources(world):  # noqa: F811
     assert [c["known"] for c in memory.get("rag:citations:answer")] == [True]
 
 
+@pytest.mark.integration
 def test_rag_temperature_applies_to_turns_with_context_only(world, openai_server):  # noqa: F811
     runtime, agent, _ = world
     model = ChatOpenAI(model="gpt-4o-mini", base_url=openai_server.base_url, api_key="sk", max_retries=0, temperature=0.7)
@@ -97,6 +99,7 @@ def test_no_context_is_a_rag_miss_in_memory_and_metrics(world):  # noqa: F811
     assert misses("no-context") == before + 1 and misses("answer") >= 0  # the answer's "found nothing" is the same miss
 
 
+@pytest.mark.integration
 def test_an_answer_saying_nothing_was_found_is_a_rag_miss(world, openai_server):  # noqa: F811
     runtime, agent, _ = world
     openai_server.answer = "Sorry, I could not find anything about dogs in the sources."

@@ -142,6 +142,8 @@ def test_providers_are_listed_with_capabilities_and_schemas(client):
     assert client.get("/providers/gadgets/x/schema").status_code == 404
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_kb_health(client, pgvector_params):
     id = kb_id(client.post(BASE, json={"name": "kb", "embeddingProvider": "local", "storeType": "sqlite"}))
     client.app.state.runtime.ingest(id, "a.md", "Some text.")

@@ -246,11 +246,13 @@ def test_oidc_tokens_verified_against_the_jwks(oidc_client):
         assert r.status_code == 403 and "none of the roles" in r.json()["error"], (roles, r.json())  # EDDI: 403
 
 
+@pytest.mark.integration
 def test_serve_refuses_a_network_address_without_credentials(tmp_path):
     result = eddi_rag("serve", "--host", "0.0.0.0", "--port", "1", "--data-dir", str(tmp_path / "d"))
     assert result.returncode != 0 and "refusing to serve 0.0.0.0 with no credential configured" in result.stderr
 
 
+@pytest.mark.integration
 def test_cli_keys_create_list_revoke(tmp_path):
     data = str(tmp_path / "d")
     made = eddi_rag("keys", "create", "--tenant", "acme", "--role", "editor", "--user", "alice", "--name", "ci",

@@ -61,12 +61,14 @@ def test_demo_answers_offline_from_the_injected_sentences_with_their_labels(demo
     assert "rag:citations:travel-answer" in demo_output  # the extractive labels are checked like any model's
 
 
+@pytest.mark.integration
 def test_demo_without_a_chat_model_shows_retrieval_only():
     result = eddi_rag("demo", "--llm", "none", "-q", "Can I cancel a Saver fare?")
     assert result.returncode == 0, result.stderr
     assert "No chat model (--llm none)" in result.stdout and "(no chat model)" in result.stdout
 
 
+@pytest.mark.integration
 def test_demo_answers_with_the_small_local_model_only_when_asked():
     """scripts/test installs SmolLM2 (scripts/local-llm); `--llm smollm2` answers with it, labelled, and
     prints the grounded extractive answer beside it."""
@@ -79,6 +81,7 @@ def test_demo_answers_with_the_small_local_model_only_when_asked():
     assert "non-refundable" in extract.lower() and "[Source 1]" in extract
 
 
+@pytest.mark.integration
 def test_demo_answers_with_a_configured_chat_model():
     with OpenAIStandIn(answer="Saver fares are non-refundable [1].") as server:
         result = eddi_rag("demo", "--llm", "openai", "--base-url", server.base_url, "-q", "Can I cancel a Saver fare?")
@@ -88,6 +91,7 @@ def test_demo_answers_with_a_configured_chat_model():
     assert "## Relevant Context:" in chat["json"]["messages"][0]["content"]
 
 
+@pytest.mark.integration
 def test_cli_load_ingest_query(tmp_path):
     data = str(tmp_path / "data")
     assert eddi_rag("load", "examples/workflows", "--data-dir", data).returncode == 0  # the command as a process once
@@ -111,6 +115,7 @@ def test_cli_load_ingest_query(tmp_path):
     assert missing.returncode != 0 and "not found" in missing.stderr
 
 
+@pytest.mark.integration
 def test_serve_answers_rest_calls(tmp_path):
     import time
 
@@ -141,6 +146,7 @@ def test_serve_answers_rest_calls(tmp_path):
         server.wait(timeout=30)
 
 
+@pytest.mark.integration
 def test_doctor_checks_every_kb_and_prints_fixes(tmp_path):
     from eddi_rag.runtime import Runtime
 

@@ -85,6 +85,7 @@ def test_bad_documents_are_rejected_with_the_field_named(runtime, metadata, mess
     assert [c.text for c in runtime.stores.get(k, runtime.rag_config(k)).get()] == ["The old version."]  # untouched
 
 
+@pytest.mark.integration
 def test_unchanged_chunks_are_not_embedded_again(uncached, openai_server):
     k = openai_kb(uncached, openai_server)
     paragraphs = [f"Paragraph {i} says something of its own about topic number {i}." for i in range(6)]
@@ -100,6 +101,7 @@ def test_unchanged_chunks_are_not_embedded_again(uncached, openai_server):
     assert embedded_texts(openai_server) == []
 
 
+@pytest.mark.integration
 def test_a_failure_mid_document_leaves_the_old_version_whole(uncached, openai_server):
     k = openai_kb(uncached, openai_server, chunkSize=60)
     old = "\n\n".join(f"Old paragraph number {i} of the handbook." for i in range(70))

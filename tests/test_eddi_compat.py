@@ -149,6 +149,7 @@ def test_cli_export_then_load(tmp_path):
     assert missing.returncode == 1 and "agents/nobody not found" in missing.stderr
 
 
+@pytest.mark.integration
 def test_eddis_embedding_parameters_are_honoured():
     """Row 9: openai organizationId/projectId, maxRetries, timeout in milliseconds, modelName
     (labsai/EDDI configs/rag/model/EmbeddingParameters.java, HONOURED), against a local server speaking OpenAI's API."""
@@ -188,6 +189,8 @@ def test_a_timeout_saved_in_seconds_stays_seconds(tmp_path):
         assert rt.resources.read("rags", kb)["embeddingParameters"] == {"timeoutSeconds": 30}
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_global_variables_resolve_in_store_and_embedding_parameters(client, pgvector_params):
     """Row 10: ${vars:key} and ${vars:tenant/key} (labsai/EDDI configs/variables/GlobalVariableResolver.java), set
     through EDDI's /variablestore/variables/{tenantId}/{key}, resolved when the knowledge base is used."""
@@ -216,6 +219,7 @@ def test_global_variables_resolve_in_store_and_embedding_parameters(client, pgve
     assert client.get("/variablestore/variables/default/pg-url").status_code == 404
 
 
+@pytest.mark.integration
 def test_httpcall_rag_templates_the_whole_call_and_caps_what_it_injects(runtime):
     """Rows 13, 16: EDDI templates the whole httpCall with the turn's data (LlmTask.executeHttpCallRag puts
     userInput beside memory, properties and context) and caps the injected JSON at maxRagContextChars;

@@ -38,7 +38,11 @@ STORES = {  # EDDI's keys and strings; each engine named here runs in the tests
 }
 
 
-@pytest.mark.parametrize("store", list(STORES))
+SERVED = ("pgvector", "chroma", "typesense")  # engines the tests start on loopback; the others run in this process
+
+
+@pytest.mark.parametrize("store", [pytest.param(s, marks=[pytest.mark.integration, pytest.mark.services] if s in SERVED else [])
+                                   for s in STORES])
 def test_an_eddi_store_configuration_is_accepted_kept_and_works(client, request, tmp_path, store):
     params = STORES[store](request, tmp_path)
     config = {"name": f"eddi {store}", "embeddingProvider": "local", "storeType": store, "storeParameters": params,
@@ -53,6 +57,8 @@ def test_an_eddi_store_configuration_is_accepted_kept_and_works(client, request,
     assert hits and hits[0]["source"] == "rail.md"
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_pgvector_takes_eddis_table_name(client, postgres_url):
     import psycopg
 
@@ -97,6 +103,7 @@ def test_an_eddi_embedding_configuration_is_accepted_and_read_as_ours(client, pr
         assert prepared["dimensions"] == 768 and "outputDimensionality" not in prepared
 
 
+@pytest.mark.integration
 def test_openai_in_eddi_form_embeds_through_the_wire(client, openai_server, monkeypatch):
     monkeypatch.setenv("EDDI_VAULT_OPENAI_API_KEY", "sk-eddi")
     params = {"apiKey": "${vault:openai-api-key}", "modelName": "text-embedding-3-small", "baseUrl": openai_server.base_url,

@@ -94,6 +94,7 @@ def test_the_rest_import_answers_201_with_the_agent(client):
     assert bad.status_code == 400 and "not a zip file" in bad.json()["error"]
 
 
+@pytest.mark.integration
 def test_cli_load_takes_an_export(tmp_path):
     path = tmp_path / "Support+bot-agent-1.zip"
     path.write_bytes(export_zip())

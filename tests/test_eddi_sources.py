@@ -87,6 +87,7 @@ def site():
         yield s
 
 
+@pytest.mark.integration
 def test_the_crawl_keeps_to_eddis_scope(client, site):
     source = {"name": "docs", "web": {"startUrl": site.url + "/docs/", "pathPrefix": "/docs/", "requestDelayMs": 0,
                                       "excludePatterns": ["*.pdf", "**/changelog/**"],

@@ -73,6 +73,8 @@ def eddi_kb(runtime, pgvector_params):
         runtime.documents.drop(kb)
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_a_table_eddi_6_5_wrote_is_read_and_written_in_place(runtime, eddi_kb, postgres_url, local_model):
     table = "eddi_kb_product_docs"  # EDDI 6.5.0's name for a knowledge base called "Product Docs"
     assert langchain4j.physical_name("pgvector", "name", "any-id", "Product Docs") == table
@@ -97,6 +99,8 @@ def test_a_table_eddi_6_5_wrote_is_read_and_written_in_place(runtime, eddi_kb, p
     assert {r[2]["source"] for r in langchain4j_reads(postgres_url, table)} == {"refunds.txt", "luggage.md"}
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_eddis_id_namespace_tags_chunks_and_keeps_a_shared_table_apart(runtime, eddi_kb, postgres_url, local_model):
     one = eddi_kb("One", "id")
     runtime.ingest(one, "a.md", "Trains to Vienna leave hourly.")
@@ -116,6 +120,8 @@ def test_eddis_id_namespace_tags_chunks_and_keeps_a_shared_table_apart(runtime, 
     runtime.documents.drop(b)  # (the shared table goes with the first drop)
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_private_and_expiring_chunks_keep_their_meaning_in_langchain4j_rows(runtime, eddi_kb, postgres_url):
     kb = eddi_kb("Private", "id")
     runtime.ingest(kb, "mine.md", "Alice's locker code is 4711.", user_id="alice")
@@ -136,6 +142,8 @@ def test_store_namespace_follows_eddis_defaults_and_is_refused_where_it_is_not_s
     assert e.value.errors[0]["path"] == "$.storeNamespace"
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_a_chroma_collection_langchain4j_wrote_is_read_and_written_in_place(runtime, chroma_params, local_model):
     """The same for Chroma: a collection as langchain4j's ChromaEmbeddingStore makes it for EDDI (cosine space,
     UUID ids, the segment as the document, metadata {source, kbId}), named as EDDI 6.5.0 names it."""

@@ -1,6 +1,8 @@
 """What the elasticsearch store sends, checked against Elasticsearch's documented request shapes
 (index mapping with dense_vector, _bulk, kNN search with a pre-filter, search_after paging)."""
 
+import pytest
+
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.elasticsearch import (
@@ -27,6 +29,7 @@ def test_filters_compile_to_typed_bool_queries():
         {"term": {"m_bool.even": True}}, {"term": {"m_str.even": "yes"}}], "minimum_should_match": 1}}
 
 
+@pytest.mark.integration
 def test_requests_have_the_documented_shape():
     with ElasticsearchStandIn() as server:
         store = ElasticsearchStore("kb1", {"url": server.url, "numCandidates": 50}, StoreContext(Database()))

@@ -34,6 +34,7 @@ def test_unknown_provider_names_the_known_ones():
         registry.load(registry.EMBEDDINGS, "nope")
 
 
+@pytest.mark.integration
 def test_openai_provider_speaks_the_real_wire_format(openai_server):
     factory = EmbeddingModelFactory(None, SecretResolver(environ={"EDDI_VAULT_KEY": "sk-test"}))
     model = factory.get("openai", {"apiKey": "${vault:key}", "model": "text-embedding-3-small",
@@ -61,6 +62,7 @@ def cache_spec(request, tmp_path):
     return lambda: open_cache("sqlite", Database(tmp_path / "cache.db"))
 
 
+@pytest.mark.integration
 def test_cache_means_unchanged_text_calls_no_provider(openai_server, cache_spec):
     params = {"apiKey": "sk", "baseUrl": openai_server.base_url, "dimensions": 16, "model": f"m-{id(cache_spec)}"}
     model = EmbeddingModelFactory(cache_spec()).get("openai", params)

@@ -59,6 +59,7 @@ def test_rest_answers_a_product_error_with_its_status_and_a_bug_without_its_text
     assert r.status_code == 500 and "sk-123" not in r.text and r.json()["error"].startswith("internal error (logged as ")
 
 
+@pytest.mark.integration
 def test_cli_maps_a_product_error_to_its_message(tmp_path):
     from eddi_rag.cli import main
 

@@ -55,6 +55,7 @@ def test_bm25_and_fusion():
     assert [i for i, _ in reciprocal_rank([("a", 1), ("b", 1)], [("b", 1), ("c", 1)])] == ["b", "a", "c"]
 
 
+@pytest.mark.integration
 def test_eval_command(beir, tmp_path):
     out = subprocess.run([sys.executable, "-m", "eddi_rag.cli", "eval", "--corpus", str(beir / "corpus.jsonl"),
                           "--queries", str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels.tsv"),

@@ -68,6 +68,7 @@ def test_xlsx_rows_explain_themselves_and_cite_sheet_and_cells(api):
     assert best["citation"] == "production.xlsx, Prices!A2:B2"
 
 
+@pytest.mark.integration
 def test_a_one_cell_row_is_cited_by_its_cell(api):
     small = Runtime(None)
     try:
@@ -204,6 +205,7 @@ def test_detect_uses_content_type_then_extension_then_content():
         detect(b"\x00\x01binary", None, "x.txt")
 
 
+@pytest.mark.integration
 def test_cli_ingests_files_and_folders_recursively(tmp_path):
     data = str(tmp_path / "data")
     assert eddi_rag("load", "examples/workflows", "--data-dir", data).returncode == 0

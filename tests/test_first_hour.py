@@ -5,6 +5,8 @@ duplicate's own name, restoring a version."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.waiting import ingestion_ended
 from tests.test_api import BASE, kb_id
 
@@ -104,6 +106,7 @@ def test_reparse_chunks_the_kept_file_again_with_the_current_configuration(clien
     assert client.post(f"{BASE}/{kb}/reparse", params={"documentId": "guide.md"}).status_code == 409  # its file went with it
 
 
+@pytest.mark.integration
 def test_reembed_all_after_a_model_change_keeps_every_chunk(client, openai_server):
     kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
     ingest(client, kb, "guide.md", GUIDE)

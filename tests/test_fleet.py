@@ -24,7 +24,7 @@ from eddi_rag.stores.pgvector import table_name
 from tests.support.fleet import Fleet
 from tests.support.services import postgres_server
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.integration, pytest.mark.services]
 
 BASE = "/ragstore/rags"
 DOCUMENTS = 300

@@ -124,6 +124,7 @@ def test_reingesting_a_document_replaces_its_chunks(runtime):
     assert meta == {"source": "other.md", "kbId": kb, "document_id": "other.md", "position_in_doc": 0}
 
 
+@pytest.mark.integration
 def test_a_failure_half_way_leaves_the_previous_version_whole(runtime, openai_server, monkeypatch):
     monkeypatch.setattr(pipeline, "EMBED_BATCH", 4)
     kb = rag(runtime, embeddingProvider="openai",
@@ -173,6 +174,7 @@ def test_ingestion_statuses_and_pending_jobs_survive_a_restart(tmp_path):
         second.close()
 
 
+@pytest.mark.integration
 def test_reingesting_unchanged_text_calls_no_provider(runtime, openai_server):
     kb = rag(runtime, embeddingProvider="openai", embeddingParameters={"apiKey": "sk", "baseUrl": openai_server.base_url})
     runtime.ingest(kb, "guide.md", DOC)

@@ -50,6 +50,8 @@ class TestSqliteVecVectorStore(_StoreSuite):
     backend = "sqlite-vec"
 
 
+@pytest.mark.integration
+@pytest.mark.services
 class TestPgVectorVectorStore(_StoreSuite):
     backend = "pgvector"
 
@@ -58,14 +60,20 @@ class TestQdrantVectorStore(_StoreSuite):
     backend = "qdrant"
 
 
+@pytest.mark.integration
+@pytest.mark.services
 class TestChromaVectorStore(_StoreSuite):
     backend = "chroma"
 
 
+@pytest.mark.integration
+@pytest.mark.services
 class TestTypesenseVectorStore(_StoreSuite):
     backend = "typesense"
 
 
+@pytest.mark.integration  # its HTTP stand-in on loopback (a real server with ES_URL)
+@pytest.mark.services
 class TestElasticsearchVectorStore(_StoreSuite):
     backend = "elasticsearch"
 

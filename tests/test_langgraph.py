@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
@@ -62,6 +63,7 @@ def test_a_langgraph_agent_answers_and_follow_ups_keep_the_topic(runtime):
     assert [c["known"] for c in state["rag"]["rag:citations:answer"]] == [True]
 
 
+@pytest.mark.integration
 def test_the_offline_example_runs():
     result = subprocess.run([sys.executable, str(ROOT / "examples" / "langgraph_agent.py"), "--llm", "extractive"],
                             capture_output=True, text=True, timeout=300, cwd=ROOT)

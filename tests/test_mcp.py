@@ -15,6 +15,8 @@ from eddi_rag.api.app import create_app
 from eddi_rag.runtime import Runtime
 from tests.support.browser import serving
 
+pytestmark = [pytest.mark.integration]
+
 DOCS = {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4.",
         "menu.md": "The dining car serves goulash and apple strudel until 21:00."}
 

@@ -1,6 +1,8 @@
 """Conversation memory and notes become searchable (REQ-EMB-005): with the embed callback each saved
 turn or note lands in the agent's memory KB, which a task names like any KB, scoped to its user."""
 
+import pytest
+
 from eddi_rag.answers.extractive import ExtractiveChatModel
 from eddi_rag.resources import resource_uri
 from eddi_rag.workflow.memory import ConversationMemory
@@ -86,6 +88,7 @@ def test_with_embedding_disabled_turns_go_on_and_health_says_why(runtime):
                                                                    "(EDDI would embed with openai; set embeddingProvider)"}
 
 
+@pytest.mark.integration
 def test_a_memory_kb_by_provider_reference(runtime, openai_server):
     runtime.resources.create("providers", {"type": "openai", "apiKey": "sk-map", "baseUrl": openai_server.base_url}, id="oa")
     id = agent(runtime)

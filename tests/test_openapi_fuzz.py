@@ -13,11 +13,15 @@ import tempfile
 import threading
 from pathlib import Path
 
+import pytest
+
 from eddi_rag.api.app import create_app
 from eddi_rag.api.limits import Limits
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
 from tests.support.serving import free_port, wait_until_healthy
+
+pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
 CONFIG = Path(__file__).parent / "support" / "schemathesis.toml"
 _run: dict[str, object] = {}

@@ -25,6 +25,8 @@ def test_password_is_required_without_a_url():
     assert "password=s3cret" in connection_string({"host": "db.example", "password": "s3cret"})
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_table_per_kb_with_the_configured_dimension(pgvector_params, ctx):
     store = PgVectorStore("Kb-One", {**pgvector_params, "dimension": 3}, ctx)
     try:
@@ -43,6 +45,8 @@ def test_table_per_kb_with_the_configured_dimension(pgvector_params, ctx):
         store.drop()
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_a_knowledge_base_on_pgvector_end_to_end(runtime, pgvector_params):
     kb = runtime.resources.create("rags", {"name": "pg", "embeddingProvider": "local", "storeType": "pgvector",
                                            "storeParameters": pgvector_params}).id
@@ -55,6 +59,8 @@ def test_a_knowledge_base_on_pgvector_end_to_end(runtime, pgvector_params):
         runtime.documents.drop(kb)
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_bulk_load_then_build_the_index(pgvector_params, ctx):
     import numpy as np
 

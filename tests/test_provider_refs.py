@@ -91,6 +91,7 @@ def test_the_providers_map_is_a_versioned_resource_with_a_schema(client):
     assert client.post(PROVIDERS, json={"type": 7}).status_code == 400
 
 
+@pytest.mark.integration
 def test_a_kb_embeds_through_the_provider_it_names(client, openai_server, monkeypatch):
     monkeypatch.setenv("EDDI_VAULT_MY_OPENAI_KEY", "sk-from-the-map")
     r = client.post(f"{PROVIDERS}?id=my-openai", json={"type": "openai", "apiKey": "${vault:my-openai-key}",

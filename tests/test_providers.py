@@ -14,6 +14,8 @@ from eddi_rag.embeddings.guard import EmbeddingDimensionError
 from tests.support.openai_server import OpenAIStandIn
 from tests.support.wire import WireStandIn, fake_vector
 
+pytestmark = [pytest.mark.integration]
+
 DIMS = 32
 TEXTS = [f"passage {i} about trains" for i in range(5)]
 

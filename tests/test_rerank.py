@@ -44,6 +44,7 @@ def prefers(word: str):
     return cohere_or_jina, voyage
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind,model,top", [("cohere", "rerank-v3.5", "top_n"),
                                             ("jina", "jina-reranker-v2-base-multilingual", "top_n"),
                                             ("voyage", "rerank-2", "top_k")])
@@ -63,6 +64,7 @@ def test_http_rerankers_speak_their_api_and_reorder(runtime, monkeypatch, kind, 
         assert 0 <= hits[0].score <= 1  # the cosine relevance stays (minScore's meaning)
 
 
+@pytest.mark.integration
 def test_http_reranker_retries_429_and_names_missing_keys(runtime):
     cohere_or_jina, _ = prefers("goulash")
     with WireStandIn(cohere_or_jina) as server:
@@ -79,6 +81,7 @@ def test_http_reranker_retries_429_and_names_missing_keys(runtime):
         build("cohere", {"apiKey": "k", "colour": "red"})
 
 
+@pytest.mark.integration
 def test_the_trace_records_the_order_before_and_after(runtime):
     cohere_or_jina, _ = prefers("bicycles")
     with WireStandIn(cohere_or_jina) as server:

@@ -3,6 +3,7 @@
 import pytest
 
 from eddi_rag.config import ConfigValidationError
+from tests.support.marks import engines
 
 DOCS = {
     "codes.md": "Error ERR-4711 means the payment gateway rejected the card.",
@@ -16,7 +17,7 @@ DOCS = {
 SERVED = {"pgvector": "pgvector_params", "typesense": "typesense_params"}  # stores needing a running server
 
 
-@pytest.fixture(params=["in-memory", "sqlite", "sqlite-vec", "pgvector", "typesense", "qdrant"])
+@pytest.fixture(params=engines("in-memory", "sqlite", "sqlite-vec", "pgvector", "typesense", "qdrant", served=tuple(SERVED)))
 def kb(request, runtime):
     params = request.getfixturevalue(SERVED[request.param]) if request.param in SERVED else {}
     if request.param == "qdrant":

@@ -32,6 +32,7 @@ def test_redact_hides_every_secret_handed_out():
     assert resolver.redact("401: Incorrect API key provided: sk-live-123456.") == "401: Incorrect API key provided: ***."
 
 
+@pytest.mark.integration
 def test_secrets_never_reach_traces_or_ingestion_statuses(tmp_path, openai_server, monkeypatch):
     from eddi_rag.runtime import Runtime
     from eddi_rag.workflow.memory import ConversationMemory

@@ -104,6 +104,7 @@ def test_the_canary_hears_nothing_from_another_tenants_references(two_tenants):
     assert call["headers"]["authorization"] == "Bearer sk-tenant-a-0123456789"
 
 
+@pytest.mark.integration
 def test_provider_reranker_and_store_endpoints_pass_the_outbound_guard(tmp_path, monkeypatch):
     monkeypatch.setenv("EDDI_VAULT_K", "sk-own-0123456789")
     with OpenAIStandIn() as canary, Runtime(tmp_path, outbound=OutboundPolicy()) as runtime:  # the server default

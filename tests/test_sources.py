@@ -43,6 +43,7 @@ def chunks(runtime, kb, **where):
     return runtime.stores.get(kb, runtime.rag_config(kb)).get(where or None)
 
 
+@pytest.mark.integration
 def test_folder_add_change_unchanged_delete(runtime, roots):
     (roots / "guide.md").write_text(GUIDE)
     (roots / "report.pdf").write_bytes(files.pdf(["Revenue grew by 12 percent."]))
@@ -75,6 +76,7 @@ def test_folder_add_change_unchanged_delete(runtime, roots):
     assert [r["documentsTombstoned"] for r in history] == [1, 0, 0, 0] and history[-1]["documentsIngested"] == 3
 
 
+@pytest.mark.integration
 def test_failures_keep_their_reason_and_can_be_retried(runtime, roots):
     (roots / "good.md").write_text(GUIDE)
     (roots / "scan.pdf").write_bytes(files.scanned_pdf())
@@ -96,6 +98,7 @@ def test_failures_keep_their_reason_and_can_be_retried(runtime, roots):
     assert all(d["status"] == "ok" for d in runtime.sources.documents(kb, "docs"))
 
 
+@pytest.mark.integration
 def test_a_failing_change_keeps_the_previous_version(runtime, roots):
     (roots / "report.pdf").write_bytes(files.pdf(["Version one."]))
     kb = folder_kb(runtime, roots)
@@ -120,6 +123,7 @@ def test_one_run_per_source_at_a_time(runtime, roots):
         assert client.post(f"{BASE}/{kb}/sources/nope/run").status_code == 404
 
 
+@pytest.mark.integration
 def test_a_crash_mid_run_leaves_whole_documents_and_the_next_run_completes(tmp_path, roots):
     for i in range(4):
         (roots / f"d{i}.md").write_text(f"# Doc {i}\n\nText of document number {i}.")
@@ -190,6 +194,7 @@ def web_kb(runtime, source: dict) -> str:
                                              "sources": [{"name": "Site", **source}]}).id
 
 
+@pytest.mark.integration
 def test_web_crawl_same_site_with_depth_and_robots(runtime, site):
     kb = web_kb(runtime, {"web": {"startUrl": site.url + "/", "maxDepth": 1}, "settings": {"tombstoneAfterMissedRuns": 1}})
     run = runtime.sources.run(kb, "site")
@@ -209,6 +214,7 @@ def test_web_crawl_same_site_with_depth_and_robots(runtime, site):
     assert (again.unchanged, again.embedded) == (2, 0)
 
 
+@pytest.mark.integration
 def test_an_incomplete_crawl_deletes_nothing(runtime, site):
     kb = web_kb(runtime, {"web": {"startUrl": site.url + "/", "maxDepth": 1}})
     runtime.sources.run(kb, "site")
@@ -224,6 +230,7 @@ def test_an_incomplete_crawl_deletes_nothing(runtime, site):
     assert chunks(runtime, kb, document_id=site.url + "/b.html") == []
 
 
+@pytest.mark.integration
 def test_sitemap_and_preview(runtime, site):
     site.pages["/sitemap.xml"] = ("application/xml", f"""<?xml version="1.0" encoding="UTF-8"?>
         <sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
@@ -243,6 +250,7 @@ def test_sitemap_and_preview(runtime, site):
     assert runtime.sources.remove_documents(kb, "site") == 2 and chunks(runtime, kb) == []
 
 
+@pytest.mark.integration
 def test_the_outbound_guard(tmp_path, site):
     strict = Runtime(tmp_path / "strict", outbound=OutboundPolicy())  # the server default: no private networks
     try:
@@ -298,6 +306,7 @@ def test_rest_ids_runs_history_and_schedule(tmp_path, roots):
     runtime.close()
 
 
+@pytest.mark.integration
 def test_cli_sources_run(tmp_path, roots):
     (roots / "guide.md").write_text(GUIDE)
     data = str(tmp_path / "data")

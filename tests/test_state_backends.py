@@ -19,9 +19,10 @@ from eddi_rag.resources.base import ResourceNotFoundError, VersionConflictError
 from eddi_rag.runtime import Runtime
 from eddi_rag.state.schema import NewerDatabaseError, open_state
 from eddi_rag.state.sqlite import StateUnavailableError
+from tests.support.marks import engines
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=engines("sqlite", "postgresql", served=("postgresql",)))
 def state_url(request, tmp_path):
     """A fresh state of each kind: a SQLite file, or a schema of its own on the tests' PostgreSQL."""
     if request.param == "sqlite":
@@ -189,6 +190,8 @@ def test_cancel_and_progress_cross_between_queues(state_url, tmp_path):
     db.close()
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_a_fleet_refuses_knowledge_bases_other_machines_cannot_reach(postgres_url, tmp_path):
     from eddi_rag.config import ConfigValidationError
     from tests.test_cli_demo import in_process
@@ -226,6 +229,8 @@ def test_readiness_says_what_the_process_is_and_whether_it_reaches_its_state(tmp
         assert down.status_code == 503 and down.json()["error"].startswith("state database")
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_a_fleet_starting_at_once_opens_its_new_schema_in_every_process(postgres_url):
     """Every process of a fleet started together creates the state's schema (CREATE SCHEMA IF NOT EXISTS races in
     PostgreSQL: the losers got a duplicate-key error and did not start)."""

@@ -13,13 +13,14 @@ from eddi_rag.ingest import jobs
 from eddi_rag.resources import resource_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.memory import ConversationMemory
+from tests.support.marks import engines
 from tests.support.services import chroma_server, postgres_server
 from tests.support.waiting import until
 
 BASE = "/ragstore/rags"
 
 
-@pytest.fixture(params=["pgvector", "chroma"])
+@pytest.fixture(params=engines("pgvector", "chroma", served=("pgvector", "chroma")))
 def engine(request):
     """(storeType, storeParameters, server with stop()/start())."""
     if request.param == "pgvector":

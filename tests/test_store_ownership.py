@@ -50,6 +50,8 @@ def ingest(client, who: str, kb: str, doc: str, text: str):
     return client.post(f"{BASE}/{kb}/documents", headers=client.keys[who], json={"documents": [{"document_id": doc, "text": text}]})
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_no_read_write_delete_or_drop_across_tenants_on_pgvector(tenants, postgres_url):
     client, url = tenants, tenants.pg["url"]
     a = kb_id(client.kb("a", "Launch", storeNamespace="name"))
@@ -94,6 +96,8 @@ def test_no_read_write_delete_or_drop_across_tenants_on_pgvector(tenants, postgr
     assert client.runtime.stores.ownership.of_kb(a) == []
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_an_existing_eddi_table_is_adopted_by_an_admin_and_never_dropped(tenants, postgres_url, local_model):
     from tests.test_eddi_stores import eddi_writes
 
@@ -122,6 +126,8 @@ def test_an_existing_eddi_table_is_adopted_by_an_admin_and_never_dropped(tenants
     assert table_exists(url, "eddi_kb_handbook") and len(langchain4j_reads(url, "eddi_kb_handbook")) == 3  # adopted: kept
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_a_store_shared_in_the_id_layout_keeps_its_table_until_the_last_kb_goes(tenants):
     client, url = tenants, tenants.pg["url"]
     one = kb_id(client.kb("a", "One", storeNamespace="id", storeParameters={"table": "a_shared"}))
@@ -136,7 +142,7 @@ def test_a_store_shared_in_the_id_layout_keeps_its_table_until_the_last_kb_goes(
     assert not table_exists(url, "a_shared")  # created here, no KB left: dropped
 
 
-@pytest.mark.parametrize("engine", ["chroma", "qdrant"])
+@pytest.mark.parametrize("engine", [pytest.param("chroma", marks=[pytest.mark.integration, pytest.mark.services]), "qdrant"])
 def test_no_read_write_or_drop_across_tenants_on_chroma_and_qdrant(tmp_path, engine, request):
     params = request.getfixturevalue("chroma_params") if engine == "chroma" else {"path": "qdrant"}
     with Runtime(tmp_path) as runtime:
@@ -163,6 +169,8 @@ def test_no_read_write_or_drop_across_tenants_on_chroma_and_qdrant(tmp_path, eng
         assert runtime.stores.ownership.of_tenant("A") == []
 
 
+@pytest.mark.integration
+@pytest.mark.services
 def test_eddis_own_table_parameter_without_a_namespace_reads_and_writes_that_table_in_place(tenants, postgres_url, local_model):
     """EDDI names a pgvector table through its own ``table`` parameter, no storeNamespace (EDDI reads that as its name
     layout): the table is found in langchain4j's layout and used in place (before: ``column "id" does not exist``),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
@@ -12,6 +13,8 @@ from selenium.webdriver.support.ui import Select
 from eddi_rag.tools.bundle import load_bundle
 from tests.support.browser import chrome, has_text, no_page_errors, screenshot, visible, wait
 from tests.support.files import pdf
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

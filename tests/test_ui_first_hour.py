@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -16,6 +17,8 @@ from selenium.webdriver.support.ui import Select
 
 from tests.support.browser import chrome, has_text, no_page_errors, no_sideways_scroll, screenshot, visible, wait
 from tests.support.files import pdf
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 GUIDE = ("# Rail guide\n\n## Night trains\n\nNight trains leave Vienna at 22:10.\n\nSleeper cabins hold two berths.\n\n"
          "## Dining car\n\nThe dining car serves goulash until 21:00.\n")

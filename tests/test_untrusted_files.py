@@ -121,6 +121,7 @@ def status(server: Server, kb: str, job: str) -> dict:
 
 # --- the server, attacked ------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_hostile_files_fail_with_their_reason_while_the_server_stays_small_and_answers(serve):
     server = serve(EDDI_RAG_PARSE_MEMORY_MB=str(PARSE_MEMORY_MB), EDDI_RAG_MAX_ROWS="50000")
     kb = kb_of(server)
@@ -150,6 +151,7 @@ def test_hostile_files_fail_with_their_reason_while_the_server_stays_small_and_a
     assert server.peak < PARSE_MEMORY_MB * MB
 
 
+@pytest.mark.integration
 def test_cancel_kills_the_parse_and_stays_cancelled_across_kill_9(serve):
     server = serve(EDDI_RAG_MAX_ROWS="2000000")
     kb = kb_of(server)
@@ -182,6 +184,7 @@ def test_cancel_kills_the_parse_and_stays_cancelled_across_kill_9(serve):
     assert server.request("POST", f"/ragstore/rags/{kb}/ingestion/{second}/retry").json()["status"] == "pending"
 
 
+@pytest.mark.integration
 def test_deleting_a_knowledge_base_cancels_its_ingestions(serve):
     server = serve(EDDI_RAG_MAX_ROWS="2000000")
     kb = kb_of(server)
@@ -199,6 +202,7 @@ def test_deleting_a_knowledge_base_cancels_its_ingestions(serve):
 
 # --- each limit names its setting --------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fmt,data,limits,reason", [
     ("pdf", lambda: files.pdf(["One.", "Two.", "Three."]), {"max_pages": 2}, "the document has 3 pages (limit: EDDI_RAG_MAX_PAGES=2)"),
     ("pptx", lambda: files.pptx([("A", "a"), ("B", "b")]), {"max_pages": 1}, "the document has 2 pages (limit: EDDI_RAG_MAX_PAGES=1)"),
@@ -231,6 +235,7 @@ def test_chunks_of_one_document_are_limited(runtime):
     assert runtime.documents.list(kb)["documents"] == []
 
 
+@pytest.mark.integration
 def test_a_cancelled_parse_stops_and_a_corrupt_file_is_unreadable():
     started = time.monotonic()
     with pytest.raises(ParseCancelledError):

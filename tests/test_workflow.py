@@ -246,6 +246,7 @@ def test_no_user_input_means_no_rag(world):
     assert turn.system_message == "You are a rail assistant." and memory.data == {}
 
 
+@pytest.mark.integration
 def test_the_hook_calls_the_chat_model_with_the_context(world, openai_server):
     runtime, agent, _ = world
     memory = ConversationMemory(agent, user_input="When does the night train leave?", history=[("user", "hi"), ("assistant", "hello")])
@@ -309,6 +310,7 @@ def httpcall_agent(runtime, url: str, save=True) -> str:
     return make_agent(runtime, [step(calls.uri, "eddi://ai.labs.httpcalls")])
 
 
+@pytest.mark.integration
 def test_httpcall_rag_templates_the_request_and_injects_search_results(runtime, search_server):
     agent = httpcall_agent(runtime, search_server.url)
     memory = ConversationMemory(agent, user_input="night train/Wien & co")
@@ -323,6 +325,7 @@ def test_httpcall_rag_templates_the_request_and_injects_search_results(runtime, 
     assert memory.get("rag:httpcall:trace:answer") == {"httpCall": "search", "contextLength": len(injected)}
 
 
+@pytest.mark.integration
 def test_httpcall_rag_comes_before_vector_context(world, search_server):
     runtime, agent, ids = world
     calls = runtime.resources.create("httpcalls", {"targetServerUrl": search_server.url, "httpCalls": [
@@ -359,6 +362,7 @@ def test_an_httpcall_to_a_metadata_address_is_not_saved(client, url):
     assert r.status_code == 400 and r.json()["errors"][0]["path"] == "$.targetServerUrl"
 
 
+@pytest.mark.integration
 def test_httpcall_rag_injects_nothing_on_errors_or_unknown_names(runtime):
     failing = SearchServer(status=503)
     try:
@@ -390,6 +394,7 @@ def test_follow_ups_search_with_the_accumulated_topic(world):
     assert memory.get("rag:topic") == "Tell me about the night train to Vienna and can my dog come?"
 
 
+@pytest.mark.integration
 def test_one_query_embedding_per_model_per_turn(tmp_path, openai_server):
     from eddi_rag.runtime import Runtime
 
@@ -421,6 +426,7 @@ def test_a_user_never_sees_another_users_chunks_in_a_turn(runtime):
     assert "4711" in turn.system_message and "0815" not in turn.system_message
 
 
+@pytest.mark.integration
 def test_citations_are_checked_against_the_injected_passages(world, openai_server, caplog):
     runtime, agent, _ = world
     openai_server.answer = "It leaves at 22:10 [Source 1: rail.md]; dogs ride free [Source 2]; see also [Source 7: atlas.md]."

@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from eddi_rag import registry
-from eddi_rag.db import Database
+from eddi_rag.backends import registry
+from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import KnowledgeStore, StoreContext
 from eddi_rag.testing import StoreConformance
 
@@ -39,11 +39,17 @@ if os.environ.get("MONGODB_URI"):  # no MongoDB Atlas can run here: only against
 # one replace-by-id in about a thousand loses the replaced vector from the graph, and the server segfaults
 # in hnswlib's insertPoint after about two thousand collections (reproduced by a script: issue 31's note).
 # A failed test on it runs once more, on a fresh collection, and must then pass. Every other backend: once.
-ENGINE_DEFECTS = {"typesense": pytest.mark.flaky(reruns=1, only_rerun=["AssertionError"])}
+ENGINE_DEFECTS = {"typesense": [pytest.mark.flaky(reruns=1, only_rerun=["AssertionError"])]}
+SERVED = [pytest.mark.integration, pytest.mark.services]  # a server on loopback (the others run in this process)
+
+
+def marks(backend: str) -> list:
+    served = backend.split("/")[0] in ("pgvector", "chroma", "typesense", "elasticsearch", "mongodb-atlas")
+    return (SERVED if served else []) + ENGINE_DEFECTS.get(backend, [])
 
 
 class TestStores(StoreConformance):
-    @pytest.fixture(params=[pytest.param(name, marks=ENGINE_DEFECTS.get(name, ())) for name in sorted(BACKENDS)])
+    @pytest.fixture(params=[pytest.param(name, marks=marks(name)) for name in sorted(BACKENDS)])
     def make(self, request, tmp_path):
         """make(kb) -> a store of the backend under test for KB ``kb``, unique to this test."""
         params = BACKENDS[request.param](request)
