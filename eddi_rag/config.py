@@ -91,6 +91,30 @@ class SitemapSource(BaseModel):
     exclude: list[str] = Field(default_factory=list)
 
 
+class GitSource(BaseModel):
+    """A Git repository's files on one branch (``sources/git.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    url: str  # https://… or file://… (inside EDDI_RAG_FOLDER_ROOTS)
+    branch: str = "main"
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the path in the repository; * crosses folders
+    exclude: list[str] = Field(default_factory=list)
+
+
+class S3Source(BaseModel):
+    """The objects under a prefix of an S3 bucket or S3-compatible store (``sources/s3.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    bucket: str
+    prefix: str = ""
+    region: str = "us-east-1"
+    endpointUrl: str | None = None  # an S3-compatible store; absent: AWS's endpoint of the region
+    accessKeyId: str | None = None  # secret references; neither: unsigned requests (a public bucket)
+    secretAccessKey: str | None = None
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the key under the prefix
+    exclude: list[str] = Field(default_factory=list)
+
+
 class UploadSource(BaseModel):
     """How much a ``type: upload`` source may hold (EDDI's ``upload`` block)."""
     model_config = ConfigDict(extra="ignore")
@@ -112,8 +136,8 @@ class SourceSettings(BaseModel):
     timeBudgetMinutes: int = 10
 
 
-BLOCK_TYPES = ("folder", "web", "sitemap")  # a source of these types has the block of its name
-SOURCE_TYPES = ("web", "upload", "folder", "sitemap")
+BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3")  # a source of these types has the block of its name
+SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3")
 
 
 class IngestionSource(BaseModel):
@@ -130,6 +154,8 @@ class IngestionSource(BaseModel):
     folder: FolderSource | None = None
     web: WebSource | None = None
     sitemap: SitemapSource | None = None
+    git: GitSource | None = None
+    s3: S3Source | None = None
     upload: UploadSource = Field(default_factory=UploadSource)
     settings: SourceSettings = Field(default_factory=SourceSettings)
 

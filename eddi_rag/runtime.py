@@ -89,7 +89,7 @@ class Runtime:
         self.pipeline = RagPipeline(self.search, self.ingesting)
         # the rest of the state
         self.notes = NotesStore(self.db)
-        self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact)
+        self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact, self.resolver)
         self.saving.source_removed = self.sources.forget_source
         self.saving.claim_existing()
         self.scheduler = SourceScheduler(self.configs, self.sources, self.db)

@@ -171,9 +171,25 @@ LONGEST = ("test_fleet.py::", "test_cli_demo.py::test_demo_answers_with_the_smal
            "test_untrusted_files.py::test_cancel_kills_the_parse", "test_thousands_of_chunks_page_through_whole")
 
 
+def pytest_configure(config):
+    """The first process of a test command makes the folder its test processes share (tests/support/once.py)."""
+    if not hasattr(config, "workerinput"):
+        from tests.support import once
+
+        config._eddi_rag_shared = once.shared_folder()
+
+
+def pytest_unconfigure(config):
+    shared = getattr(config, "_eddi_rag_shared", None)
+    if shared is not None:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test marked unit or integration (and services / browser / fuzz / lint: ``-m unit`` runs the
-    in-process ones alone). mypy and schemathesis take a minute or more each, in processes of their own:
+    in-process ones alone). mypy and schemathesis take a minute or more each, in processes of their own, once per test command:
     when they are among the tests, they start now and run beside the others (their tests collect the results)."""
     for item in items:
         for kind in kinds(item):

@@ -104,3 +104,65 @@ def test_no_two_folders_import_each_other():
             if room(m) != room(d) and room(d):
                 between.setdefault((room(m), room(d)), f"{m} -> {d}")
     assert sorted(f"{why}, and {between[(b, a)]}" for (a, b), why in between.items() if (b, a) in between and a < b) == []
+
+
+# --- the faces call the verbs -------------------------------------------------------------------------
+# A face (api/, ui/, interop/, tools/, cli.py) reaches the library through the runtime's verbs and its life
+# cycle, and imports nothing of the layers below but their contracts. REACHED_PAST is what still does
+# otherwise, face by face: it may only shrink (a new entry fails, a fixed one must be struck off).
+VERBS = {"configs", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline",
+         "close", "start_work", "stop_work", "readiness", "fleet_problems"}
+BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state")
+REACHED_PAST = {
+    "api/backup.py": {"runtime.resources"},
+    "api/collections.py": {"runtime.collections"},
+    "api/feedback.py": {"runtime.feedback", "runtime.questions", "eddi_rag.resources"},
+    "api/keys.py": {"runtime.keys"},
+    "api/observability.py": {"runtime.jobs"},
+    "api/resources.py": {"runtime.resources", "eddi_rag.ingest.loaders", "eddi_rag.ingest.preview", "eddi_rag.resources"},
+    "api/retrieval.py": {"runtime.feedback", "eddi_rag.resources"},
+    "api/sources.py": {"runtime.sources"},
+    "api/uploads.py": {"eddi_rag.ingest.loaders"},
+    "api/variables.py": {"runtime.variables", "eddi_rag.resources.variables"},
+    "api/app.py": {"runtime.keys", "eddi_rag.resources", "eddi_rag.resources.base"},
+    "api/deps.py": {"eddi_rag.resources"},
+    "api/worker.py": {"runtime.sources"},
+    "cli.py": {"runtime.resources", "runtime.keys", "runtime.sources", "runtime.db", "eddi_rag.ingest.loaders",
+               "eddi_rag.state.schema"},
+    "interop/langchain.py": {"eddi_rag.state.sqlite", "eddi_rag.stores.base", "eddi_rag.stores.embedded.memory"},
+    "interop/mcp.py": {"runtime.resources", "eddi_rag.resources"},
+    "tools/bundle.py": {"eddi_rag.resources"},
+    "tools/demo.py": {"runtime.resources"},
+    "tools/eddi_export.py": {"eddi_rag.resources", "eddi_rag.resources.base"},
+    "tools/eddi_import.py": {"eddi_rag.resources"},
+    "tools/eval.py": {"runtime.resources", "runtime.embeddings", "eddi_rag.ingest.pipeline", "eddi_rag.state.sqlite",
+                      "eddi_rag.stores.base", "eddi_rag.stores.embedded.bm25", "eddi_rag.stores.embedded.memory"},
+    "ui/router.py": {"runtime.resources", "runtime.jobs", "runtime.feedback", "eddi_rag.resources"},
+}
+
+
+def reached_past() -> dict[str, set[str]]:
+    """Face file -> what it reaches past the verbs: ``runtime.<not a verb>`` and imports of the layers below."""
+    import ast
+
+    faces = [*(PACKAGE / "api").rglob("*.py"), *(PACKAGE / "ui").rglob("*.py"), *(PACKAGE / "interop").rglob("*.py"),
+             *(PACKAGE / "tools").rglob("*.py"), PACKAGE / "cli.py"]
+    found: dict[str, set[str]] = {}
+    for path in faces:
+        name = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            held = node.value if isinstance(node, ast.Attribute) else None  # runtime.X, rt.X, self.runtime.X
+            if held is not None and (isinstance(held, ast.Name) and held.id in ("runtime", "rt") or
+                                     isinstance(held, ast.Attribute) and held.attr == "runtime") and node.attr not in VERBS:
+                found.setdefault(name, set()).add(f"runtime.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(BELOW):
+                found.setdefault(name, set()).add(node.module)
+    return found
+
+
+def test_the_faces_reach_the_library_through_the_verbs():
+    found = reached_past()
+    new = {face: sorted(what - REACHED_PAST.get(face, set())) for face, what in found.items() if what - REACHED_PAST.get(face, set())}
+    assert new == {}, "a face reaches past the verbs: add the rule to a verb and call it there"
+    fixed = {face: sorted(what - found.get(face, set())) for face, what in REACHED_PAST.items() if what - found.get(face, set())}
+    assert fixed == {}, "fixed: strike these off REACHED_PAST"

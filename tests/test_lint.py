@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import once
+
 pytestmark = [pytest.mark.integration, pytest.mark.lint]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,22 +22,15 @@ def test_ruff_finds_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-_mypy: subprocess.Popen[str] | None = None
-
-
-def start_mypy() -> subprocess.Popen[str]:
-    """mypy as a process of its own; conftest starts it when the tests are collected, so it runs beside
-    the other tests instead of after them (the same check: a whole, non-incremental run)."""
-    global _mypy
-    if _mypy is None:
-        mypy = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
-        assert mypy, "mypy is in the dev extra: scripts/setup installs it"
-        _mypy = subprocess.Popen([mypy, "--no-incremental", "--config-file", str(ROOT / "pyproject.toml")], cwd=ROOT, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    return _mypy
+def start_mypy() -> None:
+    """mypy as a process of its own, once per test command; conftest starts it when the tests are collected,
+    so it runs beside the other tests instead of after them (the same check: a whole, non-incremental run)."""
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
+    assert mypy, "mypy is in the dev extra: scripts/setup installs it"
+    once.start("mypy", [mypy, "--no-incremental", "--config-file", str(ROOT / "pyproject.toml")], cwd=ROOT)
 
 
 def test_mypy_finds_nothing():
-    process = start_mypy()
-    output, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, output[-6000:]
+    start_mypy()
+    returncode, output = once.result("mypy", 600)
+    assert returncode == 0, output[-6000:]

@@ -1,7 +1,8 @@
 """`schemathesis run --checks all` against a real `eddi-rag serve` on 127.0.0.1 (issue 12): every
 operation of the OpenAPI document, a fixed seed and a bounded number of examples, 0 failures. Generated
 requests go to this server only; its outbound guard allows no private network. The run takes about a
-minute on its own: conftest starts it when the tests are collected, so it runs beside them."""
+minute on its own: conftest starts it when the tests are collected, in a process of its own (once per test
+command: ``python -m tests.test_openapi_fuzz``), so it runs beside them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,67 +19,55 @@ from eddi_rag.api.app import create_app
 from eddi_rag.api.limits import Limits
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
+from tests.support import once
 from tests.support.serving import free_port, wait_until_healthy
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 
 CONFIG = Path(__file__).parent / "support" / "schemathesis.toml"
-_run: dict[str, object] = {}
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _schemathesis(folder: Path, outcome: dict[str, object]) -> None:
+def schemathesis(folder: Path) -> int:
+    """Serve a fresh data folder (a key, a KB, a document) and run schemathesis at it; its exit code."""
+    with Runtime(folder) as runtime:
+        _, secret = runtime.keys.create("default", "admin", name="schemathesis")  # auth on from the start
+        kb = runtime.resources.create("rags", {"name": "fuzzed", "embeddingProvider": "local", "storeType": "sqlite"}).id
+        runtime.ingest(kb, "trains.md", "# Trains\n\nThe night train to Vienna leaves at 22:10.")
+    env = {k: v for k, v in os.environ.items() if k != "EDDI_RAG_OUTBOUND_ALLOW"}  # no private network
+    env.update(EDDI_RAG_RATE_LIMIT_QUERY="none", EDDI_RAG_RATE_LIMIT_INGEST="none", EDDI_RAG_MAX_CONCURRENT="1000")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", str(folder),
+                               "--log-format", "text"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        with Runtime(folder) as runtime:
-            _, secret = runtime.keys.create("default", "admin", name="schemathesis")  # auth on from the start
-            kb = runtime.resources.create("rags", {"name": "fuzzed", "embeddingProvider": "local", "storeType": "sqlite"}).id
-            runtime.ingest(kb, "trains.md", "# Trains\n\nThe night train to Vienna leaves at 22:10.")
-        env = {k: v for k, v in os.environ.items() if k != "EDDI_RAG_OUTBOUND_ALLOW"}  # no private network
-        env.update(EDDI_RAG_RATE_LIMIT_QUERY="none", EDDI_RAG_RATE_LIMIT_INGEST="none", EDDI_RAG_MAX_CONCURRENT="1000")
-        port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", str(folder),
-                                   "--log-format", "text"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_until_healthy(f"http://127.0.0.1:{port}", server)
-            # a process's first /providers imports every backend (seconds, more beside the other tests):
-            # done once before the run, whose requests time out after 10 s
-            import httpx
+        wait_until_healthy(f"http://127.0.0.1:{port}", server)
+        # a process's first /providers imports every backend (seconds, more beside the other tests):
+        # done once before the run, whose requests time out after 10 s
+        import httpx
 
-            httpx.get(f"http://127.0.0.1:{port}/providers", headers={"Authorization": f"Bearer {secret}"}, timeout=300)
-            st = shutil.which("st", path=str(Path(sys.executable).parent))
-            assert st, "schemathesis is in the dev extra: scripts/setup installs it"
-            outcome["result"] = subprocess.run(
-                [st, "--no-color", "--config-file", str(CONFIG), "run", f"http://127.0.0.1:{port}/openapi.json", "--checks", "all",
-                 "--max-examples", "10", "--seed", "1", "-H", f"Authorization: Bearer {secret}"],
-                capture_output=True, text=True, timeout=900, env={**env, "EDDI_RAG_FUZZ_KB": kb},
-                cwd=folder)  # its .schemathesis cache lands there: every run starts from nothing
-        finally:
-            server.terminate()
-            server.wait(60)
-    except BaseException as e:  # noqa: BLE001 - reported by the test
-        outcome["error"] = e
+        httpx.get(f"http://127.0.0.1:{port}/providers", headers={"Authorization": f"Bearer {secret}"}, timeout=300)
+        st = shutil.which("st", path=str(Path(sys.executable).parent))
+        assert st, "schemathesis is in the dev extra: scripts/setup installs it"
+        return subprocess.run(
+            [st, "--no-color", "--config-file", str(CONFIG), "run", f"http://127.0.0.1:{port}/openapi.json", "--checks", "all",
+             "--max-examples", "10", "--seed", "1", "-H", f"Authorization: Bearer {secret}"],
+            timeout=900, env={**env, "EDDI_RAG_FUZZ_KB": kb},
+            cwd=folder).returncode  # its .schemathesis cache lands there: every run starts from nothing
+    finally:
+        server.terminate()
+        server.wait(60)
 
 
 def start_schemathesis() -> None:
-    """Begin the run in the background (once)."""
-    if not _run:
-        folder = Path(tempfile.mkdtemp(prefix="eddi-rag-schemathesis-"))
-        _run["folder"] = folder
-        _run["thread"] = thread = threading.Thread(target=_schemathesis, args=(folder, _run), daemon=True)
-        thread.start()
+    """Begin the run in a process of its own, once per test command (conftest starts it at collection)."""
+    once.start("schemathesis", [sys.executable, "-m", "tests.test_openapi_fuzz"], cwd=ROOT)
 
 
 def test_schemathesis_finds_nothing():
     start_schemathesis()
-    thread = _run["thread"]
-    assert isinstance(thread, threading.Thread)
-    thread.join(timeout=900)
-    shutil.rmtree(str(_run["folder"]), ignore_errors=True)
-    if "error" in _run:
-        raise _run["error"]  # type: ignore[misc]
-    result = _run["result"]
-    assert isinstance(result, subprocess.CompletedProcess)
-    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
-    assert "Authentication failed" not in result.stdout  # every operation was reached with the key
+    returncode, output = once.result("schemathesis", 900)
+    assert returncode == 0, output[-10000:]
+    assert "Authentication failed" not in output  # every operation was reached with the key
 
 
 # --- what schemathesis never sends: lone surrogates and control characters -----------------------
@@ -147,3 +135,8 @@ def test_every_operation_refuses_surrogates_and_control_characters_naming_the_fi
         assert client.get("/ragstore/rags/descriptors").json() == before  # nothing was written
     runtime.close()
     assert tried > 100
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="eddi-rag-schemathesis-") as data:
+        sys.exit(schemathesis(Path(data)))

@@ -19,6 +19,11 @@ class Item:
     fetch: Callable[[], tuple[bytes, str | None]]  # the bytes and their Content-Type
 
 
+def holding(body: bytes, content_type: str | None = None) -> Callable[[], tuple[bytes, str | None]]:
+    """The fetch of a document already read (what a loader handed over)."""
+    return lambda: (body, content_type)
+
+
 @dataclass
 class Listing:
     items: list[Item] = field(default_factory=list)

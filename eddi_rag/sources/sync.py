@@ -38,11 +38,12 @@ from typing import Any
 from eddi_rag import state
 from eddi_rag.backends.factories import embedding_key
 from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.config import IngestionSource, RagConfiguration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
-from eddi_rag.sources import Item, Listing, fetching, folder, sitemap, upload, web
+from eddi_rag.sources import Item, Listing, fetching, folder, git, s3, sitemap, upload, web
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.configs import Configs
@@ -108,9 +109,10 @@ class Run:
 
 class SourceSync:
     def __init__(self, db: StateDatabase, configs: Configs, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
-                 redact: Callable[[str], str] = lambda s: s):
+                 redact: Callable[[str], str] = lambda s: s, resolver: SecretResolver | None = None):
         self.db, self.configs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
             db, configs, ingestor, documents, outbound, redact
+        self.resolver = resolver or SecretResolver()
         self.files = upload.Files(db)
         self._active: set[str] = set()  # runs under way in this process
         self.owner, self.lease = fleet.new_owner(), fleet.lease_seconds_from_env()
@@ -174,6 +176,13 @@ class SourceSync:
         if kind == "folder":
             assert source.folder is not None  # the schema: a source has the block of its type
             return folder.listing(sid, source.folder)
+        if kind == "git":
+            assert source.git is not None
+            return git.listing(sid, source.git, git.working_copy(self.configs.data_dir, kb_id, sid, source.git.url), self.outbound)
+        if kind == "s3":
+            assert source.s3 is not None
+            tenant = self.configs.resources.tenant_of("rags", kb_id)
+            return s3.listing(sid, source.s3, lambda value: self.resolver.resolve(value, tenant), self.outbound)
         with self.outbound.client() as client:
             if kind == "web":
                 assert source.web is not None
@@ -194,9 +203,9 @@ class SourceSync:
         if source.type == "folder":
             assert source.folder is not None
             return folder.item(source.effective_id, folder.check_folder(source.folder.path), name)
-        if source.type == "upload":
-            return next((i for i in self.files.listing(kb_id, source.effective_id).items if i.document_id == document_id),
-                        Item(document_id, name, self._gone(name)))
+        if source.type in ("upload", "git", "s3"):  # listed again: the one document found in it
+            listed = self.files.listing(kb_id, source.effective_id) if source.type == "upload" else self.listing(kb_id, source)
+            return next((i for i in listed.items if i.document_id == document_id), Item(document_id, name, self._gone(name)))
         return Item(document_id, name, self._fetch_url(source)(document_id))
 
     @staticmethod

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from eddi_rag.backends import registry
 from eddi_rag.common import paths
@@ -195,8 +196,14 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
             out.append({"path": f"{where}.folder.path", "value": source.folder.path,
                         "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
                                    "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
+        if source.git is not None and source.git.url.startswith("file:") and                 not paths.in_folder_roots(unquote(urlsplit(source.git.url).path)):
+            out.append({"path": f"{where}.git.url", "value": source.git.url,
+                        "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
+                                   "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
         for kind, url in (("web.startUrl", source.web.startUrl if source.web else None),
-                          ("sitemap.url", source.sitemap.url if source.sitemap else None)):
+                          ("sitemap.url", source.sitemap.url if source.sitemap else None),
+                          ("git.url", source.git.url if source.git and not source.git.url.startswith("file:") else None),
+                          ("s3.endpointUrl", source.s3.endpointUrl if source.s3 else None)):
             if url is not None:
                 try:
                     OutboundPolicy.check_static(url)

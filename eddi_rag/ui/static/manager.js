@@ -177,7 +177,9 @@ function mapEditor(common, value, readonly) {
 }
 
 const SOURCE_WHERE = { web: ["web", "startUrl", "https://docs.example.com/"], sitemap: ["sitemap", "url", "https://docs.example.com/sitemap.xml"],
-  folder: ["folder", "path", "/srv/handbook"], upload: [null, null, ""] };
+  folder: ["folder", "path", "/srv/handbook"], git: ["git", "url", "https://git.example.com/docs.git"],
+  s3: ["s3", "bucket", "handbook-bucket"], upload: [null, null, ""] };
+const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket" };
 
 // Each source as a card: name, type, where (URL or folder), schedule, on/off; every other field it has is kept.
 function sourcesEditor(common, value, readonly) {
@@ -192,7 +194,7 @@ function sourcesEditor(common, value, readonly) {
         const fresh = card({ ...readSource(node), type: e.target.value });
         node.replaceWith(fresh);
       } }, Object.keys(SOURCE_WHERE).map((t) => el("option", { selected: t === type }, t)))),
-      key ? el("label", {}, block === "folder" ? "Folder" : "URL", el("input", { class: "src-where", value: (src[block] || {})[key] || "", placeholder: SOURCE_WHERE[type][2], disabled: readonly })) : el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page."),
+      key ? el("label", {}, SOURCE_WHERE_LABEL[block] || "URL", el("input", { class: "src-where", value: (src[block] || {})[key] || "", placeholder: SOURCE_WHERE[type][2], disabled: readonly })) : el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page."),
       el("label", {}, "Schedule (cron, optional)", el("input", { class: "src-cron", value: src.cron || src.schedule || "", placeholder: "0 3 * * *", disabled: readonly })),
       el("label", { class: "check" }, el("input", { type: "checkbox", class: "src-enabled", checked: src.enabled !== false, disabled: readonly }), " enabled"),
       readonly ? "" : el("button", { type: "button", class: "link danger", onclick: () => node.remove() }, "Remove this source"));
@@ -615,7 +617,8 @@ function renderSources(kb) {
   box.replaceChildren(...kb.sources.map((s) => {
     const out = el("div", { class: "source-out", "aria-live": "polite" });
     const show = (node) => out.replaceChildren(node);
-    const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.startUrl}` : s.sitemap ? `sitemap ${s.sitemap.url}` : s.type === "upload" ? "uploaded files" : "source";
+    const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.startUrl}` : s.sitemap ? `sitemap ${s.sitemap.url}` :
+      s.git ? `git ${s.git.url} (${s.git.branch || "main"})` : s.s3 ? `s3://${s.s3.bucket}/${s.s3.prefix || ""}` : s.type === "upload" ? "uploaded files" : "source";
     const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
       show(el("p", { class: "muted" }, "…"));

@@ -1,0 +1,107 @@
+"""A Git repository: its files on one branch, read through LangChain's ``GitLoader`` (langchain-community,
+GitPython), selected by include/exclude globs on their path in the repository. The repository is cloned
+once into a working copy of the server's and brought up to the branch's head before every run, so a run
+sees the files as the last commit left them: added, changed, and no longer there.
+
+``GitLoader`` reads text files only (UTF-8): a PDF or an image in the repository is skipped (a listing
+note says how many). ``url`` is ``https://`` (checked by the outbound guard, its host resolved before
+each run) or ```file://`` (a repository on the server, inside ``EDDI_RAG_FOLDER_ROOTS`` like a folder
+source). Git runs with no terminal prompt and only those protocols; a symbolic link in the repository is
+never followed (it is listed as a failure)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.common.paths import folder_roots, in_folder_roots
+from eddi_rag.config import GitSource
+from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest.loaders import FORMATS
+from eddi_rag.sources import Item, Listing, holding, selected
+
+EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
+GIT_ENVIRONMENT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:file", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+class GitSourceError(EddiRagError, ValueError):
+    status = 400
+
+
+def check_url(url: str, outbound: OutboundPolicy | None = None) -> None:
+    """A ``file://`` repository inside the folder roots; an ``http(s)://`` one the outbound guard lets
+    through (statically when saved; resolved too when ``outbound`` is given, before a run)."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        path = Path(unquote(parts.path)).resolve()
+        if not in_folder_roots(path):
+            raise GitSourceError(f"repository {url!r} is outside the folders sources may read "
+                                 f"({', '.join(map(str, folder_roots()))}); the operator allows more with EDDI_RAG_FOLDER_ROOTS")
+        return
+    if outbound is None:
+        OutboundPolicy.check_static(url)
+    else:
+        outbound.check(url)
+
+
+def working_copy(root: Path | None, kb_id: str, source_id: str, url: str) -> Path:
+    """Where the clone of ``url`` for this source lives: under the data folder (or the temp folder)."""
+    key = hashlib.sha256(f"{kb_id}\0{source_id}\0{url}".encode()).hexdigest()[:24]
+    return (root or Path(tempfile.gettempdir()) / "eddi-rag") / "git" / key
+
+
+def _updated(path: Path, spec: GitSource) -> None:
+    """The working copy at the head of ``spec.branch``: cloned the first time, fetched and reset after."""
+    from git import GitCommandError, Repo
+
+    try:
+        if (path / ".git").is_dir():
+            repo = Repo(path)
+            with repo.git.custom_environment(**GIT_ENVIRONMENT):
+                repo.remotes.origin.fetch(spec.branch)
+                repo.git.checkout("-B", spec.branch, f"origin/{spec.branch}")
+                repo.git.reset("--hard", f"origin/{spec.branch}")
+                repo.git.clean("-fdx")
+        else:
+            if path.exists():
+                shutil.rmtree(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Repo.clone_from(spec.url, path, branch=spec.branch, env={**os.environ, **GIT_ENVIRONMENT})
+    except GitCommandError as e:
+        reason = (e.stderr or str(e)).strip().splitlines()
+        raise GitSourceError(f"git could not read branch {spec.branch!r} of {spec.url}: "
+                             f"{reason[-1] if reason else 'failed'}") from e
+
+
+def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolicy) -> Listing:
+    """The branch's files of a supported type (text), each its own document ``<source id>/<path>``."""
+    from langchain_community.document_loaders import GitLoader
+
+    check_url(spec.url, outbound)
+    _updated(path, spec)
+    wanted = 0
+    out = Listing()
+
+    def chosen(file_path: str) -> bool:
+        nonlocal wanted
+        rel = Path(file_path).relative_to(path).as_posix()
+        if not (Path(rel).suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude)):
+            return False
+        if os.path.islink(file_path):  # a link in the repository may point anywhere on the server: never followed
+            out.failures.append({"document": rel, "reason": "a symbolic link in the repository (never followed)"})
+            return False
+        wanted += 1
+        return True
+
+    loader = GitLoader(repo_path=str(path), branch=spec.branch, file_filter=chosen)
+    for document in loader.lazy_load():
+        rel = str(document.metadata["file_path"])
+        out.items.append(Item(f"{source_id}/{rel}", rel, holding(document.page_content.encode())))
+    if wanted > len(out.items):
+        out.notes.append(f"{wanted - len(out.items)} file(s) that are not UTF-8 text were skipped (GitLoader reads text only)")
+    return out

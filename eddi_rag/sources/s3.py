@@ -1,0 +1,68 @@
+"""An S3 bucket, or an S3-compatible store (MinIO, Ceph, R2... through ``endpointUrl``): the objects under
+``prefix`` of a supported type, listed through LangChain's ``CloudBlobLoader`` (langchain-community,
+cloudpathlib) and selected by include/exclude globs on their key under the prefix. Each object is read
+when the sync engine asks for it, with this source's own client.
+
+Credentials are the source's own ``accessKeyId`` / ``secretAccessKey`` (secret references, resolved in
+the knowledge base's tenant); without them requests are unsigned (a public bucket). The server's own AWS
+credentials are never used: a configuration must not read what the server's identity may. The endpoint
+passes the outbound guard before each run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.config import S3Source
+from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest.loaders import FORMATS
+from eddi_rag.sources import Item, Listing, selected
+
+EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
+
+
+class S3SourceError(EddiRagError, ValueError):
+    status = 400
+
+
+def endpoint(spec: S3Source) -> str:
+    return spec.endpointUrl or f"https://s3.{spec.region}.amazonaws.com"
+
+
+def client(spec: S3Source, resolve: Callable[[Any], Any]) -> Any:
+    """A cloudpathlib client of this source alone: its endpoint, region and keys (never the environment's)."""
+    import boto3
+    from cloudpathlib import S3Client
+
+    key, secret = resolve(spec.accessKeyId), resolve(spec.secretAccessKey)
+    if bool(key) != bool(secret):
+        raise S3SourceError("s3: give both accessKeyId and secretAccessKey, or neither (a public bucket)")
+    session = boto3.Session(aws_access_key_id=key or None, aws_secret_access_key=secret or None, region_name=spec.region,
+                            botocore_session=None, profile_name=None)
+    return S3Client(boto3_session=session, endpoint_url=endpoint(spec), no_sign_request=not key)
+
+
+def _reader(path: Any) -> Callable[[], tuple[bytes, str | None]]:
+    """The object's bytes, read when the sync engine asks (with the client ``path`` carries)."""
+    return lambda: (path.read_bytes(), None)
+
+
+def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbound: OutboundPolicy) -> Listing:
+    """The objects under the prefix, each its own document ``<source id>/<key under the prefix>``."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from langchain_community.document_loaders.blob_loaders import CloudBlobLoader
+
+    outbound.check(endpoint(spec))
+    s3 = client(spec, resolve)
+    root = s3.CloudPath(f"s3://{spec.bucket}/{spec.prefix.strip('/')}".rstrip("/") + "/")
+    out = Listing()
+    try:
+        for blob in CloudBlobLoader(root).yield_blobs():
+            path = s3.CloudPath(str(blob.path))
+            rel = path.as_uri()[len(root.as_uri()):] if str(path).startswith(str(root)) else path.name
+            if path.suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude):
+                out.items.append(Item(f"{source_id}/{rel}", rel, _reader(path)))
+    except (BotoCoreError, ClientError) as e:
+        raise S3SourceError(f"s3: cannot list s3://{spec.bucket}/{spec.prefix} at {endpoint(spec)}: {e}") from e
+    return out

@@ -1,0 +1,144 @@
+"""Git and S3 sources, through LangChain's loaders, reconciled like the folder source: added, changed,
+unchanged, deleted. Against real servers: a Git repository made with the git command, moto's S3 server
+on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from eddi_rag.config import validate_rag_configuration
+from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.configs import ConfigValidationError
+from tests.support import files
+
+pytestmark = pytest.mark.integration
+
+GUIDE = "# Guide\n\n## Tea\n\nGreen tea is brewed at 80 degrees.\n\n## Coffee\n\nEspresso takes 25 seconds.\n"
+
+
+def kb_with(runtime: Runtime, source: dict) -> str:
+    return runtime.saving.create("rags", {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite",
+                                          "chunkStrategy": "markdown", "minScore": 0,
+                                          "sources": [{"name": "Docs", **source, "settings": {"tombstoneAfterMissedRuns": 1}}]}).id
+
+
+def documents(runtime: Runtime, kb: str) -> set[str]:
+    return {c.metadata["document_id"] for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None)}
+
+
+def git(repo, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo.parent)}
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    path = tmp_path / "handbook"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "guide.md").write_text(GUIDE)
+    (path / "notes").mkdir()
+    (path / "notes" / "trains.txt").write_text("Night trains leave Vienna at 22:00.")
+    (path / "logo.png").write_bytes(files.PNG)
+    (path / "build.md").write_text("# generated")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "first")
+    return path
+
+
+def test_a_git_repository_is_kept_in_sync_commit_by_commit(tmp_path, repo):
+    runtime = Runtime(tmp_path / "data")
+    kb = kb_with(runtime, {"type": "git", "git": {"url": repo.as_uri(), "exclude": ["build.md"]}})
+    run = runtime.sources.run(kb, "docs")
+    assert (run.status, run.added, run.failed) == ("COMPLETED", 2, 0)
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/notes/trains.txt"}
+    assert runtime.sources.run(kb, "docs").unchanged == 2
+
+    (repo / "guide.md").write_text(GUIDE.replace("25 seconds", "30 seconds"))
+    (repo / "notes" / "trains.txt").unlink()
+    (repo / "faq.md").write_text("# FAQ\n\nTickets are refundable until departure.")
+    (repo / "escape.md").symlink_to("/etc/hostname")  # a link in a repository is never followed
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "second")
+    changed = runtime.sources.run(kb, "docs")
+    assert (changed.added, changed.updated, changed.deleted) == (1, 1, 1)
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/faq.md"}
+    assert [f["document"] for f in changed.failures] == ["escape.md"]
+    hits = runtime.search.hits(__import__("eddi_rag").SearchRequest(kb, "How long does an espresso take?", k=1))
+    assert "30 seconds" in hits[0].text
+    runtime.close()
+
+
+def test_a_git_source_is_refused_where_a_folder_source_would_be(tmp_path, repo, monkeypatch):
+    runtime = Runtime(tmp_path / "data")
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path / "elsewhere"))
+    with pytest.raises(ConfigValidationError) as refused:
+        kb_with(runtime, {"type": "git", "git": {"url": repo.as_uri()}})
+    assert refused.value.errors[0]["path"] == "$.sources[0].git.url"
+    with pytest.raises(ConfigValidationError) as bad:
+        kb_with(runtime, {"type": "git", "git": {"url": "ssh://git@example.com/x.git"}})
+    assert bad.value.errors[0]["path"].startswith("$.sources[0]")
+    with pytest.raises(ConfigValidationError) as metadata:
+        kb_with(runtime, {"type": "s3", "s3": {"bucket": "docs", "endpointUrl": "http://169.254.169.254/"}})
+    assert metadata.value.errors[0]["path"] == "$.sources[0].s3.endpointUrl"
+    runtime.close()
+
+
+@pytest.fixture
+def s3_server():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_an_s3_bucket_is_kept_in_sync_object_by_object(tmp_path, s3_server, monkeypatch):
+    import boto3
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EDDI_VAULT_S3_KEY", "test-key")  # the default tenant's vault
+    monkeypatch.setenv("EDDI_VAULT_S3_SECRET", "test-secret")
+    s3 = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1", aws_access_key_id="test-key",
+                      aws_secret_access_key="test-secret")
+    s3.create_bucket(Bucket="handbook")
+    s3.put_object(Bucket="handbook", Key="docs/guide.md", Body=GUIDE.encode())
+    s3.put_object(Bucket="handbook", Key="docs/report.pdf", Body=files.pdf(["Revenue grew by 12 percent."]))
+    s3.put_object(Bucket="handbook", Key="docs/old/trains.txt", Body=b"Night trains leave Vienna at 22:00.")
+    s3.put_object(Bucket="handbook", Key="other/elsewhere.md", Body=b"# Not under the prefix")
+
+    runtime = Runtime(tmp_path / "data")
+    kb = kb_with(runtime, {"type": "s3", "s3": {"bucket": "handbook", "prefix": "docs/", "endpointUrl": s3_server,
+                                                "accessKeyId": "${eddivault:S3_KEY}", "secretAccessKey": "${eddivault:S3_SECRET}"}})
+    run = runtime.sources.run(kb, "docs")
+    assert (run.status, run.added, run.failed) == ("COMPLETED", 3, 0)
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf", "docs/old/trains.txt"}
+
+    s3.put_object(Bucket="handbook", Key="docs/guide.md", Body=GUIDE.replace("25 seconds", "30 seconds").encode())
+    s3.delete_object(Bucket="handbook", Key="docs/old/trains.txt")
+    changed = runtime.sources.run(kb, "docs")
+    assert (changed.updated, changed.unchanged, changed.deleted) == (1, 1, 1)
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf"}
+    runtime.close()
+
+
+def test_s3_keys_are_the_sources_own_never_the_servers(monkeypatch):
+    """A source naming no keys sends unsigned requests: the server's own AWS credentials never sign for a tenant."""
+    from botocore import UNSIGNED
+
+    from eddi_rag.sources import s3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "the-servers-own")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-used")
+    config = validate_rag_configuration({"name": "kb", "sources": [{"name": "b", "type": "s3", "s3": {"bucket": "private"}}]})
+    assert s3.client(config.sources[0].s3, lambda v: v).client.meta.config.signature_version is UNSIGNED
+    with pytest.raises(s3.S3SourceError, match="both accessKeyId and secretAccessKey"):
+        s3.client(config.sources[0].s3.model_copy(update={"accessKeyId": "only-one"}), lambda v: v)
