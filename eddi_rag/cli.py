@@ -169,7 +169,7 @@ def worker(host, port, data_dir, state_url, log_format) -> None:
     from eddi_rag.api.worker import create_worker_app
 
     runtime = fleet_runtime(data_dir, state_url)
-    click.echo(f"eddi-rag worker on {runtime.db.dialect} state; health: http://{host}:{port}/health/ready", err=True)
+    click.echo(f"eddi-rag worker on {runtime.state_dialect()} state; health: http://{host}:{port}/health/ready", err=True)
     log_requests(log_format)
     uvicorn.run(create_worker_app(runtime), host=host, port=port, access_log=False, timeout_graceful_shutdown=30)
     runtime.close()

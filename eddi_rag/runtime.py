@@ -98,6 +98,37 @@ class Runtime:
         self.feedback = FeedbackLog(self.db)
         self.questions = TestQuestions(self.db, self.search.found, lambda kb_id: self.configs.version(kb_id, 0))
 
+    # -- the life cycle a face runs ----------------------------------------------------------------
+
+    def start_work(self) -> None:
+        """Run ingestion jobs, source runs and the scheduler in this process (serve with its worker, or a worker)."""
+        self.jobs.start()
+        self.scheduler.start()
+
+    def stop_work(self) -> None:
+        """At shutdown: the scheduler's role released, a running job given back for the next worker, source runs
+        under way CANCELLED, graphs built in memory saved."""
+        self.scheduler.stop()
+        self.jobs.stop()
+        self.sources.close()
+        self.stores.context.close()
+
+    def readiness(self, role: str) -> tuple[bool, dict[str, Any]]:
+        """Whether this process may be sent work (``/health/ready``): it reaches the state database, and, unless
+        it only serves, its worker runs."""
+        body: dict[str, Any] = {"role": role, "state": self.db.dialect, "worker": self.jobs.working(),
+                                "scheduler": self.scheduler.leading}
+        try:
+            self.db.query("SELECT 1")
+        except Exception as e:  # noqa: BLE001 - whatever keeps the state out of reach, the process is not ready
+            return False, {**body, "status": "unavailable", "error": f"state database: {self.resolver.redact(str(e))}"}
+        if role != "serve" and not self.jobs.working():  # (a worker, or serve with its worker)
+            return False, {**body, "status": "unavailable", "error": "the ingestion worker is not running"}
+        return True, {**body, "status": "ready"}
+
+    def state_dialect(self) -> str:
+        return self.db.dialect
+
     def fleet_problems(self) -> list[str]:
         """The knowledge bases a fleet cannot serve (their store keeps its data on one machine), one line each."""
         problems = []

@@ -111,7 +111,7 @@ def test_no_two_folders_import_each_other():
 # cycle, and imports nothing of the layers below but their contracts. REACHED_PAST is what still does
 # otherwise, face by face: it may only shrink (a new entry fails, a fixed one must be struck off).
 VERBS = {"configs", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline",
-         "close", "start_work", "stop_work", "readiness", "fleet_problems"}
+         "close", "start_work", "stop_work", "readiness", "state_dialect", "fleet_problems"}
 BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state")
 REACHED_PAST = {
     "api/backup.py": {"runtime.resources"},
@@ -119,15 +119,14 @@ REACHED_PAST = {
     "api/feedback.py": {"runtime.feedback", "runtime.questions", "eddi_rag.resources"},
     "api/keys.py": {"runtime.keys"},
     "api/observability.py": {"runtime.jobs"},
-    "api/resources.py": {"runtime.resources", "eddi_rag.ingest.loaders", "eddi_rag.ingest.preview", "eddi_rag.resources"},
+    "api/resources.py": {"runtime.resources", "eddi_rag.resources"},
     "api/retrieval.py": {"runtime.feedback", "eddi_rag.resources"},
     "api/sources.py": {"runtime.sources"},
     "api/uploads.py": {"eddi_rag.ingest.loaders"},
     "api/variables.py": {"runtime.variables", "eddi_rag.resources.variables"},
     "api/app.py": {"runtime.keys", "eddi_rag.resources", "eddi_rag.resources.base"},
     "api/deps.py": {"eddi_rag.resources"},
-    "api/worker.py": {"runtime.sources"},
-    "cli.py": {"runtime.resources", "runtime.keys", "runtime.sources", "runtime.db", "eddi_rag.ingest.loaders",
+    "cli.py": {"runtime.resources", "runtime.keys", "runtime.sources", "eddi_rag.ingest.loaders",
                "eddi_rag.state.schema"},
     "interop/langchain.py": {"eddi_rag.state.sqlite", "eddi_rag.stores.base", "eddi_rag.stores.embedded.memory"},
     "interop/mcp.py": {"runtime.resources", "eddi_rag.resources"},

@@ -26,6 +26,6 @@ class TurnRequest(RequestBody):
 @router.post("/turn", dependencies=[QueryLimit])
 def turn(id: str, body: TurnRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{systemMessage, messages, knowledgeBases, memory (rag:trace / rag:context / rag:citations...), answer}."""
-    return runtime.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model,
+    return runtime.turns.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model,
                         # another tenant's agent: 404; its references are read in the caller's tenant
                         tenant=caller.tenant, properties=body.properties, context=body.context)

@@ -67,13 +67,10 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if worker:
-            runtime.jobs.start()
-            runtime.scheduler.start()
+            runtime.start_work()
         async with mcp.session_manager.run():
             yield
-        runtime.scheduler.stop()
-        runtime.jobs.stop()
-        runtime.stores.context.close()  # e.g. save HNSW graphs built in memory
+        runtime.stop_work()
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.chat_model = chat_model

@@ -22,13 +22,5 @@ def health() -> dict[str, Any]:
 
 @router.get("/health/ready")
 def ready(request: Request) -> JSONResponse:
-    runtime, role = request.app.state.runtime, request.app.state.role
-    body: dict[str, Any] = {"role": role, "state": runtime.db.dialect, "worker": runtime.jobs.working(),
-                            "scheduler": runtime.scheduler.leading}
-    try:
-        runtime.db.query("SELECT 1")
-    except Exception as e:  # noqa: BLE001 - whatever keeps the state out of reach, the process is not ready
-        return JSONResponse({**body, "status": "unavailable", "error": f"state database: {runtime.resolver.redact(str(e))}"}, 503)
-    if role != "serve" and not runtime.jobs.working():  # (a worker, or serve with its worker)
-        return JSONResponse({**body, "status": "unavailable", "error": "the ingestion worker is not running"}, 503)
-    return JSONResponse({**body, "status": "ready"})
+    ready, body = request.app.state.runtime.readiness(request.app.state.role)
+    return JSONResponse(body, 200 if ready else 503)

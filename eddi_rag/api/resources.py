@@ -18,8 +18,6 @@ from eddi_rag.auth import Principal
 from eddi_rag.auth.http import check_role, own
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
-from eddi_rag.ingest.loaders import detect
-from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
 
 
@@ -108,12 +106,10 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
         def chunk_preview(body: ChunkPreviewRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
             """The chunks ``configuration`` would make of a document (``text``, or a file as ``base64``),
             with their sizes in the model's tokens; embeds and stores nothing."""
-            config = runtime.configs.resolve_embedding(runtime.configs.validate(body.configuration), caller.tenant)
             data = body.data()
             if len(data) > request.app.state.max_upload_bytes:
                 raise too_large("the document", request.app.state.max_upload_bytes)
-            fmt = detect(data, "text/plain" if body.text is not None else None, body.documentName)
-            return preview_chunks(config, body.documentName, data, fmt, runtime.ingestor.limits)
+            return runtime.ingesting.preview(body.configuration, caller.tenant, body.documentName, data, text=body.text is not None)
 
     @router.get("/descriptors")
     def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: Offset = 0,

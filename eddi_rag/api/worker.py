@@ -19,12 +19,9 @@ from eddi_rag.runtime import Runtime
 def create_worker_app(runtime: Runtime, oidc: OidcConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        runtime.jobs.start()
-        runtime.scheduler.start()
+        runtime.start_work()
         yield
-        runtime.scheduler.stop()
-        runtime.jobs.stop()
-        runtime.sources.close()
+        runtime.stop_work()
 
     app = FastAPI(title="eddi-rag worker", version=__version__, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None)
     operated(app, runtime, "worker", oidc)

@@ -15,6 +15,7 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
+from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.contract_types import IngestionResult, as_document
 
@@ -65,6 +66,14 @@ class Ingesting:
         config = self.configs.get(kb_id, version)
         return self.ingestor.ingest_file(kb_id, config, _named(document), data, detect(data, content_type, document),
                                          **options).chunks
+
+    def preview(self, configuration: Any, tenant: str, document: str, data: bytes, text: bool = False) -> dict[str, Any]:
+        """The chunks ``configuration`` (validated, its provider resolved in ``tenant``) would make of a document,
+        with their sizes in the model's tokens; embeds and stores nothing. The file is parsed as ingestion
+        parses it (its type detected, in a limited process)."""
+        config = self.configs.resolve_embedding(self.configs.validate(configuration), tenant)
+        fmt = detect(data, "text/plain" if text else None, document)
+        return preview_chunks(config, document, data, fmt, self.ingestor.limits)
 
     def reembed(self, kb_id: str) -> Job:
         """Queue a re-embedding of every chunk with the current configuration's model (a job with progress,
