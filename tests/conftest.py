@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -11,6 +12,19 @@ from hypothesis import settings
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.runtime import Runtime
 from tests.support.openai_server import OpenAIStandIn
+
+
+class _LoggersSnapshot(dict):
+    """pytest walks every logger at each test phase without logging's lock (``catching_logs.__enter__``:
+    ``for logger in manager.loggerDict.values()``); a logger made meanwhile by another thread (a service
+    starting beside the first tests, a server's thread) stops the run with "dictionary changed size during
+    iteration". The walk gets a copy, taken in one step under the GIL."""
+
+    def values(self):  # type: ignore[override]
+        return list(super().values())
+
+
+logging.Logger.manager.loggerDict = _LoggersSnapshot(logging.Logger.manager.loggerDict)
 
 # Property tests are deterministic in the test command (the same examples every run: CI's outcome never
 # depends on the run); what they once found stays as explicit cases (FILTERS in eddi_rag.testing).

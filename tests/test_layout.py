@@ -110,7 +110,8 @@ def test_no_two_folders_import_each_other():
 # A face (api/, ui/, interop/, tools/, cli.py) reaches the library through the runtime's verbs and its life
 # cycle, and imports nothing of the layers below but their contracts. REACHED_PAST is what still does
 # otherwise, face by face: it may only shrink (a new entry fails, a fixed one must be struck off).
-VERBS = {"configs", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline",
+# (``sources`` is the source sync engine itself: every face calls it, and its rules live in it.)
+VERBS = {"configs", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
          "close", "start_work", "stop_work", "readiness", "state_dialect", "fleet_problems"}
 BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state")
 REACHED_PAST = {
@@ -121,12 +122,11 @@ REACHED_PAST = {
     "api/observability.py": {"runtime.jobs"},
     "api/resources.py": {"runtime.resources", "eddi_rag.resources"},
     "api/retrieval.py": {"runtime.feedback", "eddi_rag.resources"},
-    "api/sources.py": {"runtime.sources"},
     "api/uploads.py": {"eddi_rag.ingest.loaders"},
     "api/variables.py": {"runtime.variables", "eddi_rag.resources.variables"},
     "api/app.py": {"runtime.keys", "eddi_rag.resources", "eddi_rag.resources.base"},
     "api/deps.py": {"eddi_rag.resources"},
-    "cli.py": {"runtime.resources", "runtime.keys", "runtime.sources", "eddi_rag.ingest.loaders",
+    "cli.py": {"runtime.resources", "runtime.keys", "eddi_rag.ingest.loaders",
                "eddi_rag.state.schema"},
     "interop/langchain.py": {"eddi_rag.state.sqlite", "eddi_rag.stores.base", "eddi_rag.stores.embedded.memory"},
     "interop/mcp.py": {"runtime.resources", "eddi_rag.resources"},

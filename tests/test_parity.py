@@ -296,3 +296,44 @@ def test_an_ingestion_is_followed_retried_and_cancelled_through_one_verb(tmp_pat
             assert client.post(f"/ragstore/rags/{kb}/ingestion/{job.id}/retry").json()["status"] != "cancelled"
             assert [j.id for j in runtime.ingesting.history(kb)] == \
                 [j["ingestionId"] for j in client.get(f"/ragstore/rags/{kb}/ingestions").json()]
+
+
+@pytest.mark.integration  # a folder source's preview, over REST and from Python
+def test_source_previews_and_run_history_are_bounded_from_python_as_from_rest(tmp_path, monkeypatch):
+    """The preview bound (3 at once, then 429) and the history's bounds (1 to 200) held only on REST before."""
+    import threading
+
+    from eddi_rag.sources.sync import MAX_PREVIEWS, TooManyPreviewsError
+
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "rail.md").write_text(DOCS["rail.md"])
+    runtime = Runtime(tmp_path / "data")
+    kb = runtime.saving.create("rags", {**KB, "sources": [{"name": "docs", "folder": {"path": str(tmp_path / "docs")}}]}).id
+    release, held = threading.Event(), threading.Barrier(MAX_PREVIEWS + 1)
+    listing = runtime.sources.listing
+
+    def slow_listing(*args, **kwargs):
+        held.wait(30)
+        release.wait(30)
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.sources, "listing", slow_listing)
+    previews = [threading.Thread(target=runtime.sources.preview, args=(kb, "docs")) for _ in range(MAX_PREVIEWS)]
+    for thread in previews:
+        thread.start()
+    held.wait(30)  # three previews under way
+    with pytest.raises(TooManyPreviewsError):
+        runtime.sources.preview(kb, "docs")
+    with TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        answer = client.post(f"/ragstore/rags/{kb}/sources/docs/preview")
+        assert (answer.status_code, answer.headers["Retry-After"]) == (429, "10")
+        release.set()
+        for thread in previews:
+            thread.join(30)
+        monkeypatch.setattr(runtime.sources, "listing", listing)
+        assert runtime.sources.preview(kb, "docs")["add"]
+        runtime.sources.run(kb, "docs")
+        assert len(client.get(f"/ragstore/rags/{kb}/sources/docs/runs", params={"limit": 10_000}).json()) == 1
+        assert len(runtime.sources.runs(kb, "docs", 0)) == 1  # bounded to 1…200 in the verb (an empty page before)
+    runtime.close()

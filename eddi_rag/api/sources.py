@@ -5,7 +5,6 @@ ours: the source's documents, retry."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -15,21 +14,9 @@ from starlette.datastructures import UploadFile
 from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import MAX_FILES, BadUploadError, is_multipart
-from eddi_rag.errors import EddiRagError
 
 router = APIRouter(prefix="/ragstore/rags/{id}/sources/{sourceId}", tags=["sources"], dependencies=[Depends(kb_of_tenant)],
                    route_class=Route, responses=ERROR_RESPONSES)
-
-MAX_PREVIEWS = 3  # previews under way at once in this process (EDDI's bound)
-_previews = threading.BoundedSemaphore(MAX_PREVIEWS)
-
-
-class TooManyPreviewsError(EddiRagError, RuntimeError):
-    status = 429
-
-    def headers(self) -> dict[str, str]:
-        return {"Retry-After": "10"}
-
 
 @router.post("/run", status_code=202)
 def run(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
@@ -43,18 +30,13 @@ def run(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str
 def preview(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """What a run would do now, embedding nothing: EDDI's IngestionReport, and the documents behind each count
     (``add``, ``update``, ``unchanged``, ``delete``, ``failures``); 429 beyond three previews at once."""
-    if not _previews.acquire(blocking=False):
-        raise TooManyPreviewsError(f"{MAX_PREVIEWS} previews are under way; try again shortly")
-    try:
-        return runtime.sources.preview(id, sourceId)
-    finally:
-        _previews.release()
+    return runtime.sources.preview(id, sourceId)
 
 
 @router.get("/runs")
 def runs(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(20, ge=1)) -> list[dict[str, Any]]:
     """Run history, newest first (``limit`` above 200 reads as 200)."""
-    return runtime.sources.runs(id, sourceId, min(limit, 200))
+    return runtime.sources.runs(id, sourceId, limit)
 
 
 @router.get("/documents")

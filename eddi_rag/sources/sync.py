@@ -71,6 +71,17 @@ class SourceBusyError(EddiRagError, RuntimeError):
         return {**super().body(), "sourceId": self.source_id}
 
 
+MAX_PREVIEWS = 3  # previews under way at once in this process (EDDI's bound)
+MAX_RUNS_LISTED = 200  # a longer history is asked for in vain: it reads as this many
+
+
+class TooManyPreviewsError(EddiRagError, RuntimeError):
+    status = 429
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": "10"}
+
+
 class NotAnUploadSourceError(EddiRagError, ValueError):
     """Files sent to a source that does not hold files (HTTP 409, as EDDI answers)."""
     status = 409
@@ -115,6 +126,7 @@ class SourceSync:
         self.resolver = resolver or SecretResolver()
         self.files = upload.Files(db)
         self._active: set[str] = set()  # runs under way in this process
+        self._previews = threading.BoundedSemaphore(MAX_PREVIEWS)
         self.owner, self.lease = fleet.new_owner(), fleet.lease_seconds_from_env()
         self._renewing: threading.Thread | None = None
         self._renewing_lock = threading.Lock()
@@ -397,7 +409,15 @@ class SourceSync:
         """What a run would do now, embedding nothing and writing nothing: EDDI's IngestionReport
         (``documentsSeen``, ``documentsIngested`` ...) and the documents behind each number (``add``,
         ``update``, ``unchanged``, ``delete``: documents a complete run would count as missed once more
-        and remove when that is their ``tombstoneAfterMissedRuns``-th)."""
+        and remove when that is their ``tombstoneAfterMissedRuns``-th). At most MAX_PREVIEWS at once (429)."""
+        if not self._previews.acquire(blocking=False):
+            raise TooManyPreviewsError(f"{MAX_PREVIEWS} previews are under way; try again shortly")
+        try:
+            return self._preview(kb_id, source_id)
+        finally:
+            self._previews.release()
+
+    def _preview(self, kb_id: str, source_id: str) -> dict[str, Any]:
         config, source = self.source(kb_id, source_id)
         sid = source.effective_id
         listed = self.listing(kb_id, source, time.monotonic() + 120)
@@ -427,6 +447,8 @@ class SourceSync:
                 "stopReason": next(iter(listed.notes), None), "message": "; ".join(listed.notes) or None, **plan}
 
     def runs(self, kb_id: str, source_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The run history, newest first: ``limit`` runs, at most MAX_RUNS_LISTED."""
+        limit = max(1, min(limit, MAX_RUNS_LISTED))
         _, source = self.source(kb_id, source_id)
         query = ("SELECT * FROM source_runs WHERE kb_id=? AND source_id=? AND kind<>? ORDER BY started_at DESC LIMIT ?",
                  (kb_id, source.effective_id, PURGE, limit))
