@@ -22,9 +22,10 @@ import numpy as np
 from eddi_rag.retrieval.retriever import scope
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import Chunk, StoreContext, normalise, top_k
+from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.embedded.memory import InMemoryStore
 from eddi_rag.stores.embedded.sqlite import SqliteStore
+from eddi_rag.stores.toolkit import normalise, top_k
 
 
 def median_ms(fn, repeats: int) -> float:

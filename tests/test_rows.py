@@ -8,8 +8,9 @@ import pytest
 
 from eddi_rag.backends import registry
 from eddi_rag.state.sqlite import Database
-from eddi_rag.stores.base import Chunk, StoreContext, normalise
+from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.embedded import rows as rows_module
+from eddi_rag.stores.toolkit import normalise
 
 DIM = 16
 

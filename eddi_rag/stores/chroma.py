@@ -26,23 +26,8 @@ from chromadb.errors import NotFoundError
 
 from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters, langchain4j
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    Chunk,
-    OverwriteThenPrune,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    normalise,
-    overfetch,
-    parameters_schema,
-)
+from eddi_rag.stores.base import COLLECTIONS, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, normalise, overfetch, parameters_schema
 
 META = "__eddi_meta"
 _NEVER = {META: {"$eq": "\x00never"}}

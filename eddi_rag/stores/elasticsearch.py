@@ -20,26 +20,8 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    TYPED_FIELDS,
-    Chunk,
-    KeywordHit,
-    OverwriteThenPrune,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    parameters_schema,
-    query_vector,
-    typed_fields,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.toolkit import TYPED_FIELDS, OverwriteThenPrune, check_dimension, check_vectors, engine_name, parameters_schema, query_vector, typed_fields
 
 _PAGE = 1000
 

@@ -22,26 +22,8 @@ from pymongo import MongoClient, ReplaceOne
 from pymongo.operations import SearchIndexModel
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    TYPED_FIELDS,
-    Chunk,
-    KeywordHit,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    overfetch,
-    parameters_schema,
-    query_vector,
-    typed_fields,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.toolkit import TYPED_FIELDS, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, typed_fields
 
 
 def collection_name(kb_id: str) -> str:

@@ -37,12 +37,8 @@ from eddi_rag.stores.base import (
     SearchHit,
     StoreContext,
     StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    parameters_schema,
-    query_vector,
 )
+from eddi_rag.stores.toolkit import check_dimension, check_vectors, engine_name, parameters_schema, query_vector
 
 MAX_IDENTIFIER = 63
 

@@ -26,25 +26,8 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 
 from eddi_rag.stores import filters, langchain4j
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    Chunk,
-    KeywordHit,
-    OverwriteThenPrune,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    overfetch,
-    parameters_schema,
-    query_vector,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector
 
 _NAMESPACE = uuid.UUID("6f1f6a52-7a3c-4a0e-9d0e-0c2f5f1b6e11")
 _NEVER = models.FieldCondition(key="t.__never__", match=models.MatchValue(value="never"))

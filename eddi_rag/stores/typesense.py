@@ -24,25 +24,8 @@ import typesense
 from typesense.exceptions import ObjectNotFound
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    Chunk,
-    KeywordHit,
-    OverwriteThenPrune,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    overfetch,
-    parameters_schema,
-    query_vector,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector
 
 _TYPED = {"string": "m_str__", "number": "m_num__", "bool": "m_bool__"}
 _SAFE_FIELD = re.compile(r"^[A-Za-z0-9_-]+$")

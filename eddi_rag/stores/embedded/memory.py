@@ -16,23 +16,10 @@ from typing import Any
 import numpy as np
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    SEARCH,
-    Chunk,
-    KeywordHit,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    parameters_schema,
-    query_vector,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
 from eddi_rag.stores.embedded.bm25 import Bm25Index
 from eddi_rag.stores.embedded.rows import INDEXES, RowTable
+from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
 
 INDEX_PARAMETERS = {
     "index": {"enum": list(INDEXES), "default": "auto",

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import check_dimension, top_k
 from eddi_rag.stores.embedded.ann import Hnsw
 from eddi_rag.stores.embedded.masks import MetadataColumns
+from eddi_rag.stores.toolkit import check_dimension, top_k
 
 INDEXES = ("exact", "hnsw", "auto")
 AUTO_HNSW_FROM = 10_000  # live rows from which ``auto`` searches the graph (384-d: exact 0.17 ms at 5k, 0.35 ms at 10k; HNSW about 0.2)

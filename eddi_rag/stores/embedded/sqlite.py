@@ -25,25 +25,11 @@ import numpy as np
 
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    Chunk,
-    KeywordHit,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    parameters_schema,
-    query_vector,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
 from eddi_rag.stores.embedded.ann import Hnsw
 from eddi_rag.stores.embedded.memory import INDEX_PARAMETERS
 from eddi_rag.stores.embedded.rows import RowTable
+from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
 
 
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:

@@ -20,24 +20,9 @@ import numpy as np
 import sqlite_vec
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import (
-    COLLECTIONS,
-    KEYWORD_SEARCH,
-    METADATA_FILTERING,
-    PERSISTENT,
-    SEARCH,
-    Chunk,
-    KeywordHit,
-    SearchHit,
-    StoreContext,
-    StoreHealth,
-    check_dimension,
-    check_vectors,
-    engine_name,
-    parameters_schema,
-    query_vector,
-)
+from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
 from eddi_rag.stores.embedded.sqlite import ensure_fts, keyword_query, to_sqlite
+from eddi_rag.stores.toolkit import check_dimension, check_vectors, engine_name, parameters_schema, query_vector
 
 MAX_K = 4096  # sqlite-vec's limit on k
 _SCHEMA = [
