@@ -7,13 +7,10 @@ from pathlib import Path
 
 from eddi_rag.tools.bundle import load_bundle
 from tests.support.files import pdf
-from tests.test_api import BASE, kb_id, wait_for
+from tests.support.kbs import make_kb
+from tests.test_api import BASE, wait_for
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def make_kb(client, **cfg) -> str:
-    return kb_id(client.post(BASE, json={"name": "Rail", "embeddingProvider": "local", "storeType": "sqlite", **cfg}))
 
 
 def ingest(client, kb: str, name: str, body: bytes | str, content_type: str = "text/markdown") -> dict:
@@ -23,7 +20,7 @@ def ingest(client, kb: str, name: str, body: bytes | str, content_type: str = "t
 
 
 def test_ingestions_are_listed_newest_first_and_a_failed_one_is_retried_with_its_document(client):
-    kb = make_kb(client, requiredMetadata=["owner"])  # a file upload carries no metadata: it fails
+    kb = make_kb(client, "Rail", requiredMetadata=["owner"])  # a file upload carries no metadata: it fails
     failed = ingest(client, kb, "night.md", "# Night train\n\nThe night train leaves at 22:10.")
     assert failed["status"].startswith("failed: ") and "owner" in failed["status"]
     listed = client.get(f"{BASE}/{kb}/ingestions").json()
@@ -45,7 +42,7 @@ def test_ingestions_are_listed_newest_first_and_a_failed_one_is_retried_with_its
 
 
 def test_documents_are_listed_with_chunk_counts_and_deleted_one_at_a_time(client):
-    kb = make_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
+    kb = make_kb(client, "Rail", chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
     ingest(client, kb, "a.md", "Apples grow on trees in the orchard.\n\nPears ripen late in the autumn season.")
     ingest(client, kb, "b.md", "Bananas are yellow.")
     docs = client.get(f"{BASE}/{kb}/documents").json()
@@ -79,7 +76,7 @@ def test_chunk_preview_shows_the_chunks_a_configuration_would_make_and_stores_no
 
 
 def test_context_is_the_section_an_llm_task_would_inject_and_feedback_is_kept_for_review(client):
-    kb = make_kb(client, minScore=0.5)
+    kb = make_kb(client, "Rail", minScore=0.5)
     ingest(client, kb, "night.md", "# Night train\n\nThe night train to Vienna leaves at 22:10 from platform 4.")
     r = client.post(f"{BASE}/{kb}/context", json={"query": "When does the night train leave?"}).json()
     assert r["section"].startswith("## Relevant Context:\n### Source: Rail\n\n[Source 1: night.md")
@@ -99,7 +96,7 @@ def test_context_is_the_section_an_llm_task_would_inject_and_feedback_is_kept_fo
 
 
 def test_doctor_reports_each_check_with_its_fix(client):
-    kb = make_kb(client, storeType="pgvector", storeParameters={"url": "${env:NO_SUCH_VARIABLE_HERE}"})
+    kb = make_kb(client, "Rail", storeType="pgvector", storeParameters={"url": "${env:NO_SUCH_VARIABLE_HERE}"})
     checks = {c["check"]: c for c in client.get(f"{BASE}/{kb}/doctor").json()}
     assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions"]
     secrets = checks["secrets"]  # every check is shown: what needs the secret is skipped, not hidden

@@ -11,15 +11,14 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.contract_types import InvalidQueryError, VectorDBUnavailableError
 from eddi_rag.verbs.search import Search
+from tests.support.kbs import make_kb
 
 TEA = "Green tea is steeped at eighty degrees for two minutes."
 TRAINS = "The night train to Vienna leaves at 22:10 from platform 4."
 
 
 def kb(runtime: Runtime, **overrides) -> str:
-    config = {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite", "chunkStrategy": "paragraph",
-              "chunkSize": 200, "chunkOverlap": 0, **overrides}
-    return runtime.resources.create("rags", config).id
+    return make_kb(runtime, **{"chunkStrategy": "paragraph", "chunkSize": 200, "chunkOverlap": 0, **overrides})
 
 
 def openai_kb(runtime: Runtime, server, **overrides) -> str:

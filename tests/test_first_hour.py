@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.kbs import make_kb
 from tests.support.waiting import ingestion_ended
-from tests.test_api import BASE, kb_id
+from tests.test_api import BASE
 
 GUIDE = "# Guide\n\n## Night trains\n\nNight trains leave Vienna at 22:10.\n\n## Dining\n\nThe dining car closes at 21:00.\n"
 
@@ -24,14 +25,8 @@ def ingest(client, kb: str, name: str, text: str) -> dict:
     return wait_for(client, kb, r.json()["ingestionId"])
 
 
-def new_kb(client, **cfg) -> str:
-    r = client.post(BASE, json={"name": "Rail", "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0, **cfg})
-    assert r.status_code == 201, r.text
-    return kb_id(r)
-
-
 def test_a_query_that_cannot_be_answered_says_why_and_how_to_fix_it(client):
-    kb = new_kb(client, embeddingProvider="openai", embeddingParameters={"apiKey": "${env:EDDI_TEST_NO_SUCH_KEY}"})
+    kb = make_kb(client, "Rail", minScore=0, embeddingProvider="openai", embeddingParameters={"apiKey": "${env:EDDI_TEST_NO_SUCH_KEY}"})
     for path in ("/query", "/retrieve"):
         r = client.post(f"{BASE}/{kb}{path}", json={"query": "When do night trains leave?"})
         assert r.status_code == 409, r.text
@@ -42,7 +37,7 @@ def test_a_query_that_cannot_be_answered_says_why_and_how_to_fix_it(client):
 
 
 def test_one_verdict_every_check_and_warnings_for_an_empty_kb_and_failed_ingestions(client):
-    kb = new_kb(client)
+    kb = make_kb(client, "Rail", minScore=0)
     verdict = client.get(f"{BASE}/{kb}/verdict").json()
     assert (verdict["status"], verdict["check"]) == ("warning", "documents") and "no documents yet" in verdict["detail"]
     assert [c["check"] for c in verdict["checks"]] == ["configuration", "provider", "secrets", "embeddings", "store",
@@ -60,7 +55,7 @@ def test_one_verdict_every_check_and_warnings_for_an_empty_kb_and_failed_ingesti
 
 
 def test_a_refused_upload_stays_in_the_history_and_cannot_be_retried(client):
-    kb = new_kb(client)
+    kb = make_kb(client, "Rail", minScore=0)
     r = client.post(f"{BASE}/{kb}/ingest?documentName=photo.png", content=b"\x89PNG\r\n\x1a\n" + b"\0" * 64,
                     headers={"Content-Type": "image/png"})
     assert r.status_code == 415
@@ -71,7 +66,7 @@ def test_a_refused_upload_stays_in_the_history_and_cannot_be_retried(client):
 
 
 def test_a_chunk_switched_off_is_never_found_and_on_again_it_is(client):
-    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none")
+    kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none")
     ingest(client, kb, "guide.md", GUIDE)
     page = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()
     assert page["reparsable"] and [c["position"] for c in page["chunks"]] == list(range(len(page["chunks"])))
@@ -92,7 +87,7 @@ def test_a_chunk_switched_off_is_never_found_and_on_again_it_is(client):
 
 
 def test_reparse_chunks_the_kept_file_again_with_the_current_configuration(client):
-    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
+    kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
     ingest(client, kb, "guide.md", GUIDE)
     before = len(client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"])
     current = client.get(BASE + f"/{kb}").json()
@@ -108,7 +103,7 @@ def test_reparse_chunks_the_kept_file_again_with_the_current_configuration(clien
 
 @pytest.mark.integration
 def test_reembed_all_after_a_model_change_keeps_every_chunk(client, openai_server):
-    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
+    kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
     ingest(client, kb, "guide.md", GUIDE)
     chunks = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]
     current = client.get(BASE + f"/{kb}").json()
@@ -143,7 +138,7 @@ def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(c
 
 
 def test_duplicate_gets_a_name_of_its_own_and_a_version_can_be_restored(client):
-    kb = new_kb(client)
+    kb = make_kb(client, "Rail", minScore=0)
     for _ in range(2):
         assert client.post(f"/ui/kbs/{kb}/duplicate", follow_redirects=False).status_code == 303
     names = sorted(client.runtime.resources.read("rags", k)["name"] for k in client.runtime.resources.ids("rags"))
@@ -157,7 +152,7 @@ def test_duplicate_gets_a_name_of_its_own_and_a_version_can_be_restored(client):
 
 
 def test_a_vote_is_reviewed_noted_and_exported(client):
-    kb = new_kb(client, contextExpansion="none")
+    kb = make_kb(client, "Rail", minScore=0, contextExpansion="none")
     ingest(client, kb, "guide.md", GUIDE)
     hit = client.post(f"{BASE}/{kb}/query", json={"query": "night trains"}).json()["results"][0]
     vote = client.post(f"{BASE}/{kb}/feedback", json={"query": "=night trains?", "chunkId": hit["id"], "vote": "down",
@@ -176,7 +171,7 @@ def test_a_vote_is_reviewed_noted_and_exported(client):
 
 
 def test_test_questions_show_which_answers_passages_changed_after_a_configuration_change(client):
-    kb = new_kb(client, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none", maxResults=2)
+    kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none", maxResults=2)
     ingest(client, kb, "guide.md", GUIDE)
     hit = client.post(f"{BASE}/{kb}/query", json={"query": "When does the dining car close?"}).json()["results"][0]
     kept = client.post(f"{BASE}/{kb}/questions", json={"question": "When does the dining car close?", "chunkId": hit["id"]})

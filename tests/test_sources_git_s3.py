@@ -13,6 +13,7 @@ from eddi_rag.config import validate_rag_configuration
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.configs import ConfigValidationError
 from tests.support import files
+from tests.support.kbs import make_kb
 
 pytestmark = pytest.mark.integration
 
@@ -20,9 +21,8 @@ GUIDE = "# Guide\n\n## Tea\n\nGreen tea is brewed at 80 degrees.\n\n## Coffee\n\
 
 
 def kb_with(runtime: Runtime, source: dict) -> str:
-    return runtime.saving.create("rags", {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite",
-                                          "chunkStrategy": "markdown", "minScore": 0,
-                                          "sources": [{"name": "Docs", **source, "settings": {"tombstoneAfterMissedRuns": 1}}]}).id
+    return make_kb(runtime, chunkStrategy="markdown", minScore=0,
+                   sources=[{"name": "Docs", **source, "settings": {"tombstoneAfterMissedRuns": 1}}])
 
 
 def documents(runtime: Runtime, kb: str) -> set[str]:

@@ -1,0 +1,20 @@
+"""The one way the tests make a knowledge base: offline unless told (the local model, the sqlite store),
+through the face under test: a REST client (``POST /ragstore/rags``, its 201 checked) or a ``Runtime``
+(the saving verb: every save rule, as REST applies them). Returns the new KB's id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eddi_rag.runtime import Runtime
+
+OFFLINE = {"embeddingProvider": "local", "storeType": "sqlite"}
+
+
+def make_kb(face: Any, name: str = "kb", **config: Any) -> str:
+    body = {"name": name, **OFFLINE, **config}
+    if isinstance(face, Runtime):
+        return face.saving.create("rags", body).id
+    created = face.post("/ragstore/rags", json=body)
+    assert created.status_code == 201, created.text
+    return created.headers["Location"].split("/")[-1].split("?")[0]
