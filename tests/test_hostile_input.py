@@ -10,6 +10,7 @@ import pytest
 from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.stores import filters
 from tests.support.app import app_client
+from tests.support.kbs import make_kb
 
 BASE = "/ragstore/rags"
 JSON = {"content-type": "application/json"}
@@ -33,9 +34,7 @@ def own_client(tmp_path):
 @pytest.fixture
 def kb(client):
     """A hybrid sqlite KB (vector + FTS5 keyword search) with one ingested document."""
-    created = client.post(BASE, json={"name": "hostile", "embeddingProvider": "local", "storeType": "sqlite",
-                                      "searchMode": "hybrid"})
-    kb = created.headers["location"].split("/")[-1].split("?")[0]
+    kb = make_kb(client, "hostile", searchMode="hybrid")
     job = client.post(f"{BASE}/{kb}/documents", json={"documents": [{"document_id": "a", "text": "hello world", "metadata": {"n": 3}}]})
     assert job.status_code == 200 and job.json()["documents_processed"] == 1, job.text
     return kb

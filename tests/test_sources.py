@@ -18,6 +18,7 @@ from eddi_rag.common.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.runtime import Runtime
 from eddi_rag.sources.sync import SourceBusyError
 from tests.support import files
+from tests.support.kbs import make_kb
 from tests.support.site import Site
 from tests.test_api import BASE, kb_id
 from tests.test_cli_demo import eddi_rag
@@ -35,8 +36,7 @@ def roots(tmp_path, monkeypatch):
 
 def folder_kb(runtime, docs, **extra) -> str:
     source = {"name": "Docs", "folder": {"path": str(docs), "include": ["*"], "exclude": ["drafts/*"]}, **extra}
-    return runtime.resources.create("rags", {"name": "kb", "embeddingProvider": "local", "storeType": "sqlite",
-                                             "chunkStrategy": "markdown", "minScore": 0, "sources": [source]}).id
+    return make_kb(runtime, chunkStrategy="markdown", minScore=0, sources=[source])
 
 
 def chunks(runtime, kb, **where):
@@ -164,8 +164,9 @@ def test_a_crash_mid_run_leaves_whole_documents_and_the_next_run_completes(tmp_p
 
 
 def test_folders_outside_the_allowed_roots_are_refused(runtime, tmp_path, monkeypatch):
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    kb = folder_kb(runtime, tmp_path)  # saved while the folder was allowed; then the operator narrows the roots
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path / "elsewhere"))
-    kb = folder_kb(runtime, tmp_path)
     run = runtime.sources.run(kb, "docs")
     assert run.status == "FAILED" and "outside the allowed roots" in run.error
     with TestClient(create_app(runtime)) as client:
