@@ -109,8 +109,8 @@ class Runtime:
         """At shutdown: the scheduler's role released, a running job given back for the next worker, source runs
         under way CANCELLED, graphs built in memory saved."""
         self.scheduler.stop()
-        self.jobs.stop()
         self.sources.close()
+        self.jobs.stop()
         self.stores.context.close()
 
     def readiness(self, role: str) -> tuple[bool, dict[str, Any]]:
@@ -191,10 +191,7 @@ class Runtime:
 
     def close(self) -> None:
         self.remembering.close()
-        self.scheduler.stop()
-        self.sources.close()
-        self.jobs.stop()
-        self.stores.context.close()
+        self.stop_work()
         if self.stores.context.db is not self.db:
             self.stores.context.db.close()
         self.db.close()

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from eddi_rag import SearchRequest
 from eddi_rag.config import validate_rag_configuration
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.configs import ConfigValidationError
@@ -69,7 +70,7 @@ def test_a_git_repository_is_kept_in_sync_commit_by_commit(tmp_path, repo):
     assert (changed.added, changed.updated, changed.deleted) == (1, 1, 1)
     assert documents(runtime, kb) == {"docs/guide.md", "docs/faq.md"}
     assert [f["document"] for f in changed.failures] == ["escape.md"]
-    hits = runtime.search.hits(__import__("eddi_rag").SearchRequest(kb, "How long does an espresso take?", k=1))
+    hits = runtime.search.hits(SearchRequest(kb, "How long does an espresso take?", k=1))
     assert "30 seconds" in hits[0].text
     runtime.close()
 

@@ -11,10 +11,8 @@ from pathlib import Path
 from eddi_rag.common.paths import folder_roots, in_folder_roots
 from eddi_rag.config import FolderSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.loaders import FORMATS
+from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, selected
-
-EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
 
 
 class FolderNotAllowedError(EddiRagError, ValueError):

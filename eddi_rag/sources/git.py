@@ -19,13 +19,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.common.paths import folder_roots, in_folder_roots
 from eddi_rag.config import GitSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.loaders import FORMATS
+from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, holding, selected
+from eddi_rag.sources.folder import check_folder
 
-EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
 GIT_ENVIRONMENT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:file", "GIT_CONFIG_NOSYSTEM": "1"}
 
 
@@ -38,10 +37,7 @@ def check_url(url: str, outbound: OutboundPolicy | None = None) -> None:
     through (statically when saved; resolved too when ``outbound`` is given, before a run)."""
     parts = urlsplit(url)
     if parts.scheme == "file":
-        path = Path(unquote(parts.path)).resolve()
-        if not in_folder_roots(path):
-            raise GitSourceError(f"repository {url!r} is outside the folders sources may read "
-                                 f"({', '.join(map(str, folder_roots()))}); the operator allows more with EDDI_RAG_FOLDER_ROOTS")
+        check_folder(unquote(parts.path))  # a repository on the server is read as a folder source is
         return
     if outbound is None:
         OutboundPolicy.check_static(url)

@@ -16,10 +16,8 @@ from typing import Any
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.config import S3Source
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.loaders import FORMATS
+from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, selected
-
-EXTENSIONS = {ext for f in FORMATS.values() for ext in f.extensions}
 
 
 class S3SourceError(EddiRagError, ValueError):
@@ -60,7 +58,7 @@ def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbo
     try:
         for blob in CloudBlobLoader(root).yield_blobs():
             path = s3.CloudPath(str(blob.path))
-            rel = path.as_uri()[len(root.as_uri()):] if str(path).startswith(str(root)) else path.name
+            rel = str(path)[len(str(root)):]  # the key under the prefix (the glob lists only those)
             if path.suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude):
                 out.items.append(Item(f"{source_id}/{rel}", rel, _reader(path)))
     except (BotoCoreError, ClientError) as e:

@@ -192,14 +192,14 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
                                        f"({', '.join(map(str, models)) or 'none set'})"})
     for i, source in enumerate(config.sources):
         where = f"$.sources[{i}]"
-        if source.folder is not None and not paths.in_folder_roots(source.folder.path):
-            out.append({"path": f"{where}.folder.path", "value": source.folder.path,
-                        "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
-                                   "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
-        if source.git is not None and source.git.url.startswith("file:") and                 not paths.in_folder_roots(unquote(urlsplit(source.git.url).path)):
-            out.append({"path": f"{where}.git.url", "value": source.git.url,
-                        "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
-                                   "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
+        on_server = [("folder.path", source.folder.path, source.folder.path)] if source.folder else []
+        if source.git is not None and source.git.url.startswith("file:"):  # a repository on the server: read as a folder
+            on_server.append(("git.url", source.git.url, unquote(urlsplit(source.git.url).path)))
+        for kind, value, folder in on_server:
+            if not paths.in_folder_roots(folder):
+                out.append({"path": f"{where}.{kind}", "value": value,
+                            "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
+                                       "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
         for kind, url in (("web.startUrl", source.web.startUrl if source.web else None),
                           ("sitemap.url", source.sitemap.url if source.sitemap else None),
                           ("git.url", source.git.url if source.git and not source.git.url.startswith("file:") else None),

@@ -68,6 +68,7 @@ _BY_MEDIA_TYPE = {f.media_type: f for f in FORMATS.values()} | {
     "application/csv": FORMATS["csv"], "application/vnd.ms-excel.sheet.macroenabled.12": FORMATS["xlsx"],
 }
 _BY_EXTENSION = {ext: f for f in FORMATS.values() for ext in f.extensions}
+EXTENSIONS = frozenset(_BY_EXTENSION)  # every file name ending a loader reads (".md", ".pdf" ...)
 _UNSPECIFIC = {"", "text/plain", "application/octet-stream", "binary/octet-stream"}
 
 
