@@ -123,10 +123,10 @@ def test_purge_keeps_the_vectors_and_later_runs_sweep_what_is_gone(client, tmp_p
     url, runtime = f"{BASE}/{kb_}/sources/docs", client.runtime
     assert runtime.sources.run(kb_, "docs").added == 2
 
-    held = runtime.sources._begin(kb_, "docs", "run")  # a run holds the source: a purge waits its turn
+    held = runtime.sources.run_records.begin(kb_, "docs", "run")  # a run holds the source: a purge waits its turn
     busy = client.delete(f"{url}/documents")
     assert busy.status_code == 409 and busy.json()["sourceId"] == "docs"
-    runtime.sources._active.discard(held.runId)  # (that run's process "died")
+    runtime.sources.run_records.leases.release(held.runId)  # (that run's process "died")
 
     assert client.delete(f"{url}/documents").json() == {"status": "purged", "sourceId": "docs"}
     assert client.get(f"{url}/documents").json() == [] and len(texts(runtime, kb_)) == 2  # state forgotten, chunks kept
@@ -231,7 +231,7 @@ def test_a_run_under_way_at_shutdown_reads_cancelled(tmp_path, monkeypatch):
     data = tmp_path / "data"
     runtime = Runtime(data)
     kb_ = runtime.resources.create("rags", kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])).id
-    held = runtime.sources._begin(kb_, "docs", "run")  # under way in this process
+    held = runtime.sources.run_records.begin(kb_, "docs", "run")  # under way in this process
     runtime.close()
     with Runtime(data) as again:
         (run,) = again.sources.runs(kb_, "docs")

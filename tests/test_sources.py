@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -16,10 +15,11 @@ from fastapi.testclient import TestClient
 from eddi_rag.api.app import create_app
 from eddi_rag.common.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.runtime import Runtime
-from eddi_rag.sources.sync import SourceBusyError
+from eddi_rag.sources.runs import SourceBusyError
 from tests.support import files
 from tests.support.kbs import make_kb
 from tests.support.site import Site
+from tests.support.waiting import until
 from tests.test_api import BASE, kb_id
 from tests.test_cli_demo import eddi_rag
 
@@ -114,7 +114,7 @@ def test_a_failing_change_keeps_the_previous_version(runtime, roots):
 def test_one_run_per_source_at_a_time(runtime, roots):
     (roots / "a.md").write_text("A")
     kb = folder_kb(runtime, roots)
-    held = runtime.sources._begin(kb, "docs", "run")  # a run under way in this (live) process
+    held = runtime.sources.run_records.begin(kb, "docs", "run")  # a run under way in this (live) process
     with pytest.raises(SourceBusyError, match="already running"):
         runtime.sources.run(kb, "docs")
     with TestClient(create_app(runtime)) as client:
@@ -284,10 +284,8 @@ def test_rest_ids_runs_history_and_schedule(tmp_path, roots):
         started = client.post(f"{BASE}/{kb}/sources/my-docs/run")
         assert started.status_code == 202 and started.json()["status"] == "started"
         assert started.json()["sourceId"] == "my-docs"
-        deadline = time.monotonic() + 120
-        while (runs := client.get(f"{BASE}/{kb}/sources/my-docs/runs").json())[0]["status"] == "RUNNING":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        runs = until(lambda: (r := client.get(f"{BASE}/{kb}/sources/my-docs/runs").json())[0]["status"] != "RUNNING" and r,
+                     "the run to end")
         assert runs[0]["status"] == "COMPLETED" and runs[0]["added"] == 1
         assert client.post(f"{BASE}/{kb}/sources/my-docs/preview").json()["unchanged"] == ["my-docs/guide.md"]
         assert client.get(f"{BASE}/{kb}/sources/my-docs/documents").json()[0]["status"] == "ok"
@@ -295,10 +293,8 @@ def test_rest_ids_runs_history_and_schedule(tmp_path, roots):
         (roots / "more.md").write_text("# More\n\nAnother page.")
         runtime.scheduler.last = datetime.now(timezone.utc) - timedelta(minutes=6)  # a fire time has passed
         (run_id,) = runtime.scheduler.tick()
-        deadline = time.monotonic() + 120
-        while (runs := client.get(f"{BASE}/{kb}/sources/my-docs/runs").json())[0]["status"] == "RUNNING":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        runs = until(lambda: (r := client.get(f"{BASE}/{kb}/sources/my-docs/runs").json())[0]["status"] != "RUNNING" and r,
+                     "the scheduled run to end")
         assert runs[0]["runId"] == run_id and runs[0]["added"] == 1 and runs[0]["unchanged"] == 1
         assert runtime.scheduler.tick() == []  # nothing due again so soon
         purged = client.delete(f"{BASE}/{kb}/sources/my-docs/documents")

@@ -156,14 +156,14 @@ class IngestionQueue:
                  lease_seconds: float | None = None):
         self.db, self.run, self.redact = db, run, redact
         self.max_queued = max_queued or max_queued_from_env()
-        self.lease = lease_seconds or fleet.lease_seconds_from_env()  # renewed every min(1 s, a third of it)
-        self.owner = fleet.new_owner()
+        # the jobs this queue runs now, their leases renewed (with their progress) every min(1 s, a third of the lease)
+        self.leases = fleet.Leases("ingestion", self._renew, self._lost, lease_seconds, redact)
+        self.owner = self.leases.owner
         state.migrate(db)
         self._cancel: set[str] = set()  # processing jobs asked to stop
         self._waits: dict[str, int] = {}  # job -> times its store was found down in a row
-        self._held: set[str] = set()  # the jobs this queue runs now (their leases renewed)
         self._wake = threading.Event()  # a job was queued here: look now
-        self._claiming = threading.Lock()  # held from a claim until its job is among _held (idle() waits for it)
+        self._claiming = threading.Lock()  # held from a claim until its job is held (idle() waits for it)
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()  # stop(): the running job is put back for the next start
         self._progress: dict[str, dict[str, Any]] = {}
@@ -315,9 +315,9 @@ class IngestionQueue:
             params = (PENDING, UNAVAILABLE, now, PROCESSING, now)
         rows = self.db.query(f"UPDATE ingestion_jobs SET status=?, attempts=attempts+1, owner=?, lease_until=?, not_before=NULL, "
                              f"progress=NULL, updated_on=? WHERE {which} RETURNING *",
-                             (PROCESSING, self.owner, _now(self.lease), now, *params))
+                             (PROCESSING, self.owner, self.leases.until(), now, *params))
         if rows:
-            self._held.add(rows[0]["id"])
+            self.leases.hold(rows[0]["id"])
         return rows[0] if rows else None
 
     def process(self, job_id: str) -> None:
@@ -337,7 +337,7 @@ class IngestionQueue:
             self._cancel.discard(job_id)  # (a retried job cancelled before)
             self._run(r)
         finally:
-            self._held.discard(job_id)
+            self.leases.release(job_id)
             self._progress.pop(job_id, None)
             self._cancel.discard(job_id)
 
@@ -396,17 +396,20 @@ class IngestionQueue:
 
     def renew(self) -> None:
         """Renew the leases of the jobs this queue runs, keep their progress where every replica reads it, and
-        hear of the ones cancelled elsewhere."""
-        for job_id in list(self._held):
-            progress = self._progress.get(job_id)
-            renewed = self.db.execute("UPDATE ingestion_jobs SET lease_until=?, progress=? WHERE id=? AND owner=? AND status=?",
-                                      (_now(self.lease), json.dumps(progress) if progress else None, job_id, self.owner,
-                                       PROCESSING)).rowcount
-            if renewed:  # still ours and running: nothing more to ask
-                continue
-            rows = self.db.query("SELECT status FROM ingestion_jobs WHERE id=?", (job_id,))
-            if rows and rows[0]["status"] == CANCELLED:
-                self._cancel.add(job_id)
+        hear of the ones cancelled elsewhere (the lease thread does this; tests call it to be sure it ran)."""
+        self.leases.renew()
+
+    def _renew(self, job_id: str, until: str) -> bool:
+        progress = self._progress.get(job_id)
+        return bool(self.db.execute("UPDATE ingestion_jobs SET lease_until=?, progress=? WHERE id=? AND owner=? AND status=?",
+                                    (until, json.dumps(progress) if progress else None, job_id, self.owner,
+                                     PROCESSING)).rowcount)
+
+    def _lost(self, job_id: str) -> None:
+        """A held job is no longer ours and running: cancelled elsewhere, it stops at its next step."""
+        rows = self.db.query("SELECT status FROM ingestion_jobs WHERE id=?", (job_id,))
+        if rows and rows[0]["status"] == CANCELLED:
+            self._cancel.add(job_id)
 
     def release_ended(self) -> int:
         """Make the jobs held by an ended process of this machine (or an ended queue of this one) due now,
@@ -424,10 +427,9 @@ class IngestionQueue:
         if self._threads:
             return
         self._stop.clear()
-        fleet.working(self.owner)
+        self.leases.working()
         self.release_ended()
-        self._threads = [threading.Thread(target=self._work, name="eddi-rag-ingestion", daemon=True),
-                         threading.Thread(target=self._renewing, name="eddi-rag-leases", daemon=True)]
+        self._threads = [threading.Thread(target=self._work, name="eddi-rag-ingestion", daemon=True)]
         for thread in self._threads:
             thread.start()
 
@@ -452,17 +454,10 @@ class IngestionQueue:
             else:
                 self._wake.wait(IDLE_POLL_SECONDS)
 
-    def _renewing(self) -> None:
-        while not self._stop.wait(min(1.0, self.lease / 3)):
-            try:
-                self.renew()
-            except Exception as e:  # noqa: BLE001 - out of reach now: the next renewal tries again
-                log.warning("ingestion leases not renewed: %s", self.redact(str(e)))
-
     def idle(self) -> bool:
         """Nothing runs here and nothing waits that a worker could take now."""
         with self._claiming:
-            if self._held:
+            if self.leases.held():
                 return False
         return not self._due(_now())
 
@@ -485,4 +480,4 @@ class IngestionQueue:
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads = []
-        fleet.ended(self.owner)
+        self.leases.ended()

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 
 from croniter import croniter
 
-from eddi_rag.sources.sync import SourceBusyError, SourceSync
+from eddi_rag.sources.runs import SourceBusyError
+from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.configs import Configs
 
@@ -71,7 +72,7 @@ class SourceScheduler:
             self.leading = False
             return None
         if not self.leading:
-            log.info("this process holds the scheduler role now (%s)", self.sources.owner)
+            log.info("this process holds the scheduler role now (%s)", self.sources.run_records.leases.owner)
             self.leading = True
         now = now or datetime.now(timezone.utc)
         rows = self.db.query("SELECT last FROM fleet_ticks WHERE name=?", (ROLE,))

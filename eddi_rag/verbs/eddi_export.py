@@ -1,0 +1,189 @@
+"""Export an agent the way EDDI's ``POST /backup/export/{agentId}`` does, so EDDI (or we) can import it.
+
+The zip's layout (labsai/EDDI ``RestExportService``, read by ``eddi_import``): ``<agentId>.agent.json`` and
+``<agentId>.descriptor.json`` at the root; per workflow ``<workflowId>/<version>/<workflowId>.workflow.json``
+(+ descriptor) and beside it each configuration a step names that we model, ``<id>.rag.json``,
+``<id>.httpcalls.json``, ``<id>.langchain.json`` (+ descriptors); what an import kept (behaviour rules, outputs,
+dictionaries, property setters, snippets, schedules, …) goes back byte for byte where it came from. Sources of
+our own types (folder, sitemap), which EDDI refuses, are left out and listed in ``eddi-rag-export-notes.json``
+(our import puts them back). URIs are written in EDDI's form. Literal
+secrets become ``${vault:REDACTED}`` as EDDI's ``SecretScrubber`` decides: a field named like a credential
+(``apiKey``, ``password``, ``…Token`` but ``maxTokens`` …; in a header map also ``…Key``), a URL's user
+information and credential query parameters, and key-like strings of high entropy outside structural and
+descriptive fields (a model, table or collection name is never redacted, where EDDI's scrubber would);
+references (``${vault:…}``, ``${eddivault:…}``, ``${env:…}``, ``${vars:…}``) stay. Vectors, uploaded files and
+ingestion state are not exported (EDDI's do not carry them either)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import zipfile
+from collections import Counter
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from eddi_rag.common.secrets import REDACTED
+from eddi_rag.resource_types import Descriptor, parse_uri, resource_uri
+from eddi_rag.resources import ResourceStore
+from eddi_rag.workflow.traversal import workflow_steps
+
+FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
+NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
+OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3")  # source types EDDI lacks
+_SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "token", "accesstoken",
+                 "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}
+_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "credential", "credentials", "authorization")
+_QUANTITIES = ("max", "min", "num", "number", "total", "budget")  # maxTokens counts tokens, it is none
+_STRUCTURAL = {"type", "subtype", "name", "action", "actions", "expressions", "fromobjectpath", "toobjectpath",
+               "behaviorrulename", "scope", "uri", "occurrence",
+               # what names a model, a place or a choice is never a credential, however random it looks
+               # (EDDI's scrubber redacts text-embedding-3-large: an improvement on it, README: EDDI exports)
+               "model", "modelname", "modelid", "deploymentname", "collectionname", "tablename", "table", "indexname",
+               "textindexname", "databasename", "database", "storenamespace", "storetype", "embeddingprovider",
+               "embeddingproviderid", "chunkstrategy", "reranker", "description", "id", "region", "tasktype"}
+_HEADER_SECRETS = ("key", "cookie", "signature")
+_KEY_LIKE = re.compile(r"[a-zA-Z0-9_.+/~$\-]{14,1022}")
+_REFERENCE = re.compile(r"\$\{(vault|eddivault|env|vars):")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-._]", "", name.lower())
+
+
+def secret_field(name: str | None, parent: str | None = None) -> bool:
+    """Whether a value under ``name`` (in an object under ``parent``) is a credential by its name."""
+    if not name:
+        return False
+    norm = _norm(name)
+    for n in {norm, norm[:-1] if norm.endswith("s") else norm}:
+        if n in _SECRET_NAMES or (n.endswith(_SECRET_SUFFIXES) and not n.startswith(_QUANTITIES)):
+            return True
+    return parent is not None and _norm(parent).endswith("headers") and norm.endswith(_HEADER_SECRETS)
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _scrub_url(url: str) -> str:
+    parts = urlsplit(url.strip())
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+    query = [(k, REDACTED if secret_field(k) or _norm(k) in ("key", "apikey", "sig", "signature") else v)
+             for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    out = urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="${}:") if query else parts.query,
+                      parts.fragment))
+    return out if out != urlunsplit(urlsplit(url.strip())) else url
+
+
+def _scrub_text(name: str | None, parent: str | None, text: str) -> str:
+    if _REFERENCE.search(text):
+        return text
+    if secret_field(name, parent):
+        return REDACTED
+    if text.strip().lower().startswith(("http://", "https://")):
+        return _scrub_url(text)
+    if (name is None or _norm(name) not in _STRUCTURAL) and _KEY_LIKE.fullmatch(text) and _entropy(text) > 3.5:
+        return REDACTED
+    return text
+
+
+def scrub(value: Any, name: str | None = None, parent: str | None = None) -> Any:
+    """``value`` with its literal secrets replaced by ``${vault:REDACTED}`` (EDDI's rules, see the module doc)."""
+    if isinstance(value, dict):
+        return {k: _scrub_text(k, name, v) if isinstance(v, str) else scrub(v, k, name) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_text(name, None, v) if isinstance(v, str) else scrub(v, name, parent) for v in value]
+    return value
+
+
+def canonical_uris(value: Any) -> Any:
+    """``value`` with every resource URI in EDDI's current form (ours before, and v5's, rewritten)."""
+    if isinstance(value, dict):
+        return {k: canonical_uris(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [canonical_uris(v) for v in value]
+    if isinstance(value, str) and value.startswith("eddi://"):
+        try:
+            ref = parse_uri(value)
+        except ValueError:
+            return value
+        return resource_uri(ref.kind, ref.id, ref.version)
+    return value
+
+
+def _descriptor(d: Descriptor, uri: str) -> dict[str, Any]:
+    return {**d.to_json(), "resource": uri}
+
+
+def _ours_only(source: Any) -> bool:
+    """Whether a source is of a type EDDI does not have (a folder, a sitemap): EDDI's import would refuse it."""
+    if not isinstance(source, dict):
+        return False
+    kind = source.get("type")
+    return kind in OUR_SOURCE_TYPES or (kind is None and any(k in source for k in OUR_SOURCE_TYPES))
+
+
+def _references(value: Any) -> str:
+    """Every string of ``value`` (what a kept file's id is looked for in)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = None) -> bytes:
+    """The zip of agent ``agent_id`` (its current version), its workflows and the RAG, LLM and httpCall
+    configurations their steps name, in EDDI's layout (see the module doc), with the files an import kept as
+    they came (behaviour rules, outputs, dictionaries, … that a workflow version still names; snippets and
+    schedules). Sources of types EDDI lacks are left out of their RagConfiguration and listed in ``NOTES``."""
+    files: dict[str, Any] = {}
+    left_out: list[dict[str, Any]] = []
+
+    def add(path: str, kind: str, id: str, version: int) -> dict[str, Any]:
+        data = resources.read(kind, id, version, tenant=tenant)
+        body = data
+        if kind == "rags" and any(_ours_only(s) for s in data.get("sources") or []):
+            sources = data["sources"]
+            left_out.append({"file": path, "sources": [scrub(s) for s in sources if _ours_only(s)]})
+            body = {**data, "sources": [s for s in sources if not _ours_only(s)]}
+        files[path] = scrub(canonical_uris(body))
+        files[path.rsplit(".", 2)[0] + ".descriptor.json"] = _descriptor(resources.descriptor(kind, id, tenant),
+                                                                         resource_uri(kind, id, version))
+        return data
+
+    def add_kept(folder: str, kind: str, id: str, named: str | None) -> None:
+        """The files kept with ``kind/id`` at its import; with ``named``, only those whose id it still names."""
+        for path, body in resources.kept(kind, id).items():
+            if named is None or PurePosixPath(path).name.split(".", 1)[0] in named:
+                files.setdefault(f"{folder}{path}", body)
+
+    version = resources.current_version("agents", agent_id, tenant=tenant)
+    agent = add(f"{agent_id}.agent.json", "agents", agent_id, version)
+    for uri in agent.get("workflows") or []:
+        ref = parse_uri(uri)
+        folder = f"{ref.id}/{ref.version}/"
+        workflow = add(f"{folder}{ref.id}.workflow.json", "workflows", ref.id, ref.version)
+        for step in workflow_steps(workflow):
+            config = step.get("config")
+            uri = config.get("uri") if isinstance(config, dict) else None
+            try:
+                target = parse_uri(str(uri))
+            except ValueError:
+                continue
+            if target.kind in FILE_EXTENSIONS:
+                add(f"{folder}{target.id}.{FILE_EXTENSIONS[target.kind]}.json", target.kind, target.id, target.version)
+        add_kept(folder, "workflows", ref.id, _references(workflow))
+    add_kept("", "agents", agent_id, None)
+    if left_out:
+        files[NOTES] = {"note": "Sources of types EDDI does not have (a folder on the server, a sitemap) are left out of "
+                                "these RagConfigurations, so EDDI imports them; eddi-rag's import puts them back.",
+                        "leftOut": left_out}
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, body in files.items():
+            archive.writestr(path, body if isinstance(body, bytes) else json.dumps(body, indent=2, ensure_ascii=False))
+    return out.getvalue()
