@@ -26,17 +26,13 @@ state_url_option = click.option(
 def fleet_runtime(data_dir: str, state_url: str | None):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
     knowledge base lives on a store the fleet's other machines cannot reach."""
+    from eddi_rag.errors import EddiRagError
     from eddi_rag.runtime import Runtime
-    from eddi_rag.state.schema import on_postgresql
 
-    fleet = on_postgresql(state_url)
-    runtime = Runtime(data_dir, state_url=state_url, fleet=fleet)
-    if fleet and (problems := runtime.fleet_problems()):
-        runtime.close()
-        raise click.ClickException("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
-                                   + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
-                                   "another storeType), or serve them from one process on SQLite")
-    return runtime
+    try:
+        return Runtime.serving(data_dir, state_url)
+    except EddiRagError as e:
+        raise click.ClickException(str(e)) from None
 
 
 
@@ -201,10 +197,10 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
     from tqdm import tqdm
 
     from eddi_rag.errors import EddiRagError
-    from eddi_rag.ingest.loaders import FORMATS
     from eddi_rag.runtime import Runtime
+    from eddi_rag.verbs.ingesting import Ingesting
 
-    extensions = {ext for f in FORMATS.values() for ext in f.extensions}
+    extensions = Ingesting.file_endings()
     files: list[tuple[Path, str]] = []
     for given in map(Path, paths):
         if given.is_dir():
@@ -422,14 +418,13 @@ def load(path, data_dir, tenant) -> None:
     outputs, dictionaries, snippets, …) kept byte for byte for `export`, and listed."""
     from eddi_rag.runtime import Runtime
     from eddi_rag.tools.bundle import load_bundle
-    from eddi_rag.tools.eddi_import import import_agent_export
 
     with Runtime(data_dir) as runtime:
         if os.path.isdir(path):
             for ref in load_bundle(runtime.saving, path):
                 click.echo(ref.uri)
             return
-        report = import_agent_export(runtime.resources, Path(path).read_bytes(), tenant, runtime.configs.checked)
+        report = runtime.catalog.import_agents(Path(path).read_bytes(), tenant)
         for ref in report.created:
             click.echo(ref.uri)
         for label, lines in (("skipped", report.skipped), ("kept", report.kept), ("warning", report.warnings),
@@ -450,10 +445,9 @@ def export(agent_id, out, data_dir) -> None:
     workflows and their RAG, LLM and httpCall configurations beside it, what an import kept as it came, literal
     secrets as ${vault:REDACTED}."""
     from eddi_rag.runtime import Runtime
-    from eddi_rag.tools.eddi_export import export_agent
 
     with Runtime(data_dir) as runtime:
-        data = export_agent(runtime.resources, agent_id)
+        data = runtime.catalog.export_agent(agent_id)
     target = Path(out or f"{agent_id}.zip")
     target.write_bytes(data)
     click.echo(f"wrote {target} ({len(data):,} bytes)")

@@ -14,30 +14,35 @@ from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.cache import open_cache
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.records.feedback import FeedbackLog
 from eddi_rag.records.questions import TestQuestions
 from eddi_rag.records.vector_collections import Collections
-from eddi_rag.resources import SqliteResourceStore
+from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.rerankers import RerankerFactory
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sync import SourceSync
-from eddi_rag.state.schema import open_state
+from eddi_rag.state.schema import on_postgresql, open_state
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.stores.ownership import StoreOwnership
+from eddi_rag.verbs.access import GlobalVariables, Keys
+from eddi_rag.verbs.catalog import Catalog
 from eddi_rag.verbs.configs import Configs, fleet_store_error
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
+from eddi_rag.verbs.feedback import Questions, Votes
 from eddi_rag.verbs.health import Health
 from eddi_rag.verbs.ingesting import Ingesting, job_runner
 from eddi_rag.verbs.saving import Saving
 from eddi_rag.verbs.search import Search, SearchRequest
 from eddi_rag.verbs.turns import Turns
+from eddi_rag.verbs.vector_collections import VectorCollections
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.llm_task import LlmTaskHook
 from eddi_rag.workflow.memory_kb import EmbeddingSettings, MemoryKnowledge, NotesStore, Remembering
@@ -45,6 +50,11 @@ from eddi_rag.workflow.traversal import WorkflowTraversal
 
 DB_FILE = "eddi-rag.db"
 STORES_FILE = "eddi-rag-vectors.db"  # the embedded stores' tables when the state lives on PostgreSQL
+
+
+class FleetRefusedError(EddiRagError):
+    """A process of a fleet cannot serve a knowledge base whose store keeps its data on one machine."""
+    status = 503
 
 
 class Runtime:
@@ -64,7 +74,7 @@ class Runtime:
         stores_db = self.db if isinstance(self.db, Database) else Database(self.data_dir / STORES_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
         redact = self.resolver.redact
-        self.resources = SqliteResourceStore(self.db)
+        self.resources = ResourceStore(self.db)
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
         self.embeddings = EmbeddingModelFactory(open_cache(cache, self.db), self.resolver, self.outbound)
         self.stores = EmbeddingStoreFactory(StoreContext(stores_db, self.data_dir), self.resolver, self.outbound,
@@ -72,18 +82,20 @@ class Runtime:
         self.generations = KbGenerations(self.db)
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver, self.outbound))
-        self.variables = Variables(self.db)
-        self.configs = Configs(self.resources, self.data_dir, self.variables, fleet)
+        variables = Variables(self.db)
+        self.configs = Configs(self.resources, self.data_dir, variables, fleet)
         self.jobs = IngestionQueue(self.db, job_runner(self.configs, self.ingestor), redact)
         # the verbs
         self.documents = Documents(self.configs, self.stores, self.generations, self.jobs.let_go)
+        self.catalog = Catalog(self.resources, self.configs)
         self.saving = Saving(self.resources, self.configs, self.documents, self.jobs)
         self.search = Search(self.configs, self.embeddings, self.retriever, self.generations, redact)
         self.ingesting = Ingesting(self.configs, self.ingestor, self.jobs, redact)
         self.health = Health(self.configs, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing)
+        self.search.explained = self.health.explained
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.configs.resolve_embedding)
-        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, redact),
+        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.search.in_turn, redact),
                                     self.outbound.client(timeout=10), self.remembering.knowledge_bases)
         self.turns = Turns(self.traversal, self.llm_task, self.configs, self.remembering)
         self.pipeline = RagPipeline(self.search, self.ingesting)
@@ -93,10 +105,24 @@ class Runtime:
         self.saving.source_removed = self.sources.forget_source
         self.saving.claim_existing()
         self.scheduler = SourceScheduler(self.configs, self.sources, self.db)
-        self.collections = Collections(self.db, self.stores)
-        self.keys = KeyStore(self.db)
-        self.feedback = FeedbackLog(self.db)
-        self.questions = TestQuestions(self.db, self.search.found, lambda kb_id: self.configs.version(kb_id, 0))
+        self.collections = VectorCollections(Collections(self.db, self.stores))
+        self.keys = Keys(KeyStore(self.db))
+        self.variables = GlobalVariables(variables)
+        self.feedback = Votes(FeedbackLog(self.db), self.documents)
+        self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.configs.version(kb_id, 0)), self.documents)
+
+    @classmethod
+    def serving(cls, data_dir: str | Path | None, state_url: str | None) -> Runtime:
+        """The Runtime of a serve or worker process: with the state on PostgreSQL, one of a fleet, which refuses to
+        start (FleetRefusedError) while a knowledge base lives on a store the fleet's other machines cannot reach."""
+        fleet = on_postgresql(state_url)
+        runtime = cls(data_dir, state_url=state_url, fleet=fleet)
+        if fleet and (problems := runtime.fleet_problems()):
+            runtime.close()
+            raise FleetRefusedError("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
+                                    + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
+                                    "another storeType), or serve them from one process on SQLite")
+        return runtime
 
     # -- the life cycle a face runs ----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 
 from eddi_rag.answers.extractive import ExtractiveChatModel
 from eddi_rag.common.citations import span
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from eddi_rag.retrieval.expansion import expand
 from eddi_rag.retrieval.retriever import newest_first_among_equals
 from eddi_rag.state.sqlite import Database

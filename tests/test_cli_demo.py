@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.support.openai_server import OpenAIStandIn
+from tests.support.waiting import ingestion_ended
 
 
 def eddi_rag(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -117,7 +118,6 @@ def test_cli_load_ingest_query(tmp_path):
 
 @pytest.mark.integration
 def test_serve_answers_rest_calls(tmp_path):
-    import time
 
     import httpx
 
@@ -134,9 +134,7 @@ def test_serve_answers_rest_calls(tmp_path):
         job = httpx.post(f"{base}/ragstore/rags/travel-policies/ingest?documentName=pets.md",
                          content="Small pets travel in the cabin.", headers={"Content-Type": "text/markdown"}).json()
         status_url = f"{base}/ragstore/rags/travel-policies/ingestion/{job['ingestionId']}/status"
-        while (status := httpx.get(status_url).json())["status"] in ("pending", "processing"):
-            time.sleep(0.1)
-        assert status["status"] == "completed"
+        assert ingestion_ended(httpx, status_url)["status"] == "completed"
         results = httpx.post(f"{base}/ragstore/rags/travel-policies/query", json={"query": "Can my cat travel in the cabin?"}).json()["results"]
         assert results[0]["source"] == "pets.md"
         descriptors = httpx.get(f"{base}/agentstore/agents/descriptors").json()

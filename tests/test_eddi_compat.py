@@ -21,7 +21,7 @@ from eddi_rag.backends.factories import EmbeddingModelFactory
 from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.runtime import Runtime
 from eddi_rag.tools.bundle import load_bundle
-from eddi_rag.tools.eddi_export import scrub
+from eddi_rag.verbs.eddi_export import scrub
 from tests.support.openai_server import OpenAIStandIn
 from tests.test_api import BASE, kb_id
 from tests.test_cli_demo import in_process
@@ -289,7 +289,7 @@ def test_what_the_model_sees_keeps_our_defaults_and_the_fields_restore_eddis(run
     """Row 12: neighbour expansion, the accumulated topic, the cross-KB merge, source labels and the no-context
     message are ours by default; contextExpansion "none", queryStrategy "raw", contextMerge "workflow",
     sourceLabels false and noRelevantContextMessage "" give EDDI's RagContextProvider output."""
-    from eddi_rag.resources import resource_uri
+    from eddi_rag.resource_types import resource_uri
     from eddi_rag.workflow.memory import ConversationMemory
     from tests.test_workflow import TASK, make_agent, make_kb, step
 

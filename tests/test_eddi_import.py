@@ -10,9 +10,9 @@ import zipfile
 
 import pytest
 
-from eddi_rag.resources import parse_uri
+from eddi_rag.resource_types import parse_uri
 from eddi_rag.runtime import Runtime
-from eddi_rag.tools.eddi_import import ExportError, import_agent_export
+from eddi_rag.verbs.eddi_import import ExportError, import_agent_export
 
 AGENT, WF = "6740a1b2c3d4e5f6a7b8c9d0", "6740a1b2c3d4e5f6a7b8c9d1"
 RAG, LLM, CALLS, RULES = "rag0000000000000000000001", "llm0000000000000000000001", "api0000000000000000000001", "rul0000000000000000000001"

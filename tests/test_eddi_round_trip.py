@@ -8,8 +8,8 @@ import json
 import zipfile
 
 from eddi_rag.runtime import Runtime
-from eddi_rag.tools.eddi_export import NOTES, export_agent
-from eddi_rag.tools.eddi_import import import_agent_export
+from eddi_rag.verbs.eddi_export import NOTES, export_agent
+from eddi_rag.verbs.eddi_import import import_agent_export
 
 AGENT, WF = "6750a1b2c3d4e5f6a7b8c9d0", "6750a1b2c3d4e5f6a7b8c9d1"
 IDS = {kind: f"{kind[:3]}{n:021d}" for n, kind in enumerate(

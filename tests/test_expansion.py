@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from eddi_rag.retrieval.expansion import expand
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import Chunk, SearchHit, StoreContext

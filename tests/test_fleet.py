@@ -23,6 +23,7 @@ from eddi_rag.ingest.chunking import split_text
 from eddi_rag.stores.pgvector import table_name
 from tests.support.fleet import Fleet
 from tests.support.services import postgres_server
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.integration, pytest.mark.services]
 
@@ -100,25 +101,20 @@ def ingested_while_a_worker_is_killed_twice(fleet: Fleet, client: Client, kb: st
         killed = []
         for _ in range(2):  # worker-1 is killed while it holds a job, twice, and started again each time
             pid = fleet.pid("worker-1")
-            deadline = time.monotonic() + 120
-            while not fleet.state("SELECT 1 FROM ingestion_jobs WHERE status='processing' AND owner LIKE %s",
-                                  (f"%:{pid}:%",)):
-                assert time.monotonic() < deadline, "worker-1 never held a job"
-                time.sleep(0.02)
+            until(lambda: fleet.state("SELECT 1 FROM ingestion_jobs WHERE status='processing' AND owner LIKE %s",
+                                      (f"%:{pid}:%",)), "worker-1 to hold a job", every=0.02)
             fleet.kill("worker-1")
             killed.append(pid)
             fleet.start("worker", "worker-1")
             fleet.wait_ready("worker-1")
         ids = list(submitted)
 
-    deadline = time.monotonic() + 300
-    while True:
+    def all_completed() -> list | None:
         jobs = client.request("GET", f"{BASE}/{kb}/ingestions?limit=1000").json()
-        if all(j["status"] == "completed" for j in jobs) and len(jobs) == DOCUMENTS:
-            break
         assert not [j for j in jobs if j["status"].startswith("failed")], jobs
-        assert time.monotonic() < deadline, {j["status"] for j in jobs}
-        time.sleep(0.5)
+        return jobs if len(jobs) == DOCUMENTS and all(j["status"] == "completed" for j in jobs) else None
+
+    jobs = until(all_completed, "every job to complete", 300, every=0.5)
     assert sorted(j["ingestionId"] for j in jobs) == sorted(ids)
 
     # what the killed worker held was taken again (its lease ran out), counted as a further attempt
@@ -145,10 +141,7 @@ def ingested_through_a_database_restart(fleet: Fleet, client: Client, kb: str, c
         r = client.request("POST", f"{BASE}/{kb}/ingest?documentName=doc-{i:03}.txt", content=document(i).encode())
         assert r.status_code == 202, r.text
         ids[i] = r.json()["ingestionId"]
-    deadline = time.monotonic() + 120
-    while not fleet.state("SELECT 1 FROM ingestion_jobs WHERE status='processing'"):
-        assert time.monotonic() < deadline, "no job was being worked on"
-        time.sleep(0.02)
+    until(lambda: fleet.state("SELECT 1 FROM ingestion_jobs WHERE status='processing'"), "a job to be worked on", every=0.02)
     fleet.server.stop()  # (PostgreSQL's fast shutdown: "terminating connection due to administrator command")
     away = httpx.Client(timeout=15)  # a hang past the state's timeout (2 s here) fails the test
     routes = (("GET", f"{BASE}/{kb}/ingestions?limit=1000", None), ("POST", f"{BASE}/{kb}/query", {"query": "harbour"}),
@@ -163,29 +156,26 @@ def ingested_through_a_database_restart(fleet: Fleet, client: Client, kb: str, c
     fleet.server.start()
     back = time.monotonic()
     recovered = {}
+    def ready(name: str) -> bool:
+        try:
+            return away.get(f"{fleet.urls[name]}/health/ready").status_code == 200
+        except httpx.TransportError:
+            return False
+
     for name in (*REPLICAS, "worker-1", "worker-2"):
-        while True:
-            try:
-                if away.get(f"{fleet.urls[name]}/health/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() - back < 60, f"{name} did not recover"
-            time.sleep(0.05)
+        until(lambda: ready(name), f"{name} to recover", 60)  # noqa: B023 - called at once, in this turn
         recovered[name] = round(time.monotonic() - back, 2)
     print(f"recovered after PostgreSQL came back (s): {recovered}")
     for replica in REPLICAS:  # the first query of each (its store connection was dropped too) answers
         r = client.request("POST", f"{BASE}/{kb}/query", replica, json={"query": "harbour lantern"})
         assert r.status_code == 200 and r.json()["results"], r.text
 
-    deadline = time.monotonic() + 180
-    while True:
+    def ours_completed() -> list | None:
         jobs = [j for j in client.request("GET", f"{BASE}/{kb}/ingestions?limit=1000").json() if j["ingestionId"] in ids.values()]
         assert not [j for j in jobs if j["status"].startswith("failed")], jobs
-        if len(jobs) == len(ids) and all(j["status"] == "completed" for j in jobs):
-            break
-        assert time.monotonic() < deadline, {j["status"] for j in jobs}
-        time.sleep(0.5)
+        return jobs if len(jobs) == len(ids) and all(j["status"] == "completed" for j in jobs) else None
+
+    until(ours_completed, "the jobs to complete through the restart", 180, every=0.5)
     attempts = dict(fleet.state("SELECT id, attempts FROM ingestion_jobs WHERE id = ANY(%s)", (list(ids.values()),)))
     print(f"attempts of the jobs through the restart: {sorted(attempts.values())}")
     listed = client.request("GET", f"{BASE}/{kb}/documents")
@@ -224,10 +214,8 @@ def cron_ticks_once_and_the_scheduler_is_taken_over(fleet: Fleet, client: Client
         fleet.state("UPDATE fleet_ticks SET last=%s WHERE name='scheduler'", (last,))
 
     def runs_after(count: int) -> list:
-        deadline = time.monotonic() + 60
-        while len(runs := client.request("GET", runs_url).json()) < count or runs[0]["status"] == "RUNNING":
-            assert time.monotonic() < deadline, runs
-            time.sleep(0.1)
+        until(lambda: len(runs := client.request("GET", runs_url).json()) >= count and runs[0]["status"] != "RUNNING",
+              f"{count} runs", 60, every=0.1)
         time.sleep(3)  # six more looks of each worker: nothing else may start
         return client.request("GET", runs_url).json()
 
@@ -240,10 +228,7 @@ def cron_ticks_once_and_the_scheduler_is_taken_over(fleet: Fleet, client: Client
 
     fleet.kill(holders[0])  # its advisory lock goes with its connection
     other = "worker-2" if holders[0] == "worker-1" else "worker-1"
-    deadline = time.monotonic() + 30
-    while not fleet.ready(other)["scheduler"]:
-        assert time.monotonic() < deadline, "the scheduler role was not taken over"
-        time.sleep(0.1)
+    until(lambda: fleet.ready(other)["scheduler"], "the scheduler role to be taken over", 30, every=0.1)
     a_tick_is_due()
     runs = runs_after(3)
     assert len(runs) == 3 and all(r["status"] == "COMPLETED" for r in runs), runs

@@ -10,7 +10,7 @@ from langgraph.graph import END, START, StateGraph
 
 from eddi_rag.answers.extractive import ExtractiveChatModel
 from eddi_rag.interop.langgraph import RagState, rag_node, rag_runnable
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from tests.test_workflow import make_kb, step
 
 ROOT = Path(__file__).resolve().parents[1]

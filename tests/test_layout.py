@@ -108,35 +108,18 @@ def test_no_two_folders_import_each_other():
 
 # --- the faces call the verbs -------------------------------------------------------------------------
 # A face (api/, ui/, interop/, tools/, cli.py) reaches the library through the runtime's verbs and its life
-# cycle, and imports nothing of the layers below but their contracts. REACHED_PAST is what still does
-# otherwise, face by face: it may only shrink (a new entry fails, a fixed one must be struck off).
+# cycle, and imports nothing of the layers below but their contracts (the store protocol, stores/base.py: what
+# the LangChain adapter wraps and third parties implement). BY_DESIGN names what may do otherwise, and why.
 # (``sources`` is the source sync engine itself: every face calls it, and its rules live in it.)
-VERBS = {"configs", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
-         "close", "start_work", "stop_work", "readiness", "state_dialect", "fleet_problems"}
+VERBS = {"configs", "catalog", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
+         "feedback", "questions", "keys", "variables", "collections",
+         "close", "start_work", "stop_work", "readiness", "state_dialect"}
 BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state")
-REACHED_PAST = {
-    "api/backup.py": {"runtime.resources"},
-    "api/collections.py": {"runtime.collections"},
-    "api/feedback.py": {"runtime.feedback", "runtime.questions", "eddi_rag.resources"},
-    "api/keys.py": {"runtime.keys"},
-    "api/observability.py": {"runtime.jobs"},
-    "api/resources.py": {"runtime.resources", "eddi_rag.resources"},
-    "api/retrieval.py": {"runtime.feedback", "eddi_rag.resources"},
-    "api/uploads.py": {"eddi_rag.ingest.loaders"},
-    "api/variables.py": {"runtime.variables", "eddi_rag.resources.variables"},
-    "api/app.py": {"runtime.keys", "eddi_rag.resources", "eddi_rag.resources.base"},
-    "api/deps.py": {"eddi_rag.resources"},
-    "cli.py": {"runtime.resources", "runtime.keys", "eddi_rag.ingest.loaders",
-               "eddi_rag.state.schema"},
-    "interop/langchain.py": {"eddi_rag.state.sqlite", "eddi_rag.stores.base", "eddi_rag.stores.embedded.memory"},
-    "interop/mcp.py": {"runtime.resources", "eddi_rag.resources"},
-    "tools/bundle.py": {"eddi_rag.resources"},
-    "tools/demo.py": {"runtime.resources"},
-    "tools/eddi_export.py": {"eddi_rag.resources", "eddi_rag.resources.base"},
-    "tools/eddi_import.py": {"eddi_rag.resources"},
-    "tools/eval.py": {"runtime.resources", "runtime.embeddings", "eddi_rag.ingest.pipeline", "eddi_rag.state.sqlite",
-                      "eddi_rag.stores.base", "eddi_rag.stores.embedded.bm25", "eddi_rag.stores.embedded.memory"},
-    "ui/router.py": {"runtime.resources", "runtime.jobs", "runtime.feedback", "eddi_rag.resources"},
+CONTRACTS = {"eddi_rag.stores.base"}
+BY_DESIGN = {
+    # ``evaluate`` measures the bare components (cosine over the in-memory store, bm25s, the local model) as the
+    # floor the product's own pipeline (``evaluate_pipeline``, through the verbs) is compared with
+    "tools/eval.py": {"eddi_rag.state.sqlite", "eddi_rag.stores.embedded.bm25", "eddi_rag.stores.embedded.memory"},
 }
 
 
@@ -154,14 +137,14 @@ def reached_past() -> dict[str, set[str]]:
             if held is not None and (isinstance(held, ast.Name) and held.id in ("runtime", "rt") or
                                      isinstance(held, ast.Attribute) and held.attr == "runtime") and node.attr not in VERBS:
                 found.setdefault(name, set()).add(f"runtime.{node.attr}")
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(BELOW):
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(BELOW) and node.module not in CONTRACTS:
                 found.setdefault(name, set()).add(node.module)
     return found
 
 
 def test_the_faces_reach_the_library_through_the_verbs():
     found = reached_past()
-    new = {face: sorted(what - REACHED_PAST.get(face, set())) for face, what in found.items() if what - REACHED_PAST.get(face, set())}
-    assert new == {}, "a face reaches past the verbs: add the rule to a verb and call it there"
-    fixed = {face: sorted(what - found.get(face, set())) for face, what in REACHED_PAST.items() if what - found.get(face, set())}
-    assert fixed == {}, "fixed: strike these off REACHED_PAST"
+    past = {face: sorted(what - BY_DESIGN.get(face, set())) for face, what in found.items() if what - BY_DESIGN.get(face, set())}
+    assert past == {}, "a face reaches past the verbs: add the rule to a verb and call it there"
+    assert {face: sorted(what) for face, what in found.items()} == {face: sorted(what) for face, what in BY_DESIGN.items()}, \
+        "BY_DESIGN names more than is reached: strike it off"

@@ -4,7 +4,7 @@ turn or note lands in the agent's memory KB, which a task names like any KB, sco
 import pytest
 
 from eddi_rag.answers.extractive import ExtractiveChatModel
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.memory_kb import MEMORY_KB, EmbeddingSettings
 from tests.test_workflow import make_kb, step

@@ -16,8 +16,10 @@ from eddi_rag.api.app import create_app
 from eddi_rag.cli import main
 from eddi_rag.errors import EddiRagError
 from eddi_rag.interop.mcp import build_server
+from eddi_rag.resource_types import parse_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.search import SearchRequest
+from tests.support.waiting import until
 from tests.test_eddi_import import export_zip
 
 DOCS = {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4.",
@@ -163,8 +165,6 @@ def test_ingesting_refuses_a_blank_document_name_on_every_face(faces):
 def test_purge_is_the_same_verb_on_every_face(faces):
     runtime, client, kb, data = faces
     runtime.ingest(kb, "old.md", "A notice that expired long ago.", ttl_seconds=0.001)
-    import time
-    time.sleep(0.01)
     assert client.post(f"/ragstore/rags/{kb}/purge").json()["removed"] == 1
     assert runtime.documents.purge_expired(kb) == 0
     assert "removed 0 expired" in cli(data, "purge", kb).output
@@ -275,8 +275,15 @@ def test_every_face_lists_all_of_a_tenants_knowledge_bases(tmp_path):
         assert len(mcp_payload(mcp(runtime, "list_knowledge_bases", {}))["result"]) == 1001
         found = mcp(runtime, "search_knowledge_base", {"knowledge_base_id": "Oldest", "query": "night train"})
         assert not found.is_error, found.content
+        first_agent = runtime.resources.create("agents", {"workflows": []}, name="First agent").id
+        for i in range(1000):
+            runtime.resources.create("agents", {"workflows": []}, name=f"Agent {i}")
+        agents = [d.name for d in runtime.catalog.every("agents", "default")]
+        assert len(agents) == 1001 and "First agent" in agents
         with TestClient(create_app(runtime)) as client:
             assert f"/ui/kbs/{oldest}" in client.get("/ui").text
+            page = client.get("/ui/agents").text  # (before: the first 1,000 only)
+            assert first_agent in page and all(parse_uri(d.resource).id in page for d in runtime.catalog.every("agents", "default"))
 
 
 def test_an_ingestion_is_followed_retried_and_cancelled_through_one_verb(tmp_path):
@@ -337,3 +344,109 @@ def test_source_previews_and_run_history_are_bounded_from_python_as_from_rest(tm
         assert len(client.get(f"/ragstore/rags/{kb}/sources/docs/runs", params={"limit": 10_000}).json()) == 1
         assert len(runtime.sources.runs(kb, "docs", 0)) == 1  # bounded to 1…200 in the verb (an empty page before)
     runtime.close()
+
+
+def test_a_vote_and_a_test_question_name_only_a_chunk_the_caller_sees_from_python_as_from_rest(tmp_path):
+    """A vote, or a test question made from one, names a chunk of the KB the caller's search can find (before: only
+    REST checked; Python, and so any other face, kept a vote on a chunk that is not there, or another user's)."""
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        kb = runtime.saving.create("rags", KB).id
+        runtime.ingesting.text(kb, "rail.md", DOCS["rail.md"])
+        runtime.ingesting.text(kb, "mine.md", "Anna's seat is 42 in coach 3.", user_id="anna")
+        shared = runtime.query(kb, QUESTION, max_results=1)[0].id
+        private = runtime.documents.chunks(kb, "mine.md")[0]["id"]
+        for chunk in ("nope", private):
+            answer = client.post(f"/ragstore/rags/{kb}/feedback", json={"query": QUESTION, "chunkId": chunk, "vote": "down"})
+            with pytest.raises(EddiRagError) as e:
+                runtime.feedback.record("default", kb, QUESTION, chunk, "down", user_id="bob")
+            assert (answer.status_code, e.value.status) == (404, 404) and answer.json()["error"] == str(e.value)
+            asked = client.post(f"/ragstore/rags/{kb}/questions", json={"question": QUESTION, "chunkId": chunk})
+            with pytest.raises(EddiRagError) as e:
+                runtime.questions.add("default", kb, QUESTION, chunk, user_id="bob")
+            assert (asked.status_code, e.value.status) == (404, 404) and asked.json()["error"] == str(e.value)
+        assert runtime.feedback.record("default", kb, QUESTION, private, "up", user_id="anna").chunkId == private
+        assert client.post(f"/ragstore/rags/{kb}/feedback", json={"query": QUESTION, "chunkId": shared, "vote": "up"}).status_code == 201
+        assert len(runtime.feedback.list("default")) == 2
+        with pytest.raises(EddiRagError) as e:
+            runtime.questions.add("default", kb, "  ")
+        assert e.value.status == 400 and client.post(f"/ragstore/rags/{kb}/questions", json={"question": "x" * 2001}).status_code == 422
+
+
+def test_another_tenants_resources_and_variables_do_not_exist_from_python_as_from_rest(tmp_path):
+    """The tenant rules of reading a resource and of EDDI's global variables are the verbs' (before: the REST
+    routes checked them)."""
+    from eddi_rag.auth.keys import KeyStore
+
+    with Runtime(tmp_path) as runtime:
+        theirs = runtime.saving.create("rags", KB, "other").id
+        runtime.variables.put("other", "region", "eu")
+        key = KeyStore(runtime.db).create("default", "editor")[1]
+        with TestClient(create_app(runtime), raise_server_exceptions=False, headers={"Authorization": f"Bearer {key}"}) as client:
+            assert client.get(f"/ragstore/rags/{theirs}").status_code == 404
+            assert client.get("/variablestore/variables/other").status_code == 404
+        for call in (lambda: runtime.catalog.read("rags", theirs, tenant="default"),
+                     lambda: runtime.catalog.export_agent(theirs, "default"),
+                     lambda: runtime.variables.list("other", caller_tenant="default")):
+            with pytest.raises(EddiRagError) as e:
+                call()
+            assert e.value.status == 404
+        assert runtime.catalog.read("rags", theirs, tenant="other")["name"] == "Trains"
+
+
+def test_keys_are_one_verb_on_the_cli_and_rest(tmp_path):
+    """A key the CLI creates lists on REST and the other way round; one the CLI revokes is refused on REST."""
+    created = cli(tmp_path, "keys", "create", "--tenant", "acme", "--role", "admin", "--name", "ops")
+    assert created.exit_code == 0, created.output
+    secret = created.output.strip().splitlines()[-1]
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), headers={"Authorization": f"Bearer {secret}"}) as client:
+        made = client.post("/keys", json={"role": "viewer", "name": "reader"}).json()
+        listed = {k["name"]: k["id"] for k in client.get("/keys").json()}
+        assert set(listed) == {"ops", "reader"} and listed["reader"] == made["id"]
+    printed = cli(tmp_path, "keys", "list", "--tenant", "acme")
+    assert all(key_id in printed.output for key_id in listed.values())
+    assert cli(tmp_path, "keys", "revoke", listed["ops"]).exit_code == 0
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        assert client.get("/keys", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
+
+
+def test_an_agent_exports_and_imports_the_same_on_the_cli_and_rest(tmp_path):
+    """``eddi-rag export`` / ``load`` and ``/backup/export`` / ``/backup/import`` are the catalog's verbs: the same
+    zip out, the same resources in."""
+    import io
+    import zipfile
+
+    def unzipped(data: bytes) -> dict[str, bytes]:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return {n: z.read(n) for n in z.namelist()}
+
+    with Runtime(tmp_path) as runtime:
+        report = runtime.catalog.import_agents(export_zip(), "default")
+        agent = report.agents[-1].id
+        with TestClient(create_app(runtime)) as client:
+            rest = client.post(f"/backup/export/{agent}").content
+            imported = client.post("/backup/import", content=rest, headers={"Content-Type": "application/zip"}).json()
+    out = tmp_path / "agent.zip"
+    assert cli(tmp_path, "export", agent, "--out", str(out)).exit_code == 0
+    assert unzipped(out.read_bytes()) == unzipped(rest)
+    loaded = cli(tmp_path, "load", str(out))
+    assert loaded.exit_code == 0, loaded.output
+    assert len([line for line in loaded.stdout.splitlines() if line.startswith("eddi://")]) == len(imported["created"])
+
+
+def test_a_source_runs_the_same_from_the_cli_rest_and_python(tmp_path, monkeypatch):
+    """One run at a time, whoever starts it; each face's run lands in the one history, counted alike."""
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "rail.md").write_text(DOCS["rail.md"])
+    with Runtime(tmp_path / "data") as runtime:
+        kb = runtime.saving.create("rags", {**KB, "sources": [{"name": "docs", "folder": {"path": str(tmp_path / "docs")}}]}).id
+    ran = cli(tmp_path / "data", "sources", "run", kb, "docs")
+    assert ran.exit_code == 0 and "added 1" in ran.output, ran.output
+    (tmp_path / "docs" / "menu.md").write_text(DOCS["menu.md"])
+    with Runtime(tmp_path / "data") as runtime, TestClient(create_app(runtime)) as client:
+        assert client.post(f"/ragstore/rags/{kb}/sources/docs/run").status_code == 202
+        runs = until(lambda: (r := client.get(f"/ragstore/rags/{kb}/sources/docs/runs").json())[0]["status"] != "RUNNING" and r,
+                     "the REST run to end")
+        python = runtime.sources.run(kb, "docs")
+        assert [(r["added"], r["unchanged"]) for r in runs] == [(1, 1), (1, 0)] and (python.added, python.unchanged) == (0, 2)
+        assert runtime.sources.runs(kb, "docs") == client.get(f"/ragstore/rags/{kb}/sources/docs/runs").json()

@@ -139,7 +139,7 @@ def test_a_kb_with_embedding_disabled_says_why_and_nothing_crashes(client, confi
 
 def test_a_disabled_kb_is_traced_in_a_turn_and_the_others_answer(runtime):
     runtime.resources.create("providers", {"type": "anthropic"}, id="claude")
-    from eddi_rag.resources import resource_uri
+    from eddi_rag.resource_types import resource_uri
     from tests.test_workflow import make_agent, make_kb, step
 
     good = make_kb(runtime, "Trains", {"rail.md": "The night train to Vienna leaves at 22:10 from platform 4."})

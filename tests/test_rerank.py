@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from eddi_rag.retrieval.rerankers import build
 from eddi_rag.workflow.memory import ConversationMemory
 from tests.support.wire import WireStandIn

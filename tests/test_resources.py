@@ -1,18 +1,13 @@
 import pytest
 
-from eddi_rag.resources import (
-    ResourceNotFoundError,
-    SqliteResourceStore,
-    VersionConflictError,
-    parse_uri,
-    resource_uri,
-)
+from eddi_rag.resource_types import ResourceNotFoundError, VersionConflictError, parse_uri, resource_uri
+from eddi_rag.resources import ResourceStore
 from eddi_rag.state.sqlite import Database
 
 
 @pytest.fixture
 def store(tmp_path):
-    return SqliteResourceStore(Database(tmp_path / "r.db"))
+    return ResourceStore(Database(tmp_path / "r.db"))
 
 
 def test_create_read_and_uri(store):
@@ -90,5 +85,5 @@ def test_parse_uri():
 
 
 def test_resources_survive_reopening(tmp_path):
-    ref = SqliteResourceStore(Database(tmp_path / "r.db")).create("rags", {"name": "kept"})
-    assert SqliteResourceStore(Database(tmp_path / "r.db")).read("rags", ref.id) == {"name": "kept"}
+    ref = ResourceStore(Database(tmp_path / "r.db")).create("rags", {"name": "kept"})
+    assert ResourceStore(Database(tmp_path / "r.db")).read("rags", ref.id) == {"name": "kept"}

@@ -15,11 +15,12 @@ import pytest
 
 from eddi_rag import state
 from eddi_rag.ingest.jobs import MAX_ATTEMPTS, IngestionQueue
-from eddi_rag.resources.base import ResourceNotFoundError, VersionConflictError
+from eddi_rag.resource_types import ResourceNotFoundError, VersionConflictError
 from eddi_rag.runtime import Runtime
 from eddi_rag.state.schema import NewerDatabaseError, open_state
 from eddi_rag.state.sqlite import StateUnavailableError
 from tests.support.marks import engines
+from tests.support.waiting import until
 
 
 @pytest.fixture(params=engines("sqlite", "postgresql", served=("postgresql",)))
@@ -61,11 +62,11 @@ def test_keys_feedback_variables_notes_and_the_embedding_cache(rt):
     rt.keys.revoke(info.id)
     with pytest.raises(Exception, match="revoked"):
         rt.keys.authenticate(secret)
-    vote = rt.feedback.record("acme", "kb", "Why?", "c1", "down", comment="wrong page")
+    vote = rt.feedback.log.record("acme", "kb", "Why?", "c1", "down", comment="wrong page")  # (the table; the verb checks the chunk)
     assert rt.feedback.review("acme", vote.id, reviewed=True, note="fixed")["reviewed"] is True
     assert [f["question"] for f in rt.feedback.list("acme")] == ["Why?"]
     rt.variables.put("acme", "region", "eu-west")
-    assert rt.variables.substitute({"url": "${vars:region}"}, "acme") == {"url": "eu-west"}
+    assert rt.variables.variables.substitute({"url": "${vars:region}"}, "acme") == {"url": "eu-west"}
     rt.notes.save("agent", "Ann likes trains", user_id="ann")
     rt.notes.save("agent", "shared note")
     assert {n["text"] for n in rt.notes.list("agent", "ann")} == {"Ann likes trains", "shared note"}
@@ -124,8 +125,7 @@ def test_a_job_whose_worker_died_is_taken_again_after_its_lease(state_url, tmp_p
     db.execute("UPDATE ingestion_jobs SET owner='elsewhere:1:dead' WHERE id=?", (job.id,))
     other = IngestionQueue(db, lambda *a: 3, lease_seconds=1)
     assert other._claim() is None  # under its lease
-    time.sleep(1.1)
-    again = other._claim()
+    again = until(other._claim, "the lease to run out", 10)
     assert again["id"] == job.id and again["attempts"] == 2
     other._carry_out(again)
     assert other.status(job.id).status == "completed" and other.status(job.id).chunks == 3
@@ -176,10 +176,8 @@ def test_cancel_and_progress_cross_between_queues(state_url, tmp_path):
     worker.start()
     try:
         assert started.wait(30)
-        deadline = time.monotonic() + 10
-        while (seen := replica.status(job.id)).progress is None or seen.progress["done"] < 2:
-            assert time.monotonic() < deadline, "no progress reached the other queue"
-            time.sleep(0.05)
+        seen = until(lambda: (s := replica.status(job.id)).progress and s.progress["done"] >= 2 and s,
+                     "progress to reach the other queue", 10)
         assert seen.status == "processing" and seen.progress["phase"] == "embedding"
         assert replica.cancel(job.id).status == "cancelled"
         assert worker.wait_idle(10)  # the worker heard of it at its next renewal and stopped

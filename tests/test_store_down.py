@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
 from eddi_rag.ingest import jobs
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.memory import ConversationMemory
 from tests.support.marks import engines
@@ -60,7 +60,8 @@ def test_a_store_down_at_start_and_back(engine, tmp_path, monkeypatch):
         turn = runtime.llm_task.execute(memory, {"id": "t", "enableWorkflowRag": True, "ragDefaults": {"minScore": 0}}, None)
         assert "hotel near the station" in turn.system_message  # the turn goes on with the KB that answers
         trace = memory.get("rag:trace:t")
-        assert any(e["kb"] == "Remote" and "unavailable" in e.get("error", "") for e in trace)
+        (failed,) = [e for e in trace if e["kb"] == "Remote"]  # the search verb's own answer, as REST's
+        assert "unavailable" in failed["error"] and down.json()["error"] in failed["error"]
 
         job = client.post(f"{BASE}/{remote}/ingest?documentName=buses.md", content=b"The night bus leaves at 23:40.")
         assert job.status_code == 202

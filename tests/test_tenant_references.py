@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
 from eddi_rag.interop.langgraph import rag_runnable
-from eddi_rag.resources import ResourceNotFoundError
+from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.memory import ConversationMemory
 

@@ -6,8 +6,6 @@ edits). Screenshots go to test-artifacts/ui/."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
@@ -17,6 +15,7 @@ from selenium.webdriver.support.ui import Select
 
 from tests.support.browser import chrome, has_text, no_page_errors, no_sideways_scroll, screenshot, visible, wait
 from tests.support.files import pdf
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -29,11 +28,8 @@ def rail_kb(runtime, **cfg) -> str:
     kb = runtime.resources.create("rags", {"name": "Rail", "embeddingProvider": "local", "storeType": "sqlite",
                                            "minScore": 0, **cfg}).id
     job = runtime.ingesting.submit(kb, "guide.md", GUIDE.encode(), "text/markdown")
-    for _ in range(600):
-        if runtime.jobs.status(job.id).status == "completed":
-            return kb
-        time.sleep(0.05)
-    raise AssertionError(f"the guide was not ingested: {runtime.jobs.status(job.id).status}")
+    until(lambda: runtime.jobs.status(job.id).status == "completed", "the guide to be ingested", 30)
+    return kb
 
 
 def click(browser, element) -> None:

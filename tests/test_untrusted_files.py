@@ -256,7 +256,7 @@ def test_an_eddi_export_is_checked_like_a_body(runtime):
     import io
     import zipfile
 
-    from eddi_rag.tools.eddi_import import ExportError, import_agent_export
+    from eddi_rag.verbs.eddi_import import ExportError, import_agent_export
 
     def export(**entries: bytes) -> bytes:
         out = io.BytesIO()

@@ -6,7 +6,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from eddi_rag.config import NO_RELEVANT_CONTEXT, LlmTaskRag
-from eddi_rag.resources import resource_uri
+from eddi_rag.resource_types import resource_uri
 from eddi_rag.stores.base import SearchHit
 from eddi_rag.workflow.context import format_context, merge, select_knowledge_bases
 from eddi_rag.workflow.memory import ConversationMemory

@@ -33,8 +33,7 @@ from eddi_rag.auth import AuthError
 from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.interop.mcp import build_server
-from eddi_rag.resources import RESOURCE_TYPES
-from eddi_rag.resources.base import OLDER_URIS
+from eddi_rag.resource_types import OLDER_URIS, RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
 

@@ -11,9 +11,6 @@ from fastapi.responses import JSONResponse, Response
 from eddi_rag.api.deps import Editor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import read_body
-from eddi_rag.auth.http import own
-from eddi_rag.tools.eddi_export import export_agent
-from eddi_rag.tools.eddi_import import import_agent_export
 
 router = APIRouter(tags=["backup"], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -29,7 +26,7 @@ async def import_export(request: Request, runtime: RuntimeDep, caller: Editor) -
     """Import an EDDI agent export into the caller's tenant: the agent, its workflows and their RAG,
     LLM and httpCall configurations (references rewritten); all or nothing (400 naming what is wrong)."""
     data = await read_body(request, request.app.state.max_upload_bytes)
-    report = import_agent_export(runtime.resources, data, caller.tenant, runtime.configs.checked)  # what a save checks
+    report = runtime.catalog.import_agents(data, caller.tenant)
     headers = {"Location": report.agents[-1].uri} if report.agents else {}
     return JSONResponse(report.to_json(), status_code=201, headers=headers)
 
@@ -39,7 +36,6 @@ async def import_export(request: Request, runtime: RuntimeDep, caller: Editor) -
 def export(agentId: str, runtime: RuntimeDep, caller: Editor) -> Response:
     """The agent's current version, its workflows and their RAG, LLM and httpCall configurations, as EDDI's
     export writes them (literal secrets as ``${vault:REDACTED}``); EDDI, or ``/backup/import``, reads it."""
-    own(runtime.resources, caller, "agents", agentId)
-    data = export_agent(runtime.resources, agentId, caller.tenant)
+    data = runtime.catalog.export_agent(agentId, caller.tenant)
     return Response(data, media_type="application/zip",
                     headers={"Content-Disposition": f'attachment; filename="{agentId}.zip"'})

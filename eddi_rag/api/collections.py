@@ -34,8 +34,8 @@ def documented_body(schema: dict[str, Any]) -> dict[str, Any]:
 @router.post("", status_code=201, **documented_body(CREATE_BODY))
 def create(runtime: RuntimeDep, caller: Editor, body: dict[str, Any] = Body(...)):
     """``{name, embedding_provider?, embedding_model?, metadata?}``; the embedding fields are kept as metadata."""
-    return runtime.collections.create(body.get("name"), body.get("metadata"), body.get("embedding_provider"),
-                                      body.get("embedding_model"), tenant=caller.tenant)
+    return runtime.collections.create(caller.tenant, body.get("name"), body.get("metadata"), body.get("embedding_provider"),
+                                      body.get("embedding_model"))
 
 
 @router.get("")
@@ -45,25 +45,25 @@ def all_collections(runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
 
 @router.get("/{name}")
 def get(name: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    return runtime.collections.get(name, caller.tenant)
+    return runtime.collections.get(caller.tenant, name)
 
 
 @router.put("/{name}/metadata", **documented_body(METADATA_BODY))
 def set_metadata(name: str, runtime: RuntimeDep, caller: Editor, body: dict[str, Any] = Body(...)) -> dict[str, Any]:
     """``{metadata: {...}}`` replaces the collection's metadata."""
-    return {"success": True, **runtime.collections.set_metadata(name, body.get("metadata"), caller.tenant)}
+    return {"success": True, **runtime.collections.set_metadata(caller.tenant, name, body.get("metadata"))}
 
 
 @router.delete("/{name}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
 def delete(name: str, runtime: RuntimeDep, caller: Editor):
-    runtime.collections.delete(name, caller.tenant)
+    runtime.collections.delete(caller.tenant, name)
     return Response(status_code=200)
 
 
 @router.post("/{name}/documents", dependencies=[IngestLimit], **documented_body(DOCUMENTS_BODY))
 def add_documents(name: str, runtime: RuntimeDep, caller: Editor, body: Any = Body(None)):
     documents = body.get("documents") if isinstance(body, dict) else None
-    return runtime.collections.add(name, documents, caller.tenant)
+    return runtime.collections.add(caller.tenant, name, documents)
 
 
 @router.get("/{name}/documents")
@@ -71,7 +71,7 @@ def documents(name: str, runtime: RuntimeDep, caller: Viewer, where: str | None 
               offset: Offset = 0) -> dict[str, Any]:
     """``{documents: [{id, text, metadata}], count, total}``: ``where`` in the one filter language
     (implicit AND, ``$in``, ``$or``…); no filter: the first 100; at most 1000 per page; id order."""
-    return runtime.collections.documents(name, where, limit, offset, caller.tenant)
+    return runtime.collections.documents(caller.tenant, name, where, limit, offset)
 
 
 def document_json_parameters(spec: dict[str, Any]) -> None:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import Depends, Query, Request
 
-from eddi_rag.auth.http import Admin, Editor, Viewer, own, principal_of
-from eddi_rag.resources import MAX_VERSION
+from eddi_rag.auth.http import Admin, Editor, Viewer, principal_of
+from eddi_rag.resource_types import MAX_VERSION
 from eddi_rag.runtime import Runtime
 
 __all__ = ["Admin", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "kb_of_tenant"]
@@ -28,4 +28,4 @@ Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="how many items t
 
 def kb_of_tenant(id: str, request: Request) -> None:
     """Router dependency for /ragstore/rags/{id}/...: the knowledge base must be the caller's tenant's."""
-    own(get_runtime(request).resources, principal_of(request), "rags", id)
+    get_runtime(request).catalog.own("rags", id, principal_of(request).tenant)

@@ -12,7 +12,6 @@ from pydantic import Field
 from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
-from eddi_rag.resources import ResourceNotFoundError
 
 kb_router = APIRouter(prefix="/ragstore/rags/{id}", tags=["feedback"], dependencies=[Depends(kb_of_tenant)], route_class=Route,
                       responses=ERROR_RESPONSES)
@@ -63,9 +62,7 @@ def questions(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, An
 def add_question(id: str, body: TestQuestion, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Save a test question; what it finds now is its baseline."""
     with runtime.health.explained(id):
-        if body.chunkId is not None and not runtime.documents.visible(id, body.chunkId, caller.user_id):  # as a vote's
-            raise ResourceNotFoundError(f"$.chunkId: knowledge base {id} has no chunk {body.chunkId!r} you can see")
-        return runtime.questions.add(caller.tenant, id, body.question, body.chunkId)
+        return runtime.questions.add(caller.tenant, id, body.question, body.chunkId, caller.user_id)
 
 
 @kb_router.post("/question-runs", dependencies=[QueryLimit])

@@ -41,7 +41,7 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     limit = request.app.state.max_upload_bytes
     if is_multipart(request):
         with runtime.ingesting.refusals_kept(id, version, "(multipart upload)"):
-            uploads = await read_multipart(request, limit)
+            uploads = await read_multipart(request, limit, runtime.ingesting.detect)
         jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace))
                 for u in uploads]
         return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}

@@ -34,7 +34,7 @@ class RuntimeCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = GaugeMetricFamily("eddi_rag_ingestion_jobs", "Ingestion jobs by state (failed: any reason).", labels=["state"])
-        for state, count in self.runtime.jobs.counts().items():
+        for state, count in self.runtime.ingesting.job_counts().items():
             jobs.add_metric([state], count)
         yield jobs
         chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base (unreachable stores left out).",

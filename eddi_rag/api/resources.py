@@ -15,10 +15,10 @@ from eddi_rag.api.deps import MAX_VERSION, Editor, Offset, RuntimeDep, Version, 
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
 from eddi_rag.auth import Principal
-from eddi_rag.auth.http import check_role, own
+from eddi_rag.auth.http import check_role
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
-from eddi_rag.resources import RESOURCE_TYPES, ResourceRef
+from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef
 
 
 def _created(ref: ResourceRef, status: int = 201) -> Response:
@@ -114,7 +114,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     @router.get("/descriptors")
     def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: Offset = 0,
                     limit: int = Query(20, ge=1, le=1000)):
-        return [d.to_json() for d in runtime.resources.descriptors(kind, filter, index, limit, caller.tenant)]
+        return [d.to_json() for d in runtime.catalog.page(kind, caller.tenant, filter, index, limit)]
 
     @router.post("", status_code=201, **WRITTEN, **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...), adopt: Adopt = False):
@@ -122,23 +122,22 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
-        own(runtime.resources, caller, kind, id)
-        return runtime.resources.read(kind, id, version)
+        return runtime.catalog.read(kind, id, version, caller.tenant)
 
     @router.put("/{id}", **WRITTEN, **body)
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...), adopt: Adopt = False):
-        own(runtime.resources, caller, kind, id)
+        runtime.catalog.own(kind, id, caller.tenant)
         return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt)), 200)
 
     @router.post("/{id}", status_code=201, **WRITTEN)
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
-        own(runtime.resources, caller, kind, id)
+        runtime.catalog.own(kind, id, caller.tenant)
         return _created(runtime.saving.duplicate(kind, id, version))
 
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
-        own(runtime.resources, caller, kind, id)
+        runtime.catalog.own(kind, id, caller.tenant)
         runtime.saving.delete(kind, id, version, permanent)
         return Response(status_code=200)
 

@@ -64,7 +64,7 @@ def purge(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[s
 async def store_files(id: str, sourceId: str, request: Request, runtime: RuntimeDep, caller: Editor) -> JSONResponse:
     """Keep files in an upload source (``multipart/form-data``, parts named ``files``), each accepted or refused
     on its own; running the source ingests them. 409: the source is not of type upload."""
-    runtime.sources.upload_source(id, sourceId)  # 409 before reading a body meant for another source type
+    runtime.sources.uploads.source_of(id, sourceId)  # 409 before reading a body meant for another source type
     if not is_multipart(request):
         raise BadUploadError("send the files as multipart/form-data, each in a part named 'files'")
     form = await request.form(max_files=MAX_FILES, max_fields=100)
@@ -75,7 +75,7 @@ async def store_files(id: str, sourceId: str, request: Request, runtime: Runtime
         files = [(f.filename or "file", await f.read(), f.content_type) for f in parts]
     finally:
         await form.close()
-    result = runtime.sources.store_files(id, sourceId, files)
+    result = runtime.sources.uploads.store(id, sourceId, files)
     return JSONResponse(result, status_code=200 if result["stored"] else 400)
 
 
@@ -83,10 +83,10 @@ async def store_files(id: str, sourceId: str, request: Request, runtime: Runtime
 def list_files(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
     """The files the source holds: {fileId, fileName, contentType, size, sha256, uploadedAt, status:
     Indexed | Changed | Not indexed}."""
-    return runtime.sources.list_files(id, sourceId)
+    return runtime.sources.uploads.list(id, sourceId)
 
 
 @router.delete("/files/{fileId}")
 def delete_file(id: str, sourceId: str, fileId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Remove a file and the chunks it produced, now (409 while a run holds the source)."""
-    return runtime.sources.delete_file(id, sourceId, fileId)
+    return runtime.sources.uploads.delete(id, sourceId, fileId)

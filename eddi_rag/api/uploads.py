@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -10,7 +11,6 @@ from starlette.datastructures import UploadFile
 
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.loaders import detect
 
 DEFAULT_MAX_UPLOAD_MB = 50
 MAX_FILES = 100  # file parts in one multipart request
@@ -71,9 +71,9 @@ def naming(error: Exception, document: str) -> Exception:
     return error
 
 
-async def read_multipart(request: Request, limit: int) -> list[Upload]:
-    """Every ``file`` part, each within ``limit`` and of a supported type; any refusal refuses
-    them all (nothing is queued)."""
+async def read_multipart(request: Request, limit: int, detect: Callable[[bytes, str | None, str], str]) -> list[Upload]:
+    """Every ``file`` part, each within ``limit`` and of a type ``detect`` reads (the ingesting verb's); any
+    refusal refuses them all (nothing is queued)."""
     form = await request.form(max_files=MAX_FILES, max_fields=100)
     try:
         files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eddi_rag.resources.base import DEFAULT_TENANT
+from eddi_rag.resource_types import DEFAULT_TENANT
 
 __all__ = ["DEFAULT_TENANT", "ROLES", "TRUSTED", "AuthError", "ForbiddenError", "Principal"]
 

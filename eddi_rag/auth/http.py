@@ -5,15 +5,14 @@ it gives, the role a route needs, and the tenant check of a resource it names.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
 from eddi_rag.auth import ROLES, TRUSTED, AuthError, ForbiddenError, Principal
-from eddi_rag.auth.keys import PREFIX, KeyStore
+from eddi_rag.auth.keys import PREFIX
 from eddi_rag.auth.oidc import OidcVerifier
 from eddi_rag.auth.session import cookie_credential
-from eddi_rag.resources import ResourceNotFoundError, ResourceStore
 
 
 def credential(headers: Mapping[str, str] | None) -> str:
@@ -23,10 +22,17 @@ def credential(headers: Mapping[str, str] | None) -> str:
     return value.strip() if scheme.lower() == "bearer" else headers.get("x-api-key", "").strip()
 
 
+class KeyCheck(Protocol):
+    """What authentication asks of the API keys (``auth.keys.KeyStore``, or the keys verb over it)."""
+
+    def any(self) -> bool: ...
+    def authenticate(self, key: str) -> Principal: ...
+
+
 class Authenticator:
     """Auth is on once a key exists or OIDC is configured; until then every caller is TRUSTED."""
 
-    def __init__(self, keys: KeyStore, oidc: OidcVerifier | None = None):
+    def __init__(self, keys: KeyCheck, oidc: OidcVerifier | None = None):
         self.keys, self.oidc = keys, oidc
 
     def enabled(self) -> bool:
@@ -55,12 +61,6 @@ def principal_of(request: Request) -> Principal:
     if not hasattr(request.state, "principal"):
         request.state.principal = request.app.state.auth.principal(request)
     return request.state.principal
-
-
-def own(resources: ResourceStore, caller: Principal, kind: str, id: str) -> None:
-    """Another tenant's resource does not exist for the caller: 404, as for a missing one."""
-    if resources.tenant_of(kind, id) != caller.tenant:
-        raise ResourceNotFoundError(f"{kind}/{id} not found")
 
 
 def check_role(principal: Principal, role: str, doing: str = "do this") -> None:

@@ -26,8 +26,8 @@ from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from eddi_rag.errors import EddiRagError
+from eddi_rag.resource_types import DEFAULT_TENANT
 
-DEFAULT_TENANT = "default"  # (resources.DEFAULT_TENANT; this leaf imports nothing of the resources)
 ENV_SETTING = "EDDI_RAG_SECRET_ENV"
 PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "COHERE_API_KEY", "MISTRAL_API_KEY", "GEMINI_API_KEY",
                           "GOOGLE_API_KEY", "VOYAGE_API_KEY", "JINA_API_KEY", "HUGGINGFACEHUB_API_TOKEN")

@@ -14,7 +14,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict
 
-from eddi_rag.state.sqlite import Database
+from eddi_rag.backends import registry
 from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit, StoreContext
 
 
@@ -76,9 +76,7 @@ class EddiVectorStore(VectorStore):
     ) -> EddiVectorStore:
         """Without ``store``: a fresh in-memory knowledge base."""
         if store is None:
-            from eddi_rag.stores.embedded.memory import InMemoryStore
-
-            store = InMemoryStore(str(uuid.uuid4()), {}, StoreContext(Database()))
+            store = registry.load(registry.STORES, "in-memory")(str(uuid.uuid4()), {}, StoreContext())
         vs = cls(store, embedding)
         vs.add_texts(texts, metadatas, ids=ids)
         return vs

@@ -21,7 +21,7 @@ from eddi_rag.auth import TRUSTED, Principal
 from eddi_rag.auth.http import check_role
 from eddi_rag.common import jsonvalues
 from eddi_rag.errors import EddiRagError
-from eddi_rag.resources import ResourceNotFoundError, parse_uri
+from eddi_rag.resource_types import ResourceNotFoundError, parse_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.search import SearchRequest
 
@@ -81,7 +81,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
 
     def knowledge_base(who: Principal, ref: str) -> str:
         """A KB of the caller's tenant by id, else by its exact name."""
-        ids = [ref] if runtime.resources.exists("rags", ref, tenant=who.tenant) else []
+        ids = [ref] if runtime.catalog.exists("rags", ref, who.tenant) else []
         if not ids:
             ids = [parse_uri(d.resource).id for d in runtime.configs.knowledge_bases(who.tenant) if d.name == ref]
         if not ids:

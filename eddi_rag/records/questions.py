@@ -12,10 +12,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
-from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
 
 MAX_QUESTIONS = 200  # per knowledge base
 Found = list[dict[str, Any]]  # [{citation, chunks: [ids], hits: [ids]}], one per passage, best first
@@ -42,14 +40,8 @@ class TestQuestions:
         state.migrate(db)
 
     def add(self, tenant: str, kb_id: str, question: str, chunk_id: str | None = None) -> dict[str, Any]:
-        """Save a question (``chunk_id``: the chunk a vote named) with what it finds now as its baseline."""
-        question = question.strip() if isinstance(question, str) else ""
-        if not question:
-            raise QuestionError("question is empty")
-        if wrong := text_problem(question, "question"):
-            raise QuestionError(wrong)
-        if len(question) > MAX_QUERY_CHARS:
-            raise QuestionError(f"question is {len(question)} characters; at most {MAX_QUERY_CHARS} are allowed")
+        """Save a question (checked by the questions verb; ``chunk_id``: the chunk a vote named) with what it finds now
+        as its baseline."""
         count = self.db.query("SELECT COUNT(*) AS n FROM test_questions WHERE tenant=? AND kb_id=?", (tenant, kb_id))[0]["n"]
         if count >= MAX_QUESTIONS:
             raise QuestionError(f"this knowledge base keeps {count} test questions, the most it may; delete some first")

@@ -19,7 +19,7 @@ from eddi_rag.backends.factories import EmbeddingStoreFactory
 from eddi_rag.common import jsonvalues
 from eddi_rag.config import RagConfiguration
 from eddi_rag.errors import EddiRagError
-from eddi_rag.resources import DEFAULT_TENANT
+from eddi_rag.resource_types import DEFAULT_TENANT
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.stores.base import Chunk, KnowledgeStore
 

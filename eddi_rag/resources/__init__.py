@@ -1,29 +1,6 @@
-"""Versioned resources (EDDI-compatible): rags, agents, workflows, httpcalls, llm configs."""
+"""Versioned resources (EDDI-compatible): rags, agents, workflows, httpcalls, llm configs, providers. What names
+them (kinds, URIs, versions, tenants) and the errors a lookup raises are the contract in ``eddi_rag.resource_types``."""
 
-from eddi_rag.resources.base import (
-    DEFAULT_TENANT,
-    MAX_VERSION,
-    RESOURCE_TYPES,
-    Descriptor,
-    ResourceNotFoundError,
-    ResourceRef,
-    ResourceStore,
-    VersionConflictError,
-    parse_uri,
-    resource_uri,
-)
-from eddi_rag.resources.sqlite import SqliteResourceStore
+from eddi_rag.resources.store import ResourceStore
 
-__all__ = [
-    "DEFAULT_TENANT",
-    "MAX_VERSION",
-    "RESOURCE_TYPES",
-    "Descriptor",
-    "ResourceNotFoundError",
-    "ResourceRef",
-    "ResourceStore",
-    "SqliteResourceStore",
-    "VersionConflictError",
-    "parse_uri",
-    "resource_uri",
-]
+__all__ = ["ResourceStore"]

@@ -195,7 +195,7 @@ def _store_claims(c: sqlite3.Connection) -> None:
 def _kept_files(c: sqlite3.Connection) -> None:
     """Version 10: the files of an EDDI export this product does not model (behaviour rules, outputs, dictionaries,
     property setters, snippets, schedules, …), byte for byte, by the resource they came with (its workflow or
-    agent) and their path relative to it, so an export gives them back (tools.eddi_export)."""
+    agent) and their path relative to it, so an export gives them back (verbs.eddi_export)."""
     c.execute("""CREATE TABLE IF NOT EXISTS kept_files (kind TEXT NOT NULL, id TEXT NOT NULL, path TEXT NOT NULL,
         body BLOB NOT NULL, PRIMARY KEY (kind, id, path))""")
 

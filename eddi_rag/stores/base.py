@@ -82,7 +82,7 @@ class StoreContext:
     """What the application lends to backends: the embedded database, a data directory, and
     state that outlives any one store object (so evicting a cached store loses nothing)."""
 
-    db: Database
+    db: Database = field(default_factory=Database)  # (default: a private one in memory)
     data_dir: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
     closers: list[Callable[[], None]] = field(default_factory=list)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from eddi_rag.resources import DEFAULT_TENANT, ResourceRef
+from eddi_rag.resource_types import DEFAULT_TENANT, ResourceRef
 from eddi_rag.verbs.saving import Saving
 
 # Referenced kinds first, so a reader never sees a dangling URI.

@@ -135,7 +135,7 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
             n = runtime.ingesting.text(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))
             click.echo(f"  {config.name:<16} {doc.name:<14} {n:>3} chunks  ({config.embeddingProvider} model → {config.storeType} store)")
 
-    llm_config = runtime.resources.read("llm", "travel-assistant")
+    llm_config = runtime.catalog.read("llm", "travel-assistant")
     task = llm_config["tasks"][0]
     tid = task_id(task)
     if model is None:

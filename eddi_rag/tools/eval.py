@@ -103,7 +103,7 @@ def evaluate_pipeline(data: Beir, modes: list[str], cache_dir: Path, chunking: d
     """The same measures through the product itself: documents ingested by the ingest contract
     (chunked per ``chunking``, embedded, into a sqlite store kept in ``cache_dir``), queries answered
     by the Retriever in each search mode, and a document ranked by its best chunk."""
-    from eddi_rag.ingest.pipeline import Document
+    from eddi_rag import Document
     from eddi_rag.runtime import Runtime
     from eddi_rag.verbs.search import SearchRequest
 
@@ -113,7 +113,7 @@ def evaluate_pipeline(data: Beir, modes: list[str], cache_dir: Path, chunking: d
         kb_id = f"eval-{digest}"
         raw = {"name": kb_id, "embeddingProvider": "local", "storeType": "sqlite", "minScore": 0, "recencyWindow": 0,
                **chunking}
-        if not runtime.resources.exists("rags", kb_id):
+        if not runtime.catalog.exists("rags", kb_id):
             runtime.saving.create("rags", raw, id=kb_id)
         if not runtime.documents.list(kb_id, max_chunks=1)["documents"]:
             ids = list(data.docs)
@@ -122,13 +122,11 @@ def evaluate_pipeline(data: Beir, modes: list[str], cache_dir: Path, chunking: d
                 result = runtime.ingesting.batch([Document(i, data.docs[i]) for i in ids[start : start + 500]], kb_id)
                 if result.errors:
                     raise RuntimeError(f"ingestion failed: {result.errors[:3]}")
-        model = runtime.embeddings.for_config(runtime.configs.get(kb_id))
         runs: dict[str, list[ir_measures.ScoredDoc]] = {m: [] for m in modes}
         progress(f"searching {len(data.queries)} queries...")
         for qid, text in data.queries.items():
-            vector = model.embed_query(text)
             for mode in modes:
-                hits = runtime.search.hits(SearchRequest(kb_id, text, vector, k=3 * DEPTH, min_score=0.0,
+                hits = runtime.search.hits(SearchRequest(kb_id, text, k=3 * DEPTH, min_score=0.0,
                                                          mode="weighted" if mode == "hybrid" else mode))
                 ranked = list(dict.fromkeys(h.metadata["document_id"] for h in hits))[:DEPTH]
                 runs[mode] += [ir_measures.ScoredDoc(qid, doc, float(DEPTH - rank)) for rank, doc in enumerate(ranked)]

@@ -17,12 +17,12 @@ from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__
 from eddi_rag.auth import AuthError, Principal
-from eddi_rag.auth.http import check_role, own, principal_of
+from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
 from eddi_rag.backends import registry
 from eddi_rag.config import ConfigValidationError
-from eddi_rag.resources import MAX_VERSION, parse_uri
-from eddi_rag.tools.eddi_export import secret_field
+from eddi_rag.resource_types import MAX_VERSION, parse_uri
+from eddi_rag.verbs.eddi_export import secret_field
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -96,11 +96,11 @@ def _list_page(request: Request, filter: str = "", message: str = "", error: str
     """The knowledge bases; ``draft``: what the create dialog was given, shown again (open) beside ``error``."""
     caller = caller_of(request)
     runtime = runtime_of(request)
-    last = runtime.jobs.last_updates()
+    last = runtime.ingesting.last_ingested()
     rows = []
     for d in runtime.configs.knowledge_bases(caller.tenant, filter):
         id = kb_id_of(d.resource)
-        config = runtime.resources.read("rags", id)
+        config = runtime.catalog.read("rags", id)
         rows.append({"id": id, "name": d.name, "storeType": config.get("storeType", "in-memory"),
                      "provider": (f"provider {config['embeddingProviderId']}" if config.get("embeddingProviderId")
                                   else config.get("embeddingProvider") or "(none: embedding disabled)"), "modified": d.lastModifiedOn,
@@ -168,8 +168,7 @@ def duplicate_kb(id: str, request: Request):
     caller = caller_of(request)
     _editor(caller)
     runtime = runtime_of(request)
-    own(runtime.resources, caller, "rags", id)
-    data = runtime.resources.read("rags", id)
+    data = runtime.catalog.read("rags", id, tenant=caller.tenant)
     taken = {d.name for d in runtime.configs.knowledge_bases(caller.tenant)}
     base = f"{data.get('name', id)} (copy"
     name = next(n for n in (f"{base})", *(f"{base} {i})" for i in range(2, 10000))) if n not in taken)
@@ -182,8 +181,7 @@ def delete_kb(id: str, request: Request, permanent: bool = Form(False), confirmN
     caller = caller_of(request)
     _editor(caller)
     runtime = runtime_of(request)
-    own(runtime.resources, caller, "rags", id)
-    name = runtime.resources.read("rags", id).get("name", "")
+    name = runtime.catalog.read("rags", id, tenant=caller.tenant).get("name", "")
     if not permanent:
         runtime.saving.delete("rags", id)
         return _back(message=f"Deleted {name!r} (soft: its configuration is kept and its chunks are not dropped).")
@@ -199,7 +197,7 @@ def restore_version(id: str, request: Request, version: int = Form(..., ge=1, le
     """Version ``version``'s configuration saved again as the newest version (history keeps every one)."""
     caller, runtime, kb, _ = _kb(request, id)
     _editor(caller)
-    ref = runtime.saving.update("rags", id, kb["version"], runtime.resources.read("rags", id, version), caller.tenant)
+    ref = runtime.saving.update("rags", id, kb["version"], runtime.catalog.read("rags", id, version), caller.tenant)
     return _back(message=f"Version {version} restored as version {ref.version}.", to=f"/ui/kbs/{id}")
 
 
@@ -207,9 +205,8 @@ def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict
     """(caller, runtime, {id, name, version}, config) of one of the caller's KBs, at its current version."""
     caller = caller_of(request)
     runtime = runtime_of(request)
-    own(runtime.resources, caller, "rags", id)
-    version = runtime.resources.current_version("rags", id)
-    config = runtime.resources.read("rags", id, version)
+    version = runtime.catalog.current_version("rags", id, caller.tenant)
+    config = runtime.catalog.read("rags", id, version)
     return caller, runtime, {"id": id, "name": config.get("name", id), "version": version}, config
 
 
@@ -238,7 +235,7 @@ def diff(id: str, request: Request, a: int = Query(1, ge=1, le=MAX_VERSION), b: 
     b = b or kb["version"]
 
     def lines(version: int) -> list[str]:
-        return json.dumps(runtime.resources.read("rags", id, version), indent=2, sort_keys=True).splitlines()
+        return json.dumps(runtime.catalog.read("rags", id, version), indent=2, sort_keys=True).splitlines()
 
     whole = lines(a) if a == b else None  # one version, whole
     changes = [] if whole else list(difflib.unified_diff(lines(a), lines(b), f"version {a}", f"version {b}", lineterm=""))
@@ -273,7 +270,7 @@ def agents(request: Request):
     caller = caller_of(request)
     runtime = runtime_of(request)
     found = [{"id": kb_id_of(d.resource), "name": d.name or kb_id_of(d.resource)}
-             for d in runtime.resources.descriptors("agents", "", 0, 1000, caller.tenant)]
+             for d in runtime.catalog.every("agents", caller.tenant)]
     return render(request, "agents.html", caller, agents=found, chat_model=request.app.state.chat_model is not None)
 
 

@@ -22,15 +22,14 @@ from eddi_rag.config import (
     with_source_ids,
 )
 from eddi_rag.embeddings import references as provider_references
-from eddi_rag.resources import ResourceNotFoundError, ResourceStore
-from eddi_rag.resources.base import Descriptor
+from eddi_rag.resource_types import Descriptor, ResourceNotFoundError
+from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
 from eddi_rag.resources.variables import references as variable_references
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.workflow.traversal import reference_errors
 
 log = logging.getLogger(__name__)
-LISTING_PAGE = 500  # knowledge bases read per page by ``knowledge_bases``
 
 
 def _has_keyword_search(store_type: str) -> bool | None:
@@ -113,13 +112,7 @@ class Configs:
     def knowledge_bases(self, tenant: str | None, filter: str = "") -> Iterator[Descriptor]:
         """Every knowledge base of ``tenant`` (None: of every tenant) whose name or description holds ``filter``,
         newest first, read a page at a time: no face stops at a cap of its own."""
-        index = 0
-        while True:
-            page = self.resources.descriptors("rags", filter, index, LISTING_PAGE, tenant)
-            yield from page
-            if len(page) < LISTING_PAGE:
-                return
-            index += 1
+        return self.resources.every("rags", tenant, filter)
 
     def version(self, kb_id: str, version: int = 0) -> int:
         """``version``, or the current one for 0 (ResourceNotFoundError for an unknown id or version)."""

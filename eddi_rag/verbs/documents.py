@@ -13,7 +13,7 @@ from typing import Any, overload
 from eddi_rag.backends.factories import EmbeddingStoreFactory
 from eddi_rag.common import citations
 from eddi_rag.config import RagConfiguration
-from eddi_rag.resources import ResourceNotFoundError
+from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import DISABLED, visible_to
 from eddi_rag.stores.ownership import StoreOwnership

@@ -13,7 +13,7 @@ from typing import Any
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
-from eddi_rag.ingest.loaders import detect
+from eddi_rag.ingest.loaders import EXTENSIONS, detect
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.verbs.configs import Configs
@@ -101,6 +101,25 @@ class Ingesting:
         """Cancel a pending ingestion of ``kb_id``, or stop a processing one at its next step (nothing of it is
         written); 409 for one that already ended."""
         return self.jobs.cancel(self.job(kb_id, ingestion_id).id)
+
+    def job_counts(self) -> dict[str, int]:
+        """How many ingestion jobs of every KB are in each state (every ``failed: …`` counted as ``failed``)."""
+        return self.jobs.counts()
+
+    def last_ingested(self) -> dict[str, str]:
+        """Each KB's most recent ingestion time, by KB id."""
+        return self.jobs.last_updates()
+
+    @staticmethod
+    def detect(data: bytes, content_type: str | None = None, filename: str | None = None) -> str:
+        """The format a file is read as (from its bytes, ``content_type`` and ``filename``'s ending); ValueError
+        naming what is supported when none reads it."""
+        return detect(data, content_type, filename)
+
+    @staticmethod
+    def file_endings() -> frozenset[str]:
+        """Every file name ending a format is read from (".md", ".pdf" ...)."""
+        return EXTENSIONS
 
     def reparsable(self, kb_id: str, document_id: str) -> bool:
         """Whether the document's file is kept (``reparse`` can run)."""

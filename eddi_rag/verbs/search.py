@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -96,6 +97,8 @@ class Search:
                  ttl_seconds: float = RESULT_TTL_SECONDS, timer: Callable[[], float] = time.monotonic):
         self.configs, self.embeddings, self.retriever, self.generations, self.redact = configs, embeddings, retriever, generations, redact
         self._cache: TTLCache = TTLCache(1024, ttl_seconds, timer=timer)
+        # a failed search explained (the health verb's ``explained``, wired in by the Runtime)
+        self.explained: Callable[[str], AbstractContextManager[None]] = lambda kb_id: nullcontext()
         self._lock = threading.Lock()
 
     def _config(self, request: SearchRequest) -> RagConfiguration:
@@ -121,6 +124,19 @@ class Search:
         return self.retriever.search(request.kb_id, config, request.query, k=request.k,
                                      min_score=request.min_score if min_score is None else min_score,
                                      where=request.where, user_id=request.user_id, vector=request.vector)
+
+    def in_turn(self, kb_id: str, config: RagConfiguration, query: str, vector: list[float] | None, k: int,
+                min_score: float, user_id: str | None) -> list[SearchHit]:
+        """A knowledge base searched for an LLM task's turn (the LlmTask hook, which embedded ``query`` once per model
+        for every KB of the turn): ``config`` is the version the agent's workflow names, resolved. The request passes
+        the same checks as every search, and a failure that is not its own comes with the doctor's reason and fix
+        (``explained``), as on REST."""
+        # (a turn's text may be a long message, or a topic that grew: its start is what a model embeds anyway)
+        request = SearchRequest(kb_id, query[:MAX_QUERY_CHARS], vector, k=k, min_score=min_score, user_id=user_id)
+        if wrong := request.problems():
+            raise InvalidQueryError("; ".join(wrong))
+        with self.explained(kb_id):
+            return self._hits(request, config)
 
     def run(self, request: SearchRequest) -> SearchResult:
         """Scored chunks and the passages that reach the model for them."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from eddi_rag.backends.factories import embedding_key
 from eddi_rag.common import citations
-from eddi_rag.config import LlmTaskRag
+from eddi_rag.config import LlmTaskRag, RagConfiguration
 from eddi_rag.retrieval import expansion
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.stores.base import Chunk, SearchHit
@@ -146,9 +146,15 @@ def cap(text: str, limit: int | None) -> str:
     return text[:limit] + f"\n[... context truncated at {limit} characters ...]"
 
 
+# search(kb_id, config, query, vector, k, min_score, user_id) -> hits: the search verb's ``in_turn``
+TurnSearch = Callable[[str, RagConfiguration, str, list[float], int, float, "str | None"], list[SearchHit]]
+
+
 class RagContextProvider:
-    def __init__(self, retriever: Retriever, redact: Callable[[str], str] = lambda s: s):
-        self.retriever, self.redact = retriever, redact
+    def __init__(self, retriever: Retriever, search: TurnSearch, redact: Callable[[str], str] = lambda s: s):
+        """``search``: how a KB is searched (the search verb's, as for every face); ``retriever``: its embedding
+        models and passages."""
+        self.retriever, self.search, self.redact = retriever, search, redact
 
     def _embed_once_per_model(self, selections: list[KbSelection], query: str) -> dict[str, Any]:
         """One query embedding per embedding model (provider + parameters) for the whole turn; a
@@ -166,8 +172,7 @@ class RagContextProvider:
     def _search(self, sel: KbSelection, query: str, vector: Any, user_id: str | None) -> list[SearchHit]:
         if isinstance(vector, Exception):
             raise vector
-        return self.retriever.search(sel.kb.id, sel.kb.config, query, k=sel.max_results, min_score=sel.min_score,
-                                     user_id=user_id, vector=vector)
+        return self.search(sel.kb.id, sel.kb.config, query, vector, sel.max_results, sel.min_score, user_id)
 
     def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str,
                  user_id: str | None = None, strategy: str = "raw") -> RagResult:

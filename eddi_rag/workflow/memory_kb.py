@@ -27,7 +27,8 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.config import slug
-from eddi_rag.resources import DEFAULT_TENANT, ResourceNotFoundError, ResourceStore
+from eddi_rag.resource_types import DEFAULT_TENANT, ResourceNotFoundError
+from eddi_rag.resources import ResourceStore
 from eddi_rag.state.sqlite import StateDatabase
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from eddi_rag.errors import EddiRagError
-from eddi_rag.resources import ResourceStore, parse_uri
+from eddi_rag.resource_types import parse_uri
+from eddi_rag.resources import ResourceStore
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import HTTPCALLS_STEP, LLM_STEP, RAG_STEP, workflow_steps
 

@@ -12,7 +12,8 @@ from eddi_rag.config import (
     RagConfiguration,
     validate_rag_configuration,
 )
-from eddi_rag.resources import ResourceNotFoundError, ResourceStore, parse_uri
+from eddi_rag.resource_types import ResourceNotFoundError, parse_uri
+from eddi_rag.resources import ResourceStore
 
 log = logging.getLogger(__name__)
 

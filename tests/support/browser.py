@@ -7,12 +7,13 @@ import os
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import uvicorn
+
+from tests.support.waiting import until
 
 CHROMIUM = os.environ.get("EDDI_RAG_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("EDDI_RAG_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -54,11 +55,8 @@ def serving(app) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.05)
+    until(lambda: server.started or not thread.is_alive(), "the test server to start", 30)
+    assert thread.is_alive(), "the test server did not start"
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -16,6 +16,7 @@ import httpx
 import psycopg
 
 from tests.support.serving import free_port
+from tests.support.waiting import answering
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,16 +47,10 @@ class Fleet:
     def wait_ready(self, *names: str, seconds: float = 120) -> None:
         deadline = time.monotonic() + seconds
         for name in names:
-            while True:
-                process = self.processes[name]
-                assert process.poll() is None, f"{name} ended: {self.log(name)[-2000:]}"
-                try:
-                    if httpx.get(f"{self.urls[name]}/health/ready", timeout=5).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, f"{name} not ready: {self.log(name)[-2000:]}"
-                time.sleep(0.1)
+            try:
+                answering(f"{self.urls[name]}/health/ready", self.processes[name], name, max(0.0, deadline - time.monotonic()))
+            except AssertionError as e:
+                raise AssertionError(f"{e}: {self.log(name)[-2000:]}") from None
 
     def ready(self, name: str) -> dict[str, Any]:
         return httpx.get(f"{self.urls[name]}/health/ready", timeout=10).json()

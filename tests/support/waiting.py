@@ -19,6 +19,25 @@ def until(check: Callable[[], T], what: str = "the condition", seconds: float = 
     return found
 
 
+def answering(url: str, process: Any = None, what: str = "the server", seconds: float = 90,
+              ok: Callable[[Any], bool] = lambda r: r.status_code == 200) -> None:
+    """Return once ``GET url`` answers (``ok`` of the response); fail naming ``what`` if ``process`` (a Popen, or a
+    thread) ends first, or ``seconds`` pass."""
+    import httpx
+
+    def up() -> bool:
+        try:
+            if ok(httpx.get(url, timeout=5)):
+                return True
+        except (httpx.TransportError, ValueError):
+            pass
+        ended = process.poll() is not None if hasattr(process, "poll") else process is not None and not process.is_alive()
+        assert not ended, f"{what} ended at start-up"
+        return False
+
+    until(up, f"{what} to answer at {url}", seconds, every=0.1)
+
+
 def ingestion_ended(client: Any, status_url: str, seconds: float = 60) -> dict[str, Any]:
     """The status (``GET status_url``) of an ingestion once it is neither pending nor processing."""
     def ended() -> dict[str, Any] | None:

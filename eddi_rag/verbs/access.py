@@ -1,0 +1,67 @@
+"""What a tenant's administrators and editors keep once for every knowledge base: API keys (who may call;
+admins) and EDDI's global variables (``${vars:…}`` in parameters; editors). Each is the caller's tenant's
+only: another tenant's key or variable does not exist for it."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from eddi_rag.auth import Principal
+from eddi_rag.auth.keys import KeyInfo, KeyStore
+from eddi_rag.resources.variables import VariableNotFoundError, Variables
+
+
+class Keys:
+    def __init__(self, keys: KeyStore):
+        self.keys = keys
+
+    def create(self, tenant: str, role: str, user: str | None = None, name: str | None = None,
+               acts_for_users: bool = False) -> tuple[KeyInfo, str]:
+        """A new key of ``tenant``: (its info, the secret: shown once, never stored)."""
+        return self.keys.create(tenant, role, user, name, acts_for_users)
+
+    def list(self, tenant: str | None) -> builtins.list[KeyInfo]:
+        """``tenant``'s keys (None: every tenant's, for the operator's CLI)."""
+        return self.keys.list(tenant)
+
+    def revoke(self, key_id: str, tenant: str | None = None) -> KeyInfo:
+        return self.keys.revoke(key_id, tenant)
+
+    def any(self) -> bool:
+        """Whether any key exists (the server then asks every caller for one)."""
+        return self.keys.any()
+
+    def authenticate(self, key: str) -> Principal:
+        return self.keys.authenticate(key)
+
+
+class GlobalVariables:
+    def __init__(self, variables: Variables):
+        self.variables = variables
+
+    @staticmethod
+    def _own(tenant: str, caller_tenant: str | None) -> None:
+        if caller_tenant is not None and tenant != caller_tenant:
+            raise VariableNotFoundError(f"no tenant {tenant!r}")
+
+    def list(self, tenant: str, caller_tenant: str | None = None) -> builtins.list[dict[str, Any]]:
+        """``tenant``'s variables, [{key, value, description, exportable}]; ``caller_tenant``: the caller's, which
+        must be ``tenant``."""
+        self._own(tenant, caller_tenant)
+        return self.variables.list(tenant)
+
+    def get(self, tenant: str, key: str, caller_tenant: str | None = None) -> dict[str, Any]:
+        self._own(tenant, caller_tenant)
+        return self.variables.get(tenant, key)
+
+    def put(self, tenant: str, key: str, value: Any, description: Any = None, exportable: Any = True,
+            caller_tenant: str | None = None) -> dict[str, Any]:
+        """Create or update; knowledge bases read the new value the next time their configuration is read (a
+        store or model is cached under its parameters with the values in: a new value builds a new one)."""
+        self._own(tenant, caller_tenant)
+        return self.variables.put(tenant, key, value, description, exportable)
+
+    def delete(self, tenant: str, key: str, caller_tenant: str | None = None) -> None:
+        self._own(tenant, caller_tenant)
+        self.variables.delete(tenant, key)

@@ -1,0 +1,76 @@
+"""The feedback loop's doors: citation votes (cast on a chunk the voter's search can see, reviewed, exported as
+CSV) and a knowledge base's saved test questions (added, re-run against their baselines, accepted, deleted).
+What is kept is ``records.feedback`` / ``records.questions``; the rules a caller passes are here."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from eddi_rag.common.jsonvalues import text_problem
+from eddi_rag.records.feedback import Feedback, FeedbackLog, Vote
+from eddi_rag.records.questions import QuestionError, TestQuestions
+from eddi_rag.resource_types import ResourceNotFoundError
+from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
+from eddi_rag.verbs.documents import Documents
+
+
+def _visible(documents: Documents, kb_id: str, chunk_id: str, user_id: str | None, field: str = "") -> None:
+    """A vote or a question may name only a chunk of the KB that ``user_id``'s search can find (404 otherwise)."""
+    if not documents.visible(kb_id, chunk_id, user_id):
+        raise ResourceNotFoundError(f"{field}knowledge base {kb_id} has no chunk {chunk_id!r} you can see")
+
+
+class Votes:
+    def __init__(self, log: FeedbackLog, documents: Documents):
+        self.log, self.documents = log, documents
+
+    def record(self, tenant: str, kb_id: str, question: str, chunk_id: str, vote: Vote, source: str | None = None,
+               citation: str | None = None, comment: str | None = None, user_id: str | None = None) -> Feedback:
+        """A thumbs up or down on a cited chunk, kept with the question that found it."""
+        _visible(self.documents, kb_id, chunk_id, user_id)
+        return self.log.record(tenant, kb_id, question, chunk_id, vote, source, citation, comment, user_id)
+
+    def list(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, limit: int = 200,
+             reviewed: bool | None = None) -> builtins.list[dict[str, Any]]:
+        """The tenant's votes, newest first (``reviewed=False``: not yet marked reviewed)."""
+        return self.log.list(tenant, kb_id, vote, limit, reviewed)
+
+    def review(self, tenant: str, id: str, reviewed: bool | None = None, note: str | None = None) -> dict[str, Any]:
+        return self.log.review(tenant, id, reviewed, note)
+
+    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None) -> str:
+        return self.log.csv(tenant, kb_id, vote)
+
+
+class Questions:
+    def __init__(self, questions: TestQuestions, documents: Documents):
+        self.questions, self.documents = questions, documents
+
+    def add(self, tenant: str, kb_id: str, question: str, chunk_id: str | None = None,
+            user_id: str | None = None) -> dict[str, Any]:
+        """Save a test question (``chunk_id``: the chunk a vote named, which ``user_id`` must see); what it finds
+        now is its baseline."""
+        question = question.strip() if isinstance(question, str) else ""
+        if not question:
+            raise QuestionError("question is empty")
+        if wrong := text_problem(question, "question"):
+            raise QuestionError(wrong)
+        if len(question) > MAX_QUERY_CHARS:  # (a test question is searched as a query is)
+            raise QuestionError(f"question is {len(question)} characters; at most {MAX_QUERY_CHARS} are allowed")
+        if chunk_id is not None:
+            _visible(self.documents, kb_id, chunk_id, user_id, "$.chunkId: ")
+        return self.questions.add(tenant, kb_id, question, chunk_id)
+
+    def list(self, tenant: str, kb_id: str) -> builtins.list[dict[str, Any]]:
+        return self.questions.list(tenant, kb_id)
+
+    def run(self, tenant: str, kb_id: str) -> dict[str, Any]:
+        """Every saved question searched now, beside its baseline."""
+        return self.questions.run(tenant, kb_id)
+
+    def accept(self, tenant: str, kb_id: str, id: str) -> dict[str, Any]:
+        return self.questions.accept(tenant, kb_id, id)
+
+    def delete(self, tenant: str, kb_id: str, id: str) -> None:
+        self.questions.delete(tenant, kb_id, id)
