@@ -211,7 +211,7 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
             files.append((given, given.name))
     chunks, failures = 0, []
     with Runtime(data_dir) as runtime:
-        runtime.configs.get(kb_id, version)  # an unknown KB fails before any work
+        runtime.knowledge_bases.get(kb_id, version)  # an unknown KB fails before any work
         with tqdm(files, desc="ingesting", unit="file", file=sys.stderr) as bar:
             for path, name in bar:
                 bar.set_postfix_str(name[-40:])
@@ -304,7 +304,7 @@ def sources_run(kb_id, source_id, data_dir) -> None:
 
     failed = False
     with Runtime(data_dir) as runtime:
-        ids = [source_id] if source_id else [s.effective_id for s in runtime.configs.get(kb_id).sources]
+        ids = [source_id] if source_id else [s.effective_id for s in runtime.knowledge_bases.get(kb_id).sources]
         if not ids:
             click.echo(f"knowledge base {kb_id} has no sources")
         for sid in ids:

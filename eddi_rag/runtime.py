@@ -33,12 +33,12 @@ from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.stores.ownership import StoreOwnership
 from eddi_rag.verbs.access import GlobalVariables, Keys
 from eddi_rag.verbs.catalog import Catalog
-from eddi_rag.verbs.configs import Configs, fleet_store_error
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
 from eddi_rag.verbs.feedback import Questions, Votes
 from eddi_rag.verbs.health import Health
 from eddi_rag.verbs.ingesting import Ingesting, job_runner
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases, fleet_store_error
 from eddi_rag.verbs.saving import Saving
 from eddi_rag.verbs.search import Search, SearchRequest
 from eddi_rag.verbs.turns import Turns
@@ -83,33 +83,33 @@ class Runtime:
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver, self.outbound))
         variables = Variables(self.db)
-        self.configs = Configs(self.resources, self.data_dir, variables, fleet)
-        self.jobs = IngestionQueue(self.db, job_runner(self.configs, self.ingestor), redact)
+        self.knowledge_bases = KnowledgeBases(self.resources, self.data_dir, variables, fleet)
+        self.jobs = IngestionQueue(self.db, job_runner(self.knowledge_bases, self.ingestor), redact)
         # the verbs
-        self.documents = Documents(self.configs, self.stores, self.generations, self.jobs.let_go)
-        self.catalog = Catalog(self.resources, self.configs)
-        self.saving = Saving(self.resources, self.configs, self.documents, self.jobs)
-        self.search = Search(self.configs, self.embeddings, self.retriever, self.generations, redact)
-        self.ingesting = Ingesting(self.configs, self.ingestor, self.jobs, redact)
-        self.health = Health(self.configs, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing)
+        self.documents = Documents(self.knowledge_bases, self.stores, self.generations, self.jobs.let_go)
+        self.catalog = Catalog(self.resources, self.knowledge_bases)
+        self.saving = Saving(self.resources, self.knowledge_bases, self.documents, self.jobs)
+        self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact)
+        self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact)
+        self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing)
         self.search.explained = self.health.explained
         self.remembering = Remembering()  # remember_conversations() turns it on
-        self.traversal = WorkflowTraversal(self.resources, self.configs.resolve_embedding)
+        self.traversal = WorkflowTraversal(self.resources, self.knowledge_bases.resolve_embedding)
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.search.in_turn, redact),
                                     self.outbound.client(timeout=10), self.remembering.knowledge_bases)
-        self.turns = Turns(self.traversal, self.llm_task, self.configs, self.remembering)
+        self.turns = Turns(self.traversal, self.llm_task, self.knowledge_bases, self.remembering)
         self.pipeline = RagPipeline(self.search, self.ingesting)
         # the rest of the state
         self.notes = NotesStore(self.db)
-        self.sources = SourceSync(self.db, self.configs, self.ingestor, self.documents, self.outbound, redact, self.resolver)
+        self.sources = SourceSync(self.db, self.knowledge_bases, self.ingestor, self.documents, self.outbound, redact, self.resolver)
         self.saving.source_removed = self.sources.forget_source
         self.saving.claim_existing()
-        self.scheduler = SourceScheduler(self.configs, self.sources, self.db)
+        self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db)
         self.collections = VectorCollections(Collections(self.db, self.stores))
         self.keys = Keys(KeyStore(self.db))
         self.variables = GlobalVariables(variables)
         self.feedback = Votes(FeedbackLog(self.db), self.documents)
-        self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.configs.version(kb_id, 0)), self.documents)
+        self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 
     @classmethod
     def serving(cls, data_dir: str | Path | None, state_url: str | None) -> Runtime:
@@ -160,7 +160,7 @@ class Runtime:
         problems = []
         for kb_id in self.resources.ids("rags"):
             try:
-                store_type = self.configs.get(kb_id).storeType
+                store_type = self.knowledge_bases.get(kb_id).storeType
             except Exception:  # noqa: BLE001 - an invalid one is the doctor's to report
                 continue
             if problem := fleet_store_error(store_type):
@@ -170,10 +170,10 @@ class Runtime:
     # -- the Python API's shorthands -------------------------------------------------------------
 
     def validate_rag(self, data: Any) -> RagConfiguration:
-        return self.configs.validate(data)
+        return self.knowledge_bases.validate(data)
 
     def rag_config(self, kb_id: str, version: int = 0) -> RagConfiguration:
-        return self.configs.get(kb_id, version)
+        return self.knowledge_bases.get(kb_id, version)
 
     def ingest(self, kb_id: str, document: str, text: str, version: int = 0, **options: Any) -> int:
         """Ingest a text now; returns its chunk count (the REST API queues jobs instead)."""
@@ -200,7 +200,7 @@ class Runtime:
         (``options``: MemoryKnowledge's name, per, store_type). Give it to your own
         ConversationMemory as ``on_save``."""
         self.remembering.close()
-        self.remembering.current = MemoryKnowledge(self.resources, self.configs.get, self.saving.create, self.ingesting.batch,
+        self.remembering.current = MemoryKnowledge(self.resources, self.knowledge_bases.get, self.saving.create, self.ingesting.batch,
                                                    embedding, **options)
         self.notes.on_save = self.remembering.current
         return self.remembering.current

@@ -75,7 +75,7 @@ def test_rest_query_explains_the_order_and_the_hybrid_parts(client):
     kb = make_kb(runtime, "Handbook", {"leave.md": "# Leave\n\n## Parental leave\n\nParents get 14 weeks of paid leave.\n\n"
                                                    "## Sick leave\n\nSick leave needs a note after three days."},
                  storeType="sqlite", minScore=0)
-    assert runtime.configs.get(kb).searchMode == "hybrid"
+    assert runtime.knowledge_bases.get(kb).searchMode == "hybrid"
     r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "How many weeks of parental leave?"}).json()
     assert r["order"].startswith("By 0.7 × vector + 0.3 × keyword score")
     best = r["results"][0]

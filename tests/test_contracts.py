@@ -168,7 +168,7 @@ def test_the_cache_expires_after_its_time_to_live(runtime):
     k = kb(runtime)
     runtime.pipeline.ingest([Document("trains", TRAINS)], context_key=k)
     clock = [1000.0]
-    search = Search(runtime.configs, runtime.embeddings, runtime.retriever, runtime.generations, timer=lambda: clock[0])
+    search = Search(runtime.knowledge_bases, runtime.embeddings, runtime.retriever, runtime.generations, timer=lambda: clock[0])
     pipeline = RagPipeline(search, runtime.ingesting)
     pipeline.retrieve("night train", k)
     clock[0] += 299

@@ -51,5 +51,5 @@ def test_stored_versions_that_left_them_out_keep_what_they_had(tmp_path):
         assert state.version(rt.db) == state.LATEST
         assert {k: rt.resources.read("rags", old, 1)[k] for k in EDDI_DEFAULTS} == EDDI_DEFAULTS
         assert rt.resources.read("rags", old, 2)["chunkStrategy"] == "paragraph"  # named: kept
-        config = rt.configs.get(old)
+        config = rt.knowledge_bases.get(old)
         assert (config.chunkStrategy, config.searchMode) == ("paragraph", "vector")

@@ -70,3 +70,14 @@ def test_the_public_api_hands_on_what_the_docs_use():
 
     assert sorted(eddi_rag.__all__) == sorted([*eddi_rag._PUBLIC, "__version__"])
     assert all(getattr(eddi_rag, name).__name__ == name for name in eddi_rag._PUBLIC)
+
+
+def test_contributing_names_the_tests_of_every_package_and_each_named_test_file_exists():
+    """A reader finds the tests of a module from CONTRIBUTING's table; a package or a test file it forgets fails."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    table = text[text.index("### Where the tests of a module are"):text.index("## Documentation")]
+    packages = {p.name for p in (ROOT / "eddi_rag").iterdir() if p.is_dir() and (p / "__init__.py").exists()} - {"schemas"}
+    assert sorted(p for p in packages if f"`eddi_rag/{p}/`" not in table) == []
+    named = set(re.findall(r"`(test_[a-z0-9_]+\.py)`", table))
+    assert sorted(n for n in named if not (ROOT / "tests" / n).exists()) == []
+    assert sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if p.name not in named) == []

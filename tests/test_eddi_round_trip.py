@@ -123,7 +123,7 @@ def unzipped(data: bytes) -> dict[str, bytes]:
 
 
 def round_trip(runtime: Runtime, files: dict[str, bytes]):
-    report = import_agent_export(runtime.resources, zipped(files), checked=runtime.configs.checked)
+    report = import_agent_export(runtime.resources, zipped(files), checked=runtime.knowledge_bases.checked)
     return report, unzipped(export_agent(runtime.resources, report.agents[0].id))
 
 
@@ -175,7 +175,7 @@ def test_our_own_source_types_travel_in_a_note_and_come_back(tmp_path):
         assert [s["type"] for s in json.loads(exported[path])["sources"]] == ["web", "upload"]  # what EDDI imports
         notes = json.loads(exported[NOTES])
         assert [(e["file"], [s["id"] for s in e["sources"]]) for e in notes["leftOut"]] == [(path, ["manuals", "map"])]
-        again = import_agent_export(runtime.resources, zipped(exported), checked=runtime.configs.checked)
+        again = import_agent_export(runtime.resources, zipped(exported), checked=runtime.knowledge_bases.checked)
         kb = next(r.id for r in again.created if r.kind == "rags")
         assert runtime.resources.read("rags", kb)["sources"] == runtime.resources.read("rags", first.created[0].id)["sources"]
         assert NOTES not in "".join(again.kept)

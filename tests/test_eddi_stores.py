@@ -138,7 +138,7 @@ def test_store_namespace_follows_eddis_defaults_and_is_refused_where_it_is_not_s
     assert (params["tableName"], params["database"], params["user"]) == ("eddi_kb_docs", "eddi", "eddi")
     assert langchain4j.adopt("pgvector", None, "x", "Docs", {"password": "p"}) == {"password": "p"}  # ours: unchanged
     with pytest.raises(ConfigValidationError) as e:
-        runtime.configs.checked("rags", {"name": "x", "storeType": "sqlite", "storeNamespace": "id"}, "default")
+        runtime.knowledge_bases.checked("rags", {"name": "x", "storeType": "sqlite", "storeNamespace": "id"}, "default")
     assert e.value.errors[0]["path"] == "$.storeNamespace"
 
 

@@ -270,7 +270,7 @@ def test_every_face_lists_all_of_a_tenants_knowledge_bases(tmp_path):
         for i in range(1000):
             runtime.resources.create("rags", {**KB, "name": f"KB {i}"})
         runtime.resources.create("rags", {**KB, "name": "Elsewhere"}, tenant="other")
-        listed = list(runtime.configs.knowledge_bases("default"))
+        listed = list(runtime.knowledge_bases.every("default"))
         assert len(listed) == 1001 and listed[-1].name == "Oldest"
         assert len(mcp_payload(mcp(runtime, "list_knowledge_bases", {}))["result"]) == 1001
         found = mcp(runtime, "search_knowledge_base", {"knowledge_base_id": "Oldest", "query": "night train"})
@@ -450,3 +450,19 @@ def test_a_source_runs_the_same_from_the_cli_rest_and_python(tmp_path, monkeypat
         python = runtime.sources.run(kb, "docs")
         assert [(r["added"], r["unchanged"]) for r in runs] == [(1, 1), (1, 0)] and (python.added, python.unchanged) == (0, 2)
         assert runtime.sources.runs(kb, "docs") == client.get(f"/ragstore/rags/{kb}/sources/docs/runs").json()
+
+
+def test_a_collection_is_the_same_from_python_and_rest(tmp_path):
+    """The collections API's verb: what Python writes REST reads and the other way round; another tenant's
+    collection does not exist for the caller on either face."""
+    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        runtime.collections.create("default", "trips", {"team": "rail"})
+        added = client.post("/collections/trips/documents", json={"documents": [
+            {"id": "a", "text": "Night train", "embedding": [1.0, 0.0], "metadata": {"line": "night"}}]})
+        assert added.status_code == 200, added.text
+        assert runtime.collections.documents("default", "trips")["documents"][0]["id"] == "a"
+        assert client.get("/collections/trips").json() == runtime.collections.get("default", "trips")
+        runtime.collections.create("other", "theirs")
+        with pytest.raises(EddiRagError) as e:
+            runtime.collections.get("default", "theirs")
+        assert e.value.status == client.get("/collections/theirs").status_code == 404

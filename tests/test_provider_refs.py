@@ -6,6 +6,7 @@ import pytest
 from eddi_rag.backends.registry import parameter_names
 from eddi_rag.embeddings.references import PROVIDER_TYPES, resolve
 from eddi_rag.workflow.memory import ConversationMemory
+from tests.support.kbs import make_kb
 
 BASE = "/ragstore/rags"
 PROVIDERS = "/providerstore/providers"
@@ -78,9 +79,7 @@ def test_the_mapping_table_names_only_registered_backends():
 # through the product ------------------------------------------------------------------------
 
 def kb(client, **config) -> str:
-    r = client.post(BASE, json={"name": config.pop("name", "kb"), "storeType": "sqlite", "minScore": 0, **config})
-    assert r.status_code == 201, r.text
-    return r.headers["Location"].split("/")[-1].split("?")[0]
+    return make_kb(client, config.pop("name", "kb"), **{"embeddingProvider": None, "minScore": 0, **config})
 
 
 def test_the_providers_map_is_a_versioned_resource_with_a_schema(client):

@@ -3,6 +3,7 @@
 import pytest
 
 from eddi_rag.config import ConfigValidationError
+from tests.support.kbs import make_kb
 from tests.support.marks import engines
 
 DOCS = {
@@ -18,15 +19,15 @@ SERVED = {"pgvector": "pgvector_params", "typesense": "typesense_params"}  # sto
 
 
 @pytest.fixture(params=engines("in-memory", "sqlite", "sqlite-vec", "pgvector", "typesense", "qdrant", served=tuple(SERVED)))
-def kb(request, runtime):
+def kb(request):
     params = request.getfixturevalue(SERVED[request.param]) if request.param in SERVED else {}
+    runtime = request.getfixturevalue("runtime")  # made after its server started (the guard lets it reach it); a test
+    # names ``kb`` before ``runtime`` for that
     if request.param == "qdrant":
         params = {"path": ":memory:"}  # qdrant-client's local mode
 
     def make(**cfg):
-        id = runtime.resources.create("rags", runtime.validate_rag(
-            {"name": "payments", "embeddingProvider": "local", "storeType": request.param, "storeParameters": params,
-             "minScore": 0, **cfg}).to_json()).id
+        id = make_kb(runtime, "payments", storeType=request.param, storeParameters=params, minScore=0, **cfg)
         for doc, text in DOCS.items():
             runtime.ingest(id, doc, text)
         return id
@@ -37,21 +38,21 @@ def sources(runtime, kb_id, query, **kw):
     return [h.metadata["source"] for h in runtime.query(kb_id, query, **kw)]
 
 
-def test_keyword_mode_finds_exact_identifiers(runtime, kb):
+def test_keyword_mode_finds_exact_identifiers(kb, runtime):
     kb_id = kb(searchMode="keyword")
     assert sources(runtime, kb_id, "ERR-4711", max_results=1) == ["codes.md"]
     assert sources(runtime, kb_id, "zeppelin") == []
 
 
 @pytest.mark.parametrize("fusion", ["weighted", "rrf"])
-def test_hybrid_puts_the_exact_match_first_and_keeps_semantic_neighbours(runtime, kb, fusion):
+def test_hybrid_puts_the_exact_match_first_and_keeps_semantic_neighbours(kb, runtime, fusion):
     kb_id = kb(searchMode="hybrid", fusion=fusion)
     found = sources(runtime, kb_id, "what does ERR-4711 mean", max_results=3)
     assert found[0] == "codes.md" and len(found) == 3
     assert sources(runtime, kb_id, "my card was declined", max_results=1) == ["declined.md"]
 
 
-def test_every_mode_reports_cosine_relevance_so_min_score_keeps_its_meaning(runtime, kb):
+def test_every_mode_reports_cosine_relevance_so_min_score_keeps_its_meaning(kb, runtime):
     for mode in ("keyword", "hybrid"):
         kb_id = kb(searchMode=mode)
         hits = runtime.query(kb_id, "ERR-4711", max_results=5)
@@ -65,6 +66,6 @@ def test_hybrid_needs_a_store_with_keyword_search(runtime):
         runtime.validate_rag({"name": "kb", "embeddingProvider": "local", "storeType": "chroma", "searchMode": "hybrid"})
 
 
-def test_filters_apply_in_every_mode(runtime, kb):
+def test_filters_apply_in_every_mode(kb, runtime):
     kb_id = kb(searchMode="hybrid")
     assert set(sources(runtime, kb_id, "card", max_results=5, where={"source": {"$in": ["cards.md", "refunds.md"]}})) == {"cards.md", "refunds.md"}

@@ -190,9 +190,7 @@ def site():
 def web_kb(runtime, source: dict) -> str:
     if "web" in source:
         source = {**source, "web": {"requestDelayMs": 0, **source["web"]}}
-    return runtime.resources.create("rags", {"name": "web", "embeddingProvider": "local", "storeType": "sqlite",
-                                             "chunkStrategy": "recursive", "minScore": 0,
-                                             "sources": [{"name": "Site", **source}]}).id
+    return make_kb(runtime, "web", chunkStrategy="recursive", minScore=0, sources=[{"name": "Site", **source}])
 
 
 @pytest.mark.integration

@@ -12,7 +12,7 @@ import pytest
 from eddi_rag import SearchRequest
 from eddi_rag.config import validate_rag_configuration
 from eddi_rag.runtime import Runtime
-from eddi_rag.verbs.configs import ConfigValidationError
+from eddi_rag.verbs.knowledge_bases import ConfigValidationError
 from tests.support import files
 from tests.support.kbs import make_kb
 

@@ -29,7 +29,7 @@ def test_a_database_of_the_release_before_versions_opens_with_everything_in_it(t
     with Runtime(data) as rt:
         assert state.version(rt.db) == state.LATEST
         assert rt.resources.tenant_of("rags", "handbook") == "acme"
-        assert rt.configs.get("handbook").name == "Handbook"
+        assert rt.knowledge_bases.get("handbook").name == "Handbook"
         assert [h.metadata["source"] for h in rt.query("handbook", "How long is parental leave?")] == ["leave.md"]
         assert [j.document for j in rt.jobs.of_kb("handbook")] == ["queued.md"]
         assert rt.keys.authenticate(KEY).tenant == "acme"

@@ -15,6 +15,7 @@ from selenium.webdriver.support.ui import Select
 
 from tests.support.browser import chrome, has_text, no_page_errors, no_sideways_scroll, screenshot, visible, wait
 from tests.support.files import pdf
+from tests.support.kbs import make_kb
 from tests.support.waiting import until
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -25,8 +26,7 @@ GUIDE = ("# Rail guide\n\n## Night trains\n\nNight trains leave Vienna at 22:10.
 
 def rail_kb(runtime, **cfg) -> str:
     """A knowledge base holding the guide, ingested as an upload is (a queued ingestion: its file kept)."""
-    kb = runtime.resources.create("rags", {"name": "Rail", "embeddingProvider": "local", "storeType": "sqlite",
-                                           "minScore": 0, **cfg}).id
+    kb = make_kb(runtime, "Rail", minScore=0, **cfg)
     job = runtime.ingesting.submit(kb, "guide.md", GUIDE.encode(), "text/markdown")
     until(lambda: runtime.jobs.status(job.id).status == "completed", "the guide to be ingested", 30)
     return kb

@@ -272,5 +272,5 @@ def test_an_eddi_export_is_checked_like_a_body(runtime):
                (bombs.eddi_export_with_description(20), "may unpack to at most 16 MB")]
     for data, reason in refused:
         with pytest.raises(ExportError, match=reason):
-            import_agent_export(runtime.resources, data, checked=runtime.configs.checked)
+            import_agent_export(runtime.resources, data, checked=runtime.knowledge_bases.checked)
     assert runtime.resources.ids("agents") == []

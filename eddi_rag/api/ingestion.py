@@ -37,7 +37,7 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     names). 413 over the upload limit, 415 for an unsupported type."""
     if replace and documentName is None and not is_multipart(request):
         raise HTTPException(400, "replace=true needs a documentName: the document whose chunks it replaces")
-    version = runtime.configs.version(id, version)  # 404 for an unknown config or version, before the body is read
+    version = runtime.knowledge_bases.version(id, version)  # 404 for an unknown config or version, before the body is read
     limit = request.app.state.max_upload_bytes
     if is_multipart(request):
         with runtime.ingesting.refusals_kept(id, version, "(multipart upload)"):

@@ -10,7 +10,7 @@
   directory), checked when the configuration is saved and again for every file's real path when read.
 * Web and sitemap sources name no cloud metadata or link-local address (``OutboundPolicy.check_static``;
   what their host resolves to is checked when they run).
-A configuration is held against these rules when it is saved (``verbs.configs.path_errors``).
+A configuration is held against these rules when it is saved (``verbs.knowledge_bases.path_errors``).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         """A KB of the caller's tenant by id, else by its exact name."""
         ids = [ref] if runtime.catalog.exists("rags", ref, who.tenant) else []
         if not ids:
-            ids = [parse_uri(d.resource).id for d in runtime.configs.knowledge_bases(who.tenant) if d.name == ref]
+            ids = [parse_uri(d.resource).id for d in runtime.knowledge_bases.every(who.tenant) if d.name == ref]
         if not ids:
             raise ResourceNotFoundError(f"no knowledge base {ref!r} (give its id or exact name; list_knowledge_bases shows them)")
         return ids[0]
@@ -95,9 +95,9 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
 
         def run() -> list[dict[str, Any]]:
             out = []
-            for d in runtime.configs.knowledge_bases(who.tenant):
+            for d in runtime.knowledge_bases.every(who.tenant):
                 id = parse_uri(d.resource).id
-                config = runtime.configs.get(id)
+                config = runtime.knowledge_bases.get(id)
                 out.append({"id": id, "name": d.name, "description": d.description, "storeType": config.storeType,
                             "embeddingProvider": config.embeddingProvider, "embedding": "disabled" if config.embedding_disabled else "ok"})
             return out

@@ -18,7 +18,7 @@ from croniter import croniter
 from eddi_rag.sources.runs import SourceBusyError
 from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state.sqlite import StateDatabase
-from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +27,9 @@ ROLE = "scheduler"
 
 
 class SourceScheduler:
-    def __init__(self, configs: Configs, sources: SourceSync, db: StateDatabase, interval: float | None = None):
+    def __init__(self, kbs: KnowledgeBases, sources: SourceSync, db: StateDatabase, interval: float | None = None):
         """``interval``: seconds between looks (EDDI_RAG_SCHEDULER_SECONDS, default 30)."""
-        self.configs, self.sources, self.db = configs, sources, db
+        self.kbs, self.sources, self.db = kbs, sources, db
         self.interval = interval or float(os.environ.get("EDDI_RAG_SCHEDULER_SECONDS", "30"))
         self.last = datetime.now(timezone.utc)
         self.leading = False
@@ -39,10 +39,10 @@ class SourceScheduler:
     def due(self, now: datetime) -> list[tuple[str, str]]:
         """(kb id, source id) of every source whose schedule fired in (last look, now]."""
         out = []
-        for d in self.configs.knowledge_bases(None):  # every tenant's
+        for d in self.kbs.every(None):  # every tenant's
             kb_id = d.resource.split("/")[-1].split("?")[0]
             try:
-                config = self.configs.get(kb_id)
+                config = self.kbs.get(kb_id)
             except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
                 continue
             for source in config.sources:

@@ -40,8 +40,8 @@ from eddi_rag.sources.runs import COMPLETED, FAILED, PURGE, Run, SourceBusyError
 from eddi_rag.sources.uploaded import UploadedFiles
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
-from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.documents import Documents
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,10 @@ class TooManyPreviewsError(EddiRagError, RuntimeError):
 
 
 class SourceSync:
-    def __init__(self, db: StateDatabase, configs: Configs, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
+    def __init__(self, db: StateDatabase, kbs: KnowledgeBases, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
                  redact: Callable[[str], str] = lambda s: s, resolver: SecretResolver | None = None):
-        self.db, self.configs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
-            db, configs, ingestor, documents, outbound, redact
+        self.db, self.kbs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
+            db, kbs, ingestor, documents, outbound, redact
         self.resolver = resolver or SecretResolver()
         self.files = upload.Files(db)
         self.run_records = SourceRuns(db, redact)  # runs and their leases
@@ -78,7 +78,7 @@ class SourceSync:
 
     # -- what is where ----------------------------------------------------------------------
     def source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
-        config = self.configs.get(kb_id)
+        config = self.kbs.get(kb_id)
         source = config.source(source_id)
         if source is None:
             known = ", ".join(s.effective_id for s in config.sources) or "none"
@@ -94,10 +94,10 @@ class SourceSync:
             return folder.listing(sid, source.folder)
         if kind == "git":
             assert source.git is not None
-            return git.listing(sid, source.git, git.working_copy(self.configs.data_dir, kb_id, sid, source.git.url), self.outbound)
+            return git.listing(sid, source.git, git.working_copy(self.kbs.data_dir, kb_id, sid, source.git.url), self.outbound)
         if kind == "s3":
             assert source.s3 is not None
-            tenant = self.configs.resources.tenant_of("rags", kb_id)
+            tenant = self.kbs.resources.tenant_of("rags", kb_id)
             return s3.listing(sid, source.s3, lambda value: self.resolver.resolve(value, tenant), self.outbound)
         with self.outbound.client() as client:
             if kind == "web":

@@ -130,7 +130,7 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
 
     _section("2. Ingest examples/documents")
     for kb_dir in sorted((EXAMPLES / "documents").iterdir()):
-        config = runtime.configs.get(kb_dir.name)
+        config = runtime.knowledge_bases.get(kb_dir.name)
         for doc in sorted(kb_dir.glob("*.md")):
             n = runtime.ingesting.text(kb_dir.name, doc.name, doc.read_text(encoding="utf-8"))
             click.echo(f"  {config.name:<16} {doc.name:<14} {n:>3} chunks  ({config.embeddingProvider} model → {config.storeType} store)")

@@ -98,7 +98,7 @@ def _list_page(request: Request, filter: str = "", message: str = "", error: str
     runtime = runtime_of(request)
     last = runtime.ingesting.last_ingested()
     rows = []
-    for d in runtime.configs.knowledge_bases(caller.tenant, filter):
+    for d in runtime.knowledge_bases.every(caller.tenant, filter):
         id = kb_id_of(d.resource)
         config = runtime.catalog.read("rags", id)
         rows.append({"id": id, "name": d.name, "storeType": config.get("storeType", "in-memory"),
@@ -169,7 +169,7 @@ def duplicate_kb(id: str, request: Request):
     _editor(caller)
     runtime = runtime_of(request)
     data = runtime.catalog.read("rags", id, tenant=caller.tenant)
-    taken = {d.name for d in runtime.configs.knowledge_bases(caller.tenant)}
+    taken = {d.name for d in runtime.knowledge_bases.every(caller.tenant)}
     base = f"{data.get('name', id)} (copy"
     name = next(n for n in (f"{base})", *(f"{base} {i})" for i in range(2, 10000))) if n not in taken)
     ref = runtime.saving.create("rags", {**data, "name": name}, caller.tenant)
@@ -261,7 +261,7 @@ def feedback(request: Request, vote: str = "down", reviewed: str = "no"):
     runtime = runtime_of(request)
     done = {"no": False, "yes": True}.get(reviewed)  # "all": both
     items = runtime.feedback.list(caller.tenant, None, vote if vote in ("up", "down") else None, reviewed=done)
-    names = {kb_id_of(d.resource): d.name for d in runtime.configs.knowledge_bases(caller.tenant)}
+    names = {kb_id_of(d.resource): d.name for d in runtime.knowledge_bases.every(caller.tenant)}
     return render(request, "feedback.html", caller, items=items, vote=vote, reviewed=reviewed, names=names)
 
 
@@ -278,7 +278,7 @@ def agents(request: Request):
 def health(request: Request):
     caller = caller_of(request)
     runtime = runtime_of(request)
-    kbs = [{"id": kb_id_of(d.resource), "name": d.name} for d in runtime.configs.knowledge_bases(caller.tenant)]
+    kbs = [{"id": kb_id_of(d.resource), "name": d.name} for d in runtime.knowledge_bases.every(caller.tenant)]
     return render(request, "health.html", caller, kbs=kbs)
 
 

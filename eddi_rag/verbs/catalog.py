@@ -1,6 +1,6 @@
 """What a tenant has saved, read: a resource by id and version, every resource of a kind (paged: no face stops
 at a cap of its own), and an agent in and out as an EDDI export. Another tenant's resource does not exist for
-the caller. Writing is ``saving``; a knowledge base's configuration as it is used is ``configs``."""
+the caller. Writing is ``saving``; a knowledge base's configuration as it is used is ``knowledge_bases``."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 
 from eddi_rag.resource_types import Descriptor, ResourceNotFoundError
 from eddi_rag.resources import ResourceStore
-from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.eddi_export import export_agent
 from eddi_rag.verbs.eddi_import import ImportReport, import_agent_export
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 
 class Catalog:
-    def __init__(self, resources: ResourceStore, configs: Configs):
-        self.resources, self.configs = resources, configs
+    def __init__(self, resources: ResourceStore, kbs: KnowledgeBases):
+        self.resources, self.kbs = resources, kbs
 
     def own(self, kind: str, id: str, tenant: str | None) -> None:
         """Raises ResourceNotFoundError unless ``kind/id`` exists and (``tenant`` given) is ``tenant``'s: the
@@ -51,4 +51,4 @@ class Catalog:
 
     def import_agents(self, data: bytes, tenant: str) -> ImportReport:
         """Every agent of an EDDI export zip into ``tenant``, each configuration through the save rules."""
-        return import_agent_export(self.resources, data, tenant, self.configs.checked)
+        return import_agent_export(self.resources, data, tenant, self.kbs.checked)

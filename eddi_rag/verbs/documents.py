@@ -17,7 +17,7 @@ from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import DISABLED, visible_to
 from eddi_rag.stores.ownership import StoreOwnership
-from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
 
@@ -34,10 +34,10 @@ def _seen_by(where: dict[str, Any] | None, user_id: str | None) -> dict[str, Any
 
 
 class Documents:
-    def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, generations: KbGenerations,
+    def __init__(self, kbs: KnowledgeBases, stores: EmbeddingStoreFactory, generations: KbGenerations,
                  let_go: Callable[[str, str], None] = lambda kb_id, document_id: None):
         """``let_go(kb_id, document_id)``: forget a document's kept file (IngestionQueue.let_go)."""
-        self.configs, self.stores, self.generations, self.let_go = configs, stores, generations, let_go
+        self.kbs, self.stores, self.generations, self.let_go = kbs, stores, generations, let_go
 
     @property
     def ownership(self) -> StoreOwnership:
@@ -47,7 +47,7 @@ class Documents:
         return self.stores.ownership
 
     def _store(self, kb_id: str, config: RagConfiguration | None = None):
-        return self.stores.get(kb_id, config or self.configs.get(kb_id))
+        return self.stores.get(kb_id, config or self.kbs.get(kb_id))
 
     def list(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None) -> dict[str, Any]:
         """The KB's documents ({documentId, source, chunks, ingestedAt, user?}); past ``max_chunks``
@@ -116,7 +116,7 @@ class Documents:
         when this product created it and no other knowledge base uses it; in EDDI's "id" layout its own chunks are
         deleted (by their kbId tag); an adopted store, or one a KB used before ownership was recorded, is left as
         it is (stores.ownership)."""
-        config = self.configs.get(kb_id)
+        config = self.kbs.get(kb_id)
         store, place = self._store(kb_id, config), self.stores.place(kb_id, config)
         if place is None or self.ownership.sole_creator(kb_id, place):
             store.drop()

@@ -34,8 +34,8 @@ from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import ResourceRef, parse_uri, resource_uri
 from eddi_rag.resources import ResourceStore
-from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.eddi_export import NOTES
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.verbs.saving import own_store
 from eddi_rag.workflow.traversal import workflow_steps
 
@@ -193,7 +193,7 @@ def _left_out(export: _Export) -> dict[str, list[Any]]:
 def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default",
                         checked: Callable[..., dict[str, Any]] | None = None) -> ImportReport:
     """Import every agent of an EDDI export (see the module doc). With ``checked`` (the save rules,
-    ``Configs.checked``), every configuration passes them, but for the reference check (the import
+    ``KnowledgeBases.checked``), every configuration passes them, but for the reference check (the import
     rewrites references to what it creates); without it, RagConfigurations pass their JSON Schema."""
     export = _Export(data)
     report = ImportReport()
@@ -258,7 +258,7 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 except ConfigValidationError as e:
                     raise ExportError(f"{file}: {e}") from None
                 if target.kind == "rags":
-                    report.warnings += [f"{file}: {w['path']}: {w['message']}" for w in Configs.warnings(body)]
+                    report.warnings += [f"{file}: {w['path']}: {w['message']}" for w in KnowledgeBases.warnings(body)]
                 config["uri"] = plan(target.kind, target.id, target.version, body, folder)
             kept = {p[len(folder):]: export.files[p] for p in export.files
                     if p.startswith(folder) and "/" not in p[len(folder):] and p not in consumed}

@@ -18,7 +18,7 @@ from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceStore
 from eddi_rag.stores.base import DimensionMismatchError
-from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +75,16 @@ class KnowledgeBaseNotReadyError(EddiRagError):
 
 
 class Health:
-    def __init__(self, configs: Configs, stores: EmbeddingStoreFactory, resources: ResourceStore,
+    def __init__(self, kbs: KnowledgeBases, stores: EmbeddingStoreFactory, resources: ResourceStore,
                  embeddings: EmbeddingModelFactory, resolver: SecretResolver,
                  failing: Callable[[str], list[str]] = lambda kb_id: []):
         """``failing(kb_id)``: the documents whose latest ingestion failed."""
-        self.configs, self.stores, self.resources, self.embeddings, self.resolver = configs, stores, resources, embeddings, resolver
+        self.kbs, self.stores, self.resources, self.embeddings, self.resolver = kbs, stores, resources, embeddings, resolver
         self.redact, self.failing = resolver.redact, failing
 
     def of(self, kb_id: str) -> dict[str, Any]:
         """{status, timestamp, storeType, error?, details, embedding} of a KB."""
-        config = self.configs.get(kb_id)
+        config = self.kbs.get(kb_id)
         timestamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         try:
             report = self.stores.get(kb_id, config).health()
@@ -101,7 +101,7 @@ class Health:
         out = []
         for kb_id in self.resources.ids("rags"):
             try:
-                config = self.configs.get(kb_id)
+                config = self.kbs.get(kb_id)
                 out.append((kb_id, config.name, config.storeType, self.stores.get(kb_id, config).count()))
             except Exception as e:  # noqa: BLE001 - an unreachable store is health's business, not the count's
                 log.debug("no chunk count for %s: %s", kb_id, self.redact(str(e)))
@@ -127,7 +127,7 @@ class Health:
             return out
 
         try:
-            config = self.configs.validate(data)
+            config = self.kbs.validate(data)
         except ConfigValidationError as e:
             add("configuration", False, str(e), "fix the fields named, then save a new version")
             return skip(*CHECKS[1:], because="configuration")
@@ -135,10 +135,10 @@ class Health:
             add("configuration", True, f"{data.get('embeddingProvider')} → {data.get('storeType', 'in-memory')}")
             add("provider", False, str(e), "install the extra named, or choose a registered provider")
             return skip(*CHECKS[2:], because="provider")
-        config = self.configs.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
+        config = self.kbs.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
         via = f" (provider {config.embeddingProviderId!r})" if config.embeddingProviderId else ""
         shape = f"{config.embeddingProvider or '(no embedding)'}{via} → {config.storeType}"
-        if unused := self.configs.warnings(data):
+        if unused := self.kbs.warnings(data):
             add("configuration", True, f"{shape}; " + "; ".join(f"{w['path']}: {w['message']}" for w in unused),
                 "remove the parameters named (EDDI ignores them too), then save a new version", level="warning")
         else:

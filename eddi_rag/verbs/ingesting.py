@@ -16,8 +16,8 @@ from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, Unknown
 from eddi_rag.ingest.loaders import EXTENSIONS, detect
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.ingest.preview import preview_chunks
-from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.contract_types import IngestionResult, as_document
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 
 class DocumentNameError(DocumentError):
@@ -29,13 +29,13 @@ class NoOriginalError(EddiRagError):
     status = 409
 
 
-def job_runner(configs: Configs, ingestor: Ingestor) -> Callable[[str, int, str, str, bytes, str, Progress], int]:
+def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, str, str, bytes, str, Progress], int]:
     """What the ingestion queue runs for a job: the file ingested as ``document_id`` (its chunks' source:
     ``name``) with the configuration version the job was submitted against; returns its chunk count."""
     def run(kb_id: str, version: int, document_id: str, name: str, data: bytes, fmt: str, progress: Progress) -> int:
         if fmt == REEMBED:  # every chunk again, with the current configuration's model
-            return ingestor.reembed(kb_id, configs.get(kb_id), progress.embedded)
-        return ingestor.ingest_file(kb_id, configs.get(kb_id, version), document_id, data, fmt, progress.embedded,
+            return ingestor.reembed(kb_id, kbs.get(kb_id), progress.embedded)
+        return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress.embedded,
                                     progress.parsed, progress.cancelled, source=name).chunks
     return run
 
@@ -53,17 +53,17 @@ REFUSALS = (400, 413, 415, 422)  # statuses of a file refused for what it is (ke
 
 
 class Ingesting:
-    def __init__(self, configs: Configs, ingestor: Ingestor, jobs: IngestionQueue, redact: Callable[[str], str] = lambda s: s):
-        self.configs, self.ingestor, self.jobs, self.redact = configs, ingestor, jobs, redact
+    def __init__(self, kbs: KnowledgeBases, ingestor: Ingestor, jobs: IngestionQueue, redact: Callable[[str], str] = lambda s: s):
+        self.kbs, self.ingestor, self.jobs, self.redact = kbs, ingestor, jobs, redact
 
     def text(self, kb_id: str, document: str, text: str, version: int = 0, **options: Any) -> int:
         """Ingest a text now; returns its chunk count (``options``: user_id, ttl_seconds, metadata, source)."""
-        return self.ingestor.ingest_text(kb_id, self.configs.get(kb_id, version), _named(document), text, **options).chunks
+        return self.ingestor.ingest_text(kb_id, self.kbs.get(kb_id, version), _named(document), text, **options).chunks
 
     def file(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
              **options: Any) -> int:
         """Ingest a file now; returns its chunk count. UnsupportedFileTypeError / UnreadableDocumentError."""
-        config = self.configs.get(kb_id, version)
+        config = self.kbs.get(kb_id, version)
         return self.ingestor.ingest_file(kb_id, config, _named(document), data, detect(data, content_type, document),
                                          **options).chunks
 
@@ -71,14 +71,14 @@ class Ingesting:
         """The chunks ``configuration`` (validated, its provider resolved in ``tenant``) would make of a document,
         with their sizes in the model's tokens; embeds and stores nothing. The file is parsed as ingestion
         parses it (its type detected, in a limited process)."""
-        config = self.configs.resolve_embedding(self.configs.validate(configuration), tenant)
+        config = self.kbs.resolve_embedding(self.kbs.validate(configuration), tenant)
         fmt = detect(data, "text/plain" if text else None, document)
         return preview_chunks(config, document, data, fmt, self.ingestor.limits)
 
     def reembed(self, kb_id: str) -> Job:
         """Queue a re-embedding of every chunk with the current configuration's model (a job with progress,
         cancellable, retried as any ingestion)."""
-        version = self.configs.version(kb_id, 0)
+        version = self.kbs.version(kb_id, 0)
         return self.jobs.submit(kb_id, version, REEMBED_DOCUMENT, REEMBED.encode(), REEMBED)
 
     # -- the KB's ingestion jobs -----------------------------------------------------------------
@@ -133,7 +133,7 @@ class Ingesting:
             raise NoOriginalError(f"the file of document {document_id!r} was not kept (it was ingested before files were "
                                   "kept, or as chunks): upload it again with replace=true to re-parse it")
         name, data, fmt = kept
-        return self.jobs.submit(kb_id, self.configs.version(kb_id, 0), name, data, fmt, document_id=document_id)
+        return self.jobs.submit(kb_id, self.kbs.version(kb_id, 0), name, data, fmt, document_id=document_id)
 
     def submit(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
                fmt: str | None = None, replace: bool = True) -> Job:
@@ -141,7 +141,7 @@ class Ingesting:
         its type when already detected. ``replace``: its chunks replace those of the document of that
         name; else they land beside them, as EDDI's ingestions do (``<name>#<ingestion id>``). A file refused
         for what it is stays in the history (``refusals_kept``)."""
-        version = self.configs.version(kb_id, version)  # 404 for an unknown config or version
+        version = self.kbs.version(kb_id, version)  # 404 for an unknown config or version
         with self.refusals_kept(kb_id, version, document):
             if not data.strip():
                 raise DocumentError("the document is empty")
@@ -164,7 +164,7 @@ class Ingesting:
         """Upsert documents by ``document_id``, one at a time: a rejected or failed document is
         reported and leaves its stored version whole; the others still land."""
         started = time.perf_counter()
-        config = self.configs.get(kb_id)
+        config = self.kbs.get(kb_id)
         result = IngestionResult(job_id=secrets.token_hex(12))
         seen: set[str] = set()
         failed: list[tuple[int, Any, Exception]] = []  # documents that did not parse

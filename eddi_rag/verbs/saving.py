@@ -1,5 +1,5 @@
 """Saving resources, whoever saves them (REST, the Manager, a bundle, the memory KBs): every write
-passes ``Configs.checked``; a knowledge base's update reopens its store and, as EDDI's does, takes away
+passes ``KnowledgeBases.checked``; a knowledge base's update reopens its store and, as EDDI's does, takes away
 what a source dropped from ``sources[]`` (or given another ``type``) brought in; its delete stops its
 ingestions and (permanent) drops its chunks and its sources' state and files.
 
@@ -20,25 +20,25 @@ from eddi_rag.resource_types import DEFAULT_TENANT, ResourceNotFoundError, Resou
 from eddi_rag.resources import ResourceStore
 from eddi_rag.stores.base import StoreUnavailableError
 from eddi_rag.stores.ownership import ADOPTED, CLAIMED, CREATED, NAMED, AdoptionRequiredError, Place, StoreNotAvailableError
-from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.documents import Documents
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 log = logging.getLogger(__name__)
 
 
 class Saving:
-    def __init__(self, resources: ResourceStore, configs: Configs, documents: Documents, jobs: IngestionQueue,
+    def __init__(self, resources: ResourceStore, kbs: KnowledgeBases, documents: Documents, jobs: IngestionQueue,
                  source_removed: Callable[[str, RagConfiguration, str, bool], None] = lambda *a: None):
         """``source_removed(kb_id, config before, source id, its chunks too)``: forget a source's state and files
         (SourceSync.forget_source)."""
-        self.resources, self.configs, self.documents, self.jobs = resources, configs, documents, jobs
+        self.resources, self.kbs, self.documents, self.jobs = resources, kbs, documents, jobs
         self.source_removed = source_removed
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
                description: str = "", adopt: bool = False) -> ResourceRef:
         """Version 1 of a new resource (``id``: keep this one; it must be unused). ``adopt``: the caller, an admin
         of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership)."""
-        saved = self.configs.checked(kind, data, tenant)
+        saved = self.kbs.checked(kind, data, tenant)
         if kind != "rags":
             return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
         id = id or secrets.token_hex(12)
@@ -53,11 +53,11 @@ class Saving:
     def update(self, kind: str, id: str, version: int, data: Any, tenant: str = DEFAULT_TENANT,
                adopt: bool = False) -> ResourceRef:
         """A new version; ``version`` must be the current one (VersionConflictError otherwise)."""
-        return self._update_checked(kind, id, version, self.configs.checked(kind, data, tenant), tenant, adopt)
+        return self._update_checked(kind, id, version, self.kbs.checked(kind, data, tenant), tenant, adopt)
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
-        saved = self.configs.checked(kind, data, tenant)
+        saved = self.kbs.checked(kind, data, tenant)
         try:
             current = self.resources.current_version(kind, id, tenant=tenant)
         except ResourceNotFoundError:
@@ -69,7 +69,7 @@ class Saving:
     def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool) -> Place | None:
         """Claim the physical store ``saved`` addresses for ``kb_id`` (StoreNotAvailableError: another tenant holds
         it, or another KB outside EDDI's "id" layout; AdoptionRequiredError: it exists and nobody holds it)."""
-        config = self.configs.as_used(saved, tenant)
+        config = self.kbs.as_used(saved, tenant)
         stores, ownership = self.documents.stores, self.documents.ownership
         place = stores.place(kb_id, config)
         if place is None:
@@ -131,7 +131,7 @@ class Saving:
 
     def _config(self, id: str) -> RagConfiguration | None:
         try:
-            return self.configs.get(id)
+            return self.kbs.get(id)
         except (ResourceNotFoundError, ConfigValidationError):
             return None
 

@@ -23,8 +23,8 @@ from eddi_rag.retrieval.expansion import Passage
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import Retriever, order_rule
 from eddi_rag.stores.base import SearchHit, StoreUnavailableError
-from eddi_rag.verbs.configs import Configs
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS, RESULT_TTL_SECONDS, InvalidQueryError, RAGContext, RetrievedChunk, VectorDBUnavailableError
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 MODES = ("vector", "keyword", "hybrid", "rrf", "weighted")  # rrf, weighted: hybrid fused so
 EXPANSIONS = ("none", "neighbors", "section")
@@ -92,10 +92,10 @@ class SearchResult:
 
 
 class Search:
-    def __init__(self, configs: Configs, embeddings: EmbeddingModelFactory, retriever: Retriever,
+    def __init__(self, kbs: KnowledgeBases, embeddings: EmbeddingModelFactory, retriever: Retriever,
                  generations: KbGenerations, redact: Callable[[str], str] = lambda s: s,
                  ttl_seconds: float = RESULT_TTL_SECONDS, timer: Callable[[], float] = time.monotonic):
-        self.configs, self.embeddings, self.retriever, self.generations, self.redact = configs, embeddings, retriever, generations, redact
+        self.kbs, self.embeddings, self.retriever, self.generations, self.redact = kbs, embeddings, retriever, generations, redact
         self._cache: TTLCache = TTLCache(1024, ttl_seconds, timer=timer)
         # a failed search explained (the health verb's ``explained``, wired in by the Runtime)
         self.explained: Callable[[str], AbstractContextManager[None]] = lambda kb_id: nullcontext()
@@ -104,7 +104,7 @@ class Search:
     def _config(self, request: SearchRequest) -> RagConfiguration:
         if wrong := request.problems():
             raise InvalidQueryError("; ".join(wrong))
-        config = self.configs.get(request.kb_id)  # ResourceNotFoundError for an unknown KB
+        config = self.kbs.get(request.kb_id)  # ResourceNotFoundError for an unknown KB
         if request.mode in ("rrf", "weighted"):
             config = config.model_copy(update={"searchMode": "hybrid", "fusion": request.mode})
         elif request.mode is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
-from eddi_rag.verbs.configs import Configs
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.memory_kb import Remembering
@@ -14,8 +14,8 @@ from eddi_rag.workflow.traversal import DiscoveredKb, WorkflowTraversal
 
 
 class Turns:
-    def __init__(self, traversal: WorkflowTraversal, llm_task: LlmTaskHook, configs: Configs, remembering: Remembering):
-        self.traversal, self.llm_task, self.configs, self.remembering = traversal, llm_task, configs, remembering
+    def __init__(self, traversal: WorkflowTraversal, llm_task: LlmTaskHook, kbs: KnowledgeBases, remembering: Remembering):
+        self.traversal, self.llm_task, self.kbs, self.remembering = traversal, llm_task, kbs, remembering
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
              chat_model: Any = None, tenant: str | None = None, properties: dict[str, Any] | None = None,
@@ -45,8 +45,8 @@ class Turns:
                 max_chars: int | None = 20000) -> dict[str, Any]:
         """What one LLM task referencing this KB alone would inject for ``query``: {section (None:
         nothing passed), sources, trace}."""
-        version = self.configs.version(kb_id)
-        config = self.configs.get(kb_id, version)
+        version = self.kbs.version(kb_id)
+        config = self.kbs.get(kb_id, version)
         task = LlmTaskRag.model_validate({"knowledgeBases": [KnowledgeBaseRef(name=config.name, maxResults=max_results, minScore=min_score)],
                                           "contextExpansion": expansion, "maxRagContextChars": max_chars})
         found = self.llm_task.provider.retrieve(task, [DiscoveredKb(kb_id, version, config)], query, user_id)

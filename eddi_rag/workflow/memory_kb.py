@@ -100,7 +100,7 @@ class MemoryKnowledge:
                  ingest: Callable[[list[Any], str], Any], embedding: EmbeddingSettings, name: str = MEMORY_KB,
                  per: str = "agent", store_type: str = "sqlite", max_pending: int = 10_000):
         """``config_of(kb_id, version)``, ``create(kind, data, tenant=, id=)`` and ``ingest(documents, kb_id)``:
-        the verbs (``Configs.get``, ``Saving.create``, ``Ingesting.batch``)."""
+        the verbs (``KnowledgeBases.get``, ``Saving.create``, ``Ingesting.batch``)."""
         if per not in ("agent", "user"):
             raise ValueError(f"per must be 'agent' or 'user', got {per!r}")
         self.resources, self.config_of, self.create, self.ingest = resources, config_of, create, ingest

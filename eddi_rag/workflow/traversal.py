@@ -85,7 +85,7 @@ def reference_errors(resources: ResourceStore, kind: str, data: dict[str, Any], 
 class WorkflowTraversal:
     def __init__(self, resources: ResourceStore,
                  resolve: Callable[[RagConfiguration, str], RagConfiguration] = lambda config, tenant: config):
-        """``resolve``: a KB's embedding provider reference resolved in a tenant (``Configs.resolve_embedding``)."""
+        """``resolve``: a KB's embedding provider reference resolved in a tenant (``KnowledgeBases.resolve_embedding``)."""
         self.resources, self.resolve = resources, resolve
 
     def _load(self, uri: Any, kind: str, found: Discovery, tenant: str) -> tuple[str, int, dict[str, Any]] | None:

@@ -1,6 +1,7 @@
 """The one way the tests make a knowledge base: offline unless told (the local model, the sqlite store),
 through the face under test: a REST client (``POST /ragstore/rags``, its 201 checked) or a ``Runtime``
-(the saving verb: every save rule, as REST applies them). Returns the new KB's id."""
+(the saving verb: every save rule, as REST applies them). A field given as None is left out. Returns the new
+KB's id."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ OFFLINE = {"embeddingProvider": "local", "storeType": "sqlite"}
 
 
 def make_kb(face: Any, name: str = "kb", **config: Any) -> str:
-    body = {"name": name, **OFFLINE, **config}
+    body = {k: v for k, v in {"name": name, **OFFLINE, **config}.items() if v is not None}  # None: leave it out
     if isinstance(face, Runtime):
         return face.saving.create("rags", body).id
     created = face.post("/ragstore/rags", json=body)

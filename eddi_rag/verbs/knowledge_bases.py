@@ -48,7 +48,7 @@ def fleet_store_error(store_type: str) -> str | None:
             f"a fleet uses a store server: {', '.join(registry.shared_store_types())}")
 
 
-class Configs:
+class KnowledgeBases:
     def __init__(self, resources: ResourceStore, data_dir: Path | None, variables: Variables | None = None,
                  fleet: bool = False):
         """``fleet``: processes on several machines share the state: a knowledge base needs a store they all reach."""
@@ -109,7 +109,7 @@ class Configs:
         return config.model_copy(update={"embeddingParameters": self.variables.substitute(config.embeddingParameters, tenant),
                                          "storeParameters": self.variables.substitute(config.storeParameters, tenant)})
 
-    def knowledge_bases(self, tenant: str | None, filter: str = "") -> Iterator[Descriptor]:
+    def every(self, tenant: str | None, filter: str = "") -> Iterator[Descriptor]:
         """Every knowledge base of ``tenant`` (None: of every tenant) whose name or description holds ``filter``,
         newest first, read a page at a time: no face stops at a cap of its own."""
         return self.resources.every("rags", tenant, filter)
