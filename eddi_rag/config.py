@@ -197,6 +197,8 @@ class RagConfiguration(BaseModel):
     chunkStrategy: str = "markdown"
     chunkSize: int = 512
     chunkOverlap: int = 64
+    ocr: str = "auto"  # scans and images: auto (pages without text), always, off
+    ocrLanguages: list[str] = Field(default_factory=lambda: ["eng"])  # Tesseract language packs
     maxResults: int = 5
     minScore: float = 0.6
     searchMode: str = "hybrid"

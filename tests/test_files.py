@@ -135,7 +135,7 @@ def test_text_and_markdown_keep_working_on_the_eddi_path(api):
 @pytest.mark.parametrize("name,data,content_type,detected", [
     ("noise.bin", bytes(range(256)) * 20, "application/octet-stream", "binary data of unknown type"),
     ("latin1.txt", "caf\xe9 cr\xe8me".encode("latin-1"), "text/plain", "invalid UTF-8 at byte 3"),
-    ("photo.png", files.PNG, "image/png", "detected image/png"),
+    ("photo.gif", files.GIF, "image/gif", "detected image/gif"),
     ("report.pdf", b"this is not a pdf at all", "application/pdf", "not pdf (declared application/pdf"),
     ("sheet.xlsx", b"hello", None, "not xlsx"),
 ])
@@ -187,9 +187,9 @@ def test_multipart_ingests_each_file_as_its_own_job(api):
 
 
 def test_multipart_with_one_bad_file_queues_none(api):
-    parts = [("file", ("ok.md", b"# Fine", "text/markdown")), ("file", ("evil.png", files.PNG, "image/png"))]
+    parts = [("file", ("ok.md", b"# Fine", "text/markdown")), ("file", ("evil.gif", files.GIF, "image/gif"))]
     r = api.post(f"{BASE}/{api.kb}/ingest", files=parts)
-    assert r.status_code == 415 and "file 'evil.png'" in r.json()["error"]
+    assert r.status_code == 415 and "file 'evil.gif'" in r.json()["error"]
     assert chunks_of(api, "ok.md") == []
     r = api.post(f"{BASE}/{api.kb}/ingest", files=[("other", ("a.md", b"x", "text/markdown"))])
     assert r.status_code == 400 and "'file' part" in r.json()["error"]
@@ -214,7 +214,7 @@ def test_cli_ingests_files_and_folders_recursively(tmp_path):
     (folder / "rapport.pdf").write_bytes(files.pdf(["Refunds take 30 days.", "Pets travel in the cabin."]))
     (folder / "sub" / "stock.xlsx").write_bytes(files.xlsx(STOCKS))
     (folder / "sub" / "scan.pdf").write_bytes(files.scanned_pdf())
-    (folder / "photo.png").write_bytes(files.PNG)  # not a supported extension: not picked up from a folder
+    (folder / "photo.gif").write_bytes(files.GIF)  # not a supported extension: not picked up from a folder
     (folder / ".hidden.md").write_text("# hidden")
     single = tmp_path / "deck.pptx"
     single.write_bytes(files.pptx([("Pets", "Dogs up to 8 kg.")]))

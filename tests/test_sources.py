@@ -80,12 +80,12 @@ def test_folder_add_change_unchanged_delete(runtime, roots):
 def test_failures_keep_their_reason_and_can_be_retried(runtime, roots):
     (roots / "good.md").write_text(GUIDE)
     (roots / "scan.pdf").write_bytes(files.scanned_pdf())
-    (roots / "photo.txt").write_bytes(files.PNG)  # named .txt, is a PNG: refused by type
+    (roots / "photo.txt").write_bytes(files.GIF)  # named .txt, is a GIF: refused by type
     kb = folder_kb(runtime, roots)
     run = runtime.sources.run(kb, "docs")
     assert (run.added, run.failed) == (1, 2)
     reasons = {f["document"]: f["reason"] for f in run.failures}
-    assert "no extractable text" in reasons["docs/scan.pdf"] and "detected image/png" in reasons["docs/photo.txt"]
+    assert "no extractable text" in reasons["docs/scan.pdf"] and "detected image/gif" in reasons["docs/photo.txt"]
     docs = {d["documentId"]: d for d in runtime.sources.documents(kb, "docs")}
     assert docs["docs/scan.pdf"]["status"] == "failed" and "no extractable text" in docs["docs/scan.pdf"]["reason"]
 

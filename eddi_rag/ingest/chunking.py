@@ -51,6 +51,11 @@ def fit_spec(config: RagConfiguration) -> dict[str, Any]:
     return budget_for(config).spec() if config.chunkStrategy == "markdown" else {"chars": config.chunkSize}
 
 
+def ocr_spec(config: RagConfiguration) -> dict[str, Any]:
+    """How scans and images are read under ``config`` (``ocr``, ``ocrLanguages``), as data for the parse process."""
+    return {"mode": config.ocr, "languages": list(config.ocrLanguages)}
+
+
 def split_parts(parts: list[Part], config: RagConfiguration, budget: TokenBudget | None = None) -> list[Piece]:
     """Chunk each part of a loaded file on its own (a chunk never spans two pages, slides or row
     groups) and give every chunk its part's citation. A Markdown part is chunked by ``markdown``

@@ -30,7 +30,9 @@ class DocumentLimits:
     max_unzipped_mb: int = 512  # what a zip-based file may unpack to, all entries
     max_zip_entry_mb: int = 256  # ... one entry
     max_zip_entries: int = 10_000
-    max_pages: int = 5_000  # PDF pages, PPTX slides
+    max_pages: int = 5_000  # PDF pages, PPTX slides, images of a TIFF
+    max_ocr_pages: int = 200  # pages of one document read by OCR (about a second each here: within parse_seconds)
+    max_image_pixels: int = 40_000_000  # one image or rendered page (an A4 page at 600 dpi is 35 million)
     max_rows: int = 200_000  # CSV and spreadsheet rows, table rows
     max_chars: int = 20_000_000  # text extracted from one document
     max_chunks: int = 20_000  # chunks one document becomes
@@ -91,6 +93,16 @@ class Meter:
         name = self.LIMITS[unit]
         if n > getattr(self.limits, name):
             raise self.limits.over(name, f"the document has {n:,} {unit}")
+
+    def ocr_pages(self, n: int) -> None:
+        """The pages of the document OCR would read, known before it reads any: refused at once when over."""
+        if n > self.limits.max_ocr_pages:
+            raise self.limits.over("max_ocr_pages", f"the document has {n:,} pages to read by OCR")
+
+    def pixels(self, width: int, height: int, what: str = "an image") -> None:
+        """An image's size as declared (before it is decoded): refused when over."""
+        if width * height > self.limits.max_image_pixels:
+            raise self.limits.over("max_image_pixels", f"{what} is {width:,} × {height:,} pixels")
 
     def characters(self, n: int) -> None:
         if n > self.limits.max_chars:

@@ -47,24 +47,26 @@ Report = Callable[[str, int], None]  # (unit, count read so far)
 
 
 def parse(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: DocumentLimits,
-          report: Report | None = None, cancelled: Callable[[], bool] = lambda: False) -> list[Part]:
+          report: Report | None = None, cancelled: Callable[[], bool] = lambda: False,
+          ocr: dict[str, Any] | None = None) -> list[Part]:
     """The parts of a file detected as ``fmt`` (``loaders.detect``). ``fit``: ``{"chars": n}`` or a token
-    budget's spec (how table loaders pack rows). Raises UnreadableDocumentError (DocumentLimitError
-    over a limit, naming its setting) or ParseCancelledError."""
+    budget's spec (how table loaders pack rows); ``ocr``: how scans and images are read (``ingest.ocr.spec``).
+    Raises UnreadableDocumentError (DocumentLimitError over a limit, naming its setting) or ParseCancelledError."""
     if fmt in IN_PROCESS or not limits.isolate:
-        return _load(fmt, data, name, fit, limits, report)
+        return _load(fmt, data, name, fit, limits, report, ocr)
     if fmt in loaders.ZIPPED:
         check_zip(data, limits, name, fmt.upper())  # before a process is even started
-    return _Child(limits).run({"fmt": fmt, "name": name, "fit": fit}, data, report, cancelled)
+    return _Child(limits).run({"fmt": fmt, "name": name, "fit": fit, "ocr": ocr}, data, report, cancelled)
 
 
-def _load(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: DocumentLimits, report: Report | None) -> list[Part]:
+def _load(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: DocumentLimits, report: Report | None,
+          ocr: dict[str, Any] | None = None) -> list[Part]:
     """The loader under the document limits: a zip checked before it is inflated, pages and rows
     counted while read, the characters of what it read."""
     if fmt in loaders.ZIPPED:
         check_zip(data, limits, name, fmt.upper())
     meter = Meter(limits, report)
-    parts = loaders.load(fmt, data, name, fits_of(fit), meter)
+    parts = loaders.load(fmt, data, name, fits_of(fit), meter, ocr)
     meter.characters(sum(len(p.text) for p in parts))
     return parts
 
@@ -209,7 +211,8 @@ def _child() -> None:
 
     try:
         data = sys.stdin.buffer.read(request["size"])
-        parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}))
+        parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}),
+                      request.get("ocr"))
         send({"parts": [[p.text, p.metadata, p.markdown] for p in parts]})
     except MemoryError:
         send({"error": ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "

@@ -27,7 +27,7 @@ from eddi_rag.backends.factories import (
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import EmbeddingBuffer
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.chunking import fit_spec, split_parts
+from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
 from eddi_rag.ingest.parsing import Report, parse
@@ -188,7 +188,8 @@ class Ingestor:
         its text cut after ``max_chars`` characters (a source's ``maxContentLength``).
         Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
         or ParseCancelledError before anything is stored."""
-        parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled)
+        parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled,
+                      ocr_spec(config))
         if max_chars is not None:
             parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)
@@ -197,7 +198,7 @@ class Ingestor:
     def readable(self, config: RagConfiguration, name: str, data: bytes, content_type: str | None) -> None:
         """Raise UnsupportedFileTypeError or UnreadableDocumentError unless the file parses to some text (an
         upload source's file is read when it arrives, not refused at every run)."""
-        parts = parse(detect(data, content_type, name), data, name, fit_spec(config), self.limits)
+        parts = parse(detect(data, content_type, name), data, name, fit_spec(config), self.limits, ocr=ocr_spec(config))
         if not any(p.text.strip() for p in parts):
             raise UnreadableDocumentError(f"{name}: no text in it (a scan without a text layer?)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddi_rag.config import RagConfiguration
-from eddi_rag.ingest.chunking import fit_spec, split_parts
+from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits
 from eddi_rag.ingest.parsing import parse
 from eddi_rag.ingest.tokens import budget_for
@@ -17,7 +17,7 @@ def preview_chunks(config: RagConfiguration, document: str, data: bytes, fmt: st
     the file parsed as ingestion parses it (a limited process; ``limits``: default from the environment)."""
     limits = limits or DocumentLimits.from_env()
     budget = budget_for(config)
-    parts = parse(fmt, data, document, fit_spec(config), limits)
+    parts = parse(fmt, data, document, fit_spec(config), limits, ocr=ocr_spec(config))
     pieces = split_parts(parts, config, budget)
     if len(pieces) > limits.max_chunks:
         raise limits.over("max_chunks", f"the document makes {len(pieces):,} chunks")

@@ -22,6 +22,7 @@ from eddi_rag.config import (
     with_source_ids,
 )
 from eddi_rag.embeddings import references as provider_references
+from eddi_rag.ingest import ocr
 from eddi_rag.resource_types import Descriptor, ResourceNotFoundError
 from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
@@ -58,7 +59,7 @@ class KnowledgeBases:
         """Schema validation plus: the named provider and store type are registered, their parameters
         known, keyword search available for the search mode, paths confined."""
         config = validate_rag_configuration(data)
-        errors = []
+        errors: list[dict[str, Any]] = []
         checks = [(registry.STORES, "$.storeType", config.storeType, config.storeParameters)]
         if config.embeddingProvider:  # (embeddingProviderId is resolved when used: its entry may come later)
             params = {} if config.embeddingProviderId else config.embeddingParameters  # checked against the entry's type then
@@ -79,6 +80,8 @@ class KnowledgeBases:
         errors += path_errors(config, self.data_dir)
         for field in ("embeddingParameters", "storeParameters", "rerankerParameters"):
             errors += env_secret_errors(getattr(config, field), f"$.{field}")
+        if config.ocr != "off":
+            errors += [{"path": "$.ocrLanguages", "value": config.ocrLanguages, "message": m} for m in ocr.language_errors(config.ocrLanguages)]
         if self.fleet and (problem := fleet_store_error(config.storeType)):
             errors.append({"path": "$.storeType", "value": config.storeType, "message": problem})
         if errors:

@@ -61,11 +61,14 @@ FORMATS = {f.name: f for f in (
     Format("html", "text/html", (".html", ".htm", ".xhtml"), False),
     Format("markdown", "text/markdown", (".md", ".markdown"), False),
     Format("text", "text/plain", (".txt", ".text"), False),
+    Format("image", "image/png", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"), True),
 )}
 ZIPPED = frozenset({"docx", "pptx", "xlsx"})  # OOXML: zip archives, checked before they are inflated
+READ_BY_OCR = frozenset({"pdf", "image"})  # formats whose pages may be scans: their loaders take ``ocr``
 _BY_MEDIA_TYPE = {f.media_type: f for f in FORMATS.values()} | {
     "application/xhtml+xml": FORMATS["html"], "text/x-markdown": FORMATS["markdown"],
     "application/csv": FORMATS["csv"], "application/vnd.ms-excel.sheet.macroenabled.12": FORMATS["xlsx"],
+    **{f"image/{kind}": FORMATS["image"] for kind in ("jpeg", "tiff", "webp", "bmp", "x-ms-bmp")},
 }
 _BY_EXTENSION = {ext: f for f in FORMATS.values() for ext in f.extensions}
 EXTENSIONS = frozenset(_BY_EXTENSION)  # every file name ending a loader reads (".md", ".pdf" ...)
@@ -117,6 +120,8 @@ class Counter(Protocol):
 
     def count(self, unit: str, n: int = 1) -> None: ...  # unit: "pages" or "rows"
     def whole(self, unit: str, n: int) -> None: ...  # a count known before reading
+    def ocr_pages(self, n: int) -> None: ...  # pages OCR will read, before it reads any
+    def pixels(self, width: int, height: int, what: str = "an image") -> None: ...  # an image's declared size
 
 
 class _Uncounted:
@@ -126,16 +131,25 @@ class _Uncounted:
     def whole(self, unit: str, n: int) -> None:
         pass
 
+    def ocr_pages(self, n: int) -> None:
+        pass
 
-def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool], counter: Counter | None = None) -> list[Part]:
+    def pixels(self, width: int, height: int, what: str = "an image") -> None:
+        pass
+
+
+def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool], counter: Counter | None = None,
+         ocr: dict[str, Any] | None = None) -> list[Part]:
     """Extract ``data`` (already detected as ``fmt``) into parts. ``fits`` tells table loaders how
     many rows one chunk may hold; ``counter`` hears the pages and rows read (and may stop the read by
-    raising). Raises UnreadableDocumentError; no parts means no text. Untrusted files go through
+    raising); ``ocr``: how scans and images are read (``ingest.ocr.spec``; default: ``auto`` in English).
+    Raises UnreadableDocumentError; no parts means no text. Untrusted files go through
     ``ingest.parsing.parse``: a limited process, the zip and document limits."""
     if fmt not in FORMATS:
         raise _refuse(repr(fmt))
     module = importlib.import_module(f"{__name__}.{fmt}")
-    return [p for p in module.load(data, name, fits, counter or _Uncounted()) if p.text.strip()]
+    options = {"ocr": ocr or {"mode": "auto", "languages": ["eng"]}} if fmt in READ_BY_OCR else {}
+    return [p for p in module.load(data, name, fits, counter or _Uncounted(), **options) if p.text.strip()]
 
 
 def decode_text(data: bytes) -> str:

@@ -1,0 +1,130 @@
+"""Text from page images, offline: scans (PDF pages without a usable text layer) and photos or screenshots of a
+page. The engine is Tesseract (Debian's ``tesseract-ocr`` and its language packs, ``tesseract-ocr-<lang>``),
+run through pytesseract with one thread: measured on this project's 2-core machine against RapidOCR's PP-OCR
+models (``benchmarks/bench_ocr.py``), it made a fifth of the errors on English, reads German, and needs a tenth of
+the memory. Nothing is downloaded: a language whose pack is not installed is refused, naming the package.
+
+A page's result keeps each line's box in the page image's pixels (origin top left) and the engine's confidence
+(0..1, the mean over its words); ``ingest.loaders`` turn them into the part's citation metadata."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eddi_rag.ingest.loaders import UnreadableDocumentError
+
+MODES = ("auto", "always", "off")
+DEFAULT_LANGUAGES = ("eng",)
+MIN_TEXT_CHARS = 20  # a page whose text layer has fewer letters and digits than this is read as a scan (auto)
+DPI = 200  # a PDF page is rendered at this resolution for OCR
+
+
+class OcrUnavailableError(UnreadableDocumentError):
+    """OCR was needed, and the engine or a language pack is not installed on the server."""
+
+
+@dataclass
+class OcrLine:
+    text: str
+    box: tuple[int, int, int, int]  # left, top, right, bottom in the image's pixels
+    confidence: float  # 0..1
+
+
+@dataclass
+class OcrPage:
+    lines: list[OcrLine] = field(default_factory=list)
+    width: int = 0
+    height: int = 0
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line.text for line in self.lines)
+
+    @property
+    def confidence(self) -> float:
+        """The mean of the lines' confidences, weighted by their length (0 for a page without text)."""
+        weight = sum(len(line.text) for line in self.lines)
+        return sum(line.confidence * len(line.text) for line in self.lines) / weight if weight else 0.0
+
+
+def spec(mode: str = "auto", languages: list[str] | tuple[str, ...] = DEFAULT_LANGUAGES) -> dict[str, Any]:
+    """The OCR settings a parse takes (a knowledge base's ``ocr`` / ``ocrLanguages``), as data for the parse process."""
+    return {"mode": mode, "languages": list(languages)}
+
+
+def installed_languages() -> set[str] | None:
+    """The language packs Tesseract has (its ``tessdata`` folder: TESSDATA_PREFIX, else Debian's); None when
+    Tesseract itself is not installed."""
+    import pytesseract
+
+    if shutil.which(pytesseract.pytesseract.tesseract_cmd) is None:
+        return None
+    folders = [Path(os.environ["TESSDATA_PREFIX"])] if os.environ.get("TESSDATA_PREFIX") else \
+        sorted(Path("/usr/share/tesseract-ocr").glob("*/tessdata")) + [Path("/usr/share/tessdata")]
+    return {f.stem for folder in folders for f in folder.glob("*.traineddata")} - {"osd"}
+
+
+def language_errors(languages: list[str]) -> list[str]:
+    """Why ``languages`` cannot be read here, one line each (none when Tesseract is not installed at all: a
+    configuration may be saved on a server that reads no scans; a scan then fails naming the package)."""
+    installed = installed_languages()
+    if installed is None:
+        return []
+    return [f"Tesseract's language pack {lang!r} is not installed on the server (installed: "
+            f"{', '.join(sorted(installed)) or 'none'}; Debian: apt-get install tesseract-ocr-{lang.replace('_', '-').lower()})"
+            for lang in languages if lang not in installed]
+
+
+def check(languages: list[str]) -> None:
+    """Raise OcrUnavailableError unless Tesseract and every language pack in ``languages`` are installed."""
+    if installed_languages() is None:
+        raise OcrUnavailableError("this document needs OCR, and Tesseract is not installed on the server "
+                                  "(Debian: apt-get install tesseract-ocr tesseract-ocr-eng)")
+    if errors := language_errors(languages):
+        raise OcrUnavailableError("; ".join(errors))
+
+
+def read(image: Any, languages: list[str]) -> OcrPage:
+    """The lines Tesseract reads on a PIL image, in reading order (block, paragraph, line), each with its box and
+    confidence; a blank line between paragraphs."""
+    import pytesseract
+
+    os.environ["OMP_THREAD_LIMIT"] = "1"  # its OpenMP threads spin against each other on few cores (9x slower here)
+    data = pytesseract.image_to_data(image, lang="+".join(languages), output_type=pytesseract.Output.DICT)
+    page = OcrPage(width=image.width, height=image.height)
+    current: tuple[int, int, int] | None = None
+    words: list[tuple[str, int, int, int, int, float]] = []
+
+    def flush(paragraph_break: bool) -> None:
+        if not words:
+            return
+        if paragraph_break and page.lines:
+            page.lines.append(OcrLine("", page.lines[-1].box, 1.0))
+        text = " ".join(w[0] for w in words)
+        box = (min(w[1] for w in words), min(w[2] for w in words), max(w[3] for w in words), max(w[4] for w in words))
+        page.lines.append(OcrLine(text, box, sum(w[5] for w in words) / len(words)))
+        words.clear()
+
+    for i, word in enumerate(data["text"]):
+        if not word.strip():
+            continue
+        key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
+        if key != current:
+            flush(current is not None and key[:2] != current[:2])
+            current = key
+        left, top = data["left"][i], data["top"][i]
+        words.append((word, left, top, left + data["width"][i], top + data["height"][i],
+                      max(0.0, float(data["conf"][i])) / 100))
+    flush(False)
+    page.lines = _without_trailing_blank(page.lines)
+    return page
+
+
+def _without_trailing_blank(lines: list[OcrLine]) -> list[OcrLine]:
+    while lines and not lines[-1].text:
+        lines.pop()
+    return lines
