@@ -32,6 +32,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "claude-docs-qa"))
     parser.add_argument("--budget", type=int, default=12000)
+    parser.add_argument("--form", action="append", choices=["Markdown", "scanned PDF", "PNG per page"],
+                        help="repeatable; default: all three")
     args = parser.parse_args()
     data = Path(args.data)
     qa = [json.loads(line) for line in (data / "qa.jsonl").read_text().splitlines() if line.strip()]
@@ -50,11 +52,12 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Runtime(tmp) as runtime, TestClient(create_app(runtime)) as client:
         bench = Bench(client, qa, args.budget)
-        for form, files in forms.items():
+        for form, files in ((f, forms[f]) for f in args.form or forms):
             r = client.post(BASE, json={"name": form, "embeddingProvider": "local", "storeType": "sqlite"})
             kb = r.headers["Location"].split("/")[-1].split("?")[0]
             started = time.perf_counter()
-            jobs = client.post(f"{BASE}/{kb}/ingest", files=[("file", f) for f in files]).json()["ingestions"]
+            jobs = [job for start in range(0, len(files), 100)  # (at most 100 files per request)
+                    for job in client.post(f"{BASE}/{kb}/ingest", files=[("file", f) for f in files[start:start + 100]]).json()["ingestions"]]
             runtime.jobs.wait_idle()
             failed = [j["documentName"] for j in jobs
                       if client.get(f"{BASE}/{kb}/ingestion/{j['ingestionId']}/status").json()["status"] != "completed"]

@@ -65,10 +65,12 @@ def split_parts(parts: list[Part], config: RagConfiguration, budget: TokenBudget
     out: list[Piece] = []
     for part in parts:
         if part.markdown and config.chunkStrategy == "markdown":
-            pieces = _markdown(part.text, budget)
+            pieces = _markdown(part.text, budget, part.headings)
         elif part.markdown:
-            pieces = [Piece(p.text, " > ".join(s.path) or None) for s in markdown_sections(part.text)
+            pieces = [Piece(p.text, " > ".join(s.path) or None) for s in markdown_sections(part.text, part.headings)
                       for p in split_document(s.text, config, budget)]
+        elif part.headings:  # a page read by OCR inside a section the pages before it opened
+            pieces = [Piece(p.text, " > ".join(part.headings)) for p in split_document(part.text, config, budget)]
         else:
             pieces = split_document(part.text, config, budget)
         out += [Piece(p.text, p.section, {**part.metadata, **p.citation}) for p in pieces]
@@ -81,10 +83,11 @@ class Section:
     text: str  # from its heading line to the next heading
 
 
-def markdown_sections(text: str) -> list[Section]:
-    """The text cut at every heading (any level; not inside code blocks), each with its heading path."""
+def markdown_sections(text: str, parent: tuple[str, ...] = ()) -> list[Section]:
+    """The text cut at every heading (any level; not inside code blocks), each with its heading path (the text
+    before the first heading: ``parent``, the path in force where the text begins)."""
     lines = text.split("\n")
-    sections = _sections(_headings(text), 0, len(lines), (), split_level=6)
+    sections = _sections(_headings(text), 0, len(lines), parent, split_level=6)
     bodies = ("\n".join(lines[s.heading:s.end]).strip() for s in sections)
     return [Section(s.path, body) for s, body in zip(sections, bodies) if body]
 
@@ -218,10 +221,10 @@ def _sections(heads: list[tuple[int, int, int, str]], start: int, end: int, pare
 DEEPEST_CUT = 3  # sections are cut at ## and then ###; deeper headings stay inside their section
 
 
-def _markdown(text: str, budget: TokenBudget) -> list[Piece]:
+def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> list[Piece]:
     text = text.strip()
-    if budget.count(text) <= budget.limit:
-        return [Piece(text)]
+    if budget.count(_prefix(parent) + text) <= budget.limit:
+        return [_piece(parent, text) if parent else Piece(text)]
     lines = text.split("\n")
     heads = _headings(text)
 
@@ -239,7 +242,7 @@ def _markdown(text: str, budget: TokenBudget) -> list[Piece]:
         room = max(1, budget.limit - budget.count(prefix))
         return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, budget.count)]
 
-    return [p for section in _sections(heads, 0, len(lines), (), split_level=2) for p in split(section, 3)]
+    return [p for section in _sections(heads, 0, len(lines), parent, split_level=2) for p in split(section, 3)]
 
 
 def _prefix(path: tuple[str, ...]) -> str:

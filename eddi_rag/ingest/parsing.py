@@ -10,7 +10,7 @@ same character limit. ``EDDI_RAG_ISOLATE=0`` reads everything in process (debugg
 
 The child is ``python -m eddi_rag.ingest.parsing``: one JSON line (format, name, fit, limits, size),
 then the file's bytes on stdin; JSON lines on stdout: ``{"progress": [unit, n]}``, then
-``{"parts": [[text, metadata, markdown], ...]}`` or ``{"error": [kind, message]}``.
+``{"parts": [[text, metadata, markdown, headings], ...]}`` or ``{"error": [kind, message]}``.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class _Child:
                 if "progress" in message and report is not None:
                     report(*message["progress"])
                 elif "parts" in message:
-                    return [Part(text, metadata, markdown) for text, metadata, markdown in message["parts"]]
+                    return [Part(text, metadata, markdown, tuple(headings)) for text, metadata, markdown, headings in message["parts"]]
                 elif "error" in message:
                     kind, text = message["error"]
                     raise _ERRORS.get(kind, UnreadableDocumentError)(text)
@@ -213,7 +213,7 @@ def _child() -> None:
         data = sys.stdin.buffer.read(request["size"])
         parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}),
                       request.get("ocr"))
-        send({"parts": [[p.text, p.metadata, p.markdown] for p in parts]})
+        send({"parts": [[p.text, p.metadata, p.markdown, list(p.headings)] for p in parts]})
     except MemoryError:
         send({"error": ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "
                                  f"(limit: {limits.setting('parse_memory_mb')}={limits.parse_memory_mb})"]})

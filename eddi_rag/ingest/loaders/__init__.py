@@ -32,6 +32,7 @@ class Part:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)  # citation: page, slide, sheet, row(s), cell(s)
     markdown: bool = False  # Markdown text: headings give sections
+    headings: tuple[str, ...] = ()  # the heading path in force where the part begins (a PDF page's: "# A", "## B")
 
 
 class UnsupportedFileTypeError(EddiRagError, ValueError):

@@ -1,4 +1,5 @@
-"""PDF: the text of each page (pypdf), cited as ``page`` (1-based). A page without a usable text layer (a scan:
+"""PDF: the text of each page (pypdf), cited as ``page`` (1-based), as Markdown with the PDF's own headings and
+without its running headers and footers (``ingest.pdf_structure``). A page without a usable text layer (a scan:
 fewer than ``ocr.MIN_TEXT_CHARS`` letters and digits) is rendered (pypdfium2) and read by OCR under ``ocr`` mode
 ``auto`` (every page with ``always``, none with ``off``); such a page's part says so (``ocr``, ``ocrConfidence``).
 The pages OCR will read are counted against ``max_ocr_pages`` before any is read, and each rendered page against
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from eddi_rag.ingest import ocr as engine
+from eddi_rag.ingest import pdf_structure as structure
 from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
 
 
@@ -27,25 +30,27 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter, oc
         if reader.is_encrypted:
             raise UnreadableDocumentError(f"{name}: the PDF is encrypted; upload a copy without a password")
         meter.whole("pages", len(reader.pages))
-        pages = [(n, (page.extract_text() or "").strip()) for n, page in enumerate(reader.pages, 1)]
+        laid = [structure.read_page(page) for page in reader.pages]
+        outline = structure.outline_titles(reader)
     except UnreadableDocumentError:
         raise
     except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
         raise UnreadableDocumentError(f"{name}: corrupt or unreadable PDF ({type(e).__name__}: {e})") from e
     mode = ocr["mode"]
-    scans = [] if mode == "off" else [n for n, text in pages if mode == "always" or not _usable(text)]
+    texts = [" ".join(line.text for line in page.lines) for page in laid]
+    scans = [] if mode == "off" else [n for n, text in enumerate(texts, 1) if mode == "always" or not _usable(text)]
     read = _ocr(data, name, scans, meter, ocr["languages"]) if scans else {}
     parts = []
-    for n, text in pages:
+    for n, (text, carried) in enumerate(structure.to_markdown(structure.without_running_lines(laid), outline), 1):
         if n in read:
-            parts.append(read[n])
+            parts.append(replace(read[n], headings=carried))
         else:
             meter.count("pages")
             if text:
-                parts.append(Part(text, {"page": n}))
+                parts.append(Part(text, {"page": n}, markdown=True, headings=carried))
     if not any(p.text.strip() for p in parts):
         hint = "(a scan? this knowledge base has ocr 'off')" if mode == "off" else "(OCR found none either)"
-        raise UnreadableDocumentError(f"{name}: the PDF has {len(pages)} page(s) but no extractable text {hint}")
+        raise UnreadableDocumentError(f"{name}: the PDF has {len(laid)} page(s) but no extractable text {hint}")
     return parts
 
 

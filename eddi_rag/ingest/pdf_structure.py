@@ -1,0 +1,194 @@
+"""A digital PDF's own structure, so a PDF's chunks know their section as Markdown's do: each page's text runs
+(pypdf's visitor: text, font size, position, font), grouped into lines in the order the page draws them (a
+two-column page: column by column), then
+
+- **headings**: the PDF's outline (bookmarks) where it names a line of the page, else lines set clearly larger
+  than the body text (a level per size, the largest first), else short bold lines numbered like ``2.3 Setup``;
+- **running headers and footers** left out: lines in the top or bottom margin that repeat on at least half of
+  the pages (digits aside), page numbers (``3``, ``Page 3 of 9``, ``3/9``), and on a single page the margin's
+  small print; a page of nothing else keeps them;
+- **paragraphs** joined, a word hyphenated at a line's end joined again, ligatures (ﬁ, ﬂ) spelled out.
+
+Each page becomes Markdown (``#`` per level) with the heading path in force where it begins, so a section that
+runs over a page break keeps its path (``loaders.Part.headings``)."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MARGIN = 0.06  # the top and bottom share of a page where running headers and footers live (1.8 cm of A4)
+LARGER = 1.15  # a line this much larger than the body text is a heading
+MAX_HEADING_WORDS = 15
+_PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,5}(?:\s*(?:/|of)\s*\d{1,5})?$|(?:^|\s)\d{1,5}\s*/\s*\d{1,5}$", re.I)
+_NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?\s+\S")
+_HYPHENATED = re.compile(r"(?<=[a-zà-ÿ])\s?[-\u2010\u00ad]$")  # a word hyphenated at a line's end
+
+
+@dataclass
+class Line:
+    text: str
+    size: float
+    y: float
+    bold: bool
+
+    @property
+    def key(self) -> str:
+        """The line as it repeats from page to page: digits aside, spaces collapsed."""
+        return re.sub(r"\d+", "#", " ".join(self.text.split())).lower()
+
+
+@dataclass
+class Page:
+    lines: list[Line] = field(default_factory=list)
+    height: float = 792.0
+
+
+def normal(text: str) -> str:
+    """Ligatures and compatibility forms spelled out (ﬁ → fi), as people type them in a question."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def read_page(page: Any) -> Page:
+    """The page's lines in drawing order, each with its font size in points and its height on the page."""
+    out = Page(height=float(page.mediabox.height))
+    current: list[tuple[str, float, float, bool]] = []
+
+    def close() -> None:
+        text = "".join(t for t, _, _, _ in current).strip()
+        if text:
+            weight = Counter({s: len(t) for t, s, _, _ in current})
+            out.lines.append(Line(normal(text), weight.most_common(1)[0][0], current[0][2], all(b for *_, b in current)))
+        current.clear()
+
+    def visit(text: str, cm: list[float], tm: list[float], font: Any, size: float) -> None:
+        if not text:
+            return
+        scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+        y = tm[5] * cm[3] + cm[5]
+        bold = "bold" in str((font or {}).get("/BaseFont", "")).lower()
+        pieces = text.split("\n")
+        for i, piece in enumerate(pieces):
+            if current and abs(current[-1][2] - y) > 1.0:
+                close()
+            if piece.strip():
+                current.append((piece, round(size * scale, 1), y, bold))
+            if i < len(pieces) - 1:
+                close()
+
+    page.extract_text(visitor_text=visit)
+    close()
+    return out
+
+
+def _in_margin(line: Line, page: Page) -> bool:
+    return line.y > page.height * (1 - MARGIN) or line.y < page.height * MARGIN
+
+
+def without_running_lines(pages: list[Page]) -> list[Page]:
+    """The pages without their running headers, footers and page numbers."""
+    sizes: Counter[float] = Counter()
+    for page in pages:
+        for line in page.lines:
+            sizes[line.size] += len(line.text)
+    body = sizes.most_common(1)[0][0] if sizes else 0.0
+    repeated = Counter(line.key for page in pages for line in {ln.key: ln for ln in page.lines if _in_margin(ln, page)}.values())
+    often = {key for key, n in repeated.items() if len(pages) >= 2 and n >= max(2, len(pages) / 2)}
+    for page in pages:
+        kept = [line for line in page.lines if not _in_margin(line, page) or not (
+            line.key in often or _PAGE_NUMBER.search(line.text.strip()) or (len(pages) == 1 and line.size < body))]
+        page.lines = kept or page.lines  # a header runs beside a page's text: a page of nothing else keeps its lines
+    return pages
+
+
+def outline_titles(reader: Any) -> dict[int, list[tuple[str, int]]]:
+    """The outline's (normalised title, level) entries by 1-based page number."""
+    out: dict[int, list[tuple[str, int]]] = {}
+
+    def walk(entries: list[Any], level: int) -> None:
+        for entry in entries:
+            if isinstance(entry, list):
+                walk(entry, level + 1)
+                continue
+            try:
+                number = reader.get_destination_page_number(entry) + 1
+            except Exception:  # noqa: BLE001 - an outline entry pointing nowhere names no page
+                continue
+            out.setdefault(number, []).append((_comparable(str(entry.title)), level))
+
+    try:
+        walk(reader.outline, 1)
+    except Exception:  # noqa: BLE001 - a broken outline is no outline
+        return {}
+    return out
+
+
+def _comparable(text: str) -> str:
+    return " ".join(normal(text).split()).lower()
+
+
+def to_markdown(pages: list[Page], outline: dict[int, list[tuple[str, int]]]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each page as Markdown, with the heading path in force where it begins."""
+    sizes: Counter[float] = Counter()
+    for page in pages:
+        for line in page.lines:
+            sizes[line.size] += len(line.text)
+    body = sizes.most_common(1)[0][0] if sizes else 0.0
+    larger = sorted({line.size for page in pages for line in page.lines
+                     if line.size >= body * LARGER and len(line.text.split()) <= MAX_HEADING_WORDS}, reverse=True)
+    level_of_size = {size: min(6, i + 1) for i, size in enumerate(larger)}
+    path: list[tuple[int, str]] = []  # (level, "## Title")
+    out = []
+    for number, page in enumerate(pages, 1):
+        titles = dict(outline.get(number, []))
+        carried = tuple(heading for _, heading in path)
+        blocks: list[str] = []
+        paragraph: list[str] = []
+        last_y: float | None = None
+        gaps = [a.y - b.y for a, b in zip(page.lines, page.lines[1:]) if 0 < a.y - b.y < 40]
+        spacing = sorted(gaps)[len(gaps) // 2] if gaps else 14.0
+
+        def flush() -> None:
+            if paragraph:
+                text = " ".join(paragraph)
+                blocks.append("\\" + text if text.startswith("#") else text)  # a line of text, not a heading
+                paragraph.clear()
+
+        for line in page.lines:
+            level = _heading_level(line, titles, level_of_size, body, len(larger))
+            if level:
+                flush()
+                heading = f"{'#' * level} {' '.join(line.text.split())}"
+                blocks.append(heading)
+                path = [(lv, h) for lv, h in path if lv < level] + [(level, heading)]
+                last_y = line.y
+                continue
+            if last_y is not None and (last_y - line.y > spacing * 1.6 or line.y > last_y):
+                flush()  # a gap wider than a line, or the next column
+            text = " ".join(line.text.split())
+            if paragraph and (cut := _HYPHENATED.search(paragraph[-1])) and text[:1].islower():
+                paragraph[-1] = paragraph[-1][:cut.start()] + text  # a word hyphenated at the line's end
+            else:
+                paragraph.append(text)
+            last_y = line.y
+        flush()
+        out.append(("\n\n".join(blocks), carried))
+    return out
+
+
+def _heading_level(line: Line, titles: dict[str, int], level_of_size: dict[float, int], body: float, size_levels: int) -> int:
+    words = len(line.text.split())
+    if words > MAX_HEADING_WORDS or line.text.rstrip()[-1:] in ".,;:":
+        return 0
+    if (level := titles.get(_comparable(line.text))) is not None:
+        return min(6, level)
+    if line.size in level_of_size:
+        return level_of_size[line.size]
+    numbered = _NUMBERED.match(line.text)
+    if numbered and line.bold and abs(line.size - body) < 0.5:
+        return min(6, size_levels + numbered.group(1).count(".") + 1)
+    return 0
