@@ -148,3 +148,24 @@ def test_pixel_bombs_and_a_two_thousand_page_scan_are_refused_naming_their_setti
         assert refused["status"].startswith("failed") and "EDDI_RAG_MAX_OCR_PAGES" in refused["status"], refused
         assert "2,000 pages to read by OCR" in refused["status"]
     assert client.get("/health").status_code == 200
+
+
+def test_a_scan_being_read_shows_its_pages_and_a_cancel_stops_the_parse_and_tesseract(client, scanned):
+    """OCR reports each page read as the job's progress; a cancel kills the parse process with its Tesseract run."""
+    import psutil
+
+    from tests.support.waiting import until
+
+    pages, _ = scanned
+    kb = make_kb(client, "Long scan")
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=long-scan.pdf", content=scans.image_pdf(pages * 12),
+                    headers={"Content-Type": "application/pdf"})
+    status_url = f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}/status"
+    reading = until(lambda: (s := client.get(status_url).json()).get("progress", {}).get("done") and s, "OCR progress", 60)
+    assert reading["progress"]["phase"] == "parsing" and reading["progress"]["unit"] == "pages"
+    workers = [p for p in psutil.Process().children(recursive=True)
+               if "eddi_rag.ingest.parsing" in " ".join(p.cmdline()) or p.name() == "tesseract"]
+    assert workers, "no parse process runs"
+    assert client.delete(f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}").json()["status"] == "cancelled"
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert alive == [] and client.get(status_url).json()["status"] == "cancelled"
