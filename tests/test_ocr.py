@@ -169,3 +169,18 @@ def test_a_scan_being_read_shows_its_pages_and_a_cancel_stops_the_parse_and_tess
     assert client.delete(f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}").json()["status"] == "cancelled"
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert alive == [] and client.get(status_url).json()["status"] == "cancelled"
+
+
+def test_a_page_read_with_low_confidence_is_named_in_the_ingestion_s_warnings(client, scanned):
+    """A blurred, low-resolution photo of a page is still read, and its ingestion says which page to check."""
+    from PIL import ImageFilter
+
+    pages, _ = scanned
+    poor = pages[0].resize((pages[0].width // 2, pages[0].height // 2)).filter(ImageFilter.GaussianBlur(3))
+    kb = make_kb(client, "Phone photos")
+    done = upload(client, kb, "blurred.png", scans.png(poor))
+    assert done["status"] == "completed", done
+    assert done["warnings"] == ["OCR read page(s) 1 with confidence below 0.7: their text may be wrong; "
+                                "a sharper scan (300 dpi) reads better"]
+    sharp = upload(client, kb, "sharp.png", scans.png(pages[0]))
+    assert sharp["status"] == "completed" and "warnings" not in sharp

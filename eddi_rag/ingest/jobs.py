@@ -39,7 +39,7 @@ from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on, document_id, progress"  # a Job's (not the body)
+_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on, document_id, progress, warnings"  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
 UNAVAILABLE = "pending: indexing unavailable"  # the KB's store is down: tried again until it is back
@@ -92,6 +92,7 @@ class Job:
     updated: str | None = None
     progress: dict[str, Any] | None = None  # while processing: {phase, unit, done, total}
     document_id: str | None = None  # the id its chunks get: the name (replacing), or name#ingestion id (appended)
+    warnings: list[str] | None = None  # what a completed ingestion wants checked (pages OCR read poorly)
 
     @classmethod
     def of(cls, row: Any, progress: dict[str, Any] | None = None) -> Job:
@@ -101,7 +102,8 @@ class Job:
         elif progress is None and row["progress"]:
             progress = json.loads(row["progress"])
         return cls(row["id"], row["kb_id"], row["version"], row["document"], row["status"], row["chunks"],
-                   row["created_on"], row["updated_on"], progress, row["document_id"] or row["document"])
+                   row["created_on"], row["updated_on"], progress, row["document_id"] or row["document"],
+                   json.loads(row["warnings"]) if row["warnings"] else None)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
@@ -109,6 +111,8 @@ class Job:
                "status": self.status, "chunks": self.chunks, "createdOn": self.created, "updatedOn": self.updated}
         if self.progress is not None:
             out["progress"] = self.progress
+        if self.warnings:
+            out["warnings"] = self.warnings
         return out
 
 
@@ -133,6 +137,10 @@ class Progress:
 
     def parsed(self, unit: str, done: int) -> None:
         self.queue._progress[self.job_id] = {"phase": "parsing", "unit": unit, "done": done, "total": None}
+
+    def warn(self, text: str) -> None:
+        """Something the job's author should check, kept with the job once it completes."""
+        self.queue._warnings.setdefault(self.job_id, []).append(text)
 
     def embedded(self, done: int, total: int) -> None:
         if self.cancelled():
@@ -167,6 +175,7 @@ class IngestionQueue:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()  # stop(): the running job is put back for the next start
         self._progress: dict[str, dict[str, Any]] = {}
+        self._warnings: dict[str, list[str]] = {}  # what a running job wants checked, written when it completes
 
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False,
                document_id: str | None = None) -> Job:
@@ -290,14 +299,15 @@ class IngestionQueue:
                 pass
         return len(rows)
 
-    def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False) -> None:
+    def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False,
+             warnings: list[str] | None = None) -> None:
         """A job's new status, unless it was cancelled meanwhile (cancelled stays cancelled) or another worker
         took it since (its lease ran out: that worker's outcome counts)."""
         body = ", body=NULL" if clear_body else ""
         self.db.execute(
-            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?, owner=NULL, lease_until=NULL, progress=NULL{body} "
-            "WHERE id=? AND status<>? AND owner=?",
-            (status, chunks, _now(), job_id, CANCELLED, self.owner),
+            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?, owner=NULL, lease_until=NULL, progress=NULL, "
+            f"warnings=?{body} WHERE id=? AND status<>? AND owner=?",
+            (status, chunks, _now(), json.dumps(warnings) if warnings else None, job_id, CANCELLED, self.owner),
         )
 
     def _claim(self, job_id: str | None = None) -> Any:
@@ -339,6 +349,7 @@ class IngestionQueue:
         finally:
             self.leases.release(job_id)
             self._progress.pop(job_id, None)
+            self._warnings.pop(job_id, None)
             self._cancel.discard(job_id)
 
     def _run(self, r: Any) -> None:
@@ -370,7 +381,7 @@ class IngestionQueue:
         else:
             def outcome() -> None:
                 # the document's file is kept with its latest ingestion (re-parse), earlier ones let go
-                self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED)
+                self._set(job_id, COMPLETED, chunks, clear_body=r["format"] == REEMBED, warnings=self._warnings.get(job_id))
                 self.let_go(r["kb_id"], r["document_id"] or r["document"], keep=job_id)
                 self._waits.pop(job_id, None)
         self._recorded(job_id, outcome)

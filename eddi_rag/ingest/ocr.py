@@ -21,6 +21,7 @@ MODES = ("auto", "always", "off")
 DEFAULT_LANGUAGES = ("eng",)
 MIN_TEXT_CHARS = 20  # a page whose text layer has fewer letters and digits than this is read as a scan (auto)
 DPI = 200  # a PDF page is rendered at this resolution for OCR
+LOW_CONFIDENCE = 0.7  # a page read with less is named in the ingestion's warnings (a clean 150-dpi scan: about 0.9)
 
 
 class OcrUnavailableError(UnreadableDocumentError):
@@ -49,6 +50,15 @@ class OcrPage:
         """The mean of the lines' confidences, weighted by their length (0 for a page without text)."""
         weight = sum(len(line.text) for line in self.lines)
         return sum(line.confidence * len(line.text) for line in self.lines) / weight if weight else 0.0
+
+
+def poorly_read(parts: list[Any]) -> str | None:
+    """The warning for the pages OCR read with low confidence (each part's ``ocrConfidence``), or None."""
+    pages = [p.metadata.get("page") for p in parts if p.metadata.get("ocrConfidence", 1.0) < LOW_CONFIDENCE]
+    if not pages:
+        return None
+    return (f"OCR read page(s) {', '.join(map(str, pages))} with confidence below {LOW_CONFIDENCE}: their text may be "
+            "wrong; a sharper scan (300 dpi) reads better")
 
 
 def spec(mode: str = "auto", languages: list[str] | tuple[str, ...] = DEFAULT_LANGUAGES) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from eddi_rag.backends.factories import (
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import EmbeddingBuffer
 from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest import ocr
 from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
@@ -181,15 +182,18 @@ class Ingestor:
     def ingest_file(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
                     progress: Callable[[int, int], None] | None = None, parsed: Report | None = None,
                     cancelled: Callable[[], bool] = lambda: False, max_chars: int | None = None,
-                    **fields: Any) -> IngestReport:
+                    warned: Callable[[str], None] | None = None, **fields: Any) -> IngestReport:
         """Ingest a file already detected as ``fmt`` (``loaders.detect``): parsed in a limited process
         (``parsing.parse``: ``parsed`` hears the pages/rows read, ``cancelled`` stops it), its parts
         chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...);
-        its text cut after ``max_chars`` characters (a source's ``maxContentLength``).
+        its text cut after ``max_chars`` characters (a source's ``maxContentLength``); ``warned`` hears what the
+        author should check (pages OCR read with low confidence).
         Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
         or ParseCancelledError before anything is stored."""
         parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled,
                       ocr_spec(config))
+        if warned is not None and (poor := ocr.poorly_read(parts)):
+            warned(poor)
         if max_chars is not None:
             parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)

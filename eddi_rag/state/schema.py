@@ -200,10 +200,16 @@ def _kept_files(c: sqlite3.Connection) -> None:
         body BLOB NOT NULL, PRIMARY KEY (kind, id, path))""")
 
 
+def _job_warnings(c: sqlite3.Connection) -> None:
+    """Version 11: what an ingestion that completed wants its author to check (pages OCR read with low confidence)."""
+    if "warnings" not in _columns(c, "ingestion_jobs"):
+        c.execute("ALTER TABLE ingestion_jobs ADD COLUMN warnings TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
-                                                                 _leases, _store_claims, _kept_files)
+                                                                 _leases, _store_claims, _kept_files, _job_warnings)
 LATEST = len(MIGRATIONS)
 
 

@@ -36,7 +36,7 @@ def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, s
         if fmt == REEMBED:  # every chunk again, with the current configuration's model
             return ingestor.reembed(kb_id, kbs.get(kb_id), progress.embedded)
         return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress.embedded,
-                                    progress.parsed, progress.cancelled, source=name).chunks
+                                    progress.parsed, progress.cancelled, warned=progress.warn, source=name).chunks
     return run
 
 
