@@ -81,18 +81,29 @@ class Bench:
         return hits / len(self.qa)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def question_set(data: str | Path) -> tuple[list[dict], list[Path]]:
+    """claude-docs-qa's questions (qa.jsonl) and its pages (docs/*.md)."""
+    data = Path(data)
+    qa = [json.loads(line) for line in (data / "qa.jsonl").read_text().splitlines() if line.strip()]
+    return qa, sorted((data / "docs").glob("*.md"))
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The options every claude-docs-qa benchmark takes: ``--data`` and ``--budget``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/claude-docs-qa"))
     parser.add_argument("--budget", type=int, default=12000)
+    return parser
+
+
+def main() -> None:
+    parser = arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--chunking", action="append", choices=list(CHUNKINGS), help="repeatable; default: all")
     parser.add_argument("--mode", action="append", choices=list(MODES), help="repeatable; default: all")
     parser.add_argument("--defaults", action="store_true",
                         help="also a knowledge base that names nothing but its model and store: what a user who does not tune gets")
     args = parser.parse_args()
-    data = Path(args.data)
-    qa = [json.loads(line) for line in (data / "qa.jsonl").read_text().splitlines() if line.strip()]
-    pages = sorted((data / "docs").glob("*.md"))
+    qa, pages = question_set(args.data)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp:
         runtime = Runtime(tmp)

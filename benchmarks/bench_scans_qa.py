@@ -9,8 +9,6 @@ the PNGs), answer the same questions; the figure is the data set's metric, hit@5
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -21,7 +19,7 @@ from fastapi.testclient import TestClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_docs_qa import BASE, Bench  # noqa: E402
+from bench_docs_qa import BASE, Bench, arguments, question_set  # noqa: E402
 
 from eddi_rag.api.app import create_app  # noqa: E402
 from eddi_rag.runtime import Runtime  # noqa: E402
@@ -29,15 +27,11 @@ from tests.support import scans  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "claude-docs-qa"))
-    parser.add_argument("--budget", type=int, default=12000)
+    parser = arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--form", action="append", choices=["Markdown", "scanned PDF", "PNG per page"],
                         help="repeatable; default: all three")
     args = parser.parse_args()
-    data = Path(args.data)
-    qa = [json.loads(line) for line in (data / "qa.jsonl").read_text().splitlines() if line.strip()]
-    pages = sorted((data / "docs").glob("*.md"))
+    qa, pages = question_set(args.data)
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     started = time.perf_counter()
     forms: dict[str, list[tuple[str, bytes, str]]] = {"Markdown": [], "scanned PDF": [], "PNG per page": []}

@@ -78,10 +78,11 @@ def installed_languages() -> set[str] | None:
     return {f.stem for folder in folders for f in folder.glob("*.traineddata")} - {"osd"}
 
 
-def language_errors(languages: list[str]) -> list[str]:
+def language_errors(languages: list[str], installed: set[str] | None = None) -> list[str]:
     """Why ``languages`` cannot be read here, one line each (none when Tesseract is not installed at all: a
-    configuration may be saved on a server that reads no scans; a scan then fails naming the package)."""
-    installed = installed_languages()
+    configuration may be saved on a server that reads no scans; a scan then fails naming the package).
+    ``installed``: ``installed_languages()``, when the caller has it."""
+    installed = installed if installed is not None else installed_languages()
     if installed is None:
         return []
     return [f"Tesseract's language pack {lang!r} is not installed on the server (installed: "
@@ -91,10 +92,11 @@ def language_errors(languages: list[str]) -> list[str]:
 
 def check(languages: list[str]) -> None:
     """Raise OcrUnavailableError unless Tesseract and every language pack in ``languages`` are installed."""
-    if installed_languages() is None:
+    installed = installed_languages()
+    if installed is None:
         raise OcrUnavailableError("this document needs OCR, and Tesseract is not installed on the server "
                                   "(Debian: apt-get install tesseract-ocr tesseract-ocr-eng)")
-    if errors := language_errors(languages):
+    if errors := language_errors(languages, installed):
         raise OcrUnavailableError("; ".join(errors))
 
 

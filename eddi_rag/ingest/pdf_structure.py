@@ -89,13 +89,18 @@ def _in_margin(line: Line, page: Page) -> bool:
     return line.y > page.height * (1 - MARGIN) or line.y < page.height * MARGIN
 
 
-def without_running_lines(pages: list[Page]) -> list[Page]:
-    """The pages without their running headers, footers and page numbers."""
+def body_size(pages: list[Page]) -> float:
+    """The font size most of the text is set in (0 for pages without text)."""
     sizes: Counter[float] = Counter()
     for page in pages:
         for line in page.lines:
             sizes[line.size] += len(line.text)
-    body = sizes.most_common(1)[0][0] if sizes else 0.0
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def without_running_lines(pages: list[Page]) -> list[Page]:
+    """The pages without their running headers, footers and page numbers."""
+    body = body_size(pages)
     repeated = Counter(line.key for page in pages for line in {ln.key: ln for ln in page.lines if _in_margin(ln, page)}.values())
     often = {key for key, n in repeated.items() if len(pages) >= 2 and n >= max(2, len(pages) / 2)}
     for page in pages:
@@ -133,11 +138,7 @@ def _comparable(text: str) -> str:
 
 def to_markdown(pages: list[Page], outline: dict[int, list[tuple[str, int]]]) -> list[tuple[str, tuple[str, ...]]]:
     """Each page as Markdown, with the heading path in force where it begins."""
-    sizes: Counter[float] = Counter()
-    for page in pages:
-        for line in page.lines:
-            sizes[line.size] += len(line.text)
-    body = sizes.most_common(1)[0][0] if sizes else 0.0
+    body = body_size(pages)
     larger = sorted({line.size for page in pages for line in page.lines
                      if line.size >= body * LARGER and len(line.text.split()) <= MAX_HEADING_WORDS}, reverse=True)
     level_of_size = {size: min(6, i + 1) for i, size in enumerate(larger)}

@@ -68,7 +68,7 @@ class Run:
 class SourceRuns:
     def __init__(self, db: StateDatabase, redact: Any = lambda s: s):
         self.db = db
-        self.leases = fleet.Leases("source-runs", self._renew, seconds=None, redact=redact)
+        self.leases = fleet.Leases("source-runs", self._renew, redact=redact)
 
     def _renew(self, run_id: str, until: str) -> bool:
         return bool(self.db.execute("UPDATE source_runs SET lease_until=? WHERE run_id=? AND status=?",

@@ -19,19 +19,17 @@ class Catalog:
         self.resources, self.kbs = resources, kbs
 
     def own(self, kind: str, id: str, tenant: str | None) -> None:
-        """Raises ResourceNotFoundError unless ``kind/id`` exists and (``tenant`` given) is ``tenant``'s: the
-        check before any change a caller asks for."""
+        """Raises ResourceNotFoundError unless ``kind/id`` exists (a soft-deleted one too) and (``tenant`` given) is
+        ``tenant``'s: the check before any change a caller asks for. (Reads pass ``tenant`` to the store instead.)"""
         if tenant is not None and self.resources.tenant_of(kind, id) != tenant:
             raise ResourceNotFoundError(f"{kind}/{id} not found")
 
     def read(self, kind: str, id: str, version: int = 0, tenant: str | None = None) -> dict[str, Any]:
         """The resource as saved (version 0: the current one)."""
-        self.own(kind, id, tenant)
-        return self.resources.read(kind, id, version)
+        return self.resources.read(kind, id, version, tenant)
 
     def current_version(self, kind: str, id: str, tenant: str | None = None) -> int:
-        self.own(kind, id, tenant)
-        return self.resources.current_version(kind, id)
+        return self.resources.current_version(kind, id, tenant)
 
     def exists(self, kind: str, id: str, tenant: str | None = None) -> bool:
         return self.resources.exists(kind, id, tenant=tenant)
@@ -46,7 +44,6 @@ class Catalog:
 
     def export_agent(self, agent_id: str, tenant: str | None = None) -> bytes:
         """The agent, its workflows and the configurations they name, as EDDI's export zip."""
-        self.own("agents", agent_id, tenant)
         return export_agent(self.resources, agent_id, tenant)
 
     def import_agents(self, data: bytes, tenant: str) -> ImportReport:
