@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import Field
 
 from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
+from eddi_rag.verbs.ingesting import PAGE_MAX_WIDTH, PAGE_MIN_WIDTH, PAGE_WIDTH
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -73,6 +74,18 @@ def document_chunks(id: str, runtime: RuntimeDep, caller: Viewer,
     chunks = runtime.documents.chunks(id, documentId, caller.user_id)
     return {"kbId": id, "documentId": documentId, "chunks": chunks,
             "reparsable": runtime.ingesting.reparsable(id, documentId)}
+
+
+@router.get("/page", response_class=Response, responses={200: {"content": {"image/png": {}}}})
+def page_image(id: str, runtime: RuntimeDep, caller: Viewer, documentId: Annotated[str, Query(min_length=1, max_length=2000)],
+               page: Annotated[int, Query(ge=1, le=100_000)],
+               width: Annotated[int, Query(ge=PAGE_MIN_WIDTH, le=PAGE_MAX_WIDTH)] = PAGE_WIDTH) -> Response:
+    """Page ``page`` of a PDF or image document as a PNG, to draw its chunks' ``boxes`` on (fractions of the page,
+    origin top left). 404 for a document the caller cannot see, a page it does not have, or a format without
+    pages; 409 when its file was not kept."""
+    runtime.documents.chunks(id, documentId, caller.user_id)  # 404 unless the caller sees the document
+    image = runtime.ingesting.page_image(id, documentId, page, width)
+    return Response(image, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
 
 
 @router.patch("/chunks/{chunk_id}")

@@ -24,6 +24,12 @@ def location(m: dict[str, Any]) -> str | None:
     return m.get("section") or m.get("cell") or None
 
 
+def place(m: dict[str, Any]) -> dict[str, Any]:
+    """Where on its page a chunk is, when known: {page, boxes} (boxes: [left, top, right, bottom] as fractions of
+    the page, origin top left; ``ingest.boxes``)."""
+    return {"page": m["page"], "boxes": m["boxes"]} if m.get("page") is not None and m.get("boxes") else {}
+
+
 def source_label(m: dict[str, Any]) -> str:
     """The document, and where in it when known."""
     return labelled(m, location(m))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from eddi_rag.config import RagConfiguration
+from eddi_rag.ingest import boxes
 from eddi_rag.ingest.tokens import TokenBudget, budget_for
 
 if TYPE_CHECKING:
@@ -73,8 +74,14 @@ def split_parts(parts: list[Part], config: RagConfiguration, budget: TokenBudget
             pieces = [Piece(p.text, " > ".join(part.headings)) for p in split_document(part.text, config, budget)]
         else:
             pieces = split_document(part.text, config, budget)
-        out += [Piece(p.text, p.section, {**part.metadata, **p.citation}) for p in pieces]
+        out += [Piece(p.text, p.section, {**part.metadata, **p.citation, **_boxes(p.text, part)}) for p in pieces]
     return out
+
+
+def _boxes(text: str, part: Part) -> dict[str, Any]:
+    """Where on its page a chunk is (``ingest.boxes``), when its part knows its lines."""
+    found = boxes.of_chunk(text, part.lines) if part.lines else []
+    return {"boxes": found} if found else {}
 
 
 @dataclass(frozen=True)

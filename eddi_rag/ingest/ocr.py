@@ -33,6 +33,7 @@ class OcrLine:
     text: str
     box: tuple[int, int, int, int]  # left, top, right, bottom in the image's pixels
     confidence: float  # 0..1
+    word_heights: tuple[int, ...] = ()  # each word's height in pixels (how large the line is set)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def read(image: Any, languages: list[str]) -> OcrPage:
             page.lines.append(OcrLine("", page.lines[-1].box, 1.0))
         text = " ".join(w[0] for w in words)
         box = (min(w[1] for w in words), min(w[2] for w in words), max(w[3] for w in words), max(w[4] for w in words))
-        page.lines.append(OcrLine(text, box, sum(w[5] for w in words) / len(words)))
+        page.lines.append(OcrLine(text, box, sum(w[5] for w in words) / len(words), tuple(w[4] - w[2] for w in words)))
         words.clear()
 
     for i, word in enumerate(data["text"]):

@@ -10,11 +10,13 @@ same character limit. ``EDDI_RAG_ISOLATE=0`` reads everything in process (debugg
 
 The child is ``python -m eddi_rag.ingest.parsing``: one JSON line (format, name, fit, limits, size),
 then the file's bytes on stdin; JSON lines on stdout: ``{"progress": [unit, n]}``, then
-``{"parts": [[text, metadata, markdown, headings], ...]}`` or ``{"error": [kind, message]}``.
+``{"parts": [[text, metadata, markdown, headings, lines], ...]}`` or ``{"error": [kind, message]}``. A request with
+``render`` ({page, width}) draws that page instead (``render``): ``{"image": base64 PNG}``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import queue
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import IO, Any
 
-from eddi_rag.ingest import loaders
+from eddi_rag.ingest import loaders, pages
 from eddi_rag.ingest.limits import MB, DocumentLimitError, DocumentLimits, Meter, check_zip
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, UnsupportedFileTypeError
 
@@ -36,7 +38,7 @@ POLL_SECONDS = 0.1  # how often the wait looks at cancel and the clock
 # What the child may see of the server's environment (never its secrets).
 _ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
 _ERRORS: dict[str, type[Exception]] = {"limit": DocumentLimitError, "unreadable": UnreadableDocumentError,
-                                       "unsupported": UnsupportedFileTypeError}
+                                       "unsupported": UnsupportedFileTypeError, "missing": pages.PageNotFoundError}
 
 
 class ParseCancelledError(Exception):
@@ -56,7 +58,18 @@ def parse(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: Documen
         return _load(fmt, data, name, fit, limits, report, ocr)
     if fmt in loaders.ZIPPED:
         check_zip(data, limits, name, fmt.upper())  # before a process is even started
-    return _Child(limits).run({"fmt": fmt, "name": name, "fit": fit, "ocr": ocr}, data, report, cancelled)
+    answer = _Child(limits).run({"fmt": fmt, "name": name, "fit": fit, "ocr": ocr}, data, report, cancelled)
+    return [Part(text, metadata, markdown, tuple(headings), tuple((t, tuple(b)) for t, b in lines))
+            for text, metadata, markdown, headings, lines in answer["parts"]]
+
+
+def render(fmt: str, data: bytes, name: str, page: int, width: int, limits: DocumentLimits) -> bytes:
+    """Page ``page`` of a kept file as a PNG ``width`` pixels wide (``ingest.pages``), drawn under the parse limits.
+    Raises PageNotFoundError, UnreadableDocumentError (DocumentLimitError over a limit)."""
+    if not limits.isolate:
+        return pages.draw(fmt, data, name, page, width, Meter(limits))
+    answer = _Child(limits).run({"fmt": fmt, "name": name, "render": {"page": page, "width": width}}, data, None, lambda: False)
+    return base64.b64decode(answer["image"])
 
 
 def _load(fmt: str, data: bytes, name: str, fit: dict[str, Any], limits: DocumentLimits, report: Report | None,
@@ -86,7 +99,8 @@ class _Child:
     def __init__(self, limits: DocumentLimits):
         self.limits = limits
 
-    def run(self, request: dict[str, Any], data: bytes, report: Report | None, cancelled: Callable[[], bool]) -> list[Part]:
+    def run(self, request: dict[str, Any], data: bytes, report: Report | None, cancelled: Callable[[], bool]) -> dict[str, Any]:
+        """The child's answer to ``request``: ``{"parts": ...}`` or ``{"image": ...}``; its error raised."""
         env = {k: v for k, v in os.environ.items() if k in _ENV}
         process = subprocess.Popen([sys.executable, "-B", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, env=env, start_new_session=True)
@@ -115,8 +129,8 @@ class _Child:
                 message = json.loads(line)
                 if "progress" in message and report is not None:
                     report(*message["progress"])
-                elif "parts" in message:
-                    return [Part(text, metadata, markdown, tuple(headings)) for text, metadata, markdown, headings in message["parts"]]
+                elif "parts" in message or "image" in message:
+                    return dict(message)
                 elif "error" in message:
                     kind, text = message["error"]
                     raise _ERRORS.get(kind, UnreadableDocumentError)(text)
@@ -211,9 +225,14 @@ def _child() -> None:
 
     try:
         data = sys.stdin.buffer.read(request["size"])
+        if "render" in request:
+            drawn = pages.draw(request["fmt"], data, request["name"], int(request["render"]["page"]),
+                               int(request["render"]["width"]), Meter(limits))
+            send({"image": base64.b64encode(drawn).decode("ascii")})
+            return
         parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}),
                       request.get("ocr"))
-        send({"parts": [[p.text, p.metadata, p.markdown, list(p.headings)] for p in parts]})
+        send({"parts": [[p.text, p.metadata, p.markdown, list(p.headings), [list(line) for line in p.lines]] for p in parts]})
     except MemoryError:
         send({"error": ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "
                                  f"(limit: {limits.setting('parse_memory_mb')}={limits.parse_memory_mb})"]})
@@ -223,6 +242,8 @@ def _child() -> None:
         send({"error": ["unreadable", str(e)]})
     except UnsupportedFileTypeError as e:
         send({"error": ["unsupported", str(e)]})
+    except pages.PageNotFoundError as e:
+        send({"error": ["missing", str(e)]})
     except RecursionError:
         send({"error": ["unreadable", f"{request['name']}: nested too deeply to read"]})
     except Exception as e:  # noqa: BLE001 - whatever a parser raises is the document's problem

@@ -34,7 +34,7 @@ class Line:
     text: str
     size: float
     y: float
-    bold: bool
+    bold: bool | None  # None: not known (a line read by OCR)
 
     @property
     def key(self) -> str:
@@ -83,6 +83,30 @@ def read_page(page: Any) -> Page:
     page.extract_text(visitor_text=visit)
     close()
     return out
+
+
+OCR_BODY = 10.0  # the size a line read by OCR in the page's body text is given
+OCR_LARGER = 1.3  # an OCR line set this much taller than the page's typical line is larger (its size: half steps)
+OCR_HEADING_WORDS = 10  # at most this many words in a heading read by OCR
+
+
+def from_ocr(read: Any, height: float) -> Page:
+    """A page read by OCR (``ingest.ocr.OcrPage``) as a page of lines, ``height`` points tall, so a scan's headings,
+    running lines and paragraphs are found as a digital page's are. A line's size is its tallest word against the
+    page's typical line (the median of the lines' tallest words): a scan turned by a degree makes a long line's box
+    taller, never a word's. Body text is ``OCR_BODY``; a short line ``OCR_LARGER`` times taller or more is set larger,
+    in half steps."""
+    scale = height / read.height if read.height else 1.0
+    lines = [line for line in read.lines if line.text.strip() and line.word_heights]
+    tallest = sorted(max(line.word_heights) for line in lines)
+    typical = tallest[len(tallest) // 2] if tallest else 1
+    page = Page(height=height)
+    for line in lines:
+        ratio = max(line.word_heights) / typical
+        larger = ratio >= OCR_LARGER and len(line.text.split()) <= OCR_HEADING_WORDS
+        size = OCR_BODY * round(ratio * 2) / 2 if larger else OCR_BODY
+        page.lines.append(Line(normal(line.text), size, height - line.box[3] * scale, None))
+    return page
 
 
 def _in_margin(line: Line, page: Page) -> bool:
@@ -190,6 +214,6 @@ def _heading_level(line: Line, titles: dict[str, int], level_of_size: dict[float
     if line.size in level_of_size:
         return level_of_size[line.size]
     numbered = _NUMBERED.match(line.text)
-    if numbered and line.bold and abs(line.size - body) < 0.5:
+    if numbered and ((line.bold and abs(line.size - body) < 0.5) or (line.bold is None and line.size > body)):
         return min(6, size_levels + numbered.group(1).count(".") + 1)
     return 0

@@ -16,7 +16,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eddi_rag.backends.factories import (
@@ -120,7 +120,7 @@ def truncated(parts: list[Part], max_chars: int) -> list[Part]:
     for part in parts:
         if left <= 0:
             break
-        out.append(part if len(part.text) <= left else Part(part.text[:left], part.metadata, part.markdown))
+        out.append(part if len(part.text) <= left else replace(part, text=part.text[:left]))
         left -= len(part.text)
     return out
 

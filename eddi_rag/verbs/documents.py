@@ -66,14 +66,16 @@ class Documents:
                 "complete": len(chunks) <= max_chunks}
 
     def chunks(self, kb_id: str, document_id: str, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
-        """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled}.
+        """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled; a PDF's or an
+        image's also page and boxes: where on the page, ``ingest.boxes``}.
         404 when the KB holds no such document (that this user may see)."""
         found = self._store(kb_id).get(_seen_by({"document_id": document_id}, user_id))
         if not found:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
         found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
         return [{"id": c.id, "position": c.metadata.get("position_in_doc"), "where": citations.location(c.metadata),
-                 "source": c.metadata.get("source"), "text": c.text, "enabled": not c.metadata.get(DISABLED)} for c in found]
+                 "source": c.metadata.get("source"), "text": c.text, "enabled": not c.metadata.get(DISABLED),
+                 **citations.place(c.metadata)} for c in found]
 
     def enable(self, kb_id: str, chunk_id: str, enabled: bool, user_id: str | None = None) -> dict[str, Any]:
         """Switch a chunk on or off: off, no search finds it and no passage shows it; its text and vector stay."""

@@ -12,8 +12,10 @@ from typing import Any
 
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest import pages
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
 from eddi_rag.ingest.loaders import EXTENSIONS, detect
+from eddi_rag.ingest.parsing import render
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.ingest.preview import preview_chunks
 from eddi_rag.verbs.contract_types import IngestionResult, as_document
@@ -49,6 +51,7 @@ def _named(document: str) -> str:
 
 
 REEMBED_DOCUMENT = "(re-embed all documents)"
+PAGE_WIDTH, PAGE_MIN_WIDTH, PAGE_MAX_WIDTH = pages.WIDTH, pages.MIN_WIDTH, pages.MAX_WIDTH  # a page shown, in pixels
 REFUSALS = (400, 413, 415, 422)  # statuses of a file refused for what it is (kept in the history: refusals_kept)
 
 
@@ -120,6 +123,17 @@ class Ingesting:
     def file_endings() -> frozenset[str]:
         """Every file name ending a format is read from (".md", ".pdf" ...)."""
         return EXTENSIONS
+
+    def page_image(self, kb_id: str, document_id: str, page: int, width: int = PAGE_WIDTH) -> bytes:
+        """Page ``page`` (1-based) of the document's kept file as a PNG ``width`` pixels wide (within
+        [pages.MIN_WIDTH, pages.MAX_WIDTH]), to draw its chunks' ``boxes`` on: a PDF's page or an image. 409 when
+        the file was not kept, 404 for a page it does not have or a format without pages."""
+        kept = self.jobs.original(kb_id, document_id)
+        if kept is None:
+            raise NoOriginalError(f"the file of document {document_id!r} was not kept (it was ingested before files were "
+                                  "kept, or as text): its pages cannot be shown")
+        name, data, fmt = kept
+        return render(fmt, data, name, page, pages.shown_width(width), self.ingestor.limits)
 
     def reparsable(self, kb_id: str, document_id: str) -> bool:
         """Whether the document's file is kept (``reparse`` can run)."""

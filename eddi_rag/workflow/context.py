@@ -106,7 +106,8 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
                    ) -> tuple[str, list[dict[str, Any]], int]:
     """The ``## Relevant Context:`` body (docs/architecture.md §3): a ``### Source: <kb>`` header whenever the KB
     changes, then ``[Source n: <document>, <what the passage covers>]`` (unless not ``labels``: EDDI's) and the passage.
-    Returns (text, the sources injected as {n, label, chunkId, kb, source, section, location; for an expanded passage
+    Returns (text, the sources injected as {n, label, chunkId, kb, source, section, location; page and boxes for a
+    chunk of a PDF or image (where on the page, ``common.citations.place``); for an expanded passage
     also hits, span, covers and hitOffsets: each hit's [start, end) in the passage and its own citation}, number of
     passages omitted).
 
@@ -129,7 +130,7 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
         current_kb = p.kb
         sources.append({"n": n, "label": label, "chunkId": p.hit.id, "kb": p.kb,
                         "source": p.hit.metadata.get("source"), "section": p.hit.metadata.get("section"),
-                        "location": citations.location(p.hit.metadata)})
+                        "location": citations.location(p.hit.metadata), **citations.place(p.hit.metadata)})
         if p.expanded is not None:  # what the passage covers, and where each hit stands in it
             sources[-1].update(hits=[h.id for h in p.expanded.hits], span=p.expanded.span, covers=p.expanded.covers,
                                hitOffsets=p.expanded.hit_offsets())

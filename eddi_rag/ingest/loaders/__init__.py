@@ -10,7 +10,8 @@ then the extension, then a look at the content (``<html``), else plain text.
 ``load`` returns ``Part``s: the text of a page, a slide, a group of spreadsheet rows, or a whole
 Markdown text (``markdown=True``: its headings give each chunk its ``section``), each with the
 citation metadata that names where it came from (``page``, ``slide``, ``sheet``/``row``/``cell``
-or ``cells``, ``row``/``rows``). A file that is encrypted, corrupt or holds no extractable text
+or ``cells``, ``row``/``rows``); a page of a PDF or an image also keeps its lines' boxes, so each chunk
+knows where on the page it is (``ingest.boxes``). A file that is encrypted, corrupt or holds no extractable text
 raises ``UnreadableDocumentError`` with the reason.
 """
 
@@ -33,6 +34,7 @@ class Part:
     metadata: dict[str, Any] = field(default_factory=dict)  # citation: page, slide, sheet, row(s), cell(s)
     markdown: bool = False  # Markdown text: headings give sections
     headings: tuple[str, ...] = ()  # the heading path in force where the part begins (a PDF page's: "# A", "## B")
+    lines: tuple[tuple[str, tuple[float, float, float, float]], ...] = ()  # a page's lines and their boxes (ingest.boxes)
 
 
 class UnsupportedFileTypeError(EddiRagError, ValueError):

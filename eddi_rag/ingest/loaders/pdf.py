@@ -1,7 +1,9 @@
 """PDF: the text of each page (pypdf), cited as ``page`` (1-based), as Markdown with the PDF's own headings and
 without its running headers and footers (``ingest.pdf_structure``). A page without a usable text layer (a scan:
 fewer than ``ocr.MIN_TEXT_CHARS`` letters and digits) is rendered (pypdfium2) and read by OCR under ``ocr`` mode
-``auto`` (every page with ``always``, none with ``off``); such a page's part says so (``ocr``, ``ocrConfidence``).
+``auto`` (every page with ``always``, none with ``off``); such a page's part says so (``ocr``, ``ocrConfidence``),
+and its headings are found by their size and numbering as a digital page's are. Every page keeps its lines' boxes
+(``ingest.boxes``: a chunk's place on the page).
 The pages OCR will read are counted against ``max_ocr_pages`` before any is read, and each rendered page against
 ``max_image_pixels`` before it is drawn."""
 
@@ -9,9 +11,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
+from eddi_rag.ingest import boxes
 from eddi_rag.ingest import ocr as engine
 from eddi_rag.ingest import pdf_structure as structure
 from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
@@ -39,42 +41,49 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter, oc
     mode = ocr["mode"]
     texts = [" ".join(line.text for line in page.lines) for page in laid]
     scans = [] if mode == "off" else [n for n, text in enumerate(texts, 1) if mode == "always" or not _usable(text)]
-    read = _ocr(data, name, scans, meter, ocr["languages"]) if scans else {}
+    confidence, lines = _place(data, name, laid, scans, meter, ocr["languages"])
     parts = []
     for n, (text, carried) in enumerate(structure.to_markdown(structure.without_running_lines(laid), outline), 1):
-        if n in read:
-            parts.append(replace(read[n], headings=carried))
-        else:
+        if n not in confidence:
             meter.count("pages")
-            if text:
-                parts.append(Part(text, {"page": n}, markdown=True, headings=carried))
+        read = {"ocr": True, "ocrConfidence": confidence[n]} if n in confidence else {}
+        if text:
+            parts.append(Part(text, {"page": n, **read}, markdown=True, headings=carried, lines=tuple(lines[n])))
     if not any(p.text.strip() for p in parts):
         hint = "(a scan? this knowledge base has ocr 'off')" if mode == "off" else "(OCR found none either)"
         raise UnreadableDocumentError(f"{name}: the PDF has {len(laid)} page(s) but no extractable text {hint}")
     return parts
 
 
-def _ocr(data: bytes, name: str, numbers: list[int], meter: Counter, languages: list[str]) -> dict[int, Part]:
-    """The pages ``numbers`` rendered at ``ocr.DPI`` and read by OCR, each as its part."""
+def _place(data: bytes, name: str, laid: list[structure.Page], scans: list[int], meter: Counter,
+           languages: list[str]) -> tuple[dict[int, float], dict[int, list[boxes.Line]]]:
+    """Each page's lines with their boxes (pypdfium2's text page); the pages ``scans`` rendered at ``ocr.DPI`` and
+    read by OCR instead, their lines put in ``laid`` (so their headings are found as a digital page's are).
+    Returns (OCR confidence by page read, lines by page)."""
     import pypdfium2 as pdfium
 
-    meter.ocr_pages(len(numbers))
-    engine.check(languages)
+    if scans:
+        meter.ocr_pages(len(scans))
+        engine.check(languages)
     scale = engine.DPI / 72
-    out: dict[int, Part] = {}
+    confidence: dict[int, float] = {}
+    lines: dict[int, list[boxes.Line]] = {}
     try:
         doc = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
         raise UnreadableDocumentError(f"{name}: corrupt or unreadable PDF ({e})") from e
     try:
-        for n in numbers:
+        for n in range(1, len(laid) + 1):
             page = doc[n - 1]
             width, height = page.get_size()
+            if n not in scans:
+                lines[n] = boxes.pdf_lines(page.get_textpage(), width, height)
+                continue
             meter.pixels(round(width * scale), round(height * scale), f"{name}, page {n} at {engine.DPI} dpi")
-            image = page.render(scale=scale, grayscale=True).to_pil()
-            read = engine.read(image, languages)
-            out[n] = Part(read.text, {"page": n, "ocr": True, "ocrConfidence": round(read.confidence, 3)})
+            read = engine.read(page.render(scale=scale, grayscale=True).to_pil(), languages)
+            laid[n - 1] = structure.from_ocr(read, height)
+            confidence[n], lines[n] = round(read.confidence, 3), boxes.ocr_lines(read)
             meter.count("pages")
     finally:
         doc.close()
-    return out
+    return confidence, lines

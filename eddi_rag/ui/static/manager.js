@@ -677,6 +677,32 @@ function initDocuments() {
 }
 
 // ---- one document: its chunks with where they are, switched on or off; re-parse; replace the file --------
+// A page of a PDF or an image, drawn by the server, with a chunk's place on it marked (its boxes: fractions of the page).
+function pageView(kb, documentId, page, boxes) {
+  const img = el("img", { src: kbUrl(kb.id, `/page?documentId=${encodeURIComponent(documentId)}&page=${page}`),
+    alt: `Page ${page} of ${documentId}` });
+  const pct = (v) => `${(v * 100).toFixed(2)}%`;
+  const regions = boxes.map(([left, top, right, bottom]) => el("span", { class: "region", "aria-hidden": "true",
+    style: `left:${pct(left)};top:${pct(top)};width:${pct(right - left)};height:${pct(bottom - top)}` }));
+  img.addEventListener("error", () => img.replaceWith(el("p", { class: "error" }, `Page ${page} cannot be shown: its file was not kept.`)));
+  return el("figure", { class: "page-view" }, el("div", { class: "page-frame" }, img, regions),
+    el("figcaption", { class: "muted" }, `Page ${page}, the chunk's place marked`));
+}
+
+// "Show on page": the page opens when asked for, under its toggle or where ``place`` puts it (``place(figure)``
+// returns what to remove when the toggle closes).
+function onPage(kb, documentId, page, boxes, place) {
+  const box = el("details", { class: "on-page" }, el("summary", {}, `Show on page ${page}`));
+  let shown = null;
+  box.addEventListener("toggle", () => {
+    if (box.open && !shown) {
+      const figure = pageView(kb, documentId, page, boxes);
+      shown = place ? place(figure) : box.appendChild(figure);
+    } else if (!box.open && shown) { shown.remove(); shown = null; }
+  });
+  return box;
+}
+
 async function initDocument() {
   const kb = kbData();
   const box = $("#doc-chunks");
@@ -693,7 +719,11 @@ async function initDocument() {
       el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "Where"), el("th", {}, "Text"), el("th", {}, "In search"))),
       el("tbody", {}, r.data.chunks.map((c) => el("tr", { "data-chunk": c.id, class: c.enabled ? "" : "off" },
         el("td", { class: "num" }, c.position),
-        el("td", {}, c.where || "—"),
+        el("td", {}, c.where || "—", c.boxes ? onPage(kb, kb.document, c.page, c.boxes, (figure) => {
+          const row = el("tr", { class: "page-row", "data-page-of": c.id }, el("td", { colspan: 4 }, figure));
+          $(`tr[data-chunk="${CSS.escape(c.id)}"]`, box).after(row);
+          return row;
+        }) : ""),
         el("td", {}, el("details", {}, el("summary", {}, c.text.length > 90 ? `${c.text.slice(0, 90)}…` : c.text), el("pre", {}, c.text))),
         el("td", {}, CAN_EDIT() ? el("label", { class: "switch" }, el("input", { type: "checkbox", checked: c.enabled, "aria-label": `chunk ${c.position} in search`,
           onchange: async (e) => {
@@ -814,6 +844,7 @@ function initTry() {
             h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "", " · ", el("span", { class: "citation" }, h.citation || h.source)),
           h.ranking ? el("div", { class: "ranking muted" }, ranking(h.ranking)) : "",
           el("pre", {}, h.text),
+          h.metadata && h.metadata.boxes && h.metadata.document_id ? onPage(kb, h.metadata.document_id, h.metadata.page, h.metadata.boxes) : "",
           h.passage && h.passage !== h.text ? el("details", { class: "passage" },
             el("summary", {}, `Passage the model sees: ${h.passageCitation} (${h.passage.length} chars, this chunk highlighted)`),
             highlighted(h.passage, h.offsets)) : "")))
