@@ -193,8 +193,8 @@ def log_requests(log_format: str) -> None:
 @click.option("--ttl", "ttl_seconds", type=float, default=None, help="Seconds until the chunks expire (default: the KB's ttlSeconds).")
 def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
     """Ingest files and folders (recursively) into knowledge base KB_ID: PDF (scans read by OCR), images of
-    pages (PNG, JPEG, TIFF, WebP, BMP), DOCX, PPTX, XLSX, CSV, HTML, Markdown and text, one document per file,
-    named by its path under the folder given."""
+    pages (PNG, JPEG, TIFF, WebP, BMP), DOCX, PPTX, XLSX, CSV, HTML, Markdown, text, e-mail (.eml, .msg),
+    EPUB, OpenDocument and RTF, one document per file, named by its path under the folder given."""
     from tqdm import tqdm
 
     from eddi_rag.errors import EddiRagError

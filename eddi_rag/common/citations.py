@@ -1,6 +1,6 @@
 """Where a chunk came from, as a citation names it: ``rapport.pdf, page 3``,
 ``production.xlsx, Stocks!C12``, ``deck.pptx, slide 4``, ``data.csv, rows 12-14``,
-``guide.md, # Guide > ## Refunds``; and what a passage of several chunks covers:
+``guide.md, # Guide > ## Refunds``, ``mail.eml > report.pdf, page 2``; and what a passage of several chunks covers:
 ``handbook.pdf, pages 1–3``, ``data.csv, rows 2–40``, ``leave.docx, whole document``."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def location(m: dict[str, Any]) -> str | None:
         return f"rows {m['rows']}"
     if m.get("row") is not None:
         return f"row {m['row']}"
-    return m.get("section") or m.get("cell") or None
+    return m.get("section") or m.get("cell") or (f"chapter {m['chapter']}" if m.get("chapter") else None)
 
 
 def place(m: dict[str, Any]) -> dict[str, Any]:
@@ -36,8 +36,11 @@ def source_label(m: dict[str, Any]) -> str:
 
 
 def labelled(m: dict[str, Any], where: str | None) -> str:
-    """The document a chunk with metadata ``m`` comes from, and ``where`` in it when known."""
+    """The document a chunk with metadata ``m`` comes from (a mail's attachment inside it: ``mail.eml > a.pdf``),
+    and ``where`` in it when known."""
     source = str(m.get("source") or "unknown source")
+    if m.get("attachment"):
+        source = f"{source} > {m['attachment']}"
     return f"{source}, {where}" if where else source
 
 

@@ -104,6 +104,10 @@ class Meter:
         if width * height > self.limits.max_image_pixels:
             raise self.limits.over("max_image_pixels", f"{what} is {width:,} × {height:,} pixels")
 
+    def zip(self, data: bytes, name: str, kind: str) -> None:
+        """A zip inside the document (a mail's DOCX attachment): its directory checked against the unzip limits."""
+        check_zip(data, self.limits, name, kind)
+
     def characters(self, n: int) -> None:
         if n > self.limits.max_chars:
             raise self.limits.over("max_chars", f"the document's text is {n:,} characters")

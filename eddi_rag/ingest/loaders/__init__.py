@@ -18,6 +18,7 @@ raises ``UnreadableDocumentError`` with the reason.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -65,13 +66,24 @@ FORMATS = {f.name: f for f in (
     Format("markdown", "text/markdown", (".md", ".markdown"), False),
     Format("text", "text/plain", (".txt", ".text"), False),
     Format("image", "image/png", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"), True),
+    Format("mail", "message/rfc822", (".eml",), False),
+    Format("msg", "application/vnd.ms-outlook", (".msg",), True),
+    Format("epub", "application/epub+zip", (".epub",), True),
+    Format("odt", "application/vnd.oasis.opendocument.text", (".odt",), True),
+    Format("ods", "application/vnd.oasis.opendocument.spreadsheet", (".ods",), True),
+    Format("odp", "application/vnd.oasis.opendocument.presentation", (".odp",), True),
+    Format("rtf", "application/rtf", (".rtf",), True),
 )}
-ZIPPED = frozenset({"docx", "pptx", "xlsx"})  # OOXML: zip archives, checked before they are inflated
-READ_BY_OCR = frozenset({"pdf", "image"})  # formats whose pages may be scans: their loaders take ``ocr``
+ZIPPED = frozenset({"docx", "pptx", "xlsx", "epub", "odt", "ods", "odp"})  # zip archives, checked before they are inflated
+READ_BY_OCR = frozenset({"pdf", "image", "mail", "msg"})  # formats with pages that may be scans (a mail's attachments): their loaders take ``ocr``
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_MAIL_HEADERS = re.compile(r"^(received|from|to|cc|subject|date|message-id|mime-version|return-path|delivered-to|"
+                           r"content-type|reply-to|x-[a-z-]+):", re.I | re.M)
 _BY_MEDIA_TYPE = {f.media_type: f for f in FORMATS.values()} | {
     "application/xhtml+xml": FORMATS["html"], "text/x-markdown": FORMATS["markdown"],
     "application/csv": FORMATS["csv"], "application/vnd.ms-excel.sheet.macroenabled.12": FORMATS["xlsx"],
     **{f"image/{kind}": FORMATS["image"] for kind in ("jpeg", "tiff", "webp", "bmp", "x-ms-bmp")},
+    "text/rtf": FORMATS["rtf"], "application/x-msg": FORMATS["msg"],
 }
 _BY_EXTENSION = {ext: f for f in FORMATS.values() for ext in f.extensions}
 EXTENSIONS = frozenset(_BY_EXTENSION)  # every file name ending a loader reads (".md", ".pdf" ...)
@@ -91,14 +103,20 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     declared_type = (content_type or "").split(";")[0].strip().lower()
     declared = _BY_MEDIA_TYPE.get(declared_type)
     named = _BY_EXTENSION.get(PurePath(filename or "").suffix.lower())
+    if data.startswith(_OLE_MAGIC):  # an OLE compound file: an Outlook message, or a .doc, .xls...
+        if FORMATS["msg"] in (named, declared):
+            return "msg"
+        raise _refuse("an OLE compound file (a legacy .doc, .xls or .ppt, or an Outlook message not named .msg)")
     magic = filetype.guess(data[:8192]) if data else None
     if magic is not None:
         found = _BY_MEDIA_TYPE.get(magic.mime.lower())
         if found is not None and found.binary:
             return found.name
-        if magic.mime == "application/zip" and named and named.binary and named.name != "pdf":
-            return named.name  # an OOXML file whose parts filetype did not recognise: its parser decides
+        if magic.mime == "application/zip" and named and named.name in ZIPPED:
+            return named.name  # a zip-based file whose parts filetype did not recognise: its parser decides
         raise _refuse(f"{magic.mime} (.{magic.extension})")
+    if FORMATS["mail"] in (named, declared):
+        return "mail"  # a mail's body may be 8-bit in any charset: its parser decodes it
     claimed = next((f for f in (declared, named) if f is not None and f.binary), None)
     if claimed is not None:
         raise _refuse(f"content that is not {claimed.name} (declared {declared_type or 'no Content-Type'}, "
@@ -115,7 +133,21 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
         return named.name
     if text.lstrip()[:200].lower().startswith(("<!doctype html", "<html")):
         return "html"
+    if _looks_like_mail(text):
+        return "mail"
     return "text"
+
+
+def _looks_like_mail(text: str) -> bool:
+    """A text that begins with a header block (every line ``Name: value`` or its continuation) naming at least
+    three mail headers (From, To, Subject, Received...), then a blank line."""
+    start = text.replace("\r\n", "\n").lstrip("\n")[:16384]
+    if "\n\n" not in start:
+        return False
+    head = start.split("\n\n", 1)[0]
+    if not all(re.match(r"^([!-9;-~]+:|[ \t])", line) for line in head.split("\n")):
+        return False
+    return len({m.lower() for m in _MAIL_HEADERS.findall(head)}) >= 3
 
 
 class Counter(Protocol):
@@ -125,6 +157,7 @@ class Counter(Protocol):
     def whole(self, unit: str, n: int) -> None: ...  # a count known before reading
     def ocr_pages(self, n: int) -> None: ...  # pages OCR will read, before it reads any
     def pixels(self, width: int, height: int, what: str = "an image") -> None: ...  # an image's declared size
+    def zip(self, data: bytes, name: str, kind: str) -> None: ...  # a zip inside the file, before it is inflated
 
 
 class _Uncounted:
@@ -138,6 +171,9 @@ class _Uncounted:
         pass
 
     def pixels(self, width: int, height: int, what: str = "an image") -> None:
+        pass
+
+    def zip(self, data: bytes, name: str, kind: str) -> None:
         pass
 
 

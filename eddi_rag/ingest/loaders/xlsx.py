@@ -13,7 +13,7 @@ from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
 from eddi_rag.ingest.loaders.rows import Row, format_value, pack_rows, row_lines, row_span
 
 
-def _cite(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
+def cite_cells(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
     from openpyxl.utils import get_column_letter
 
     def cite(rows: list[Row]) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
                     rows.append(Row(number, "\n".join(row_lines(header, row)), filled[0] + 1, filled[-1] + 1))
             if not rows and any(header):  # a sheet that is only a header row: keep it, it is content too
                 rows.append(Row(1, " | ".join(h for h in header if h), 1, len(header)))
-            parts += pack_rows(rows, f"Sheet: {sheet.title}", fits, _cite(sheet.title))
+            parts += pack_rows(rows, f"Sheet: {sheet.title}", fits, cite_cells(sheet.title))
     finally:
         book.close()
     return parts

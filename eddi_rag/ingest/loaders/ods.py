@@ -1,0 +1,32 @@
+"""OpenDocument spreadsheet (``.ods``, odfpy): per sheet, row 1 is the header; each later row is written as
+``header: value`` lines and cited as an XLSX row is (``sheet``, ``row``, ``cell`` or ``cells``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from eddi_rag.ingest.loaders import Counter, Part
+from eddi_rag.ingest.loaders.odf import opened, table_rows
+from eddi_rag.ingest.loaders.rows import Row, pack_rows, row_lines
+from eddi_rag.ingest.loaders.xlsx import cite_cells
+
+
+def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
+    from odf.table import Table
+
+    document = opened(data, name, "OpenDocument spreadsheet")
+    parts: list[Part] = []
+    for sheet in document.spreadsheet.getElementsByType(Table):
+        title = str(sheet.getAttribute("name") or "Sheet")
+        values = table_rows(sheet, meter)
+        if not values:
+            continue
+        header, rows = values[0], []
+        for number, row in enumerate(values[1:], 2):
+            filled = [i for i, v in enumerate(row) if v]
+            if filled:
+                rows.append(Row(number, "\n".join(row_lines(header, row)), filled[0] + 1, filled[-1] + 1))
+        if not rows and any(header):
+            rows.append(Row(1, " | ".join(h for h in header if h), 1, len(header)))
+        parts += pack_rows(rows, f"Sheet: {title}", fits, cite_cells(title))
+    return parts

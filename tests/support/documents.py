@@ -1,0 +1,164 @@
+"""The formats people send (issue 32, point 5), written at run time with real tools and nothing committed: mail by
+Python's ``email`` package (and as an Outlook ``.msg`` by aspose-email-foss's writer), EPUB by ebooklib,
+OpenDocument text, spreadsheet and presentation by odfpy; RTF is a few lines of its own markup."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from email.message import EmailMessage
+
+
+def mail(subject: str, body: str, attachments: tuple[tuple[str, bytes | EmailMessage, str], ...] = (), html: str | None = None,
+         sender: str = "Alice Example <alice@example.com>", to: str = "bob@example.com", cc: str | None = None,
+         date: str = "Tue, 24 Nov 2026 10:00:00 +0100") -> EmailMessage:
+    """A message with a plain-text body (and an HTML alternative), each attachment (name, bytes or an attached
+    message, MIME type)."""
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"], message["Date"] = sender, to, subject, date
+    if cc:
+        message["Cc"] = cc
+    message.set_content(body)
+    if html is not None:
+        message.add_alternative(html, subtype="html")
+    for name, data, mime in attachments:
+        if isinstance(data, EmailMessage):
+            message.add_attachment(data, filename=name)
+            continue
+        main, sub = mime.split("/", 1)
+        message.add_attachment(data, maintype=main, subtype=sub, filename=name)
+    return message
+
+
+def outlook(message: EmailMessage) -> bytes:
+    """``message`` as an Outlook ``.msg`` file."""
+    from aspose.email_foss import msg
+
+    handle, path = tempfile.mkstemp(suffix=".msg")
+    os.close(handle)
+    try:
+        msg.MapiMessage.from_email_message(message).save(path)
+        with open(path, "rb") as f:
+            return f.read()
+    finally:
+        os.unlink(path)
+
+
+def epub_book(title: str, chapters: list[tuple[str, str]]) -> bytes:
+    """A book of (chapter title, paragraph HTML) chapters, in reading order."""
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("eddi-rag-test")
+    book.set_title(title)
+    book.set_language("en")
+    items = []
+    for n, (heading, body) in enumerate(chapters, 1):
+        chapter = epub.EpubHtml(title=heading, file_name=f"chapter{n}.xhtml", lang="en")
+        chapter.content = f"<h1>{heading}</h1>{body}"
+        book.add_item(chapter)
+        items.append(chapter)
+    book.toc = items
+    book.spine = ["nav", *items]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    out = io.BytesIO()
+    epub.write_epub(out, book)
+    return out.getvalue()
+
+
+def _saved(document) -> bytes:
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def odt(blocks: list[tuple[str, str]]) -> bytes:
+    """An OpenDocument text of ("h1"/"h2"/"p", text) blocks and a two-row table at its end."""
+    from odf.opendocument import OpenDocumentText
+    from odf.table import Table, TableCell, TableColumn, TableRow
+    from odf.text import H, P
+
+    document = OpenDocumentText()
+    for what, text in blocks:
+        document.text.addElement(H(outlinelevel=int(what[1]), text=text) if what.startswith("h") else P(text=text))
+    table = Table(name="Prices")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    for row in (("Fare", "Price"), ("Flex", "89 EUR")):
+        cells = TableRow()
+        for value in row:
+            cell = TableCell()
+            cell.addElement(P(text=value))
+            cells.addElement(cell)
+        table.addElement(cells)
+    document.text.addElement(table)
+    return _saved(document)
+
+
+def ods(sheets: dict[str, list[list[str]]]) -> bytes:
+    """An OpenDocument spreadsheet; each sheet's first row is its header; a repeated empty row closes each sheet,
+    as office suites write one."""
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    document = OpenDocumentSpreadsheet()
+    for name, rows in sheets.items():
+        table = Table(name=name)
+        for row in rows:
+            cells = TableRow()
+            for value in row:
+                cell = TableCell()
+                if value:
+                    cell.addElement(P(text=value))
+                cells.addElement(cell)
+            table.addElement(cells)
+        table.addElement(TableRow(numberrowsrepeated=1048000))  # (an empty row, repeated to the sheet's end)
+        document.spreadsheet.addElement(table)
+    return _saved(document)
+
+
+def odp(slides: list[tuple[str, str, str]]) -> bytes:
+    """An OpenDocument presentation of (title, text, speaker notes) slides."""
+    from odf.draw import Frame, Page, TextBox
+    from odf.namespaces import PRESENTATIONNS
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+    from odf.text import P
+
+    document = OpenDocumentPresentation()
+    layout = PageLayout(name="layout")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="master", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    for n, (title, text, notes) in enumerate(slides, 1):
+        page = Page(name=f"slide{n}", masterpagename=master)
+        for cls, value in (("title", title), ("outline", text)):
+            frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+            frame.setAttrNS(PRESENTATIONNS, "class", cls)
+            box = TextBox()
+            box.addElement(P(text=value))
+            frame.addElement(box)
+            page.addElement(frame)
+        if notes:
+            note = Notes()
+            frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+            frame.setAttrNS(PRESENTATIONNS, "class", "notes")
+            box = TextBox()
+            box.addElement(P(text=notes))
+            frame.addElement(box)
+            note.addElement(frame)
+            page.addElement(note)
+        document.presentation.addElement(page)
+    return _saved(document)
+
+
+def rtf(paragraphs: list[str]) -> bytes:
+    """An RTF document of plain paragraphs (``\\'xx`` escapes for cp1252 letters)."""
+    def escaped(text: str) -> str:
+        return "".join(ch if ord(ch) < 128 else f"\\'{ch.encode('cp1252')[0]:02x}" for ch in text)
+
+    body = "".join(f"{{\\pard {escaped(p)}\\par}}\n" for p in paragraphs)
+    return ("{\\rtf1\\ansi\\ansicpg1252\\deff0{\\fonttbl{\\f0 Times New Roman;}}\n" + body + "}").encode("ascii")
