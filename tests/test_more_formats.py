@@ -122,3 +122,11 @@ def test_a_corrupt_file_of_each_new_format_fails_with_its_reason(client):
         status = ingested(client, kb, name, data)["status"]
         assert status.startswith(f"failed: {name}: corrupt or unreadable"), status
     assert client.get("/health").status_code == 200
+
+
+def test_a_mail_s_chunks_list_names_the_attachment_each_chunk_is_in(client):
+    kb = make_kb(client, "Mail", minScore=0, chunkStrategy="recursive", chunkSize=300, chunkOverlap=0)
+    ingested(client, kb, "quarterly.eml", quarterly().as_bytes())
+    where = [c["where"] for c in client.get(f"{BASE}/{kb}/chunks", params={"documentId": "quarterly.eml"}).json()["chunks"]]
+    assert "# Quarterly report" in where and "report.odt, # Report > ## Revenue" in where
+    assert "forwarded.eml > plan.rtf" in where

@@ -24,10 +24,21 @@ def location(m: dict[str, Any]) -> str | None:
     return m.get("section") or m.get("cell") or (f"chapter {m['chapter']}" if m.get("chapter") else None)
 
 
+def within(m: dict[str, Any]) -> str | None:
+    """The place inside the document as its chunks list shows it: a mail attachment's name first
+    (``report.pdf, page 2``); None when unknown."""
+    where = location(m)
+    if m.get("attachment"):
+        return f"{m['attachment']}, {where}" if where else str(m["attachment"])
+    return where
+
+
 def place(m: dict[str, Any]) -> dict[str, Any]:
     """Where on its page a chunk is, when known: {page, boxes} (boxes: [left, top, right, bottom] as fractions of
-    the page, origin top left; ``ingest.boxes``)."""
-    return {"page": m["page"], "boxes": m["boxes"]} if m.get("page") is not None and m.get("boxes") else {}
+    the page, origin top left; ``ingest.boxes``), and ``attachment`` when the page is a mail attachment's."""
+    if m.get("page") is None or not m.get("boxes"):
+        return {}
+    return {"page": m["page"], "boxes": m["boxes"], **({"attachment": m["attachment"]} if m.get("attachment") else {})}
 
 
 def source_label(m: dict[str, Any]) -> str:

@@ -73,7 +73,7 @@ class Documents:
         if not found:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
         found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
-        return [{"id": c.id, "position": c.metadata.get("position_in_doc"), "where": citations.location(c.metadata),
+        return [{"id": c.id, "position": c.metadata.get("position_in_doc"), "where": citations.within(c.metadata),
                  "source": c.metadata.get("source"), "text": c.text, "enabled": not c.metadata.get(DISABLED),
                  **citations.place(c.metadata)} for c in found]
 

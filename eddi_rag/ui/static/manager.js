@@ -684,7 +684,8 @@ function pageView(kb, documentId, page, boxes) {
   const pct = (v) => `${(v * 100).toFixed(2)}%`;
   const regions = boxes.map(([left, top, right, bottom]) => el("span", { class: "region", "aria-hidden": "true",
     style: `left:${pct(left)};top:${pct(top)};width:${pct(right - left)};height:${pct(bottom - top)}` }));
-  img.addEventListener("error", () => img.replaceWith(el("p", { class: "error" }, `Page ${page} cannot be shown: its file was not kept.`)));
+  img.addEventListener("error", () => img.replaceWith(el("p", { class: "error" },
+    `Page ${page} cannot be shown: the document's file was not kept (ingested before files were kept, or as text).`)));
   return el("figure", { class: "page-view" }, el("div", { class: "page-frame" }, img, regions),
     el("figcaption", { class: "muted" }, `Page ${page}, the chunk's place marked`));
 }
@@ -719,7 +720,7 @@ async function initDocument() {
       el("thead", {}, el("tr", {}, el("th", { class: "num" }, "#"), el("th", {}, "Where"), el("th", {}, "Text"), el("th", {}, "In search"))),
       el("tbody", {}, r.data.chunks.map((c) => el("tr", { "data-chunk": c.id, class: c.enabled ? "" : "off" },
         el("td", { class: "num" }, c.position),
-        el("td", {}, c.where || "—", c.boxes ? onPage(kb, kb.document, c.page, c.boxes, (figure) => {
+        el("td", {}, c.where || "—", c.boxes && !c.attachment ? onPage(kb, kb.document, c.page, c.boxes, (figure) => {
           const row = el("tr", { class: "page-row", "data-page-of": c.id }, el("td", { colspan: 4 }, figure));
           $(`tr[data-chunk="${CSS.escape(c.id)}"]`, box).after(row);
           return row;
@@ -844,7 +845,7 @@ function initTry() {
             h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "", " · ", el("span", { class: "citation" }, h.citation || h.source)),
           h.ranking ? el("div", { class: "ranking muted" }, ranking(h.ranking)) : "",
           el("pre", {}, h.text),
-          h.metadata && h.metadata.boxes && h.metadata.document_id ? onPage(kb, h.metadata.document_id, h.metadata.page, h.metadata.boxes) : "",
+          h.metadata && h.metadata.boxes && h.metadata.document_id && !h.metadata.attachment ? onPage(kb, h.metadata.document_id, h.metadata.page, h.metadata.boxes) : "",
           h.passage && h.passage !== h.text ? el("details", { class: "passage" },
             el("summary", {}, `Passage the model sees: ${h.passageCitation} (${h.passage.length} chars, this chunk highlighted)`),
             highlighted(h.passage, h.offsets)) : "")))
