@@ -15,12 +15,14 @@ Chroma a record per segment (UUID id, the text as its document, flat metadata); 
 (UUID id, ``text_segment`` and the metadata flat in its payload);
 its metadata values are strings and numbers only (``Metadata`` refuses others). So a chunk we write there
 gets a UUID derived from our chunk id (kept in metadata as ``chunkId``), booleans as ``"true"``/``"false"``
-(filters compare them the same way; ``private`` and ``expires`` read back as booleans), no null values.
+(filters compare them the same way; ``private`` and ``expires`` read back as booleans), no null values; a list
+or object (a chunk's ``boxes``) as JSON text, read back as it was (``jsonKeys`` names them).
 EDDI's own chunks carry ``source`` (the document's name) and, from source runs, ``documentId``: they read
 here with ``document_id`` taken from those."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -31,6 +33,7 @@ NAMESPACES = ("name", "id")
 LAYOUT = "langchain4j"
 NAME_TAG = "eddiName"  # pgvector: the kbId to tag chunks with when an explicit table turns out to be EDDI's
 FLAGS = ("private", "expires")  # our boolean metadata, read back as booleans
+JSON_KEYS = "jsonKeys"  # the keys whose values were lists or objects, written as JSON text
 _NAMESPACE = uuid.UUID("6f1d1c52-3b7e-4d55-9a0e-1b6c0e7d2a41")  # chunk id -> embedding_id (uuid5)
 MAX_PG_IDENTIFIER = 63
 
@@ -75,12 +78,20 @@ def row_id(chunk_id: str) -> str:
 
 
 def encode(chunk_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    """Metadata as langchain4j reads it: strings and numbers, our chunk id beside them."""
+    """Metadata as langchain4j reads it: strings and numbers, our chunk id beside them; a list or an object (a
+    chunk's ``boxes``) as its JSON text, its key named in ``jsonKeys``."""
     out: dict[str, Any] = {}
+    structured = []
     for key, value in metadata.items():
         if value is None:
             continue
+        if isinstance(value, (list, dict)):
+            out[key] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+            structured.append(key)
+            continue
         out[key] = ("true" if value else "false") if isinstance(value, bool) else value
+    if structured:
+        out[JSON_KEYS] = ",".join(structured)
     out["chunkId"] = chunk_id
     return out
 
@@ -106,6 +117,12 @@ def decode(row_id_: str, metadata: dict[str, Any] | None) -> tuple[str, dict[str
     """(our chunk id, our metadata) of a row, ours or EDDI's."""
     out = dict(metadata or {})
     chunk_id = str(out.pop("chunkId", None) or row_id_)
+    for key in str(out.pop(JSON_KEYS, "") or "").split(","):
+        if isinstance(out.get(key), str):
+            try:
+                out[key] = json.loads(out[key])
+            except ValueError:
+                pass  # (a row someone else wrote: kept as the text it is)
     for flag in FLAGS:
         if out.get(flag) in ("true", "false"):
             out[flag] = out[flag] == "true"

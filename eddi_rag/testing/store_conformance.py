@@ -154,6 +154,17 @@ class WriteTests(_Fixtures):
         assert ids(a) == ["a"] and a[0].text == "new"
         assert store.search(vec(0, 1), 1)[0].id == "a"
 
+    def test_structured_metadata_comes_back_as_it_was_written(self, store):
+        """Metadata beyond scalars (a chunk's ``boxes`` on its page, a list of tags, a nested object) is returned
+        by get and search as it was written, and its scalar fields still filter."""
+        meta = {"source": "scan.pdf", "page": 2, "boxes": [[0.1381, 0.2118, 0.8181, 0.2884], [0.14, 0.3, 0.5, 0.31]],
+                "tags": ["a", "b"], "mail": {"subject": "Report", "to": ["x@example.com"]}, "sentAt": "2026-11-24T10:00:00+01:00"}
+        store.upsert([Chunk("s", "structured", meta, vec(1)), Chunk("t", "other", {"source": "other.pdf", "page": 3}, vec(0, 1))])
+        as_written = lambda m: {k: m.get(k) for k in meta}  # noqa: E731 - (a layout may add keys: EDDI's adds document_id)
+        assert as_written(store.get(ids=["s"])[0].metadata) == meta
+        assert as_written(store.search(vec(1), 1)[0].metadata) == meta
+        assert ids(store.get(where={"page": 2})) == ["s"]
+
     def test_delete_by_ids_and_by_where(self, store):
         store.upsert(rand_chunks(10))
         assert store.delete(ids=["c001", "c002", "nope"]) == 2
