@@ -19,6 +19,7 @@ from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.records.feedback import FeedbackLog
 from eddi_rag.records.questions import TestQuestions
+from eddi_rag.records.vault import MASTER_KEY_SETTING, SecretVault
 from eddi_rag.records.vector_collections import Collections
 from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
@@ -42,6 +43,7 @@ from eddi_rag.verbs.knowledge_bases import KnowledgeBases, fleet_store_error
 from eddi_rag.verbs.saving import Saving
 from eddi_rag.verbs.search import Search, SearchRequest
 from eddi_rag.verbs.turns import Turns
+from eddi_rag.verbs.vault import Vault
 from eddi_rag.verbs.vector_collections import VectorCollections
 from eddi_rag.workflow.context import RagContextProvider
 from eddi_rag.workflow.llm_task import LlmTaskHook
@@ -73,6 +75,8 @@ class Runtime:
         # the embedded stores' tables stay in SQLite, beside the state or (state on PostgreSQL) in a file of their own
         stores_db = self.db if isinstance(self.db, Database) else Database(self.data_dir / STORES_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
+        secrets = SecretVault(self.db, os.environ.get(MASTER_KEY_SETTING) or None)
+        self.resolver.use_vault(secrets.value)
         redact = self.resolver.redact
         self.resources = ResourceStore(self.db)
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
@@ -108,6 +112,7 @@ class Runtime:
         self.collections = VectorCollections(Collections(self.db, self.stores))
         self.keys = Keys(KeyStore(self.db))
         self.variables = GlobalVariables(variables)
+        self.vault = Vault(secrets)
         self.feedback = Votes(FeedbackLog(self.db), self.documents)
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 

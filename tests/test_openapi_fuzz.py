@@ -35,7 +35,8 @@ def schemathesis(folder: Path) -> int:
         kb = runtime.resources.create("rags", {"name": "fuzzed", "embeddingProvider": "local", "storeType": "sqlite"}).id
         runtime.ingest(kb, "trains.md", "# Trains\n\nThe night train to Vienna leaves at 22:10.")
     env = {k: v for k, v in os.environ.items() if k != "EDDI_RAG_OUTBOUND_ALLOW"}  # no private network
-    env.update(EDDI_RAG_RATE_LIMIT_QUERY="none", EDDI_RAG_RATE_LIMIT_INGEST="none", EDDI_RAG_MAX_CONCURRENT="1000")
+    env.update(EDDI_RAG_RATE_LIMIT_QUERY="none", EDDI_RAG_RATE_LIMIT_INGEST="none", EDDI_RAG_MAX_CONCURRENT="1000",
+               EDDI_VAULT_MASTER_KEY="the fuzzed server's vault key")  # the vault on: its operations answer, not 503
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", str(folder),
                                "--log-format", "text"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -77,6 +77,19 @@ def test_keys_feedback_variables_notes_and_the_embedding_cache(rt):
     assert cache.get_many(["k1", "k2", "k3"]) == {"k1": b"\x09", "k2": b"\x02"}
 
 
+def test_the_vault_keeps_its_secrets_on_both(state_url, tmp_path, monkeypatch):
+    """Envelope-encrypted secrets: stored, replaced, read by the resolver, re-encrypted under a new data key."""
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the tests' master key")
+    with Runtime(tmp_path / "data", state_url=state_url) as rt:
+        assert rt.vault.store("acme", "openai", "sk-first-0123456789")[0] is True
+        assert rt.vault.store("acme", "openai", "sk-second-0123456789")[0] is False
+        assert rt.resolver.resolve("${vault:openai}", "acme") == "sk-second-0123456789"
+        assert rt.vault.rotate_dek("acme")["secretsReEncrypted"] == 1
+    with Runtime(tmp_path / "data", state_url=state_url) as rt:  # another process of the fleet: the same salt and keys
+        assert rt.resolver.resolve("${vault:openai}", "acme") == "sk-second-0123456789"
+        assert [m["keyName"] for m in rt.vault.list("acme")] == ["openai"]
+
+
 def test_migrations_run_once_and_a_newer_schema_is_refused(state_url, tmp_path):
     with Runtime(tmp_path / "data", state_url=state_url) as rt:
         assert state.version(rt.db) == state.LATEST

@@ -25,6 +25,7 @@ from eddi_rag.api import (
     sources,
     uploads,
     variables,
+    vault,
 )
 from eddi_rag.api.edge import document_text_rule
 from eddi_rag.api.limits import Limits
@@ -88,7 +89,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         return await call_next(request)
 
     for router in (health.router, backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
-                   collections.router, keys.router, agents.router, backup.router, variables.router):
+                   collections.router, keys.router, agents.router, backup.router, variables.router, vault.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -211,8 +211,9 @@ def install_allow_header(app: FastAPI) -> None:
 
     def allowed(path: str) -> set[str]:
         matching = [r for r in routes() if r.path_regex.match(path)]
-        literal = [r for r in matching if not r.param_convertors]  # /ragstore/rags/descriptors, not …/{id}
-        return {m for r in (literal or matching) for m in (r.methods or ())}
+        # the most specific: /ragstore/rags/descriptors, not …/{id}; /secretstore/secrets/{t}/reset, not …/{t}/{key}
+        fewest = min((len(r.param_convertors) for r in matching), default=0)
+        return {m for r in matching if len(r.param_convertors) == fewest for m in (r.methods or ())}
 
     @app.middleware("http")
     async def allow_header(request: Request, call_next):

@@ -13,16 +13,18 @@ The server's secrets stay the operator's:
 - A key from the environment goes only where the operator points it: parameters that resolve an
   ``${env:…}`` secret may name no endpoint of their own (``baseUrl``, ``endpoint``, …) unless that endpoint is
   itself an ``${env:…}`` reference (:func:`env_secret_errors`).
-- ``${vault:KEY}`` is read in the configuration's own tenant: ``EDDI_VAULT_<KEY>`` for the default tenant
-  (as before), ``EDDI_VAULT_TENANT_<TENANT>__<KEY>`` for any other (upper-cased, other characters ``_``);
-  one tenant's keys never resolve in another's configuration.
+- ``${vault:KEY}`` (or ``${vault:TENANT/KEY}``, EDDI's full form) is read in the configuration's own tenant: from
+  the secrets vault (``records.vault``: what the tenant stored through ``/secretstore/secrets``), else, as a
+  fallback for keys kept by the operator, ``EDDI_VAULT_<KEY>`` for the default tenant and
+  ``EDDI_VAULT_TENANT_<TENANT>__<KEY>`` for any other (upper-cased, other characters ``_``). One tenant's keys
+  never resolve in another's configuration: ``${vault:acme/key}`` resolves only in tenant ``acme``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from eddi_rag.errors import EddiRagError
@@ -76,11 +78,22 @@ class SecretResolver:
         self._environ = environ if environ is not None else os.environ
         self._env_names = frozenset(env_names) if env_names is not None else None
         self._resolved: set[str] = set()  # secret values handed out, so redact() can hide them
+        self._vaulted: Callable[[str, str], str | None] | None = None
+
+    def use_vault(self, value: Callable[[str, str], str | None]) -> None:
+        """Read ``${vault:…}`` from the secrets vault first: ``value(tenant, key)`` (``SecretVault.value``)."""
+        self._vaulted = value
 
     def env_names(self) -> frozenset[str]:
         return self._env_names if self._env_names is not None else listed_env_names()
 
     def _vault_value(self, key: str, tenant: str) -> str | None:
+        if "/" in key:  # EDDI's full form, ${vault:tenant/key}: only in that tenant
+            owner, key = key.split("/", 1)
+            if owner != tenant:
+                return None
+        if self._vaulted is not None and (found := self._vaulted(tenant, key)) is not None:
+            return found
         if self._vault is not None:
             return self._vault.get(key) if tenant == DEFAULT_TENANT else None
         variable = vault_variable(key, tenant)

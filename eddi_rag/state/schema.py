@@ -206,10 +206,22 @@ def _job_warnings(c: sqlite3.Connection) -> None:
         c.execute("ALTER TABLE ingestion_jobs ADD COLUMN warnings TEXT")
 
 
+def _vault(c: sqlite3.Connection) -> None:
+    """Version 12: EDDI's secrets vault (records.vault): each tenant's data key wrapped by the master key, each secret
+    encrypted by its tenant's data key (never in plain text), and the per-deployment salt of the master key."""
+    c.execute("CREATE TABLE IF NOT EXISTS vault_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    c.execute("""CREATE TABLE IF NOT EXISTS vault_deks (tenant TEXT PRIMARY KEY, encrypted_dek TEXT NOT NULL, iv TEXT NOT NULL,
+        created_on TEXT NOT NULL, rotated_on TEXT)""")
+    c.execute("""CREATE TABLE IF NOT EXISTS vault_secrets (tenant TEXT NOT NULL, key_name TEXT NOT NULL, ciphertext TEXT NOT NULL,
+        iv TEXT NOT NULL, checksum TEXT NOT NULL, description TEXT, allowed_agents TEXT NOT NULL, created_on TEXT NOT NULL,
+        last_accessed_on TEXT, last_rotated_on TEXT, PRIMARY KEY (tenant, key_name))""")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
-                                                                 _leases, _store_claims, _kept_files, _job_warnings)
+                                                                 _leases, _store_claims, _kept_files, _job_warnings,
+                                                                 _vault)
 LATEST = len(MIGRATIONS)
 
 
