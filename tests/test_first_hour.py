@@ -189,3 +189,39 @@ def test_test_questions_show_which_answers_passages_changed_after_a_configuratio
     assert client.post(f"{BASE}/{kb}/questions", json={"question": " "}).status_code in (400, 422)
     assert client.delete(f"{BASE}/{kb}/questions/{result['id']}").status_code == 204
     assert client.get(f"{BASE}/{kb}/questions").json() == []
+
+
+@pytest.mark.integration
+def test_a_chunk_switched_off_stays_off_through_reparse_replace_and_reembed_and_a_gone_one_is_named(client, openai_server):
+    """Issue 33, point 2: a curator's exclusion is matched by the chunk's text, so re-parsing, replacing the file
+    with the same text, and re-embedding with another model all keep it off; when its text is gone, the ingestion
+    that removed it says so in its warnings."""
+    kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none")
+    ingest(client, kb, "guide.md", GUIDE)
+
+    def chunks() -> dict[str, bool]:
+        return {c["text"]: c["enabled"] for c in client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]}
+
+    night = next(c for c in client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"] if "22:10" in c["text"])
+    client.patch(f"{BASE}/{kb}/chunks/{night['id']}", json={"enabled": False})
+    off = {t for t, on in chunks().items() if not on}
+    assert len(off) == 1
+
+    r = client.post(f"{BASE}/{kb}/reparse", params={"documentId": "guide.md"})
+    assert wait_for(client, kb, r.json()["ingestionId"])["status"] == "completed"
+    assert {t for t, on in chunks().items() if not on} == off  # re-parsed: still off
+    assert ingest(client, kb, "guide.md", GUIDE)["status"] == "completed"
+    assert {t for t, on in chunks().items() if not on} == off  # the same file again: still off
+    current = client.get(BASE + f"/{kb}").json()
+    assert client.put(f"{BASE}/{kb}?version={current.get('version', 0) or 1}", json={
+        **current, "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "sk-test", "baseUrl": openai_server.base_url,
+                                                                           "dimensions": 16, "maxRetries": 0}}).status_code == 200
+    r = client.post(f"{BASE}/{kb}/reembed")
+    assert wait_for(client, kb, r.json()["ingestionId"])["status"] == "completed"
+    assert {t for t, on in chunks().items() if not on} == off  # re-embedded: still off
+    hits = client.post(f"{BASE}/{kb}/query", json={"query": "When do night trains leave Vienna?", "maxResults": 10}).json()
+    assert all("22:10" not in h["text"] for h in hits["results"])
+
+    status = ingest(client, kb, "guide.md", GUIDE.replace("22:10", "23:45"))  # its text changed: it is gone
+    assert all(on for on in chunks().values())
+    assert any("1 chunk(s) switched off before are gone" in w and "22:10" in w for w in status.get("warnings", [])), status

@@ -33,12 +33,12 @@ from eddi_rag.ingest.limits import DocumentLimits
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
 from eddi_rag.ingest.parsing import Report, parse
 from eddi_rag.ingest.tokens import budget_for
-from eddi_rag.stores.base import Chunk
+from eddi_rag.stores.base import DISABLED, Chunk
 
 EMBED_BATCH = 64
 # Metadata keys the pipeline writes; a document's own metadata may not set them.
 RESERVED = frozenset({"kbId", "document_id", "position_in_doc", "section", "content_hash", "ingestedAt",
-                      "user_id", "private", "expiresAt", "expires", "chunk_disabled"})
+                      "user_id", "private", "expiresAt", "expires", DISABLED})
 
 
 class DocumentError(EddiRagError, ValueError):
@@ -66,6 +66,12 @@ class IngestReport:
     embedded: int = 0  # chunks sent to the embedding model (the rest reused their stored vectors)
     over_limit: int = 0  # chunks longer than the model's token input (the model truncates them)
     token_limit: int = 0
+    gone_switched_off: list[str] = field(default_factory=list)  # chunks switched off before whose text is gone (their start)
+
+
+def _snippet(text: str, length: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= length else flat[:length] + "…"
 
 
 REEMBED_BATCH = 64  # chunks per embedding call when re-embedding a knowledge base
@@ -187,7 +193,8 @@ class Ingestor:
         (``parsing.parse``: ``parsed`` hears the pages/rows read, ``cancelled`` stops it), its parts
         chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...);
         its text cut after ``max_chars`` characters (a source's ``maxContentLength``); ``warned`` hears what the
-        author should check (pages OCR read with low confidence).
+        author should check (pages OCR read with low confidence; chunks switched off whose text is gone: a chunk
+        switched off whose text is still there stays off).
         Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
         or ParseCancelledError before anything is stored."""
         parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled,
@@ -197,7 +204,12 @@ class Ingestor:
         if max_chars is not None:
             parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)
-        return self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
+        report = self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
+        if warned is not None and report.gone_switched_off:
+            warned(f"{len(report.gone_switched_off)} chunk(s) switched off before are gone: their text is no longer in the "
+                   f"document ({'; '.join(repr(t) for t in report.gone_switched_off[:5])}); switch off what replaced them "
+                   "if it should stay out of answers")
+        return report
 
     def readable(self, config: RagConfiguration, name: str, data: bytes, content_type: str | None) -> None:
         """Raise UnsupportedFileTypeError or UnreadableDocumentError unless the file parses to some text (an
@@ -271,12 +283,13 @@ class Ingestor:
             raise self.limits.over("max_chunks", f"document {doc.document_id!r} makes {len(pieces):,} chunks")
         model_key = embedding_key(config)
         hashes = [content_hash(model_key, p.text) for p in pieces]
-        stored = {c.metadata.get("content_hash"): c.vector for c in store.get({"document_id": doc.document_id})
-                  if c.vector is not None}
+        old = store.get({"document_id": doc.document_id})
+        stored = {c.metadata.get("content_hash"): c.vector for c in old if c.vector is not None}
         todo = [i for i, h in enumerate(hashes) if h not in stored]
         vectors: dict[int, Any] = {i: stored[h] for i, h in enumerate(hashes) if h in stored}
         over = sum(1 for p in pieces if budget.count(p.text) > budget.limit)
-        return _Plan(pieces, hashes, todo, vectors, over, budget.limit)
+        switched_off = {c.text for c in old if c.metadata.get(DISABLED)}  # a curator's: kept by their text
+        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off)
 
     def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()
@@ -294,10 +307,14 @@ class Ingestor:
             meta = {**common, **piece.citation, "position_in_doc": i, "content_hash": digest}
             if piece.section:
                 meta["section"] = piece.section
+            if piece.text in plan.switched_off:
+                meta[DISABLED] = True  # switched off before, the same text: it stays off
             chunks.append(Chunk(chunk_id(kb_id, doc.document_id, i), piece.text, meta, plan.vectors[i]))
         store.replace({"document_id": doc.document_id}, chunks)
         self.on_change(kb_id)
-        return IngestReport(kb_id, doc.document_id, len(chunks), len(plan.todo), plan.over_limit, plan.token_limit)
+        gone = sorted(plan.switched_off - {p.text for p in plan.pieces})
+        return IngestReport(kb_id, doc.document_id, len(chunks), len(plan.todo), plan.over_limit, plan.token_limit,
+                            [_snippet(t) for t in gone])
 
 
 @dataclass
@@ -308,3 +325,4 @@ class _Plan:
     vectors: dict[int, Any]  # piece -> vector (stored ones now, embedded ones later)
     over_limit: int
     token_limit: int
+    switched_off: set[str] = field(default_factory=set)  # texts of the document's chunks switched off before

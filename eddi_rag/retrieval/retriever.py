@@ -26,14 +26,13 @@ from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.retrieval.rerankers import Reranker, RerankerFactory
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import KEYWORD_SEARCH, KeywordSearch, KnowledgeStore, SearchHit
+from eddi_rag.stores.base import DISABLED, KEYWORD_SEARCH, KeywordSearch, KnowledgeStore, SearchHit
 from eddi_rag.stores.filters import value_kind
 from eddi_rag.stores.toolkit import normalise
 
 OVERFETCH = 3  # candidates per result each side contributes to a fusion
 
 
-DISABLED = "chunk_disabled"  # metadata of a chunk switched off on its document's page: never a candidate
 _ENABLED = filters.parse({DISABLED: {"$ne": True}})  # (parsed once: it is part of every search)
 
 

@@ -22,6 +22,7 @@ METADATA_FILTERING = "metadata_filtering"
 KEYWORD_SEARCH = "keyword_search"
 TTL = "ttl"
 PERSISTENT = "persistent"
+DISABLED = "chunk_disabled"  # metadata of a chunk switched off on its document's page: never a search candidate
 
 
 @dataclass

@@ -710,6 +710,12 @@ async function initDocument() {
   const load = async () => {
     const r = await api("GET", kbUrl(kb.id, `/chunks?documentId=${encodeURIComponent(kb.document)}`));
     if (!r.ok) { box.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
+    const jobs = await api("GET", kbUrl(kb.id, "/ingestions?limit=100"));  // the last ingestion's warnings: what to check
+    const last = jobs.ok ? jobs.data.find((j) => j.documentName === kb.documentName) : null;
+    $("#doc-warnings")?.remove();
+    if (last && last.warnings && last.warnings.length) {
+      box.before(el("div", { class: "notice", id: "doc-warnings" }, el("b", {}, "After the last ingestion: "), last.warnings.join(" ")));
+    }
     const reparse = $("#reparse");
     if (reparse) {
       reparse.disabled = !r.data.reparsable;
