@@ -123,13 +123,24 @@ def test_reembed_all_after_a_model_change_keeps_every_chunk(client, openai_serve
     assert client.get(f"{BASE}/{kb}/verdict").json()["status"] == "ok"
 
 
-def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(client):
+def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(client, monkeypatch):
     page = client.get("/ui").text
     assert '"openai": [{"name": "apiKey"' in page.replace("&#34;", '"') or "apiKey" in page
     r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai"},
                     follow_redirects=False)
     assert r.status_code == 400 and "apiKey" in r.text and 'value="Cloud docs"' in r.text  # the name typed stays
     assert "<details class=\"create\" open>" in r.text
+    # a reference that does not resolve: refused with its fix, never created silently broken (issue 33)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai",
+                                     "embeddingParameters.apiKey": "${env:OPENAI_API_KEY}"}, follow_redirects=False)
+    assert r.status_code == 400 and "${env:OPENAI_API_KEY} is not set" in r.text and "Fix: " in r.text
+    assert client.runtime.resources.ids("rags") == []
+    # the key itself, with the vault off: refused, saying why, and never shown again
+    r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai",
+                                     "embeddingParameters.apiKey": "sk-typed-0123456789"}, follow_redirects=False)
+    assert r.status_code == 400 and "EDDI_VAULT_MASTER_KEY" in r.text and "sk-typed-0123456789" not in r.text
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-0123456789")
     r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai",
                                      "embeddingParameters.apiKey": "${env:OPENAI_API_KEY}"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"].split("?")[0].endswith("/documents")

@@ -122,26 +122,38 @@ def test_the_agent_page_says_which_knowledge_bases_are_empty_or_failing(browser,
     screenshot(browser, "8-agent-turn-problems")
 
 
-def test_the_create_dialog_asks_for_the_providers_key_and_lands_on_documents(browser, server):
-    url, runtime = server
-    browser.get(url + "/ui")
-    browser.find_element(By.CSS_SELECTOR, "details.create summary").click()
-    browser.find_element(By.ID, "new-name").send_keys("Cloud docs")
-    Select(browser.find_element(By.ID, "new-provider")).select_by_visible_text("openai")
-    key = visible(browser, '[name="embeddingParameters.apiKey"]')
-    assert key.get_attribute("placeholder") == "${env:OPENAI_API_KEY}" and "secret reference" in browser.find_element(By.ID, "new-params").text
-    key.send_keys("sk-a-literal-key")
-    create = browser.find_element(By.CSS_SELECTOR, "#create-kb button[type=submit]")
-    create.click()
-    assert browser.current_url.endswith("/ui")  # the browser refuses a literal key: not sent
-    assert browser.execute_script("return arguments[0].validity.patternMismatch", key)
-    key.clear()
-    key.send_keys("${env:OPENAI_API_KEY}")
-    create.click()
-    has_text(browser, ".notice", "Created 'Cloud docs'")
-    assert browser.current_url.split("?")[0].endswith("/documents")
-    (kb,) = runtime.resources.ids("rags")
-    assert runtime.resources.read("rags", kb)["embeddingParameters"] == {"apiKey": "${env:OPENAI_API_KEY}"}
+def test_the_create_dialog_keeps_a_typed_key_in_the_vault_and_refuses_one_it_cannot_find(browser, tmp_path, monkeypatch):
+    """Issue 33, point 4: the key typed in the create dialog goes to the tenant's vault (the configuration names it,
+    the page never shows it again); a reference that does not resolve is refused in the dialog, with its fix."""
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+    from tests.support.browser import serving
+
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the browser test's vault key")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with Runtime(tmp_path / "data") as runtime, serving(create_app(runtime)) as url:
+        browser.get(url + "/ui")
+        browser.find_element(By.CSS_SELECTOR, "details.create summary").click()
+        browser.find_element(By.ID, "new-name").send_keys("Cloud docs")
+        Select(browser.find_element(By.ID, "new-provider")).select_by_visible_text("openai")
+        key = visible(browser, '[name="embeddingParameters.apiKey"]')
+        assert key.get_attribute("type") == "password" and "kept in the vault" in browser.find_element(By.ID, "new-params").text
+        key.send_keys("${env:OPENAI_API_KEY}")
+        browser.find_element(By.CSS_SELECTOR, "#create-kb button[type=submit]").click()
+        has_text(browser, ".error", "${env:OPENAI_API_KEY} is not set")
+        assert "Fix: " in browser.find_element(By.CSS_SELECTOR, ".error").text and runtime.resources.ids("rags") == []
+        screenshot(browser, "16-create-refused-with-its-fix")
+        key = visible(browser, '[name="embeddingParameters.apiKey"]')
+        key.clear()
+        key.send_keys("sk-typed-in-the-dialog-0123456789")
+        browser.find_element(By.CSS_SELECTOR, "#create-kb button[type=submit]").click()
+        has_text(browser, ".notice", "Created 'Cloud docs'")
+        assert browser.current_url.split("?")[0].endswith("/documents")
+        (kb,) = runtime.resources.ids("rags")
+        assert runtime.resources.read("rags", kb)["embeddingParameters"] == {"apiKey": "${vault:cloud-docs-apikey}"}
+        assert runtime.resolver.resolve("${vault:cloud-docs-apikey}") == "sk-typed-in-the-dialog-0123456789"
+        assert "sk-typed-in-the-dialog" not in browser.page_source
+        browser.get(url + "/ui")
 
 
 def test_the_configuration_form_is_grouped_with_presets_and_structured_editors(browser, server, tmp_path, monkeypatch):

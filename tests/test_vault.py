@@ -170,3 +170,21 @@ def test_an_eddi_export_s_vault_references_resolve_once_its_keys_are_stored(vaul
         assert c.post(f"/ragstore/rags/{kb}/documents", headers=c.a, json=docs).json()["embedding_count"] == 1
         assert openai.calls("/embeddings")[0]["headers"]["authorization"] == f"Bearer {SECRET}"
         assert c.get(f"/ragstore/rags/{kb}", headers=c.a).json()["embeddingParameters"]["apiKey"] == "${vault:openai-key}"
+
+
+def test_a_knowledge_base_whose_key_is_not_stored_is_saved_saying_so_with_its_fix(vaulted):
+    """Never created silently broken: the save answers with the warning and the fix (EDDI clients, which may store
+    the key after the configuration, still get their 201 and Location)."""
+    c = vaulted
+    body = {"name": "cloud", "embeddingProvider": "openai", "storeType": "sqlite",
+            "embeddingParameters": {"apiKey": "${vault:openai-key}", "baseUrl": "https://api.openai.com/v1"}}
+    r = c.post("/ragstore/rags", headers=c.a, json=body)
+    assert r.status_code == 201 and r.headers["Location"]
+    (warning,) = r.json()["warnings"]
+    assert warning["check"] == "secrets" and "${vault:openai-key}" in warning["detail"]
+    assert "PUT /secretstore/secrets/A/openai-key" in warning["fix"]
+    c.put(f"{VAULT}/A/openai-key", headers=c.a, json={"value": SECRET})
+    kb = r.headers["Location"].split("/")[-1].split("?")[0]
+    again = c.put(f"/ragstore/rags/{kb}?version=1", headers=c.a, json={**body, "description": "now with its key"})
+    assert again.status_code == 200 and again.content == b""  # EDDI's empty answer once every reference resolves
+    assert c.post("/ragstore/rags", headers=c.a, json={"name": "offline", "embeddingProvider": "local", "storeType": "sqlite"}).content == b""

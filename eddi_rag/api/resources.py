@@ -7,7 +7,7 @@ import binascii
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
@@ -21,14 +21,23 @@ from eddi_rag.embeddings import references
 from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef
 
 
-def _created(ref: ResourceRef, status: int = 201) -> Response:
-    return Response(status_code=status, headers={"Location": ref.uri, "X-Resource-URI": ref.uri})
+def _created(ref: ResourceRef, status: int = 201, runtime: Any = None) -> Response:
+    """EDDI's answer to a write; a knowledge base whose secret references do not resolve yet is saved (an EDDI client
+    may store the key after it) with a body saying so: {warnings: [{check, detail, fix}]}."""
+    headers = {"Location": ref.uri, "X-Resource-URI": ref.uri}
+    problem = runtime.health.unresolved(ref.id) if runtime is not None and ref.kind == "rags" else None
+    if problem is not None:
+        return JSONResponse({"warnings": [problem]}, status_code=status, headers=headers)
+    return Response(status_code=status, headers=headers)
 
 
 _URI = {"description": "The version's EDDI URI (eddi://…?version=N)", "schema": {"type": "string"}}
-# EDDI answers a write with no body: the new version's URI in Location and X-Resource-URI.
+# EDDI answers a write with no body: the new version's URI in Location and X-Resource-URI (a knowledge base whose
+# secret references do not resolve yet: a body with the warning and its fix).
+_WARNINGS = {"application/json": {"schema": {"type": "object", "properties": {"warnings": {"type": "array", "items": {
+    "type": "object", "properties": {"check": {"type": "string"}, "detail": {"type": "string"}, "fix": {"type": "string"}}}}}}}}
 WRITTEN: dict[str, Any] = {"response_class": Response, "responses": {
-    code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": {}}
+    code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": _WARNINGS}
     for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
 
 
@@ -118,7 +127,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     @router.post("", status_code=201, **WRITTEN, **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...), adopt: Adopt = False):
-        return _created(runtime.saving.create(kind, data, caller.tenant, adopt=adopting(caller, adopt)))
+        return _created(runtime.saving.create(kind, data, caller.tenant, adopt=adopting(caller, adopt)), 201, runtime)
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
@@ -128,7 +137,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...), adopt: Adopt = False):
         runtime.catalog.own(kind, id, caller.tenant)
-        return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt)), 200)
+        return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt)), 200, runtime)
 
     @router.post("/{id}", status_code=201, **WRITTEN)
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):

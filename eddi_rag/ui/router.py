@@ -20,6 +20,7 @@ from eddi_rag.auth import AuthError, Principal
 from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
 from eddi_rag.backends import registry
+from eddi_rag.common.secrets import is_reference
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.resource_types import MAX_VERSION, parse_uri
 from eddi_rag.verbs.eddi_export import secret_field
@@ -149,17 +150,42 @@ async def create_kb(request: Request):
     fields = {k: str(v).strip() for k, v in form.items() if isinstance(v, str)}
     data: dict[str, Any] = {"name": fields.get("name", ""), "embeddingProvider": fields.get("embeddingProvider", "local"),
                             "storeType": fields.get("storeType", "sqlite")}
+    typed_keys: list[tuple[str, str, str]] = []  # (group, param, the key itself): kept in the vault, never shown again
     for key, value in fields.items():
         group, _, param = key.partition(".")
         if group in ("embeddingParameters", "storeParameters") and param and value:
+            if secret_field(param) and not is_reference(value):
+                typed_keys.append((group, param, value))
+                continue
             data.setdefault(group, {})[param] = value
+    if typed_keys and not runtime.vault.available:
+        return _list_page(request, error="Not created: a key typed here is kept in the tenant's vault, and the vault is off "
+                          "(the operator sets EDDI_VAULT_MASTER_KEY). Or give a reference, such as ${env:OPENAI_API_KEY}, "
+                          "to a key the operator keeps.", draft=data, status=400)
+    for group, param, _ in typed_keys:
+        data.setdefault(group, {})[param] = f"${{vault:{_vault_name(runtime, caller.tenant, data, param)}}}"
+    problem = None if typed_keys else runtime.health.unresolved_in(data, caller.tenant)
+    if problem is not None:  # never created silently broken: said here, with its fix, what was typed kept
+        return _list_page(request, error=f"Not created: {problem['detail']}. Fix: {problem['fix']}", draft=data, status=400)
     try:
         ref = runtime.saving.create("rags", data, caller.tenant)
     except ConfigValidationError as e:
         return _list_page(request, error="Not created: " + "; ".join(f"{x['path']}: {x['message']}" for x in e.errors),
-                          draft=data, status=400)
+                          draft={**data, **{g: {k: v for k, v in data.get(g, {}).items() if (g, k) not in {(t[0], t[1]) for t in typed_keys}}
+                                            for g in ("embeddingParameters", "storeParameters") if g in data}}, status=400)
+    for group, param, value in typed_keys:  # stored once the configuration is: a refused one stores nothing
+        name = data[group][param][len("${vault:"):-1]
+        runtime.vault.store(caller.tenant, name, value, f"{data['embeddingProvider'] if group == 'embeddingParameters' else data['storeType']} "
+                            f"{param} of knowledge base {data['name']!r}", caller_tenant=caller.tenant)
     return _back(message=f"Created {data['name']!r}. Add its documents here; its settings are under Configuration.",
                  to=f"/ui/kbs/{ref.id}/documents")
+
+
+def _vault_name(runtime: Any, tenant: str, data: dict[str, Any], param: str) -> str:
+    """A vault key name of its own for a key typed in the create dialog: ``<kb name>-<param>``, numbered past one taken."""
+    base = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in f"{data.get('name', 'kb')}-{param}".lower())[:100].strip("-")
+    taken = {m["keyName"] for m in runtime.vault.list(tenant, tenant)}
+    return next(n for n in (base, *(f"{base}-{i}" for i in range(2, 10_000))) if n not in taken)
 
 
 @router.post("/kbs/{id}/duplicate")

@@ -5,6 +5,7 @@ reports."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ def embedding_status(config: RagConfiguration) -> dict[str, Any]:
     return {"status": "ok", "provider": config.embeddingProvider, **via}
 
 
+VAULTED = re.compile(r"\$\{(?:eddi)?vault:([^}]+)\}")  # a vault reference named in a secrets error
 CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions")
 
 
@@ -204,10 +206,36 @@ class Health:
             resolve_parameters(config.embeddingParameters, self.resolver, config.tenant)
             resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         except SecretNotFoundError as e:
+            vaulted = VAULTED.search(str(e))
+            if vaulted:  # a key the tenant stores itself
+                key = vaulted.group(1).rsplit("/", 1)[-1]
+                return add("secrets", False, str(e), f"store the key in the vault: PUT /secretstore/secrets/{config.tenant}/{key} "
+                                                     "{\"value\": \"…\"} (the Manager: Configuration, the field's Store in vault)")
             return add("secrets", False, str(e), "set the environment variable and list it in EDDI_RAG_SECRET_ENV (the "
-                                                 "operator's), or put the key in the tenant's vault (README: Secrets) and "
-                                                 "reference it as ${vault:<key>}")
+                                                 "operator's), or put the key in the tenant's vault (PUT /secretstore/secrets/"
+                                                 f"{config.tenant}/<key>) and reference it as ${{vault:<key>}}")
         return add("secrets", True, "all references resolve")
+
+    def unresolved(self, kb_id: str) -> dict[str, str] | None:
+        """The secrets check alone, as a save reports it: {check, detail, fix} when a reference does not resolve (the
+        configuration is saved: an EDDI client may store the key after it), None when every one does."""
+        return self.unresolved_in(self.resources.read("rags", kb_id), self.resources.tenant_of("rags", kb_id))
+
+    def unresolved_in(self, data: dict[str, Any], tenant: str) -> dict[str, str] | None:
+        """``unresolved`` for a configuration not saved yet (the Manager's create dialog refuses it then)."""
+        try:
+            config = self.kbs.resolve_embedding(self.kbs.validate(data).in_tenant(tenant), tenant)
+        except EddiRagError:
+            return None  # (the doctor's other checks say what is wrong)
+        found: list[dict[str, str]] = []
+
+        def add(check: str, ok: bool, detail: str, fix: str = "", level: str = "") -> bool:
+            if not ok:
+                found.append({"check": check, "detail": detail, "fix": fix})
+            return ok
+
+        self._secrets(data, config, add)
+        return found[0] if found else None
 
     @contextmanager
     def explained(self, kb_id: str) -> Iterator[None]:

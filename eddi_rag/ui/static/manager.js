@@ -76,11 +76,12 @@ function initCreate() {
         const id = `new-${group}-${p.name}`;
         const typed = (draft[group] || {})[p.name] || "";
         const hint = p.secret ? `\${env:${select.value.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_${p.name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}}` : "";
-        fields.push(el("label", { for: id }, `${select.value} ${p.name}`, p.secret ? el("span", { class: "muted" }, " (a secret reference)") : ""),
-          el("input", { id, name: `${group}.${p.name}`, required: true, value: typed, placeholder: hint, autocomplete: "off",
-            pattern: p.secret ? "\\$\\{(env|vault|eddivault|vars):[^\\}]+\\}" : null,
-            title: p.secret ? "A secret reference: ${env:NAME} or ${vault:key}, never the key itself" : p.description }),
-          p.description ? el("p", { class: "muted small" }, p.description) : "");
+        fields.push(el("label", { for: id }, `${select.value} ${p.name}`,
+          p.secret ? el("span", { class: "muted" }, " (the key itself, kept in the vault; or a reference such as " + hint + ")") : ""),
+          el("input", { id, name: `${group}.${p.name}`, required: true, value: typed, placeholder: p.secret ? "sk-… or " + hint : hint,
+            autocomplete: p.secret ? "new-password" : "off", type: p.secret && !typed.startsWith("${") ? "password" : "text",
+            title: p.secret ? "The key: stored encrypted in your tenant's vault and referenced as ${vault:…}; or a reference to one" : p.description }),
+          p.description && !p.secret ? el("p", { class: "muted small" }, p.description) : "");  // (a secret's: the label says it)
       }
     }
     box.replaceChildren(...fields);
