@@ -335,3 +335,33 @@ def test_the_new_screens_fit_a_phone(server):
         screenshot(phone, "15-phone-configuration")
     finally:
         phone.quit()
+
+
+def test_the_configuration_form_stores_a_key_in_the_vault_and_says_when_one_is_missing(browser, tmp_path, monkeypatch):
+    """Issue 33, point 4: a secret field has "Store a key in the vault": the key goes to the tenant's vault and the
+    field gets its reference; a save whose reference does not resolve is kept, and the page says so with the fix."""
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+    from tests.support.browser import serving
+
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the browser test's vault key")
+    with Runtime(tmp_path / "data") as runtime, serving(create_app(runtime)) as url:
+        kb = make_kb(runtime, "Cloud", embeddingProvider="openai", embeddingParameters={"apiKey": "${vault:not-stored}"})
+        browser.get(f"{url}/ui/kbs/{kb}")
+        field = visible(browser, '[data-field="$.embeddingParameters.apiKey"]')
+        click(browser, browser.find_element(By.ID, "save"))
+        has_text(browser, ".error", "Saved, but it cannot answer yet")
+        assert "PUT /secretstore/secrets/default/not-stored" in browser.find_element(By.CSS_SELECTOR, ".error").text
+        field = visible(browser, '[data-field="$.embeddingParameters.apiKey"]')
+        click(browser, field.find_element(By.CSS_SELECTOR, "details.vault-key summary"))
+        field.find_element(By.CSS_SELECTOR, "details.vault-key input[type=password]").send_keys("sk-typed-in-the-form-0123456789")
+        field.find_element(By.XPATH, ".//button[text()='Store and use']").click()
+        wait(browser).until(lambda d: "Stored in the vault" in field.text)
+        assert field.find_element(By.CSS_SELECTOR, '[data-path="$.embeddingParameters.apiKey"]').get_attribute("value") == "${vault:cloud-apikey}"
+        assert runtime.resolver.resolve("${vault:cloud-apikey}") == "sk-typed-in-the-form-0123456789"
+        screenshot(browser, "17-configuration-store-a-key")
+        click(browser, browser.find_element(By.ID, "save"))
+        saved_as(browser, runtime, kb, 3)
+        assert runtime.resources.read("rags", kb)["embeddingParameters"]["apiKey"] == "${vault:cloud-apikey}"
+        assert "sk-typed-in-the-form" not in browser.page_source
+        browser.get("about:blank")

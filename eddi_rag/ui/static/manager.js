@@ -125,7 +125,7 @@ function renderField(path, name, schema, value, readonly) {
   if (schema["x-help"] || schema.description) hint.push(schema["x-help"] || schema.description);
   if (schema.default !== undefined && schema.default !== null && !["object", "array"].includes(typeof schema.default)) hint.push(`default: ${schema.default}`);
   const secret = SECRET.test(name);
-  if (secret) hint.push("a secret: write a reference, ${env:NAME} or ${vault:key}, never the key itself");
+  if (secret) hint.push("a secret: a reference, ${vault:key} (Store a key below) or ${env:NAME}, never the key itself");
   let input;
   const common = { id, name: path, "data-path": path, "data-type": type, "aria-describedby": `${id}-hint ${id}-error`, disabled: readonly };
   if (type === "enum" || type === "boolean") {
@@ -151,8 +151,32 @@ function renderField(path, name, schema, value, readonly) {
   const label = schema["x-label"] || name;
   return el("div", { class: "field", "data-field": path },
     el("label", { for: id, title: schema.description || "" }, label, schema.required ? " *" : "", label !== name ? el("code", { class: "key" }, name) : ""), input,
+    secret && type === "string" && !readonly && CAN_EDIT() ? storeKey(name, input) : "",
     el("p", { class: "hint", id: `${id}-hint` }, hint.join(" · ")),
     el("p", { class: "field-error", id: `${id}-error`, role: "alert" }));
+}
+
+// A secret field's "Store a key in the vault": the key goes to the tenant's vault (PUT /secretstore/secrets), the field
+// gets its reference; the key is never put in the page or the configuration.
+function storeKey(param, field) {
+  const key = el("input", { type: "password", autocomplete: "new-password", "aria-label": `the ${param} key itself` });
+  const status = el("span", { role: "status", class: "muted" });
+  const store = async () => {
+    if (!key.value.trim()) { status.textContent = "Type the key first."; return; }
+    const kbName = ($('[data-path="$.name"]')?.value || "kb").toLowerCase();
+    const keyName = `${kbName}-${param}`.toLowerCase().replace(/[^a-z0-9._-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 100);
+    const tenant = document.body.dataset.tenant || "default";
+    const r = await api("PUT", `/secretstore/secrets/${encodeURIComponent(tenant)}/${encodeURIComponent(keyName)}`,
+      { value: key.value, description: `${param} of knowledge base ${kbName}` });
+    key.value = "";
+    if (!r.ok) { status.textContent = `Not stored: ${problem(r)}`; status.className = "error"; return; }
+    field.value = r.data.reference;
+    field.dispatchEvent(new Event("input", { bubbles: true }));
+    status.className = "muted";
+    status.textContent = `Stored in the vault as ${r.data.reference}: save the configuration to use it.`;
+  };
+  return el("details", { class: "vault-key" }, el("summary", {}, "Store a key in the vault…"),
+    el("div", { class: "inline" }, key, el("button", { type: "button", onclick: store }, "Store and use")), status);
 }
 
 // Which editor a field gets: its JSON type, or a structured one (a list of words, key/value rows, sources).
@@ -372,7 +396,9 @@ async function initEditor() {
     if (saved.ok) {
       status.textContent = "Saved.";
       dirty = false;
-      if (change && change.includes("Re-embed")) window.location.assign(`/ui/kbs/${encodeURIComponent(kb.id)}/documents?message=${encodeURIComponent("Saved. Re-embed all to search the stored chunks with the new model.")}`);
+      const warned = saved.data && saved.data.warnings ? saved.data.warnings[0] : null;  // saved, but it cannot answer yet
+      if (warned) window.location.assign(`${window.location.pathname}?error=${encodeURIComponent(`Saved, but it cannot answer yet: ${warned.detail}. Fix: ${warned.fix}`)}`);
+      else if (change && change.includes("Re-embed")) window.location.assign(`/ui/kbs/${encodeURIComponent(kb.id)}/documents?message=${encodeURIComponent("Saved. Re-embed all to search the stored chunks with the new model.")}`);
       else window.location.reload();
     } else if (saved.status === 409) {
       status.textContent = "";
