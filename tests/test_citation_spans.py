@@ -37,19 +37,25 @@ def hit(c: Chunk) -> SearchHit:
 def test_a_passage_label_names_the_pages_it_covers_and_locates_its_hit(store):
     (best,) = store.get(ids=["h-04"])  # page 3
     (p,) = expand(store, [hit(best)], "neighbors", neighbors=2)
-    assert p.label == "handbook.pdf, pages 2–4" and p.covers == "pages 2–4"
+    assert p.label == "handbook.pdf, pages 2–4; match: p. 3" and p.covers == "pages 2–4"  # the page a model can cite
     (located,) = p.hit_offsets()
     start, end = located["offsets"]
     assert p.text[start:end] == best.text and located["citation"] == "handbook.pdf, page 3"
-    assert p.to_json()["citation"] == "handbook.pdf, pages 2–4"
+    assert p.to_json()["citation"] == "handbook.pdf, pages 2–4; match: p. 3"
 
 
-def test_a_passage_holding_every_chunk_says_whole_document(store):
+def test_a_passage_holding_every_chunk_names_its_pages_and_only_a_plain_text_says_whole_document(store):
+    """Issue 33, point 1: "whole document" let a model cite no page; the label names the pages and the match's."""
     (best,) = store.get(ids=["h-04"])
     (p,) = expand(store, [hit(best)], "neighbors", neighbors=10)
-    assert p.label == "handbook.pdf, whole document"
+    assert p.whole and p.label == "handbook.pdf, pages 1–5; match: p. 3"
     (bare,) = expand(store, [hit(best)], "none")
     assert bare.label == "handbook.pdf, page 3"  # a hit alone: its own place
+    plain = InMemoryStore("plain", {}, StoreContext(Database(":memory:")))
+    plain.upsert([Chunk(f"n-{i}", f"Note {i}.", {"document_id": "notes.txt", "position_in_doc": i, "source": "notes.txt"}, [1.0, float(i)])
+                  for i in range(3)])
+    (note,) = expand(plain, [hit(plain.get(ids=["n-1"])[0])], "neighbors", neighbors=5)
+    assert note.label == "notes.txt, whole document"  # nothing in the document's own terms to name
 
 
 def test_spans_of_rows_slides_and_sections():
@@ -58,7 +64,7 @@ def test_spans_of_rows_slides_and_sections():
     assert span([{"slide": 2}, {"slide": 4}]) == "slides 2–4"
     assert span([{"section": "# Leave > ## Parental Leave"}, {"section": "# Leave > ## Parental Leave > ### Eligibility"}]) \
         == "# Leave > ## Parental Leave"
-    assert span([{"section": "# A"}, {"section": "# B"}]) == "# A to # B"
+    assert span([{"section": "# Terms > ## 2 Billing"}, {"section": "# Other > ## 3 Support"}]) == "§2 Billing – §3 Support"
     assert span([{"page": 2}]) == "page 2" and span([{}, {}]) is None
 
 
@@ -92,8 +98,17 @@ def test_the_llm_task_labels_the_passage_by_its_span_and_rag_citations_keep_it(r
     agent = make_agent(runtime, [step(resource_uri("rags", kb, 1), RAG)])
     memory = ConversationMemory(agent, user_input="When does the night train leave?")
     runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}]}, ExtractiveChatModel())
-    assert "[Source 1: guide.md, whole document]" in memory.get("rag:context:answer")
+    assert "[Source 1: guide.md, # Guide; match: §Part " in memory.get("rag:context:answer")
     (cited, *_) = memory.get("rag:citations:answer")
-    assert cited["covers"] == "whole document" and cited["known"]
+    assert cited["covers"] == "# Guide" and cited["known"]
     located = cited["hitOffsets"][0]
     assert located["citation"].startswith("guide.md, # Guide > ## Part") and len(located["offsets"]) == 2
+
+
+def test_a_model_citing_the_page_it_read_is_a_known_citation():
+    from eddi_rag.workflow.conversation import check_citations
+
+    sources = [{"n": 1, "label": "[Source 1: handbook.pdf, pages 1–3; match: p. 2]", "source": "handbook.pdf"}]
+    for cited in ("[Source 1]", "[Source 1: handbook.pdf]", "[Source 1: handbook.pdf, p. 2]", "[Source 1: handbook.pdf, pages 1–3; match: p. 2]"):
+        assert check_citations(f"Refunds take 14 days {cited}.", sources, "t")[0]["known"], cited
+    assert not check_citations("Refunds take 14 days [Source 1: other.pdf, p. 2].", sources, "t")[0]["known"]

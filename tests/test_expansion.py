@@ -149,7 +149,7 @@ def test_the_llm_task_gets_one_passage_per_document_and_traces_the_span(runtime)
     turn = runtime.llm_task.execute(memory, task, None)
     context = memory.get("rag:context:answer")
     # the hits' sections and what surrounds them: the label names the heading path they share
-    assert context.count("[Source ") == 1 and "[Source 1: guide.md, # Rail guide]" in context
+    assert context.count("[Source ") == 1 and "[Source 1: guide.md, # Rail guide; match: §Night trains]" in context
     assert "Sleeper cabins hold two berths." in context  # not a hit itself: the section around the hits
     (entry,) = memory.get("rag:trace:answer")
     (passage,) = entry["passages"]

@@ -65,7 +65,7 @@ def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_
     first = visible(browser, ".hit .citation")
     assert first.text == "handbook.pdf, page 2"  # the hit; its passage's label says what the passage covers
     context = has_text(browser, "#context", "## Relevant Context:").text
-    assert "[Source 1: handbook.pdf, whole document]" in context and "Bicycles travel free" in context
+    assert "[Source 1: handbook.pdf, pages 1–2; match: p. 2]" in context and "Bicycles travel free" in context
     assert '"kb": "Rail handbook"' in browser.find_element(By.ID, "trace").text
     screenshot(browser, "4-try-it")
 
@@ -75,7 +75,7 @@ def test_walkthrough_create_upload_ask_and_review_feedback(browser, server, tmp_
     wait(browser, 10).until(lambda d: down.get_attribute("aria-pressed") == "true")
     browser.find_element(By.LINK_TEXT, "Feedback").click()
     row = has_text(browser, "#feedback tbody", question)
-    assert "handbook.pdf, whole document" in row.text and "down" in row.text and "Rail handbook" in row.text
+    assert "handbook.pdf, pages 1–2; match: p. 2" in row.text and "down" in row.text and "Rail handbook" in row.text
     screenshot(browser, "5-feedback")
     no_page_errors(browser)
 

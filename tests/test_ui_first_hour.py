@@ -66,7 +66,7 @@ def test_try_it_names_each_passages_span_marks_the_hit_and_explains_the_order(br
     assert "vector #" in visible(browser, ".hit .ranking").text and "keyword" in browser.find_element(By.CSS_SELECTOR, ".hit .ranking").text
     passage = browser.find_element(By.CSS_SELECTOR, ".hit details.passage")
     passage.find_element(By.TAG_NAME, "summary").click()
-    assert "Passage the model sees: guide.md, whole document" in passage.text  # what the passage covers
+    assert "Passage the model sees: guide.md, # Rail guide; match: §Night trains" in passage.text  # what it covers, and the match
     assert "22:10" in passage.find_element(By.TAG_NAME, "mark").text  # the hit, marked inside it
     sources = has_text(browser, ".sources", "[Source 1: guide.md").text
     assert "matched: guide.md, # Rail guide > ## Night trains" in sources

@@ -1,7 +1,12 @@
 """Where a chunk came from, as a citation names it: ``rapport.pdf, page 3``,
 ``production.xlsx, Stocks!C12``, ``deck.pptx, slide 4``, ``data.csv, rows 12-14``,
-``guide.md, # Guide > ## Refunds``, ``mail.eml > report.pdf, page 2``; and what a passage of several chunks covers:
-``handbook.pdf, pages 1–3``, ``data.csv, rows 2–40``, ``leave.docx, whole document``."""
+``guide.md, # Guide > ## Refunds``, ``mail.eml > report.pdf, page 2``; and what a passage of several chunks covers,
+in the document's own terms, with where its best match is: ``handbook.pdf, pages 1–3; match: p. 2``,
+``data.csv, rows 2–40; match: rows 12-14``, ``terms.docx, §2 Billing – §3 Support; match: §3 Support``,
+``notes.txt, whole document`` (a document without pages, rows or headings).
+
+The label grammar (``[Source n: <label>]``): ``<document>[ > <attachment>][, <what the passage covers>][; match: <place>]``
+where a place is ``p. N``, ``slide N``, ``Sheet!C12``, ``rows A-B``, ``row N`` or ``§<heading>``."""
 
 from __future__ import annotations
 
@@ -71,14 +76,33 @@ def _rows(m: dict[str, Any]) -> list[int]:
     return out
 
 
+def at(m: dict[str, Any]) -> str | None:
+    """A chunk's place as a model cites it: ``p. 2``, ``slide 4``, ``Stocks!C12``, ``rows 12-14``, ``§Refunds``."""
+    if m.get("sheet") is not None or m.get("slide") is not None or m.get("rows") or m.get("row") is not None:
+        return location(m)
+    if m.get("page") is not None:
+        return f"p. {m['page']}"
+    if m.get("section"):
+        return "§" + _heading(str(m["section"]).split(" > ")[-1])
+    return None
+
+
+def _heading(part: str) -> str:
+    return part.lstrip("#").strip()
+
+
 def span(metas: list[dict[str, Any]], whole: bool = False) -> str | None:
-    """What a passage made of chunks with these citation metadata covers, as its label says it:
-    ``whole document``, ``pages 1–3``, ``slides 2–4``, ``Stocks, rows 2–40``, the heading path the
-    chunks share (or ``A to B`` when they share none); one chunk: its own ``location``."""
-    if whole:
-        return "whole document"
-    if len(metas) == 1:
+    """What a passage made of chunks with these citation metadata covers, as its label says it, in the document's
+    own terms: ``pages 1–3``, ``slides 2–4``, ``Stocks, rows 2–40``, the heading path the chunks share (or
+    ``§A – §B`` when they share none); ``whole`` (every chunk of its document) with none of these: ``whole
+    document``; one chunk: its own ``location``."""
+    if len(metas) == 1 and not whole:
         return location(metas[0])
+    described = _described(metas)
+    return described if described is not None or not whole else "whole document"
+
+
+def _described(metas: list[dict[str, Any]]) -> str | None:
     for key, one, many in (("page", "page", "pages"), ("slide", "slide", "slides")):
         values = [m[key] for m in metas if isinstance(m.get(key), int) and not isinstance(m.get(key), bool)]
         if values:
@@ -96,5 +120,5 @@ def span(metas: list[dict[str, Any]], whole: bool = False) -> str | None:
         shared += 1
     if shared:
         return " > ".join(paths[0][:shared])
-    return f"{' > '.join(paths[0])} to {' > '.join(paths[-1])}"
+    return f"§{_heading(paths[0][-1])} – §{_heading(paths[-1][-1])}"
 

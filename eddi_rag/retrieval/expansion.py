@@ -57,13 +57,17 @@ class Passage:
 
     @property
     def covers(self) -> str | None:
-        """What of its document it holds, as its label says (``pages 1–3``, ``whole document``)."""
+        """What of its document it holds, as its label says (``pages 1–3``, ``§2 Billing – §3 Support``)."""
         return citations.span([c.metadata for c in self.chunks] or [self.best.metadata], self.whole)
 
     @property
     def label(self) -> str:
-        """Its document and what of it it holds (``handbook.pdf, pages 1–3``)."""
-        return citations.labelled(self.best.metadata, self.covers)
+        """Its document, what of it it holds and where its best match is (``handbook.pdf, pages 1–3; match: p. 2``;
+        the grammar: ``common.citations``)."""
+        covers = self.covers
+        place = citations.at(self.best.metadata) if len(self.chunks) > 1 else None
+        where = f"{covers}; match: {place}" if covers and place and place != covers else covers or (f"match: {place}" if place else None)
+        return citations.labelled(self.best.metadata, where)
 
     def offsets_of(self, chunk_id: str) -> list[int] | None:
         """Where a chunk stands within ``text``: [start, end) characters."""

@@ -62,9 +62,11 @@ def check_citations(answer: str, sources: list[dict[str, Any]], task_id: str) ->
         n, named = int(m.group(1)), (m.group(2) or "").strip()
         source = by_n.get(n)
         expected = source["label"][len(f"[Source {n}:"):-1].strip() if source else None
-        # the whole label, or the document alone (a model often drops what the passage covers)
-        names = {(expected or "").lower(), str(source.get("source") or "").lower()} if source else set()
-        if source is not None and (not named or named.lower() in names):
+        # the whole label, or the document alone or with a place of its own choosing ("handbook.pdf, p. 2": a model
+        # cites the page it read), never another document
+        document = str(source.get("source") or "").lower() if source else ""
+        names = {(expected or "").lower(), document} if source else set()
+        if source is not None and (not named or named.lower() in names or (document and named.lower().startswith(document + ","))):
             found.append({**source, "cited": cited, "known": True})
         else:
             log.warning("task %s: the answer cites %s, which is not among the %d injected passages", task_id, cited, len(sources))
