@@ -112,3 +112,17 @@ def test_a_model_citing_the_page_it_read_is_a_known_citation():
     for cited in ("[Source 1]", "[Source 1: handbook.pdf]", "[Source 1: handbook.pdf, p. 2]", "[Source 1: handbook.pdf, pages 1–3; match: p. 2]"):
         assert check_citations(f"Refunds take 14 days {cited}.", sources, "t")[0]["known"], cited
     assert not check_citations("Refunds take 14 days [Source 1: other.pdf, p. 2].", sources, "t")[0]["known"]
+
+
+def test_the_mark_covers_the_sentences_that_answer_not_the_whole_chunk(client):
+    """Issue 33, point 1: the demo's Flex question; the chunk holds a heading and three sentences, the mark the two that
+    share the question's terms, best match first in text order, never the heading."""
+    runtime = client.runtime
+    guide = ("# Miles\n\n## Earning miles\n\nEvery journey counts towards your status. Flex fares earn 8 miles per euro. "
+             "Saver fares earn 2 miles per euro.\n\n## Spending miles\n\nMiles buy upgrades and lounge visits.")
+    kb = make_kb(runtime, "Miles", {"miles.md": guide}, storeType="sqlite", minScore=0, chunkStrategy="markdown")
+    r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "How many miles do I earn per euro on a Flex ticket?"}).json()
+    best = r["results"][0]
+    marked = [best["passage"][s:e] for s, e in best["matchOffsets"]]
+    assert "Flex fares earn 8 miles per euro." in marked
+    assert all(not m.startswith("#") and "Earning miles" not in m for m in marked) and len(marked) <= 2

@@ -19,6 +19,7 @@ from cachetools import TTLCache
 
 from eddi_rag.backends.factories import EmbeddingModelFactory
 from eddi_rag.config import RagConfiguration
+from eddi_rag.retrieval import marks
 from eddi_rag.retrieval.expansion import Passage
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import Retriever, order_rule
@@ -82,7 +83,9 @@ class SearchResult:
             p = of.get(h.id)
             if p is None:
                 return {**h.to_json(), "passage": None}
-            return {**h.to_json(), "passage": p.text, "passageCitation": p.label, "offsets": p.offsets_of(h.id)}
+            offsets = p.offsets_of(h.id)
+            return {**h.to_json(), "passage": p.text, "passageCitation": p.label, "offsets": offsets,
+                    "matchOffsets": marks.matching(p.text, offsets[0], offsets[1], self.request.query) if offsets else []}
 
         return {"kbId": self.request.kb_id, "name": self.config.name, "query": self.request.query,
                 "contextExpansion": self.request.expansion or self.config.contextExpansion,

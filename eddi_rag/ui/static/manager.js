@@ -807,11 +807,16 @@ function ranking(r) {
   return `Ranked by ${r.by === "rrf" ? "RRF" : "weighted score"} ${r.fused}: ${side("vector", r.vector)}, ${side("keyword", r.keyword)}.`;
 }
 
-// A passage with the part at [start, end) marked.
-function highlighted(text, offsets) {
-  if (!offsets) return el("pre", {}, text);
-  const [start, end] = offsets;
-  return el("pre", {}, text.slice(0, start), el("mark", {}, text.slice(start, end)), text.slice(end));
+// A passage with the sentences that match the question marked (else the hit's chunk, at [start, end)).
+function highlighted(text, offsets, matches) {
+  const spans = matches && matches.length ? matches : offsets ? [offsets] : [];
+  const parts = [];
+  let at = 0;
+  for (const [start, end] of spans) {
+    parts.push(text.slice(at, start), el("mark", {}, text.slice(start, end)));
+    at = end;
+  }
+  return el("pre", {}, parts, text.slice(at));
 }
 
 // The kept test questions: listed, run beside their baselines, accepted, deleted.
@@ -880,8 +885,8 @@ function initTry() {
           el("pre", {}, h.text),
           h.metadata && h.metadata.boxes && h.metadata.document_id && !h.metadata.attachment ? onPage(kb, h.metadata.document_id, h.metadata.page, h.metadata.boxes) : "",
           h.passage && h.passage !== h.text ? el("details", { class: "passage" },
-            el("summary", {}, `Passage the model sees: ${h.passageCitation} (${h.passage.length} chars, this chunk highlighted)`),
-            highlighted(h.passage, h.offsets)) : "")))
+            el("summary", {}, `Passage the model sees: ${h.passageCitation} (${h.passage.length} chars, the sentences that match marked)`),
+            highlighted(h.passage, h.offsets, h.matchOffsets)) : "")))
           : el("p", { class: "empty" }, "No chunk scored above the knowledge base's minScore. Try other words, or lower minScore in the configuration.")),
       el("section", { class: "card", "aria-labelledby": "context-h" }, el("h2", { id: "context-h" }, "What the model sees"),
         context.data.section ? el("pre", { id: "context" }, context.data.section) : el("p", { class: "empty" }, "Nothing would be injected: no passage passed."),
