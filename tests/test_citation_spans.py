@@ -126,3 +126,12 @@ def test_the_mark_covers_the_sentences_that_answer_not_the_whole_chunk(client):
     marked = [best["passage"][s:e] for s, e in best["matchOffsets"]]
     assert "Flex fares earn 8 miles per euro." in marked
     assert all(not m.startswith("#") and "Earning miles" not in m for m in marked) and len(marked) <= 2
+
+
+def test_marks_and_keyword_ranking_take_a_text_without_a_word_to_index():
+    """Found by schemathesis: a passage of stop words, digits or punctuation alone built an empty BM25 index (500)."""
+    from eddi_rag.retrieval.marks import matching
+    from eddi_rag.stores.embedded.bm25 import Bm25Index
+
+    assert Bm25Index(["a", "b"], ["0.", "the and of"]).search("0 the", 2) == []
+    assert matching("!!! ???", 0, 7, "0") == [] and matching("a", 0, 1, "a") == []

@@ -236,3 +236,36 @@ def test_a_chunk_switched_off_stays_off_through_reparse_replace_and_reembed_and_
     status = ingest(client, kb, "guide.md", GUIDE.replace("22:10", "23:45"))  # its text changed: it is gone
     assert all(on for on in chunks().values())
     assert any("1 chunk(s) switched off before are gone" in w and "22:10" in w for w in status.get("warnings", [])), status
+
+
+def test_a_small_file_keeps_its_structure_one_chunk_that_knows_its_sections(client):
+    """Issue 33, point 3: with every default a four-section DOCX fits one chunk; its place is no longer "—" but
+    its sections, and a hit in it is labelled with them."""
+    kb = make_kb(client, "Handbook", minScore=0)
+    body = files.docx([("h2", "Refunds"), ("p", "Refunds are paid within 14 days."),
+                       ("h2", "Billing"), ("p", "Invoices go out monthly."),
+                       ("h2", "Delivery"), ("p", "Parcels arrive in three days."),
+                       ("h2", "Support"), ("p", "Call the hotline at 555 0100.")])
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=handbook.docx&replace=true", content=body,
+                    headers={"Content-Type": "application/octet-stream"})
+    assert wait_for(client, kb, r.json()["ingestionId"])["status"] == "completed"
+    (chunk,) = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "handbook.docx"}).json()["chunks"]
+    assert chunk["where"] == "§Refunds – §Support"
+    hit = client.post(f"{BASE}/{kb}/query", json={"query": "How fast are refunds paid?"}).json()["results"][0]
+    assert hit["citation"] == "handbook.docx, §Refunds – §Support" and hit["metadata"]["sections"] == ["Refunds", "Billing", "Delivery", "Support"]
+
+
+def test_reparse_all_queues_every_kept_file_and_names_the_others(client):
+    kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
+    ingest(client, kb, "guide.md", GUIDE)
+    ingest(client, kb, "dining.md", "# Dining\n\nThe dining car closes at 21:00.")
+    client.post(f"{BASE}/{kb}/documents", json={"documents": [{"document_id": "pasted", "text": "Pasted as text: no file kept."}]})
+    current = client.get(BASE + f"/{kb}").json()
+    assert client.put(f"{BASE}/{kb}?version=1", json={**current, "chunkStrategy": "markdown"}).status_code == 200
+    r = client.post(f"{BASE}/{kb}/reparse")
+    assert r.status_code == 202
+    body = r.json()
+    assert sorted(i["documentId"] for i in body["ingestions"]) == ["dining.md", "guide.md"] and body["notKept"] == ["pasted"]
+    for i in body["ingestions"]:
+        assert wait_for(client, kb, i["ingestionId"])["status"] == "completed"
+    assert len(client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]) == 1  # markdown: whole

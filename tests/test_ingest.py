@@ -53,7 +53,9 @@ def markdown(**overrides) -> RagConfiguration:
 
 def test_markdown_keeps_a_document_whole_while_it_fits_the_model():
     short = "# Title\n\nOne short section.\n\n## Part\n\nAnother."
-    assert split_document(short, markdown()) == [Piece(short)]
+    assert split_document(short, markdown()) == [Piece(short, "# Title")]  # (it knows its title)
+    sections = "# Title\n\n## One\n\nFirst.\n\n## Two\n\nSecond."
+    assert split_document(sections, markdown()) == [Piece(sections, "# Title", {"sections": ["One", "Two"]})]
 
 
 def test_markdown_splits_at_headings_with_the_heading_path():
@@ -75,7 +77,8 @@ def test_markdown_counts_cl100k_tokens_offline_for_openai_models():
     budget = budget_for(RagConfiguration(name="x", embeddingProvider="openai"))
     assert budget.tokenizer == "cl100k_base" and budget.limit == 8191 and budget.count("hello world") == 2
     whole = split_document(GUIDE, RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="openai"))
-    assert whole == [Piece(GUIDE.strip())]
+    assert [p.text for p in whole] == [GUIDE.strip()] and whole[0].section == "# Night trains"
+    assert whole[0].citation == {"sections": ["Booking", "On board"]}  # (not the code block's "## a code comment")
 
 
 def test_paragraph_strategy_never_cuts_a_paragraph_that_fits():

@@ -96,8 +96,14 @@ def switch_chunk(id: str, chunk_id: str, body: ChunkSwitch, runtime: RuntimeDep,
 
 @router.post("/reparse", status_code=202, dependencies=[IngestLimit])
 def reparse(id: str, runtime: RuntimeDep, caller: Editor,
-            documentId: Annotated[str, Query(min_length=1, max_length=2000)]) -> dict[str, Any]:
-    """Ingest a document's kept file again with the current configuration (its chunks replaced)."""
+            documentId: Annotated[str | None, Query(min_length=1, max_length=2000)] = None) -> dict[str, Any]:
+    """Ingest a document's kept file again with the current configuration (its chunks replaced); without
+    ``documentId``, every document whose file is kept (one ingestion each, with progress): {ingestions, notKept}."""
+    if documentId is None:
+        jobs = runtime.ingesting.reparse_all(id)
+        stored = {d["documentId"] for d in runtime.documents.list(id)["documents"]}
+        return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentId": d, "status": j.status} for d, j in jobs],
+                "notKept": sorted(stored - {d for d, _ in jobs})}
     job = runtime.ingesting.reparse(id, documentId)
     return {"ingestionId": job.id, "kbId": id, "documentId": documentId, "status": job.status}
 

@@ -22,23 +22,28 @@ from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef
 
 
 def _created(ref: ResourceRef, status: int = 201, runtime: Any = None) -> Response:
-    """EDDI's answer to a write; a knowledge base whose secret references do not resolve yet is saved (an EDDI client
-    may store the key after it) with a body saying so: {warnings: [{check, detail, fix}]}."""
+    """EDDI's answer to a write (the new version's URI in Location; EDDI clients read nothing else); a knowledge
+    base's also says whether it can answer as saved: {warnings: [{check, detail, fix}]} (a secret reference that does
+    not resolve yet: saved all the same, since an EDDI client may store the key after it)."""
     headers = {"Location": ref.uri, "X-Resource-URI": ref.uri}
-    problem = runtime.health.unresolved(ref.id) if runtime is not None and ref.kind == "rags" else None
-    if problem is not None:
-        return JSONResponse({"warnings": [problem]}, status_code=status, headers=headers)
+    if ref.kind == "rags":
+        problem = runtime.health.unresolved(ref.id) if runtime is not None else None
+        return JSONResponse({"warnings": [problem] if problem else []}, status_code=status, headers=headers)
     return Response(status_code=status, headers=headers)
 
 
 _URI = {"description": "The version's EDDI URI (eddi://…?version=N)", "schema": {"type": "string"}}
-# EDDI answers a write with no body: the new version's URI in Location and X-Resource-URI (a knowledge base whose
-# secret references do not resolve yet: a body with the warning and its fix).
-_WARNINGS = {"application/json": {"schema": {"type": "object", "properties": {"warnings": {"type": "array", "items": {
-    "type": "object", "properties": {"check": {"type": "string"}, "detail": {"type": "string"}, "fix": {"type": "string"}}}}}}}}
-WRITTEN: dict[str, Any] = {"response_class": Response, "responses": {
-    code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": _WARNINGS}
-    for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
+# EDDI answers a write with no body: the new version's URI in Location and X-Resource-URI (a knowledge base's adds
+# {warnings}: what keeps it from answering as saved, with the fix).
+_WARNINGS = {"application/json": {"schema": {"type": "object", "required": ["warnings"], "properties": {"warnings": {
+    "type": "array", "items": {"type": "object", "properties": {"check": {"type": "string"}, "detail": {"type": "string"},
+                                                                   "fix": {"type": "string"}}}}}}}}
+
+
+def written(kind: str) -> dict[str, Any]:
+    return {"response_class": Response, "responses": {
+        code: {"description": text, "headers": {"Location": _URI, "X-Resource-URI": _URI}, "content": _WARNINGS if kind == "rags" else {}}
+        for code, text in ((200, "Updated: a new version"), (201, "Created"))}}
 
 
 def rag_schema() -> dict[str, Any]:
@@ -125,7 +130,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
                     limit: int = Query(20, ge=1, le=1000)):
         return [d.to_json() for d in runtime.catalog.page(kind, caller.tenant, filter, index, limit)]
 
-    @router.post("", status_code=201, **WRITTEN, **body)
+    @router.post("", status_code=201, **written(kind), **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...), adopt: Adopt = False):
         return _created(runtime.saving.create(kind, data, caller.tenant, adopt=adopting(caller, adopt)), 201, runtime)
 
@@ -133,16 +138,16 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
         return runtime.catalog.read(kind, id, version, caller.tenant)
 
-    @router.put("/{id}", **WRITTEN, **body)
+    @router.put("/{id}", **written(kind), **body)
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...), adopt: Adopt = False):
         runtime.catalog.own(kind, id, caller.tenant)
         return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt)), 200, runtime)
 
-    @router.post("/{id}", status_code=201, **WRITTEN)
+    @router.post("/{id}", status_code=201, **written(kind))
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
         runtime.catalog.own(kind, id, caller.tenant)
-        return _created(runtime.saving.duplicate(kind, id, version))
+        return _created(runtime.saving.duplicate(kind, id, version), 201, runtime)
 
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):

@@ -26,6 +26,9 @@ def location(m: dict[str, Any]) -> str | None:
         return f"rows {m['rows']}"
     if m.get("row") is not None:
         return f"row {m['row']}"
+    if isinstance(m.get("sections"), list) and m["sections"]:  # a whole document in one chunk, knowing its sections
+        spanned = f"§{m['sections'][0]} – §{m['sections'][-1]}"
+        return f"{m['section']}, {spanned}" if m.get("section") else spanned
     return m.get("section") or m.get("cell") or (f"chapter {m['chapter']}" if m.get("chapter") else None)
 
 

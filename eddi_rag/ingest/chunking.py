@@ -231,7 +231,7 @@ DEEPEST_CUT = 3  # sections are cut at ## and then ###; deeper headings stay ins
 def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> list[Piece]:
     text = text.strip()
     if budget.count(_prefix(parent) + text) <= budget.limit:
-        return [_piece(parent, text) if parent else Piece(text)]
+        return [_piece(parent, text) if parent else _whole(text)]
     lines = text.split("\n")
     heads = _headings(text)
 
@@ -250,6 +250,27 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
         return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, budget.count)]
 
     return [p for section in _sections(heads, 0, len(lines), parent, split_level=2) for p in split(section, 3)]
+
+
+def _whole(text: str) -> Piece:
+    """A whole document in one chunk that knows its sections: a lone title heading is its ``section``, and the
+    titles of the sections under it (the first level below the title) its citation's ``sections``, so its label
+    names them (``handbook.docx, # Handbook, §Refunds – §Support``) although it was not cut."""
+    heads = _headings(text)
+    if not heads:
+        return Piece(text)
+    top = min(level for _, _, level, _ in heads)
+    titles = [h for h in heads if h[2] == top]
+    section = None
+    if len(titles) == 1 and not text[: _line_offset(text, titles[0][0])].strip():  # the title opens the document
+        section = f"{'#' * top} {titles[0][3]}"
+        heads = [h for h in heads if h[2] > top]
+    names = [title for _, _, level, title in heads if level == min(h[2] for h in heads)] if heads else []
+    return Piece(text, section, {"sections": names} if len(names) > 1 else {})
+
+
+def _line_offset(text: str, line: int) -> int:
+    return sum(len(x) + 1 for x in text.split("\n")[:line])
 
 
 def _prefix(path: tuple[str, ...]) -> str:

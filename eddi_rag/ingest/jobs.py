@@ -281,6 +281,12 @@ class IngestionQueue:
         body = rows[0]["body"]
         return rows[0]["document"], body.encode("utf-8") if isinstance(body, str) else body, rows[0]["format"] or "text"
 
+    def kept_documents(self, kb_id: str) -> list[str]:
+        """The documents of a knowledge base whose file is kept (``original`` finds one)."""
+        rows = self.db.query("SELECT DISTINCT COALESCE(document_id, document) AS d FROM ingestion_jobs WHERE kb_id=? AND "
+                             "status=? AND body IS NOT NULL AND format<>?", (kb_id, COMPLETED, REEMBED))
+        return sorted(r["d"] for r in rows)
+
     def let_go(self, kb_id: str, document_id: str | None = None, keep: str = "") -> None:
         """Forget the kept files of a document (removed), or of every document of a knowledge base; but
         that of the ingestion ``keep`` (the document's latest)."""

@@ -149,6 +149,11 @@ class Ingesting:
         name, data, fmt = kept
         return self.jobs.submit(kb_id, self.kbs.version(kb_id, 0), name, data, fmt, document_id=document_id)
 
+    def reparse_all(self, kb_id: str) -> list[tuple[str, Job]]:
+        """Re-parse every document of the KB whose file is kept (after a change of chunking or a loader), one
+        ingestion each: [(document, its ingestion)]."""
+        return [(d, self.reparse(kb_id, d)) for d in self.jobs.kept_documents(kb_id)]
+
     def submit(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
                fmt: str | None = None, replace: bool = True) -> Job:
         """Queue a file (or text) as an ingestion job against ``version`` (0: the current one); ``fmt``:

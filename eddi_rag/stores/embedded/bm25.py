@@ -17,8 +17,11 @@ class Bm25Index:
     def __init__(self, ids: Sequence[str], texts: Sequence[str]):
         self.ids = list(ids)
         self.retriever = bm25s.BM25()
-        if self.ids:
-            self.retriever.index(bm25s.tokenize(list(texts), stopwords="en", stemmer=_STEMMER, show_progress=False), show_progress=False)
+        corpus = bm25s.tokenize(list(texts), stopwords="en", stemmer=_STEMMER, show_progress=False) if self.ids else None
+        if corpus is None or not corpus.vocab:  # nothing to find: only stop words, digits alone, punctuation
+            self.ids = []
+            return
+        self.retriever.index(corpus, show_progress=False)
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """(id, BM25 score) of the best ``k`` documents with a score above zero."""

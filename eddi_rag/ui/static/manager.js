@@ -582,6 +582,19 @@ function initReembed(kb) {
   });
 }
 
+function initReparseAll(kb) {
+  const button = $("#reparse-all");
+  if (!button) return;
+  button.addEventListener("click", async () => {
+    if (!window.confirm("Parse and chunk every kept file of this knowledge base again with its current configuration? Chunks switched off stay off where their text is unchanged.")) return;
+    const r = await api("POST", kbUrl(kb.id, "/reparse"));
+    if (!r.ok) { alert(problem(r)); return; }
+    $("#reparse-all-status").textContent = `${r.data.ingestions.length} document(s) re-parsing` +
+      (r.data.notKept.length ? `; not kept, upload again to re-parse: ${r.data.notKept.join(", ")}` : "") + ".";
+    pollIngestions(kb);
+  });
+}
+
 function renderIngestions(kb, jobs) {
   for (const job of jobs) {
     const item = uploads.get(job.ingestionId);
@@ -701,6 +714,7 @@ function initDocuments() {
   loadDocuments(kb);
   renderSources(kb);
   initReembed(kb);
+  initReparseAll(kb);
 }
 
 // ---- one document: its chunks with where they are, switched on or off; re-parse; replace the file --------
