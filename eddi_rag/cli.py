@@ -23,14 +23,15 @@ state_url_option = click.option(
 )
 
 
-def fleet_runtime(data_dir: str, state_url: str | None):
+def fleet_runtime(data_dir: str, state_url: str | None, outbound=None):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
-    knowledge base lives on a store the fleet's other machines cannot reach."""
+    knowledge base lives on a store the fleet's other machines cannot reach. ``outbound``: what it may reach
+    (default: EDDI_RAG_OUTBOUND_ALLOW)."""
     from eddi_rag.errors import EddiRagError
     from eddi_rag.runtime import Runtime
 
     try:
-        return Runtime.serving(data_dir, state_url)
+        return Runtime.serving(data_dir, state_url, outbound)
     except EddiRagError as e:
         raise click.ClickException(str(e)) from None
 
@@ -122,33 +123,47 @@ def mcp(data_dir) -> None:
 @click.option("--worker/--no-worker", default=True, show_default=True,
               help="Run ingestion jobs, source runs and the scheduler in this process too; a fleet's API replicas "
                    "leave them to `eddi-rag worker` processes.")
+@click.option("--demo-notices", is_flag=True,
+              help="Also run the examples' stand-in service-notices API on 127.0.0.1:8765 (the travel assistant's "
+                   "httpCall) and let httpCalls and sources reach 127.0.0.1: for trying examples/workflows, never in production.")
 @chat_model_options
-def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, state_url, worker, llm, base_url, model) -> None:
+def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, state_url, worker, demo_notices, llm,
+          base_url, model) -> None:
     """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui); Prometheus metrics at /metrics,
-    liveness at /health, readiness at /health/ready."""
+    liveness at /health, readiness at /health/ready. ``--load`` also queues the documents of the folder's knowledge
+    bases (``documents/<kb id>/`` in it or beside it)."""
+    import contextlib
+    import dataclasses
+    import ipaddress
+
     import uvicorn
 
     from eddi_rag.api.app import create_app
     from eddi_rag.auth.oidc import OidcConfig
-    from eddi_rag.tools.bundle import load_bundle
-    from eddi_rag.tools.demo import chat_model
+    from eddi_rag.common.outbound import OutboundPolicy
+    from eddi_rag.tools.bundle import load_bundle, queue_documents
+    from eddi_rag.tools.demo import EXAMPLES, NOTICES_PORT, chat_model, notices_service
 
-    runtime = fleet_runtime(data_dir, state_url)
-    if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
+    with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
+        policy = OutboundPolicy.from_env()  # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
+        outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32"))) if demo_notices else None
+        runtime = fleet_runtime(data_dir, state_url, outbound)
+        if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
+            runtime.close()
+            raise click.ClickException(
+                f"refusing to serve {host} with no credential configured: anyone who reaches the port could read and "
+                f"delete every knowledge base. Create a key (eddi-rag keys create --tenant T --role admin), configure "
+                f"OIDC (EDDI_RAG_OIDC_JWKS_URL), or pass --insecure.")
+        for folder in bundles:
+            queue_documents(runtime.ingesting, folder, load_bundle(runtime.saving, folder))
+        limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
+        click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
+        log_requests(log_format)
+        answers = chat_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
+        uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker),
+                    host=host, port=port, access_log=False,  # eddi_rag.requests logs each request, with its route and caller
+                    timeout_graceful_shutdown=30)
         runtime.close()
-        raise click.ClickException(
-            f"refusing to serve {host} with no credential configured: anyone who reaches the port could read and "
-            f"delete every knowledge base. Create a key (eddi-rag keys create --tenant T --role admin), configure "
-            f"OIDC (EDDI_RAG_OIDC_JWKS_URL), or pass --insecure.")
-    for folder in bundles:
-        load_bundle(runtime.saving, folder)
-    limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
-    click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
-    log_requests(log_format)
-    uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=chat_model(llm, base_url, model), host=host, worker=worker),
-                host=host, port=port, access_log=False,  # eddi_rag.requests logs each request, with its route and caller
-                timeout_graceful_shutdown=30)
-    runtime.close()
 
 
 @main.command()
@@ -418,12 +433,17 @@ def load(path, data_dir, tenant) -> None:
     LLM and httpCall configurations, references rewritten; what this product does not model (behaviour rules,
     outputs, dictionaries, snippets, …) kept byte for byte for `export`, and listed."""
     from eddi_rag.runtime import Runtime
-    from eddi_rag.tools.bundle import load_bundle
+    from eddi_rag.tools.bundle import load_bundle, queue_documents
 
     with Runtime(data_dir) as runtime:
         if os.path.isdir(path):
-            for ref in load_bundle(runtime.saving, path):
+            loaded = load_bundle(runtime.saving, path)
+            for ref in loaded:
                 click.echo(ref.uri)
+            queued = queue_documents(runtime.ingesting, path, loaded)
+            if queued:
+                click.echo(f"queued {len(queued)} document(s) of {len({kb for kb, _ in queued})} knowledge base(s): "
+                           "`serve` ingests them", err=True)
             return
         report = runtime.catalog.import_agents(Path(path).read_bytes(), tenant)
         for ref in report.created:

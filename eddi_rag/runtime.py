@@ -117,11 +117,11 @@ class Runtime:
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 
     @classmethod
-    def serving(cls, data_dir: str | Path | None, state_url: str | None) -> Runtime:
+    def serving(cls, data_dir: str | Path | None, state_url: str | None, outbound: OutboundPolicy | None = None) -> Runtime:
         """The Runtime of a serve or worker process: with the state on PostgreSQL, one of a fleet, which refuses to
         start (FleetRefusedError) while a knowledge base lives on a store the fleet's other machines cannot reach."""
         fleet = on_postgresql(state_url)
-        runtime = cls(data_dir, state_url=state_url, fleet=fleet)
+        runtime = cls(data_dir, state_url=state_url, fleet=fleet, outbound=outbound)
         if fleet and (problems := runtime.fleet_problems()):
             runtime.close()
             raise FleetRefusedError("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "

@@ -6,6 +6,8 @@ edits). Screenshots go to test-artifacts/ui/."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
@@ -17,6 +19,8 @@ from tests.support.browser import chrome, has_text, no_page_errors, no_sideways_
 from tests.support.files import pdf
 from tests.support.kbs import make_kb
 from tests.support.waiting import until
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -365,3 +369,44 @@ def test_the_configuration_form_stores_a_key_in_the_vault_and_says_when_one_is_m
         assert runtime.resources.read("rags", kb)["embeddingParameters"]["apiKey"] == "${vault:cloud-apikey}"
         assert "sk-typed-in-the-form" not in browser.page_source
         browser.get("about:blank")
+
+
+def test_the_readme_path_opens_the_agents_page_on_a_working_turn(browser, tmp_path):
+    """Issue 33, point 5: the README's steps, with the real CLI: `eddi-rag load examples/workflows` queues the
+    knowledge bases' documents (examples/documents/<kb id>/), `serve --load … --demo-notices` ingests them and runs
+    the examples' stand-in notices API, allowed explicitly; the Agents page's turn finds context and search results
+    and shows no problem."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.support.serving import free_port, wait_until_healthy
+
+    data, port = tmp_path / "data", free_port()
+    cli = [sys.executable, "-m", "eddi_rag.cli"]
+    loaded = subprocess.run([*cli, "load", str(EXAMPLES / "workflows"), "--data-dir", str(data)], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0 and "queued 3 document(s) of 2 knowledge base(s)" in loaded.stderr, loaded.stderr
+    server = subprocess.Popen([*cli, "serve", "--data-dir", str(data), "--load", str(EXAMPLES / "workflows"), "--demo-notices",
+                               "--port", str(port), "--log-format", "text"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, server)
+        for kb in ("travel-policies", "loyalty-program"):
+            until(lambda kb=kb: (jobs := httpx.get(f"{url}/ragstore/rags/{kb}/ingestions").json())
+                  and all(j["status"] == "completed" for j in jobs), f"{kb}'s documents", 120)
+        browser.get(url + "/ui/agents")
+        assert "the answer is extractive" in browser.find_element(By.CSS_SELECTOR, "main").text
+        visible(browser, "#message").send_keys("Can I get a refund when a strike cancels my flight?" + Keys.ENTER)
+        system = has_text(browser, "#system-message", "## Relevant Context:").text
+        assert "## Search Results:" in system and "strike" in system  # the httpCall answered
+        assert "[Source 1: refunds.md" in system  # the documents were ingested
+        assert "[Source 1]" in has_text(browser, "#agent-answer", "[Source").text  # an answer, from the context
+        wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-kb-verdict] .health")) == 2)
+        wait(browser).until(lambda d: all(e.text == "ok" for e in d.find_elements(By.CSS_SELECTOR, "[data-kb-verdict] .health")))
+        assert browser.find_elements(By.CSS_SELECTOR, "#turn-problems .problems li") == []
+        screenshot(browser, "18-readme-path-agent-turn")
+        browser.get("about:blank")
+    finally:
+        server.terminate()
+        server.wait(60)

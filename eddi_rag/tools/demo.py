@@ -28,6 +28,7 @@ from eddi_rag.workflow.memory import ConversationMemory
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 AGENT_ID = "travel-assistant"
+NOTICES_PORT = 8765  # where examples/workflows/httpcalls/service-notices.json expects the stand-in (serve --demo-notices)
 QUESTIONS = [
     "Can I get my money back if I cancel a Saver fare?",
     "How many checked bags are included in a Business fare, and how heavy may they be?",
@@ -36,7 +37,7 @@ QUESTIONS = [
 
 
 @contextmanager
-def notices_service(path: Path):
+def notices_service(path: Path, port: int = 0):
     """A stand-in for the airline's live service-notice API (the httpCall RAG source)."""
     notices = json.loads(path.read_text(encoding="utf-8"))
 
@@ -54,7 +55,7 @@ def notices_service(path: Path):
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -297,7 +297,9 @@ def agents(request: Request):
     runtime = runtime_of(request)
     found = [{"id": kb_id_of(d.resource), "name": d.name or kb_id_of(d.resource)}
              for d in runtime.catalog.every("agents", caller.tenant)]
-    return render(request, "agents.html", caller, agents=found, chat_model=request.app.state.chat_model is not None)
+    model = request.app.state.chat_model
+    return render(request, "agents.html", caller, agents=found, chat_model=model is not None,
+                  extractive=type(model).__name__ == "ExtractiveChatModel")
 
 
 @router.get("/health")
