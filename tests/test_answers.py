@@ -130,3 +130,14 @@ def test_the_small_local_model_answers_offline():
     model = SmolLM2ChatModel(max_tokens=40)
     reply = model.invoke([("system", SYSTEM), ("user", "When does the night train to Vienna leave?")], temperature=0.0)
     assert isinstance(reply.content, str) and reply.content.strip()
+
+
+def test_a_heading_is_never_an_answer_sentence():
+    """Issue 33: the demo's Flex question printed the heading "Earning miles" as a sentence of its answer."""
+    from eddi_rag.answers.extractive import extractive_answer
+
+    system = ("## Relevant Context:\n### Source: Loyalty\n\n[Source 1: skymiles.md, # SkyMiles]\n# SkyMiles\n\n## Earning miles\n\n"
+              "You earn 8 miles per euro on Flex fares. Saver fares earn 2 miles per euro.\n\n## Status\n\nGold needs 30,000 miles.")
+    answer = extractive_answer(system, "How many miles do I earn on a Flex ticket?", 3)
+    assert "You earn 8 miles per euro on Flex fares. [Source 1]" in answer
+    assert "Earning miles [Source" not in answer and "SkyMiles [Source" not in answer

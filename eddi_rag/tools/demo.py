@@ -69,7 +69,7 @@ def chat_model(llm: str | None, base_url: str | None, model: str | None, offline
     """A LangChain chat model, or None. ``llm`` None: openai when a key or base URL is given, else
     (``offline``, the demo) the extractive answer, grounded in the context with its ``[Source n]``
     labels; else none. The small local model (SmolLM2) answers only when asked for (``smollm2``):
-    it holds the fact in 15% of claude-docs-qa answers, the extractive answer in 34%."""
+    it holds the fact in 15% of claude-docs-qa answers, the extractive answer in 38% (benchmarks/README.md)."""
     if llm is None:
         if os.environ.get("OPENAI_API_KEY") or base_url:
             llm = "openai"
