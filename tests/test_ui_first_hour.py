@@ -67,7 +67,12 @@ def test_try_it_names_each_passages_span_marks_the_hit_and_explains_the_order(br
     browser.get(f"{url}/ui/kbs/{kb}/try")
     ask(browser, "When do night trains leave Vienna?")
     assert "0.7 × vector + 0.3 × keyword" in visible(browser, "#order-rule").text  # hybrid: not a score order, said so
-    assert "vector #" in visible(browser, ".hit .ranking").text and "keyword" in browser.find_element(By.CSS_SELECTOR, ".hit .ranking").text
+    # an answer with no chat model on the server: the extractive one, said so (issue 33, point 8)
+    assert "22:10. [Source 1]" in visible(browser, "#reply").text and "Extractive" in browser.find_element(By.ID, "reply-by").text
+    first = visible(browser, ".hit")
+    assert first.find_element(By.CSS_SELECTOR, ".score").text.startswith("fused ")  # one score: the one it is ordered by
+    first.find_element(By.CSS_SELECTOR, "details.ranking summary").click()
+    assert "vector #" in first.find_element(By.CSS_SELECTOR, ".ranking").text and "keyword" in first.find_element(By.CSS_SELECTOR, ".ranking").text
     passage = browser.find_element(By.CSS_SELECTOR, ".hit details.passage")
     passage.find_element(By.TAG_NAME, "summary").click()
     assert "Passage the model sees: guide.md, # Rail guide; match: §Night trains" in passage.text  # what it covers, and the match

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
@@ -62,13 +62,19 @@ class ContextRequest(RequestBody):
     minScore: float | None = Field(default=None, ge=0, le=1)
     contextExpansion: Expansion | None = None
     maxRagContextChars: int | None = Field(default=20000, ge=1)
+    answer: bool = False  # also answer from it (Try it): the server's chat model, else the extractive answer
 
 
 @router.post("/context", dependencies=[QueryLimit])
-def context(id: str, body: ContextRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}."""
-    return runtime.turns.context(id, body.query, caller.user_for(body.userId), body.maxResults, body.minScore,
-                                 body.contextExpansion, body.maxRagContextChars)
+def context(id: str, body: ContextRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}; with
+    ``answer``, also {answer: {text, by: model | extractive, model}}: the server's chat model's answer from it, or
+    with none the extractive answer (its best-matching sentences with their [Source n])."""
+    found = runtime.turns.context(id, body.query, caller.user_for(body.userId), body.maxResults, body.minScore,
+                                  body.contextExpansion, body.maxRagContextChars)
+    if body.answer:
+        found["answer"] = runtime.turns.answered(found["section"], body.query, request.app.state.chat_model)
+    return found
 
 
 class FeedbackRequest(RequestBody):

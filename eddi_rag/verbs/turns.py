@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eddi_rag.config import KnowledgeBaseRef, LlmTaskRag
+from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task
 from eddi_rag.workflow.memory import ConversationMemory
@@ -52,3 +52,22 @@ class Turns:
         found = self.llm_task.provider.retrieve(task, [DiscoveredKb(kb_id, version, config)], query, user_id)
         return {"kbId": kb_id, "query": query, "section": RELEVANT_CONTEXT + found.context if found.context else None,
                 "sources": found.sources, "trace": found.trace}
+
+    @staticmethod
+    def answered(section: str | None, query: str, chat_model: Any = None) -> dict[str, Any]:
+        """An answer to ``query`` from ``section`` (what ``context`` injects), as a turn's would be: by ``chat_model``,
+        or with none the extractive answer (the context's best-matching sentences with their ``[Source n]``), saying
+        which: {text, by: "model" | "extractive", model}."""
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        from eddi_rag.answers.extractive import NOTHING_FOUND, ExtractiveChatModel
+
+        model = chat_model if chat_model is not None else ExtractiveChatModel()
+        extractive = isinstance(model, ExtractiveChatModel)
+        if not section:
+            text = NOTHING_FOUND
+        else:
+            reply = model.invoke([SystemMessage(f"{section}\n\n{GROUNDING_INSTRUCTIONS}"), HumanMessage(query)])
+            text = str(reply.content)
+        return {"text": text, "by": "extractive" if extractive else "model",
+                "model": None if extractive else getattr(model, "model_name", None) or type(model).__name__}

@@ -821,6 +821,13 @@ function ranking(r) {
   return `Ranked by ${r.by === "rrf" ? "RRF" : "weighted score"} ${r.fused}: ${side("vector", r.vector)}, ${side("keyword", r.keyword)}.`;
 }
 
+// The one score a hit is shown with: the one its place in the order comes from (rerank, fused, else relevance).
+function orderingScore(h) {
+  if (h.rerankScore !== undefined) return `rerank ${Number(h.rerankScore).toFixed(4)}`;
+  if (h.ranking && h.ranking.fused !== undefined && h.ranking.by !== "keyword") return `${h.ranking.by === "rrf" ? "RRF" : "fused"} ${Number(h.ranking.fused).toFixed(4)}`;
+  return `relevance ${h.score.toFixed(4)}`;
+}
+
 // A passage with the sentences that match the question marked (else the hit's chunk, at [start, end)).
 function highlighted(text, offsets, matches) {
   const spans = matches && matches.length ? matches : offsets ? [offsets] : [];
@@ -886,16 +893,24 @@ function initTry() {
     if (!question) return;
     out.replaceChildren(el("p", { class: "muted" }, "Searching…"));
     const common = { query: question, userId: $("#user").value.trim() || null, contextExpansion: $("#expansion").value || null };
-    const [query, context] = await Promise.all([api("POST", kbUrl(kb.id, "/query"), common), api("POST", kbUrl(kb.id, "/context"), common)]);
+    const [query, context] = await Promise.all([api("POST", kbUrl(kb.id, "/query"), common),
+      api("POST", kbUrl(kb.id, "/context"), { ...common, answer: true })]);
     if (!query.ok || !context.ok) { out.replaceChildren(el("p", { class: "error" }, problem(query.ok ? context : query))); return; }
     const results = query.data.results;
+    const answer = context.data.answer;
     out.replaceChildren(
+      answer ? el("section", { class: "card", "aria-labelledby": "reply-h" }, el("h2", { id: "reply-h" }, "Answer"),
+        el("p", { class: "muted", id: "reply-by" }, answer.by === "extractive"
+          ? "Extractive: no language model on this server, so the context's best-matching sentences with their [Source n]."
+          : `By ${answer.model}, from the context below.`),
+        el("pre", { id: "reply" }, answer.text)) : "",
       el("section", { class: "card", "aria-labelledby": "chunks-h" }, el("h2", { id: "chunks-h" }, `Scored chunks (${results.length})`),
         el("p", { class: "muted", id: "order-rule" }, `Order: ${query.data.order}`),
         results.length ? el("ol", { class: "hits" }, results.map((h) => el("li", { class: "hit" },
-          el("div", { class: "meta" }, el("b", { class: "score" }, `score ${h.score.toFixed(4)}`),
-            h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "", " · ", el("span", { class: "citation" }, h.citation || h.source)),
-          h.ranking ? el("div", { class: "ranking muted" }, ranking(h.ranking)) : "",
+          el("div", { class: "meta" }, el("b", { class: "score" }, orderingScore(h)), " · ", el("span", { class: "citation" }, h.citation || h.source)),
+          el("details", { class: "ranking muted" }, el("summary", {}, "Why here"),
+            `Relevance ${h.score.toFixed(4)} (cosine, what minScore keeps to)`, h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "",
+            h.ranking ? el("div", {}, ranking(h.ranking)) : ""),
           el("pre", {}, h.text),
           h.metadata && h.metadata.boxes && h.metadata.document_id && !h.metadata.attachment ? onPage(kb, h.metadata.document_id, h.metadata.page, h.metadata.boxes) : "",
           h.passage && h.passage !== h.text ? el("details", { class: "passage" },
