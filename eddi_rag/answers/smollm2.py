@@ -49,7 +49,7 @@ def _role(message: BaseMessage) -> str:
 class SmolLM2ChatModel(BaseChatModel):
     """A LangChain chat model over SmolLM2-135M-Instruct (llama.cpp in this process)."""
 
-    max_tokens: int = 256
+    max_tokens: int = 128  # about 100 words: past that a model this small mostly repeats itself (and each token costs)
     temperature: float = 0.2
     repeat_penalty: float = 1.2
     context_tokens: int = 8192  # the model's training context
