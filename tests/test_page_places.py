@@ -53,6 +53,19 @@ def client(tmp_path):
         yield client
 
 
+@pytest.fixture(scope="module")
+def library(manual, tmp_path_factory):
+    """(client, kb): a knowledge base with every default holding the manual, its scan and a Markdown note, ingested
+    once for the tests that only read it."""
+    digital, scanned = manual
+    with Runtime(tmp_path_factory.mktemp("library")) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as client:
+        kb = make_kb(client, "Manual", minScore=0)
+        upload(client, kb, "manual.pdf", digital)
+        upload(client, kb, "manual-scan.pdf", scanned)
+        upload(client, kb, "notes.md", b"# Notes\n\nNo pages here.")
+        yield client, kb
+
+
 def upload(client, kb: str, name: str, data: bytes) -> None:
     r = client.post(f"{BASE}/{kb}/ingest?documentName={name}&replace=true", content=data, headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 202, r.text
@@ -83,11 +96,9 @@ def text_in(pdf: bytes, page: int, box: list[float]) -> str:
         doc.close()
 
 
-def test_each_chunk_s_boxes_hold_its_text_and_a_scan_puts_it_in_the_same_place(client, manual):
-    digital, scanned = manual
-    kb = make_kb(client, "Manual", minScore=0)  # every default: markdown chunks, one per section here
-    upload(client, kb, "manual.pdf", digital)
-    upload(client, kb, "manual-scan.pdf", scanned)
+def test_each_chunk_s_boxes_hold_its_text_and_a_scan_puts_it_in_the_same_place(library, manual):
+    client, kb = library  # every default: markdown chunks
+    digital, _ = manual
     printed = chunk_list(client, kb, "manual.pdf")
     assert printed and all(c["page"] == 1 and c["boxes"] for c in printed)
     for c in printed:
@@ -118,24 +129,18 @@ def test_a_scan_s_numbered_and_larger_headings_become_sections(client, manual):
     assert found["metadata"]["ocr"] is True and found["metadata"]["boxes"]
 
 
-def test_the_results_and_the_injected_sources_carry_the_place(client, manual):
-    digital, _ = manual
-    kb = make_kb(client, "Manual", minScore=0)
-    upload(client, kb, "manual.pdf", digital)
+def test_the_results_and_the_injected_sources_carry_the_place(library):
+    client, kb = library
     hit = client.post(f"{BASE}/{kb}/query", json={"query": "steam wand temperature", "maxResults": 1}).json()["results"][0]
     assert hit["metadata"]["page"] == 1 and hit["metadata"]["boxes"]
     sources = client.post(f"{BASE}/{kb}/context", json={"query": "steam wand temperature"}).json()["sources"]
     assert sources[0]["page"] == 1 and sources[0]["boxes"] == hit["metadata"]["boxes"]
 
 
-def test_the_server_draws_a_page_and_refuses_what_it_cannot_show(client, manual):
+def test_the_server_draws_a_page_and_refuses_what_it_cannot_show(library):
     from PIL import Image
 
-    digital, scanned = manual
-    kb = make_kb(client, "Manual", minScore=0)
-    upload(client, kb, "manual.pdf", digital)
-    upload(client, kb, "manual-scan.pdf", scanned)
-    upload(client, kb, "notes.md", b"# Notes\n\nNo pages here.")
+    client, kb = library
     for name in ("manual.pdf", "manual-scan.pdf"):
         r = client.get(f"{BASE}/{kb}/page", params={"documentId": name, "page": 1, "width": 600})
         assert r.status_code == 200 and r.headers["content-type"] == "image/png"
