@@ -219,8 +219,10 @@ def test_a_document_page_switches_chunks_off_and_re_parses(browser, server, tmp_
     night = next(r for r in rows if "22:10" in r.text)
     assert "# Rail guide > ## Night trains" in night.text
     screenshot(browser, "13-document")
+    assert night.find_element(By.CSS_SELECTOR, "label.switch").text.strip() == "on"
     night.find_element(By.CSS_SELECTOR, "input[type=checkbox]").click()
     wait(browser).until(lambda d: night.get_attribute("class") == "off")
+    assert night.find_element(By.CSS_SELECTOR, "label.switch").text.strip() == "off"  # it said "on" still (issue 33, item 10)
     hits = runtime.search.hits(__import__("eddi_rag.verbs.search", fromlist=["SearchRequest"]).SearchRequest(kb, "night trains Vienna", k=10))
     assert night.get_attribute("data-chunk") not in {h.id for h in hits}
     reparse = browser.find_element(By.ID, "reparse")

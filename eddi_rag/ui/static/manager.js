@@ -778,7 +778,8 @@ async function initDocument() {
             const done = await api("PATCH", kbUrl(kb.id, `/chunks/${encodeURIComponent(c.id)}`), { enabled: e.target.checked });
             if (!done.ok) { alert(problem(done)); e.target.checked = !e.target.checked; return; }
             e.target.closest("tr").className = e.target.checked ? "" : "off";
-          } }), c.enabled ? " on" : " off") : (c.enabled ? "on" : "off"))))))));
+            $(".state", e.target.closest("label")).textContent = e.target.checked ? " on" : " off";  // what it says now
+          } }), el("span", { class: "state" }, c.enabled ? " on" : " off")) : (c.enabled ? "on" : "off"))))))));
   };
   $("#reparse")?.addEventListener("click", async () => {
     const r = await api("POST", kbUrl(kb.id, `/reparse?documentId=${encodeURIComponent(kb.document)}`));
