@@ -417,3 +417,25 @@ def test_the_readme_path_opens_the_agents_page_on_a_working_turn(browser, tmp_pa
     finally:
         server.terminate()
         server.wait(60)
+
+
+def test_on_a_phone_health_s_fix_and_feedback_s_review_are_in_view(server):
+    """Issue 33, item 10: at 390 px the Health "Fix" and Feedback "Review" columns sat in sideways-scrolling boxes,
+    out of view; each row is a card now, every column in the screen's width."""
+    url, runtime = server
+    kb = rail_kb(runtime)
+    runtime.resources.create("rags", {"name": "Locked", "embeddingProvider": "openai", "storeType": "sqlite",
+                                      "embeddingParameters": {"apiKey": "${env:EDDI_UI_NO_SUCH_KEY}"}})
+    runtime.feedback.log.record("default", kb, "When do night trains leave?", "c1", "down", citation="guide.md")
+    phone = chrome(390, 844)
+    try:
+        for page, cell in (("/ui/health", 'tr.failed td[data-label="Fix"]'), ("/ui/feedback", 'td[data-label="Review"]')):
+            phone.get(url + page)
+            found = visible(phone, cell)
+            left, right, width = phone.execute_script(
+                "const r = arguments[0].getBoundingClientRect(); return [r.left, r.right, window.innerWidth]", found)
+            assert 0 <= left and right <= width and found.text.strip(), (page, left, right, width)
+            assert no_sideways_scroll(phone), page
+        screenshot(phone, "19-phone-health-feedback")
+    finally:
+        phone.quit()

@@ -1018,9 +1018,9 @@ function initHealth() {
       if (!r.ok) { body.replaceChildren(el("tr", {}, el("th", { scope: "row" }, name), el("td", { colspan: 4, class: "error" }, problem(r)))); return; }
       const head = el("th", { scope: "row", rowspan: r.data.checks.length }, name, el("br"), verdictBadge(el("span"), r));
       body.replaceChildren(...r.data.checks.map((c, i) => el("tr", { class: c.level, "data-check": c.check },
-        i === 0 ? head : "", el("td", {}, c.check),
-        el("td", {}, el("span", { class: `health ${LEVEL_CLASS[c.level]}` }, LEVEL_TEXT[c.level])),
-        el("td", {}, c.detail), el("td", {}, c.fix))));
+        i === 0 ? head : "", el("td", { "data-label": "Check" }, c.check),
+        el("td", { "data-label": "Status" }, el("span", { class: `health ${LEVEL_CLASS[c.level]}` }, LEVEL_TEXT[c.level])),
+        el("td", { "data-label": "Detail" }, c.detail), el("td", { "data-label": "Fix" }, c.fix || "—"))));
     });
   }
 }
