@@ -228,13 +228,13 @@ def test_a_document_page_switches_chunks_off_and_re_parses(browser, server, tmp_
     reparse = browser.find_element(By.ID, "reparse")
     assert reparse.is_enabled()
     reparse.click()
-    has_text(browser, "#doc-status", "Re-parsing")
+    has_text(browser, "#doc-status", "Re-parsed: ")  # followed to its end on this page (issue 33, item 6)
     fixed = tmp_path / "guide-fixed.md"
     fixed.write_text(GUIDE.replace("22:10", "22:40"), encoding="utf-8")
     browser.find_element(By.ID, "replace").send_keys(str(fixed))
-    has_text(browser, "#doc-status", "Replacing with guide-fixed.md")  # under the document's own name
-    wait(browser).until(lambda d: any("22:40" in c.text for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(
-        {"document_id": "guide.md"})))
+    has_text(browser, "#doc-status", "Replaced with guide-fixed.md: ")  # under the document's own name, to its end
+    has_text(browser, "#doc-chunks", "22:40")  # the page shows the new chunks without a reload
+    assert any("22:40" in c.text for c in runtime.stores.get(kb, runtime.rag_config(kb)).get({"document_id": "guide.md"}))
     no_page_errors(browser)
 
 

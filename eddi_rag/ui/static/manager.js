@@ -781,9 +781,24 @@ async function initDocument() {
             $(".state", e.target.closest("label")).textContent = e.target.checked ? " on" : " off";  // what it says now
           } }), el("span", { class: "state" }, c.enabled ? " on" : " off")) : (c.enabled ? "on" : "off"))))))));
   };
+  // A re-parse or replace followed here to its end: its progress, then the new chunks (or why it failed).
+  const follow = async (ingestionId, doing, done) => {
+    const status = $("#doc-status");
+    status.className = "";
+    for (let i = 0; i < 1200; i++) {  // (at most 10 minutes of polling; the job itself goes on regardless)
+      const r = await api("GET", kbUrl(kb.id, `/ingestion/${encodeURIComponent(ingestionId)}/status`));
+      if (!r.ok) { status.textContent = `${doing}: ${problem(r)}`; return; }
+      const s = r.data.status;
+      if (s === "completed") { status.textContent = `${done}: ${r.data.chunks} chunk(s).`; load(); return; }
+      if (s.startsWith("failed") || s === "cancelled") { status.className = "error"; status.textContent = `${doing} ended ${s}`; return; }
+      status.textContent = `${doing}… ${r.data.progress ? progressText(r.data.progress) : s}`;
+      await new Promise((ok) => setTimeout(ok, 500));
+    }
+  };
   $("#reparse")?.addEventListener("click", async () => {
     const r = await api("POST", kbUrl(kb.id, `/reparse?documentId=${encodeURIComponent(kb.document)}`));
-    $("#doc-status").textContent = r.ok ? "Re-parsing: follow it under Ingestions on the Documents page." : problem(r);
+    if (!r.ok) { $("#doc-status").textContent = problem(r); return; }
+    follow(r.data.ingestionId, "Re-parsing", "Re-parsed");
   });
   $("#replace")?.addEventListener("change", async (e) => {
     const file = e.target.files[0];
@@ -791,8 +806,8 @@ async function initDocument() {
     const body = new FormData();
     body.append("file", file, kb.documentName);  // under the document's name: its chunks are replaced
     const r = await api("POST", kbUrl(kb.id, "/ingest?replace=true"), body);
-    $("#doc-status").textContent = r.ok ? `Replacing with ${file.name}: follow it under Ingestions on the Documents page.`
-      : `Not replaced: ${problem(r)}`;
+    if (!r.ok) { $("#doc-status").textContent = `Not replaced: ${problem(r)}`; return; }
+    follow(r.data.ingestions[0].ingestionId, `Replacing with ${file.name}`, `Replaced with ${file.name}`);
   });
   load();
 }
