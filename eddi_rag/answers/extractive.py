@@ -24,7 +24,6 @@ from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 NOTHING_FOUND = "I found nothing about this in the knowledge bases."
 _LABEL = re.compile(r"^\[Source (\d+)(?::[^\]]*)?\]\s*$", re.MULTILINE)
 _MARKUP = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+|>\s*|\|)")
-_HEADING = re.compile(r"^\s*#{1,6}\s")
 
 
 def passages(system: str) -> list[tuple[int, str]]:
@@ -46,7 +45,7 @@ def sentences(text: str) -> list[str]:
     """Sentences of a passage: each line (list items, table rows; not headings) cut at sentence ends (pysbd)."""
     out = []
     for line in text.splitlines():
-        if _HEADING.match(line):
+        if chunking.is_heading(line):
             continue
         line = _MARKUP.sub("", line).strip(" |")
         if len(line) < 3 or line.startswith("```"):

@@ -62,7 +62,8 @@ def of_chunk(text: str, lines: list[Line] | tuple[Line, ...]) -> list[list[float
     chunk = _key(text)
     if not chunk or not lines:
         return []
-    found = [i for i, (line, _) in enumerate(lines) if (key := _key(line)) and key in chunk]
+    keys = [_key(line) for line, _ in lines]
+    found = [i for i, key in enumerate(keys) if key and key in chunk]
     if not found:
         return []
     runs: list[list[int]] = [[found[0]]]
@@ -71,8 +72,9 @@ def of_chunk(text: str, lines: list[Line] | tuple[Line, ...]) -> list[list[float
             runs[-1].append(i)
         else:
             runs.append([i])
-    best = max(runs, key=lambda run: sum(len(_key(lines[i][0])) for i in run))
-    if len(runs) > 1 and sum(len(_key(lines[i][0])) for i in best) < 8:
+    weight = lambda run: sum(len(keys[i]) for i in run)  # noqa: E731
+    best = max(runs, key=weight)
+    if len(runs) > 1 and weight(best) < 8:
         return []  # only short lines that match anywhere: no place is better than a wrong one
     return [list(b) for b in merged([lines[i][1] for i in best])][:MAX_BOXES]
 

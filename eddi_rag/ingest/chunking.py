@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 
 STRATEGIES = ("recursive", "paragraph", "sentence", "markdown")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_HEADING_LINE = re.compile(r"^\s*#{1,6}\s")
+
+
+def is_heading(line: str) -> bool:
+    """Whether a line of Markdown is a heading (``## Refunds``): it names a section, it is no sentence."""
+    return bool(_HEADING_LINE.match(line))
 
 
 @dataclass(frozen=True)
@@ -262,15 +268,11 @@ def _whole(text: str) -> Piece:
     top = min(level for _, _, level, _ in heads)
     titles = [h for h in heads if h[2] == top]
     section = None
-    if len(titles) == 1 and not text[: _line_offset(text, titles[0][0])].strip():  # the title opens the document
+    if len(titles) == 1 and titles[0][0] == 0:  # the title opens the (stripped) document
         section = f"{'#' * top} {titles[0][3]}"
         heads = [h for h in heads if h[2] > top]
     names = [title for _, _, level, title in heads if level == min(h[2] for h in heads)] if heads else []
     return Piece(text, section, {"sections": names} if len(names) > 1 else {})
-
-
-def _line_offset(text: str, line: int) -> int:
-    return sum(len(x) + 1 for x in text.split("\n")[:line])
 
 
 def _prefix(path: tuple[str, ...]) -> str:

@@ -72,8 +72,12 @@ class SecretMetadata:
     allowedAgents: list[str]
 
     def reference(self) -> str:
-        """How a configuration names it: ``${vault:key}`` in the default tenant, else ``${vault:tenant/key}``."""
-        return f"${{vault:{self.keyName}}}" if self.tenantId == "default" else f"${{vault:{self.tenantId}/{self.keyName}}}"
+        return reference(self.tenantId, self.keyName)
+
+
+def reference(tenant: str, key: str) -> str:
+    """How a configuration names a secret: ``${vault:key}`` in the default tenant, else ``${vault:tenant/key}``."""
+    return f"${{vault:{key}}}" if tenant == "default" else f"${{vault:{tenant}/{key}}}"
 
 
 def _b64(data: bytes) -> str:

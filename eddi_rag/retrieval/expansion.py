@@ -66,8 +66,9 @@ class Passage:
         the grammar: ``common.citations``)."""
         covers = self.covers
         place = citations.at(self.best.metadata) if len(self.chunks) > 1 else None
-        where = f"{covers}; match: {place}" if covers and place and place != covers else covers or (f"match: {place}" if place else None)
-        return citations.labelled(self.best.metadata, where)
+        if place and place != covers:
+            covers = f"{covers}; match: {place}" if covers else f"match: {place}"
+        return citations.labelled(self.best.metadata, covers)
 
     def offsets_of(self, chunk_id: str) -> list[int] | None:
         """Where a chunk stands within ``text``: [start, end) characters."""

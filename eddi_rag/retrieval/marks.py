@@ -4,13 +4,10 @@ tokenizer and stemmer), the best ones that share a term with it, as ``[start, en
 
 from __future__ import annotations
 
-import re
-
 from eddi_rag.ingest import chunking
 from eddi_rag.stores.embedded.bm25 import Bm25Index
 
 MOST = 2  # sentences marked per hit
-_HEADING = re.compile(r"^\s*#{1,6}\s")
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
@@ -19,7 +16,7 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
     out: list[tuple[int, int]] = []
     at = start
     for line in text[start:end].split("\n"):
-        if line.strip() and not _HEADING.match(line):
+        if line.strip() and not chunking.is_heading(line):
             cursor = 0
             for sentence in chunking.sentences(line):
                 sentence = sentence.strip()

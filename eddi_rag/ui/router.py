@@ -4,6 +4,7 @@ save, uploads, ingestion progress, try it) call the REST API from ``static/manag
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 from pathlib import Path
@@ -162,19 +163,19 @@ async def create_kb(request: Request):
         return _list_page(request, error="Not created: a key typed here is kept in the tenant's vault, and the vault is off "
                           "(the operator sets EDDI_VAULT_MASTER_KEY). Or give a reference, such as ${env:OPENAI_API_KEY}, "
                           "to a key the operator keeps.", draft=data, status=400)
-    for group, param, _ in typed_keys:
-        data.setdefault(group, {})[param] = f"${{vault:{_vault_name(runtime, caller.tenant, data, param)}}}"
+    draft = copy.deepcopy(data)  # what the dialog shows again on a refusal: never a typed key, nor its vault name
+    vaulted = [(group, param, value, _vault_name(runtime, caller.tenant, data, param)) for group, param, value in typed_keys]
+    for group, param, _, name in vaulted:
+        data.setdefault(group, {})[param] = f"${{vault:{name}}}"
     problem = None if typed_keys else runtime.health.unresolved_in(data, caller.tenant)
     if problem is not None:  # never created silently broken: said here, with its fix, what was typed kept
-        return _list_page(request, error=f"Not created: {problem['detail']}. Fix: {problem['fix']}", draft=data, status=400)
+        return _list_page(request, error=f"Not created: {problem['detail']}. Fix: {problem['fix']}", draft=draft, status=400)
     try:
         ref = runtime.saving.create("rags", data, caller.tenant)
     except ConfigValidationError as e:
         return _list_page(request, error="Not created: " + "; ".join(f"{x['path']}: {x['message']}" for x in e.errors),
-                          draft={**data, **{g: {k: v for k, v in data.get(g, {}).items() if (g, k) not in {(t[0], t[1]) for t in typed_keys}}
-                                            for g in ("embeddingParameters", "storeParameters") if g in data}}, status=400)
-    for group, param, value in typed_keys:  # stored once the configuration is: a refused one stores nothing
-        name = data[group][param][len("${vault:"):-1]
+                          draft=draft, status=400)
+    for group, param, value, name in vaulted:  # stored once the configuration is: a refused one stores nothing
         runtime.vault.store(caller.tenant, name, value, f"{data['embeddingProvider'] if group == 'embeddingParameters' else data['storeType']} "
                             f"{param} of knowledge base {data['name']!r}", caller_tenant=caller.tenant)
     return _back(message=f"Created {data['name']!r}. Add its documents here; its settings are under Configuration.",

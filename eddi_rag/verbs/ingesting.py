@@ -133,7 +133,7 @@ class Ingesting:
             raise NoOriginalError(f"the file of document {document_id!r} was not kept (it was ingested before files were "
                                   "kept, or as text): its pages cannot be shown")
         name, data, fmt = kept
-        return render(fmt, data, name, page, pages.shown_width(width), self.ingestor.limits)
+        return render(fmt, data, name, page, width, self.ingestor.limits)  # (pages.draw keeps the width within bounds)
 
     def reparsable(self, kb_id: str, document_id: str) -> bool:
         """Whether the document's file is kept (``reparse`` can run)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from eddi_rag.records.vault import SecretNotStoredError, SecretVault, VaultUnavailableError, check_id
+from eddi_rag.records.vault import SecretNotStoredError, SecretVault, VaultUnavailableError, check_id, reference
 from eddi_rag.resource_types import DEFAULT_TENANT
 
 __all__ = ["Vault", "VaultUnavailableError"]
@@ -36,7 +36,7 @@ class Vault:
               allowed_agents: builtins.list[str] | None = None, caller_tenant: str | None = None) -> tuple[bool, dict[str, Any]]:
         """Store or replace; (whether it is new, {reference, tenantId, keyName}): the reference a configuration uses."""
         created = self.vault.store(self._own(tenant, caller_tenant), key, value, description, allowed_agents)
-        return created, {"reference": self.vault.metadata(tenant, key).reference(), "tenantId": tenant, "keyName": key}
+        return created, {"reference": reference(tenant, key), "tenantId": tenant, "keyName": key}
 
     def metadata(self, tenant: str, key: str, caller_tenant: str | None = None) -> dict[str, Any]:
         return vars(self.vault.metadata(self._own(tenant, caller_tenant), key))

@@ -38,20 +38,20 @@ def read(message: EmailMessage, name: str, fits: Callable[[str], bool], meter: C
     about = _about(message)
     parts: list[Part] = []
     skipped: list[str] = []
-    for n, attachment in enumerate(message.iter_attachments(), 1):
-        file_name = attachment.get_filename() or f"attachment-{n}"
+    attachments = [(a.get_filename() or f"attachment-{n}", a) for n, a in enumerate(message.iter_attachments(), 1)]
+    for file_name, attachment in attachments:
         try:
             found = _attachment(attachment, file_name, fits, meter, ocr, depth)
+        except DocumentLimitError:
+            raise  # a limit stops the whole mail
         except (UnsupportedFileTypeError, UnreadableDocumentError) as e:
-            if isinstance(e, DocumentLimitError):
-                raise
             skipped.append(f"{file_name} ({str(e).split(': ', 1)[-1][:120]})")
             continue
         for part in found:
             inner = part.metadata.get("attachment")
             parts.append(replace(part, metadata={**part.metadata, **about,
                                                  "attachment": f"{file_name} > {inner}" if inner else file_name}))
-    return [_own_part(message, about, skipped), *parts]
+    return [_own_part(message, about, [name for name, _ in attachments], skipped), *parts]
 
 
 def _attachment(attachment: EmailMessage, file_name: str, fits: Callable[[str], bool], meter: Counter,
@@ -76,7 +76,7 @@ def _attachment(attachment: EmailMessage, file_name: str, fits: Callable[[str], 
         meter.zip(payload, file_name, fmt.upper())
     if fmt in ("mail", "msg") and depth >= MAX_DEPTH:
         raise UnreadableDocumentError(f"{file_name}: mails nested more than {MAX_DEPTH} deep are not read")
-    return loaders.load(fmt, payload, file_name, fits, meter, ocr if fmt in loaders.READ_BY_OCR else None)
+    return loaders.load(fmt, payload, file_name, fits, meter, ocr)
 
 
 def _about(message: EmailMessage) -> dict[str, Any]:
@@ -121,11 +121,10 @@ def _body(message: EmailMessage) -> tuple[str, bool]:
     return str(content).replace("\r\n", "\n").strip(), False
 
 
-def _own_part(message: EmailMessage, about: dict[str, Any], skipped: list[str]) -> Part:
+def _own_part(message: EmailMessage, about: dict[str, Any], names: list[str], skipped: list[str]) -> Part:
     text, is_markdown = _body(message)
     lines = [f"{label}: {about[key]}" for label, key in (("From", "sender"), ("To", "recipients"), ("Date", "sentAt"))
              if key in about]
-    names = [a.get_filename() or f"attachment-{n}" for n, a in enumerate(message.iter_attachments(), 1)]
     if names:
         lines.append(f"Attachments: {', '.join(names)}")
     if skipped:

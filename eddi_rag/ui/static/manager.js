@@ -571,28 +571,30 @@ function progressText(p) {
   return `embedding ${p.done}/${p.total}`;
 }
 
-function initReembed(kb) {
-  const button = $("#reembed");
+// A button that starts a job over the whole knowledge base once confirmed, then follows the ingestions below;
+// ``said(data)``: what its answer tells the page.
+function kbJobButton(kb, selector, question, path, said = () => {}) {
+  const button = $(selector);
   if (!button) return;
   button.addEventListener("click", async () => {
-    if (!window.confirm("Re-embed every chunk of this knowledge base with its current embedding model? Until it finishes, searches use the vectors stored now, or say why they cannot.")) return;
-    const r = await api("POST", kbUrl(kb.id, "/reembed"));
+    if (!window.confirm(question)) return;
+    const r = await api("POST", kbUrl(kb.id, path));
     if (!r.ok) { alert(problem(r)); return; }
+    said(r.data);
     pollIngestions(kb);
   });
 }
 
+function initReembed(kb) {
+  kbJobButton(kb, "#reembed", "Re-embed every chunk of this knowledge base with its current embedding model? Until it finishes, searches use the vectors stored now, or say why they cannot.", "/reembed");
+}
+
 function initReparseAll(kb) {
-  const button = $("#reparse-all");
-  if (!button) return;
-  button.addEventListener("click", async () => {
-    if (!window.confirm("Parse and chunk every kept file of this knowledge base again with its current configuration? Chunks switched off stay off where their text is unchanged.")) return;
-    const r = await api("POST", kbUrl(kb.id, "/reparse"));
-    if (!r.ok) { alert(problem(r)); return; }
-    $("#reparse-all-status").textContent = `${r.data.ingestions.length} document(s) re-parsing` +
-      (r.data.notKept.length ? `; not kept, upload again to re-parse: ${r.data.notKept.join(", ")}` : "") + ".";
-    pollIngestions(kb);
-  });
+  kbJobButton(kb, "#reparse-all", "Parse and chunk every kept file of this knowledge base again with its current configuration? Chunks switched off stay off where their text is unchanged.", "/reparse",
+    (data) => {
+      $("#reparse-all-status").textContent = `${data.ingestions.length} document(s) re-parsing` +
+        (data.notKept.length ? `; not kept, upload again to re-parse: ${data.notKept.join(", ")}` : "") + ".";
+    });
 }
 
 function renderIngestions(kb, jobs) {
