@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from eddi_rag.common import jsonvalues
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
 LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
@@ -32,6 +32,7 @@ NO_KEYWORD_SEARCH = ("chroma",)  # (a test checks this against the stores' capab
 class ConfigValidationError(EddiRagError, ValueError):
     """A configuration failed validation. ``errors`` is a list of {path, message, value}."""
     status = 400
+    failure = CONFIGURATION
 
     def __init__(self, errors: list[dict[str, Any]]):
         self.errors = errors

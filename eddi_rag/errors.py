@@ -1,15 +1,22 @@
 """The one base of every error the product raises for a caller: ``status`` is its HTTP status and
 ``str(error)`` its safe message (never a secret or a stack). REST, MCP and the CLI each map it in
 one place (``api/errors.py``, ``interop/mcp.py``, ``cli.py``); an error class keeps its built-in
-base too (``ValueError``, ``LookupError``...), so ``except ValueError`` still catches it."""
+base too (``ValueError``, ``LookupError``...), so ``except ValueError`` still catches it.
+
+``failure`` says what fixes an error when it ends a job (an ingestion's history shows it with its fix): the
+``FILE`` (replace it; retrying will not help), a ``DEPENDENCY`` (down or missing: retry later; also any error
+that does not say), or the ``CONFIGURATION`` (change it, or store the key it names, then retry)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+FILE, DEPENDENCY, CONFIGURATION = "file", "dependency", "configuration"
+
 
 class EddiRagError(Exception):
     status = 500
+    failure: str | None = None  # FILE, DEPENDENCY or CONFIGURATION, when it says
 
     def body(self) -> dict[str, Any]:
         """The JSON a caller gets."""

@@ -194,11 +194,24 @@ def test_test_questions_show_which_answers_passages_changed_after_a_configuratio
     run = client.post(f"{BASE}/{kb}/question-runs").json()
     (result,) = run["results"]
     assert run["version"] == 2 and result["changed"] and "changed" in {p["status"] for p in result["passages"]}
+    # what changed, word by word (issue 33, item 7): the two passages merged into one, whose title appeared
+    (changed,) = result["passages"]
+    assert changed["status"] == "changed" and changed["was"] == "guide.md, # Guide > ## Night trains; guide.md, # Guide > ## Dining"  # (document order)
+    kept = "".join(t for op, t in changed["diff"] if op == "=")
+    assert "The dining car closes at 21:00." in kept and "Night trains leave Vienna at 22:10." in kept
+    assert [t for op, t in changed["diff"] if op == "+"] == ["# Guide\n\n"] and not [op for op, t in changed["diff"] if op == "-"]
     accepted = client.post(f"{BASE}/{kb}/questions/{result['id']}/accept").json()
-    assert accepted["baselineVersion"] == 2
+    assert accepted["baselineVersion"] == 2 and accepted["baseline"][0]["text"]
+    assert client.post(f"{BASE}/{kb}/question-runs").json()["changed"] == 0
+    client.post(f"{BASE}/{kb}/questions", json={"question": "When do night trains leave?"})
+    client.put(f"{BASE}/{kb}?version=2", json={**current, "contextExpansion": "none"})
+    assert client.post(f"{BASE}/{kb}/question-runs").json()["changed"] == 2
+    accepted = client.post(f"{BASE}/{kb}/questions/accept-all")  # accept all at once
+    assert accepted.status_code == 200 and {q["baselineVersion"] for q in accepted.json()} == {3}
     assert client.post(f"{BASE}/{kb}/question-runs").json()["changed"] == 0
     assert client.post(f"{BASE}/{kb}/questions", json={"question": " "}).status_code in (400, 422)
-    assert client.delete(f"{BASE}/{kb}/questions/{result['id']}").status_code == 204
+    for q in client.get(f"{BASE}/{kb}/questions").json():
+        assert client.delete(f"{BASE}/{kb}/questions/{q['id']}").status_code == 204
     assert client.get(f"{BASE}/{kb}/questions").json() == []
 
 
@@ -269,3 +282,57 @@ def test_reparse_all_queues_every_kept_file_and_names_the_others(client):
     for i in body["ingestions"]:
         assert wait_for(client, kb, i["ingestionId"])["status"] == "completed"
     assert len(client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]) == 1  # markdown: whole
+
+
+@pytest.mark.integration
+def test_a_failed_ingestion_says_what_fixes_it_from_the_first_failure(client):
+    """Issue 33, item 6: a failure is classed by what fixes it (the file: replace it; a dependency: retry later;
+    the configuration: change it), with the fix in the status from the first failure on."""
+    from tests.support.serving import free_port
+
+    kb = make_kb(client, "Rail", minScore=0)
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=broken.pdf", content=b"%PDF-1.4 not really a pdf",
+                    headers={"Content-Type": "application/pdf"})
+    job = wait_for(client, kb, r.json()["ingestionId"])
+    assert job["status"].startswith("failed") and job["failure"]["kind"] == "file"
+    assert job["failure"]["fix"].startswith("Replace the file") and "retrying will not help" in job["failure"]["fix"]
+    client.post(f"{BASE}/{kb}/ingest?documentName=photo.gif", content=files.GIF, headers={"Content-Type": "image/gif"})
+    refused = next(j for j in client.get(f"{BASE}/{kb}/ingestions").json() if j["documentName"] == "photo.gif")
+    assert refused["failure"]["kind"] == "file"
+
+    unset = make_kb(client, "Keyless", embeddingProvider="openai", embeddingParameters={"apiKey": "${env:EDDI_TEST_NO_SUCH_KEY}"})
+    job = wait_for(client, unset, client.post(f"{BASE}/{unset}/ingest?documentName=a.txt", content="hello").json()["ingestionId"])
+    assert job["failure"]["kind"] == "configuration" and "store the key" in job["failure"]["fix"]
+
+    down = make_kb(client, "Down", embeddingProvider="openai",
+                   embeddingParameters={"apiKey": "k", "baseUrl": f"http://127.0.0.1:{free_port()}/v1", "maxRetries": 0})
+    ingestion = client.post(f"{BASE}/{down}/ingest?documentName=a.txt", content="hello").json()["ingestionId"]
+    job = wait_for(client, down, ingestion)
+    assert job["failure"]["kind"] == "dependency" and "Retry later" in job["failure"]["fix"], job
+    assert client.get(f"{BASE}/{down}/ingestion/{ingestion}/status").json()["failure"] == job["failure"]  # kept
+    assert client.post(f"{BASE}/{down}/ingestion/{ingestion}/retry").json()["status"] == "pending"
+    again = wait_for(client, down, ingestion)
+    assert again["failure"]["kind"] == "dependency"
+    assert len(client.get(f"{BASE}/{down}/ingestions").json()) == 1  # a retry is the same row, not another
+
+
+def test_a_test_questions_passages_are_matched_by_chunk_or_document_and_diffed_word_by_word():
+    """A passage that shares a chunk with the baseline's, or else comes from the same document, is that passage
+    changed, not one new and one gone under the same label; a baseline kept before texts were has no diff."""
+    from eddi_rag.records.questions import compare
+
+    before = [{"citation": "guide.md, § Dining", "document": "guide.md", "chunks": ["a", "b"], "hits": ["a"],
+               "text": "The dining car serves goulash until 21:00."}]
+    moved = [{"citation": "guide.md, § Dining", "document": "guide.md", "chunks": ["b", "c"], "hits": ["c"],
+              "text": "The dining car serves soup until 22:00."},
+             {"citation": "night.md", "document": "night.md", "chunks": ["n"], "hits": ["n"], "text": "Night trains."}]
+    rechunked = [{**moved[0], "chunks": ["x"], "hits": ["x"]}]  # no chunk in common: the same document
+    for after in (moved, rechunked):
+        result = compare(before, after)
+        assert [(p["status"], p["n"]) for p in result["passages"]][:1] == [("changed", 1)]
+        assert result["passages"][0]["diff"] == [["=", "The dining car serves "], ["-", "goulash"], ["+", "soup"],
+                                                 ["=", " until "], ["-", "21:00."], ["+", "22:00."]]
+    assert compare(before, moved)["passages"][1] == {"n": 2, "citation": "night.md", "status": "new", "diff": [["+", "Night trains."]]}
+    old = [{k: v for k, v in p.items() if k not in ("text", "document")} for p in before]  # a baseline from before
+    assert [(p["status"], "diff" in p) for p in compare(old, moved)["passages"]] == [("changed", False), ("new", True)]
+    assert [(p["status"], "diff" in p) for p in compare(old, rechunked)["passages"]] == [("new", True), ("gone", False)]

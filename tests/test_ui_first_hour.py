@@ -257,10 +257,26 @@ def test_uploads_that_fail_look_failed_and_a_refused_one_stays_after_a_reload(br
     refused = has_text(browser, "#ingestions", "refused")
     assert any(r.find_element(By.TAG_NAME, "td").text == "noise.pdf" and "refused" in r.text
                for r in refused.find_elements(By.CSS_SELECTOR, "tr[data-ingestion]"))  # listed under its own name
+    # the fix is there from the first failure, kept after a reload; a file at fault offers Replace, not Retry
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#ingestions tr[data-ingestion]") if "broken.pdf" in r.text)
-    row.find_element(By.XPATH, ".//button[text()='Retry']").click()
-    has_text(browser, "#ingestions", "failed again")
-    assert "replace the file" in browser.find_element(By.ID, "ingestions").text
+    assert "Fix: Replace the file" in row.text and not row.find_elements(By.XPATH, ".//button[text()='Retry']")
+    fixed = tmp_path / "fixed.pdf"
+    fixed.write_bytes(pdf(["Sleeper cabins hold two berths."]))
+    row.find_element(By.CSS_SELECTOR, 'input[type="file"]').send_keys(str(fixed))  # (what Replace… opens)
+    rows = "return [...document.querySelectorAll('#ingestions tr[data-ingestion]')].map((r) => r.innerText)"  # (re-drawn while polled)
+    wait(browser).until(lambda d: any("broken.pdf" in r and "completed" in r and "1 earlier" in r for r in d.execute_script(rows)))
+    assert sum(r.startswith("broken.pdf") for r in browser.execute_script(rows)) == 1  # one row per document, its attempts folded
+    assert "Sleeper cabins" in runtime.documents.chunks(kb, "broken.pdf")[0]["text"]
+    screenshot(browser, "20-documents-fix-and-history")
+    wide = "const w = document.querySelector('#ingestions .table-wrap'); return w.scrollWidth - w.clientWidth"
+    assert browser.execute_script(wide) <= 0  # the history fits its card: no sideways scroll at 1280 px
+    # a whole-KB job reports beside its button, to its end
+    browser.execute_script("window.confirm = () => true")
+    click(browser, browser.find_element(By.ID, "reembed"))
+    has_text(browser, "#kb-job-status", "Re-embedded: ")
+    click(browser, browser.find_element(By.ID, "reparse-all"))
+    has_text(browser, "#kb-job-status", "Re-parsed: 2 document(s)")
+    no_page_errors(browser)
 
 
 def test_feedback_opens_in_try_it_is_reviewed_and_kept_as_a_test_question(browser, server):
@@ -290,19 +306,32 @@ def test_feedback_opens_in_try_it_is_reviewed_and_kept_as_a_test_question(browse
     browser.get(url + "/ui/feedback")
     assert "Nothing to review" in visible(browser, ".empty").text  # reviewed: off the list
 
+    runtime.questions.add("default", kb, "When do night trains leave Vienna?")
     current = runtime.resources.read("rags", kb)
     runtime.saving.update("rags", kb, 1, {**current, "contextExpansion": "neighbors"})
+    job = runtime.ingesting.submit(kb, "guide.md", GUIDE.replace("until 21:00", "until 22:30").encode(), "text/markdown")
+    until(lambda: runtime.jobs.status(job.id).status == "completed", "the changed guide to be ingested", 30)
     browser.get(f"{url}/ui/kbs/{kb}/try")
     has_text(browser, "#questions", question)
     browser.find_element(By.ID, "run-questions").click()
     wait(browser).until(lambda d: "Running" not in d.find_element(By.ID, "questions-status").text)
-    assert "1 of 1 answer(s) changed" in browser.find_element(By.ID, "questions-status").text, browser.find_element(By.ID, "questions").text
+    assert "2 of 2 answer(s) changed" in browser.find_element(By.ID, "questions-status").text, browser.find_element(By.ID, "questions").text
+    # what changed is shown as text (issue 33, item 7), in a neutral colour
     changed = visible(browser, "#question-results tr.changed")
+    diff = changed.find_element(By.CSS_SELECTOR, "details.diff")
+    diff.find_element(By.TAG_NAME, "summary").click()
+    assert [i.text for i in diff.find_elements(By.TAG_NAME, "del")] == ["21:00."]
+    assert [i.text for i in diff.find_elements(By.TAG_NAME, "ins")] == ["22:30."]
+    tag = changed.find_element(By.CSS_SELECTOR, ".tag.changed")
+    red, green, blue = (int(x) for x in tag.value_of_css_property("color").split("(")[1].split(",")[:3])
+    assert blue > red, tag.value_of_css_property("color")  # not the red of an error
     screenshot(browser, "14-test-questions")
-    changed.find_element(By.XPATH, ".//button[text()='Accept as baseline']").click()
+    changed.find_element(By.XPATH, ".//button[text()='Accept as baseline']").click()  # one
     has_text(browser, "#question-results", "accepted")
+    browser.find_element(By.ID, "accept-all").click()  # then all
+    wait(browser).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#question-results .accept"))
     browser.find_element(By.ID, "run-questions").click()
-    has_text(browser, "#questions-status", "0 of 1 answer(s) changed")
+    has_text(browser, "#questions-status", "0 of 2 answer(s) changed")
     no_page_errors(browser)
 
 
@@ -439,3 +468,36 @@ def test_on_a_phone_health_s_fix_and_feedback_s_review_are_in_view(server):
         screenshot(phone, "19-phone-health-feedback")
     finally:
         phone.quit()
+
+
+# (each element's box; the width a select's chosen text needs in its own font, its arrow and padding included)
+BOXES = "return arguments[0].map((e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })"
+NEEDS = ("const s = arguments[0], c = document.createElement('canvas').getContext('2d'), st = getComputedStyle(s);"
+         "c.font = st.font; return [c.measureText(s.options[s.selectedIndex].text).width + parseFloat(st.paddingLeft)"
+         " + parseFloat(st.paddingRight) + 16, s.clientWidth]")
+
+
+def test_buttons_line_up_and_the_context_choice_is_never_cut_off(server):
+    """Issue 33, item 10: a row of buttons sits on one line, next to each other (Re-parse and Replace file… sat at two
+    heights at either end; Keep and Run all apart); a chunk's switch reads beside its box; the Context choice shows
+    its whole text (it read "KB default (neighbo"), at 1280 and at 390 px."""
+    url, runtime = server
+    kb = rail_kb(runtime, contextExpansion="neighbors")
+    for width in (1280, 390):
+        browser = chrome(width, 900)
+        try:
+            for page, row in ((f"/ui/kbs/{kb}/document?d=guide.md", ["#reparse", 'label[for="replace"]']),
+                              (f"/ui/kbs/{kb}/try", ["#keep-question", "#run-questions"])):
+                browser.get(url + page)
+                first, second = browser.execute_script(BOXES, [visible(browser, selector) for selector in row])
+                assert abs(first[1] - second[1]) <= 2 and 0 <= second[0] - first[2] <= 24, (width, page, first, second)
+            browser.get(f"{url}/ui/kbs/{kb}/document?d=guide.md")
+            box, state = browser.execute_script(BOXES, [visible(browser, "label.switch input"), visible(browser, "label.switch .state")])
+            assert abs((box[1] + box[3]) / 2 - (state[1] + state[3]) / 2) <= 4 and state[0] >= box[2], (width, box, state)
+            browser.get(f"{url}/ui/kbs/{kb}/try")
+            needs, has = browser.execute_script(NEEDS, visible(browser, "#expansion"))
+            assert needs <= has, (width, needs, has)
+            assert no_sideways_scroll(browser)
+            screenshot(browser, f"21-aligned-{width}")
+        finally:
+            browser.quit()

@@ -72,6 +72,13 @@ def run_questions(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any
         return runtime.questions.run(caller.tenant, id)
 
 
+@kb_router.post("/questions/accept-all")
+def accept_all_questions(id: str, runtime: RuntimeDep, caller: Editor) -> list[dict[str, Any]]:
+    """What every saved question finds now becomes its baseline."""
+    with runtime.health.explained(id):
+        return runtime.questions.accept_all(caller.tenant, id)
+
+
 @kb_router.post("/questions/{question_id}/accept")
 def accept_question(id: str, question_id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """What the question finds now becomes its baseline."""

@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 
 from eddi_rag.common.parameters import ALIAS, normalise
 from eddi_rag.common.secrets import REFERENCE
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 STORES, EMBEDDINGS = "eddi_rag.stores", "eddi_rag.embeddings"
 KINDS = {"stores": STORES, "embeddings": EMBEDDINGS}
@@ -58,7 +58,7 @@ EXTRAS = {
 
 class UnknownProviderError(EddiRagError, ValueError):
     status = 409
-    pass
+    failure = CONFIGURATION
 
 
 class ProviderUnavailableError(EddiRagError, RuntimeError):

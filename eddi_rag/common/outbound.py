@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from eddi_rag.common.secrets import ENDPOINT_PARAMETERS
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 NEVER = tuple(ipaddress.ip_network(n) for n in (
@@ -35,6 +35,7 @@ GUARDED = tuple(ipaddress.ip_network(n) for n in ("100.64.0.0/10",))  # carrier-
 class OutboundBlockedError(EddiRagError, ValueError):
     """A request to an address the server may not reach."""
     status = 400
+    failure = CONFIGURATION  # the endpoint, or the operator's EDDI_RAG_OUTBOUND_ALLOW
 
 
 def _allowed_from_env() -> tuple[tuple[Network, ...], tuple[str, ...]]:

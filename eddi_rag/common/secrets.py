@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 from eddi_rag.resource_types import DEFAULT_TENANT
 
 ENV_SETTING = "EDDI_RAG_SECRET_ENV"
@@ -42,6 +42,7 @@ REFERENCE = re.compile(r"\$\{(env|eddivault|vault|vars):([^}]+)\}")  # vars: rep
 class SecretNotFoundError(EddiRagError, LookupError):
     """A reference names a secret that is not available. The message names only the reference."""
     status = 409
+    failure = CONFIGURATION
 
 
 def _variable_part(value: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ BACKOFF_SECONDS = 1.0  # first wait; doubles each attempt (tests shorten it)
 
 class EmbeddingDimensionError(EddiRagError, ValueError):
     status = 502
-    pass
+    failure = CONFIGURATION  # the configured dimensions or model
 
 
 def status_code(exc: BaseException) -> int | None:

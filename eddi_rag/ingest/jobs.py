@@ -15,7 +15,8 @@ another replica at its next lease renewal); nothing of a cancelled job is writte
 most ``max_queued`` jobs wait at once (EDDI_RAG_MAX_QUEUED_JOBS, default 1,000): more are refused
 (QueueFullError, HTTP 429). While processing, ``progress`` says what the job does: ``parsing`` (the
 pages or rows read) or ``embedding`` (chunks done of all), kept with the job at each lease renewal so
-that every replica shows it.
+that every replica shows it. A failed job keeps what fixes it (``failure``: errors.FILE, DEPENDENCY or
+CONFIGURATION), shown with its fix from the first failure on.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, DEPENDENCY, FILE, EddiRagError
 from eddi_rag.ingest.parsing import ParseCancelledError
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import POSTGRESQL, StateDatabase, StateUnavailableError
@@ -39,7 +40,8 @@ from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = "id, kb_id, version, document, status, chunks, created_on, updated_on, document_id, progress, warnings"  # a Job's (not the body)
+_COLUMNS = ("id, kb_id, version, document, status, chunks, created_on, updated_on, document_id, progress, warnings, "
+            "failure")  # a Job's (not the body)
 
 PENDING, PROCESSING, COMPLETED, CANCELLED = "pending", "processing", "completed", "cancelled"
 UNAVAILABLE = "pending: indexing unavailable"  # the KB's store is down: tried again until it is back
@@ -48,6 +50,14 @@ MAX_ATTEMPTS = 3  # times a job is started before it fails for good
 RETRY_SECONDS = (5.0, 300.0)  # a job whose store is down is tried again after 5 s, doubling up to 5 min
 DEFAULT_MAX_QUEUED = 1_000
 IDLE_POLL_SECONDS = 1.0  # how often an idle worker looks for jobs other processes queued (its own wake it at once)
+# what fixes a failed job, by what its error said (errors.EddiRagError.failure)
+FIXES = {
+    FILE: "Replace the file (upload a fixed one under the same name) or remove it: it cannot be read as it is, and "
+          "retrying will not help.",
+    DEPENDENCY: "Retry later: something the ingestion needs was down or missing (not the file's fault).",
+    CONFIGURATION: "Change the knowledge base's configuration, or store the key it names in the vault, then retry: "
+                   "the error says what stops it.",
+}
 
 
 class UnknownIngestionError(EddiRagError, LookupError):
@@ -93,6 +103,7 @@ class Job:
     progress: dict[str, Any] | None = None  # while processing: {phase, unit, done, total}
     document_id: str | None = None  # the id its chunks get: the name (replacing), or name#ingestion id (appended)
     warnings: list[str] | None = None  # what a completed ingestion wants checked (pages OCR read poorly)
+    failure: str | None = None  # a failed one: what fixes it (FIXES' keys)
 
     @classmethod
     def of(cls, row: Any, progress: dict[str, Any] | None = None) -> Job:
@@ -103,7 +114,8 @@ class Job:
             progress = json.loads(row["progress"])
         return cls(row["id"], row["kb_id"], row["version"], row["document"], row["status"], row["chunks"],
                    row["created_on"], row["updated_on"], progress, row["document_id"] or row["document"],
-                   json.loads(row["warnings"]) if row["warnings"] else None)
+                   json.loads(row["warnings"]) if row["warnings"] else None,
+                   row["failure"] if row["status"].startswith("failed") else None)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ingestionId": self.id, "kbId": self.kb_id, "documentName": self.document,
@@ -113,6 +125,8 @@ class Job:
             out["progress"] = self.progress
         if self.warnings:
             out["warnings"] = self.warnings
+        if self.failure in FIXES:
+            out["failure"] = {"kind": self.failure, "fix": FIXES[self.failure]}
         return out
 
 
@@ -232,12 +246,13 @@ class IngestionQueue:
     def refused(self, kb_id: str, version: int, document: str, reason: str) -> Job:
         """An upload refused at the door (unsupported type, too large, empty), kept in the history as a failed
         ingestion that cannot be retried (its file was not kept)."""
-        job = Job(secrets.token_hex(12), kb_id, version, document, f"failed: refused: {reason}"[:2000], document_id=document)
+        job = Job(secrets.token_hex(12), kb_id, version, document, f"failed: refused: {reason}"[:2000], document_id=document,
+                  failure=FILE)
         now = _now()
         self.db.execute(
             "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
-            "format, document_id) VALUES (?,?,?,?,?,NULL,NULL,?,?,?,?)",
-            (job.id, kb_id, version, document, job.status, now, now, REFUSED, document))
+            "format, document_id, failure) VALUES (?,?,?,?,?,NULL,NULL,?,?,?,?,?)",
+            (job.id, kb_id, version, document, job.status, now, now, REFUSED, document, FILE))
         job.created = job.updated = now
         return job
 
@@ -306,14 +321,14 @@ class IngestionQueue:
         return len(rows)
 
     def _set(self, job_id: str, status: str, chunks: int | None = None, clear_body: bool = False,
-             warnings: list[str] | None = None) -> None:
+             warnings: list[str] | None = None, failure: str | None = None) -> None:
         """A job's new status, unless it was cancelled meanwhile (cancelled stays cancelled) or another worker
         took it since (its lease ran out: that worker's outcome counts)."""
         body = ", body=NULL" if clear_body else ""
         self.db.execute(
             f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?, owner=NULL, lease_until=NULL, progress=NULL, "
-            f"warnings=?{body} WHERE id=? AND status<>? AND owner=?",
-            (status, chunks, _now(), json.dumps(warnings) if warnings else None, job_id, CANCELLED, self.owner),
+            f"warnings=?, failure=?{body} WHERE id=? AND status<>? AND owner=?",
+            (status, chunks, _now(), json.dumps(warnings) if warnings else None, failure, job_id, CANCELLED, self.owner),
         )
 
     def _claim(self, job_id: str | None = None) -> Any:
@@ -348,7 +363,7 @@ class IngestionQueue:
         job_id = r["id"]
         try:
             if r["attempts"] > MAX_ATTEMPTS:  # it was started that often and never finished: it stops the process
-                self._set(job_id, f"failed: gave up after {r['attempts'] - 1} attempts")
+                self._set(job_id, f"failed: gave up after {r['attempts'] - 1} attempts", failure=FILE)  # it ended its process
                 return
             self._cancel.discard(job_id)  # (a retried job cancelled before)
             self._run(r)
@@ -383,7 +398,8 @@ class IngestionQueue:
         except Exception as e:  # noqa: BLE001 - any failure becomes the job's status
             message = self.redact(str(e))
             log.warning("ingestion %s of %r failed: %s", job_id, r["document"], message)
-            outcome = lambda: self._set(job_id, f"failed: {message}")  # noqa: E731 - the body stays: it can be retried
+            failure = getattr(e, "failure", None) or DEPENDENCY
+            outcome = lambda: self._set(job_id, f"failed: {message}", failure=failure)  # noqa: E731 - the body stays: it can be retried
         else:
             def outcome() -> None:
                 # the document's file is kept with its latest ingestion (re-parse), earlier ones let go

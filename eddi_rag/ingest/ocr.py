@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eddi_rag.errors import DEPENDENCY
 from eddi_rag.ingest.loaders import UnreadableDocumentError
 
 MODES = ("auto", "always", "off")
@@ -26,6 +27,7 @@ LOW_CONFIDENCE = 0.7  # a page read with less is named in the ingestion's warnin
 
 class OcrUnavailableError(UnreadableDocumentError):
     """OCR was needed, and the engine or a language pack is not installed on the server."""
+    failure = DEPENDENCY
 
 
 @dataclass

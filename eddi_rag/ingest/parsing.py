@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import IO, Any
 
+from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest import loaders, pages
 from eddi_rag.ingest.limits import MB, DocumentLimitError, DocumentLimits, Meter, check_zip
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, UnsupportedFileTypeError
@@ -37,7 +38,7 @@ IN_PROCESS = frozenset({"text", "markdown"})  # decoded, not parsed
 POLL_SECONDS = 0.1  # how often the wait looks at cancel and the clock
 # What the child may see of the server's environment (never its secrets).
 _ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-_ERRORS: dict[str, type[Exception]] = {"limit": DocumentLimitError, "unreadable": UnreadableDocumentError,
+_ERRORS: dict[str, type[EddiRagError]] = {"limit": DocumentLimitError, "unreadable": UnreadableDocumentError,
                                        "unsupported": UnsupportedFileTypeError, "missing": pages.PageNotFoundError}
 
 
@@ -132,8 +133,10 @@ class _Child:
                 elif "parts" in message or "image" in message:
                     return dict(message)
                 elif "error" in message:
-                    kind, text = message["error"]
-                    raise _ERRORS.get(kind, UnreadableDocumentError)(text)
+                    kind, text, *failure = message["error"]
+                    error = _ERRORS.get(kind, UnreadableDocumentError)(text)
+                    error.failure = failure[0] if failure else error.failure  # (what fixes it, as the child's error said)
+                    raise error
         finally:
             _kill(process)
             for t in threads:
@@ -239,7 +242,7 @@ def _child() -> None:
     except DocumentLimitError as e:
         send({"error": ["limit", str(e)]})
     except UnreadableDocumentError as e:
-        send({"error": ["unreadable", str(e)]})
+        send({"error": ["unreadable", str(e), e.failure]})
     except UnsupportedFileTypeError as e:
         send({"error": ["unsupported", str(e)]})
     except pages.PageNotFoundError as e:

@@ -26,7 +26,7 @@ from eddi_rag.backends.factories import (
 )
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import EmbeddingBuffer
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import FILE, EddiRagError
 from eddi_rag.ingest import ocr
 from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits
@@ -44,6 +44,7 @@ RESERVED = frozenset({"kbId", "document_id", "position_in_doc", "section", "cont
 class DocumentError(EddiRagError, ValueError):
     """A document that cannot be ingested; the message names the field."""
     status = 400
+    failure = FILE
 
 
 @dataclass

@@ -1,11 +1,14 @@
 """Saved test questions of a knowledge base: a regression set a workflow author keeps. Each question keeps
-the passages it found when it was saved or last accepted (its baseline: each passage's citation and chunk
-ids); running the set after a configuration change shows which answers' passages changed, and whether the
-chunk a vote named (when the question came from one) is still among them."""
+the passages it found when it was saved or last accepted (its baseline: each passage's citation, document,
+chunk ids and text); running the set after a configuration change shows which answers' passages changed, word
+by word, and whether the chunk a vote named (when the question came from one) is still among them."""
 
 from __future__ import annotations
 
+import builtins
+import difflib
 import json
+import re
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -16,7 +19,7 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
 
 MAX_QUESTIONS = 200  # per knowledge base
-Found = list[dict[str, Any]]  # [{citation, chunks: [ids], hits: [ids]}], one per passage, best first
+Found = list[dict[str, Any]]  # [{citation, document, chunks: [ids], hits: [ids], text}], one per passage, best first
 
 
 class UnknownQuestionError(EddiRagError, LookupError):
@@ -62,7 +65,7 @@ class TestQuestions:
 
     def run(self, tenant: str, kb_id: str) -> dict[str, Any]:
         """Every saved question searched now: {version, results: [{id, question, changed, before, after,
-        passages: [{n, citation, status: same | changed | new | gone}], chunkFound?}]}."""
+        passages: [{n, citation, status: same | changed | new | gone, was?, diff?}], chunkFound?}]}."""
         results = []
         for saved in self.list(tenant, kb_id):
             after = self.find(kb_id, saved["question"])
@@ -80,6 +83,10 @@ class TestQuestions:
                         (json.dumps(self.find(kb_id, saved["question"])), self.version(kb_id), _now(), id))
         return self._one(tenant, kb_id, id)
 
+    def accept_all(self, tenant: str, kb_id: str) -> builtins.list[dict[str, Any]]:
+        """What every saved question finds now becomes its baseline."""
+        return [self.accept(tenant, kb_id, q["id"]) for q in self.list(tenant, kb_id)]
+
     def _one(self, tenant: str, kb_id: str, id: str) -> dict[str, Any]:
         rows = self.db.query("SELECT * FROM test_questions WHERE tenant=? AND kb_id=? AND id=?", (tenant, kb_id, id))
         if not rows:
@@ -94,20 +101,58 @@ class TestQuestions:
 
 
 def compare(before: Found, after: Found) -> dict[str, Any]:
-    """Passage by passage, what changed between two searches of one question: a passage is the same when
-    its chunks are; one whose best hit is still found but whose chunks differ changed; the rest are new or gone."""
-    by_hit = {p["hits"][0]: p for p in before if p.get("hits")}
-    seen, passages = set(), []
-    for n, p in enumerate(after, 1):
-        old = by_hit.get(p["hits"][0]) if p.get("hits") else None
-        if old is None:
-            status = "new"
+    """Passage by passage, what changed between two searches of one question. A passage now takes the baseline's
+    passages that share a chunk with it (several, when they merged into it), else one of the same document; it is
+    the same when it took one with the same chunks, and changed otherwise (``was``: the labels it replaces;
+    ``diff``: their text to its own, word by word). The rest are new or gone (their whole text as ``diff``). A
+    baseline kept before passage texts were has no ``diff``."""
+    took: list[list[int]] = []  # for each passage now, the baseline's it replaces
+    used: set[int] = set()
+    for p in after:
+        chunks = set(p["chunks"])
+        mine = [i for i, old in enumerate(before) if i not in used and chunks & set(old["chunks"])]
+        used.update(mine)
+        took.append(mine)
+    for n, p in enumerate(after):  # then by document, among the passages left on both sides
+        i = next((i for i, old in enumerate(before) if i not in used and p.get("document") is not None
+                  and old.get("document") == p["document"]), None) if not took[n] else None
+        if i is not None:
+            used.add(i)
+            took[n] = [i]
+    passages = []
+    for n, (p, mine) in enumerate(zip(after, took), 1):
+        at = {c: k for k, c in enumerate(p["chunks"])}  # (its chunks are in document order: the merged ones in it too)
+        olds = sorted((before[i] for i in mine), key=lambda old: min((at[c] for c in old["chunks"] if c in at), default=0))
+        if not olds:
+            passages.append({"n": n, "citation": p["citation"], "status": "new", **_diff([], p)})
+        elif len(olds) == 1 and olds[0]["chunks"] == p["chunks"]:
+            passages.append({"n": n, "citation": p["citation"], "status": "same"})
         else:
-            seen.add(old["hits"][0])
-            status = "same" if old["chunks"] == p["chunks"] else "changed"
-        passages.append({"n": n, "citation": p["citation"], "status": status})
-    gone = [{"n": None, "citation": p["citation"], "status": "gone"} for p in before if p.get("hits") and p["hits"][0] not in seen]
+            passages.append({"n": n, "citation": p["citation"], "status": "changed",
+                             "was": "; ".join(dict.fromkeys(old["citation"] for old in olds)), **_diff(olds, p)})
+    gone = [{"n": None, "citation": p["citation"], "status": "gone", **_diff([p], None)}
+            for i, p in enumerate(before) if i not in used]
     changed = any(p["status"] != "same" for p in passages) or bool(gone) or \
         [p["chunks"] for p in before] != [p["chunks"] for p in after]
     return {"changed": changed, "before": [p["citation"] for p in before], "after": [p["citation"] for p in after],
             "passages": passages + gone}
+
+
+def _diff(before: Found, after: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"diff": [[op, text], ...]}`` from the text of passages (one after the other) to a passage's, word by
+    word: ``=`` kept, ``-`` gone, ``+`` appeared; nothing when a text was not kept."""
+    texts = [p.get("text") for p in before] + ([after.get("text")] if after is not None else [])
+    if any(t is None for t in texts):
+        return {}
+    was = "\n\n".join(t for t in texts[:len(before)] if t)
+    old, new = (re.findall(r"\s+|\S+", t) for t in (was, after["text"] if after is not None else ""))
+    diff: list[list[str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            diff.append(["=", "".join(old[i1:i2])])
+            continue
+        if i2 > i1:
+            diff.append(["-", "".join(old[i1:i2])])
+        if j2 > j1:
+            diff.append(["+", "".join(new[j1:j2])])
+    return {"diff": diff}

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
 
 VARS = re.compile(r"\$\{vars:(?:([A-Za-z0-9_.\-]+)/)?([A-Za-z0-9_.\-]+)\}")
@@ -21,6 +21,7 @@ KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 
 class VariableNotFoundError(EddiRagError, LookupError):
     status = 404
+    failure = CONFIGURATION
 
 
 class VariableError(EddiRagError, ValueError):

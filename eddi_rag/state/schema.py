@@ -217,11 +217,17 @@ def _vault(c: sqlite3.Connection) -> None:
         last_accessed_on TEXT, last_rotated_on TEXT, PRIMARY KEY (tenant, key_name))""")
 
 
+def _job_failures(c: sqlite3.Connection) -> None:
+    """Version 13: what fixes a failed ingestion (errors.FILE, DEPENDENCY or CONFIGURATION), kept with it."""
+    if "failure" not in _columns(c, "ingestion_jobs"):
+        c.execute("ALTER TABLE ingestion_jobs ADD COLUMN failure TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
-                                                                 _vault)
+                                                                 _vault, _job_failures)
 LATEST = len(MIGRATIONS)
 
 

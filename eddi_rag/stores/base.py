@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from typing_extensions import NotRequired, TypedDict
 
 from eddi_rag.common.citations import source_label
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 
@@ -114,7 +114,7 @@ class StoreUnavailableError(EddiRagError, RuntimeError):
 
 class DimensionMismatchError(EddiRagError, ValueError):
     status = 409
-    pass
+    failure = CONFIGURATION
 
 
 class HealthDetails(TypedDict, total=False):

@@ -72,5 +72,8 @@ class Questions:
     def accept(self, tenant: str, kb_id: str, id: str) -> dict[str, Any]:
         return self.questions.accept(tenant, kb_id, id)
 
+    def accept_all(self, tenant: str, kb_id: str) -> builtins.list[dict[str, Any]]:
+        return self.questions.accept_all(tenant, kb_id)
+
     def delete(self, tenant: str, kb_id: str, id: str) -> None:
         self.questions.delete(tenant, kb_id, id)

@@ -150,10 +150,12 @@ class Search:
         return SearchResult(request, config, hits, passages)
 
     def found(self, kb_id: str, question: str) -> list[dict[str, Any]]:
-        """What a search of ``question`` finds now, passage by passage: {citation, chunks, hits} (test questions)."""
+        """What a search of ``question`` finds now, passage by passage: {citation, document, chunks, hits, text}
+        (test questions)."""
         result = self.run(SearchRequest(kb_id, question))
-        return [{"citation": p.label, "chunks": [c.id for c in p.chunks] or [h.id for h in p.hits],
-                 "hits": [h.id for h in p.hits]} for p in result.passages]
+        return [{"citation": p.label, "document": p.best.metadata.get("document_id"),
+                 "chunks": [c.id for c in p.chunks] or [h.id for h in p.hits], "hits": [h.id for h in p.hits],
+                 "text": p.text or p.best.text} for p in result.passages]
 
     def retrieve(self, request: SearchRequest, min_relevance: float = 0.6) -> RAGContext:
         """The retrieve contract: ``request.k`` chunks (default 5) searched without a score floor; kept

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import filetype
 
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import FILE, EddiRagError
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,13 @@ class Part:
 class UnsupportedFileTypeError(EddiRagError, ValueError):
     """The body is of no supported type (HTTP 415)."""
     status = 415
+    failure = FILE
 
 
 class UnreadableDocumentError(EddiRagError, ValueError):
     """A file of a supported type that cannot be read: encrypted, corrupt, or without text."""
     status = 422
+    failure = FILE
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,17 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.errors import CONFIGURATION
 from eddi_rag.ingest import boxes
 from eddi_rag.ingest import ocr as engine
 from eddi_rag.ingest import pdf_structure as structure
 from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
+
+
+class OcrOffError(UnreadableDocumentError):
+    """An image given to a knowledge base whose OCR is off: its configuration, not the file, is what to change."""
+    failure = CONFIGURATION
+
 
 PAGE_HEIGHT = 792.0  # an image's height in the units its lines' sizes are measured in (a Letter page's points)
 
@@ -22,7 +29,7 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter, oc
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
     if ocr["mode"] == "off":
-        raise UnreadableDocumentError(f"{name}: an image is read by OCR, and this knowledge base has ocr 'off'")
+        raise OcrOffError(f"{name}: an image is read by OCR, and this knowledge base has ocr 'off'")
     Image.MAX_IMAGE_PIXELS = None  # (our own limit, with its setting, is checked below instead of Pillow's warning)
     try:
         image = Image.open(io.BytesIO(data))

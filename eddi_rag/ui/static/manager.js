@@ -502,13 +502,14 @@ async function chunkPreview(kb) {
 // ---- documents: uploads with progress, the ingestion list, the documents, sources ------------
 const uploads = new Map(); // ingestionId -> the upload's list item
 
-function upload(kb, file) {
-  const bar = el("progress", { max: 100, value: 0, "aria-label": `${file.name} upload` });
+// ``name``: the document it is uploaded as (a failed one's, to replace it), else the file's own
+function upload(kb, file, name = file.name) {
+  const bar = el("progress", { max: 100, value: 0, "aria-label": `${name} upload` });
   const state = el("span", { class: "state" }, "uploading");
-  const item = el("li", {}, el("span", { class: "name" }, file.name), bar, state);
+  const item = el("li", {}, el("span", { class: "name" }, name), bar, state);
   $("#uploads").append(item);
   const body = new FormData();
-  body.append("file", file, file.name);
+  body.append("file", file, name);
   const xhr = new XMLHttpRequest();
   xhr.open("POST", kbUrl(kb.id, "/ingest?replace=true")); // uploading a file again replaces it
   xhr.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 50); };
@@ -539,7 +540,52 @@ function statusClass(status) {
 let polling = null;
 let lastIngestions = "";
 const completed = new Set();
-const retried = new Set();  // ingestions retried here: failing again says so
+
+const ENDED = (s) => s === "completed" || s === "cancelled" || s.startsWith("failed");
+
+// A failed ingestion's status with what fixes it (kept with the job: shown from the first failure on)
+function failedText(j) {
+  return j.failure ? `${j.status}. Fix: ${j.failure.fix}` : j.status;
+}
+
+// The same in the history: what fixes it first, the reason beneath (a long one folded)
+function failedCell(j) {
+  if (!j.failure) return j.status;
+  const reason = j.status.length > 140 ? el("details", { class: "reason" }, el("summary", {}, `${j.status.slice(0, 120)}…`), j.status)
+    : el("div", { class: "reason" }, j.status);
+  return [el("div", { class: "fix" }, el("b", {}, "Fix: "), j.failure.fix), reason];
+}
+
+// Jobs started on this page, followed here to their end: progress, then what came of them, written into
+// ``status``; ``then()`` once all ended (to show the new chunks).
+async function followJobs(kb, ids, status, doing, done, then = () => {}) {
+  status.className = "";
+  const wanted = new Set(ids);
+  for (let i = 0; i < 1200; i++) {  // (at most 10 minutes of polling; the jobs themselves go on regardless)
+    const r = await api("GET", kbUrl(kb.id, `/ingestions?limit=${Math.min(1000, ids.length + 50)}`));
+    if (!r.ok) { status.className = "error"; status.textContent = `${doing}: ${problem(r)}`; return; }
+    const jobs = r.data.filter((j) => wanted.has(j.ingestionId));
+    const ended = jobs.filter((j) => ENDED(j.status));
+    const failed = ended.filter((j) => j.status !== "completed");
+    if (ended.length === jobs.length) {
+      const chunks = ended.reduce((n, j) => n + (j.chunks || 0), 0);
+      if (ids.length === 1 && failed.length) {
+        status.className = "error";
+        status.textContent = `${doing} ended ${failedText(failed[0])}`;
+      } else {
+        status.className = failed.length ? "error" : "";
+        status.textContent = `${done}: ${ids.length > 1 ? `${ended.length - failed.length} document(s), ` : ""}${chunks} chunk(s).` +
+          (failed.length ? ` ${failed.length} failed: ${failed.map((j) => j.documentName).join(", ")} (why and what fixes it: below).` : "");
+      }
+      then();
+      return;
+    }
+    const running = jobs.find((j) => j.status === "processing" && j.progress);
+    status.textContent = ids.length === 1 ? `${doing}… ${running ? progressText(running.progress) : jobs[0].status}`
+      : `${doing}… ${ended.length} of ${ids.length} done${failed.length ? `, ${failed.length} failed` : ""}`;
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+}
 
 async function pollIngestions(kb) {
   if (polling) return;
@@ -571,30 +617,33 @@ function progressText(p) {
   return `embedding ${p.done}/${p.total}`;
 }
 
-// A button that starts a job over the whole knowledge base once confirmed, then follows the ingestions below;
-// ``said(data)``: what its answer tells the page.
-function kbJobButton(kb, selector, question, path, said = () => {}) {
+// A button that starts a job over the whole knowledge base once confirmed, then follows it to its end in the
+// status beside the buttons (and the ingestions below); ``started(data)``: the ingestions its answer names.
+function kbJobButton(kb, selector, question, path, doing, done, started, note = () => "") {
   const button = $(selector);
   if (!button) return;
   button.addEventListener("click", async () => {
     if (!window.confirm(question)) return;
+    const status = $("#kb-job-status");
     const r = await api("POST", kbUrl(kb.id, path));
-    if (!r.ok) { alert(problem(r)); return; }
-    said(r.data);
+    if (!r.ok) { status.className = "error"; status.textContent = `${doing}: ${problem(r)}`; return; }
     pollIngestions(kb);
+    const ids = started(r.data);
+    if (!ids.length) { status.textContent = note(r.data) || "Nothing to do."; return; }
+    await followJobs(kb, ids, status, doing, done, () => loadDocuments(kb));
+    if (note(r.data)) status.append(` ${note(r.data)}`);
   });
 }
 
 function initReembed(kb) {
-  kbJobButton(kb, "#reembed", "Re-embed every chunk of this knowledge base with its current embedding model? Until it finishes, searches use the vectors stored now, or say why they cannot.", "/reembed");
+  kbJobButton(kb, "#reembed", "Re-embed every chunk of this knowledge base with its current embedding model? Until it finishes, searches use the vectors stored now, or say why they cannot.", "/reembed",
+    "Re-embedding", "Re-embedded", (data) => [data.ingestionId]);
 }
 
 function initReparseAll(kb) {
   kbJobButton(kb, "#reparse-all", "Parse and chunk every kept file of this knowledge base again with its current configuration? Chunks switched off stay off where their text is unchanged.", "/reparse",
-    (data) => {
-      $("#reparse-all-status").textContent = `${data.ingestions.length} document(s) re-parsing` +
-        (data.notKept.length ? `; not kept, upload again to re-parse: ${data.notKept.join(", ")}` : "") + ".";
-    });
+    "Re-parsing", "Re-parsed", (data) => data.ingestions.map((j) => j.ingestionId),
+    (data) => data.notKept.length ? `Not kept, upload again to re-parse: ${data.notKept.join(", ")}.` : "");
 }
 
 function renderIngestions(kb, jobs) {
@@ -604,7 +653,7 @@ function renderIngestions(kb, jobs) {
     const bar = $("progress", item);
     if (job.status === "completed") bar.value = 100;
     else if (job.progress && job.progress.total) bar.value = 50 + Math.round((job.progress.done / job.progress.total) * 50);
-    $(".state", item).textContent = job.status === "completed" ? `completed · ${job.chunks} chunks` : job.status;
+    $(".state", item).textContent = job.status === "completed" ? `completed · ${job.chunks} chunks` : failedText(job);
     if (job.status.startsWith("failed") || job.status === "cancelled") bar.value = 100;  // drawn as a failure, not half done
     item.className = `upload ${statusClass(job.status)}`;
   }
@@ -612,22 +661,34 @@ function renderIngestions(kb, jobs) {
     $("#ingestions").replaceChildren(el("p", { class: "empty" }, "Nothing ingested yet."));
     return;
   }
-  $("#ingestions").replaceChildren(el("div", { class: "table-wrap" }, el("table", { class: "ingestions" },
-    el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", {}, "Status"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Updated"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
-    el("tbody", {}, jobs.map((j) => el("tr", { class: statusClass(j.status), "data-ingestion": j.ingestionId },
-      el("td", {}, j.documentName),
-      el("td", { class: "status" }, j.status === "processing" && j.progress ? progressText(j.progress)
-        : j.status.startsWith("failed") && retried.has(j.ingestionId) ? `failed again: ${j.status.replace(/^failed: /, "")}. Retrying will not help: replace the file (upload a fixed one with the same name) or remove it.`
-        : j.status),
-      el("td", { class: "num" }, j.chunks ?? ""),
-      el("td", {}, when(j.updatedOn)),
-      el("td", {}, j.status.startsWith("failed") && !j.status.startsWith("failed: refused: ") && CAN_EDIT()
-        ? el("button", { type: "button", class: "link", onclick: async () => {
-          const r = await api("POST", kbUrl(kb.id, `/ingestion/${j.ingestionId}/retry`));
-          if (!r.ok) alert(problem(r));
-          else retried.add(j.ingestionId);
-          pollIngestions(kb);
-        } }, "Retry") : "")))))));
+  // one row per document: its latest ingestion, the earlier ones folded beneath its status
+  const byDocument = new Map();
+  for (const j of jobs) (byDocument.get(j.documentId) || byDocument.set(j.documentId, []).get(j.documentId)).push(j);
+  $("#ingestions").replaceChildren(el("div", { class: "table-wrap" }, el("table", { class: "ingestions stack" },
+    el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", {}, "Status"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
+    el("tbody", {}, [...byDocument.values()].map(([j, ...earlier]) => el("tr", { class: statusClass(j.status), "data-ingestion": j.ingestionId },
+      el("td", { "data-label": "Document" }, j.documentName),
+      el("td", { class: "status", "data-label": "Status" },
+        j.status === "processing" && j.progress ? progressText(j.progress) : j.status === "completed" ? `completed · ${j.chunks} chunk(s)` : failedCell(j),
+        el("div", { class: "muted small" }, when(j.updatedOn)),
+        earlier.length ? el("details", { class: "earlier" }, el("summary", {}, `${earlier.length} earlier`),
+          el("ul", {}, earlier.map((e) => el("li", {}, `${when(e.updatedOn)}: ${e.status}${e.chunks != null ? ` · ${e.chunks} chunk(s)` : ""}`)))) : ""),
+      el("td", { class: "actions" }, CAN_EDIT() ? fixButton(kb, j) : "")))))));
+}
+
+// What a failed ingestion offers: Replace… when the file is at fault (retrying cannot help), else Retry.
+function fixButton(kb, j) {
+  if (!j.status.startsWith("failed")) return "";
+  if ((j.failure && j.failure.kind === "file") || j.status.startsWith("failed: refused: ")) {
+    const input = el("input", { type: "file", class: "sr-only", style: "left: 0; top: 0", "aria-label": `Replace ${j.documentName}`,  // (inside the table: no sideways scroll)
+      onchange: (e) => { if (e.target.files[0]) upload(kb, e.target.files[0], j.documentName); } });
+    return el("span", {}, el("button", { type: "button", class: "link", onclick: () => input.click() }, "Replace…"), input);
+  }
+  return el("button", { type: "button", class: "link", onclick: async () => {
+    const r = await api("POST", kbUrl(kb.id, `/ingestion/${j.ingestionId}/retry`));
+    if (!r.ok) alert(problem(r));
+    pollIngestions(kb);
+  } }, "Retry");
 }
 
 async function loadDocuments(kb) {
@@ -784,19 +845,7 @@ async function initDocument() {
           } }), el("span", { class: "state" }, c.enabled ? " on" : " off")) : (c.enabled ? "on" : "off"))))))));
   };
   // A re-parse or replace followed here to its end: its progress, then the new chunks (or why it failed).
-  const follow = async (ingestionId, doing, done) => {
-    const status = $("#doc-status");
-    status.className = "";
-    for (let i = 0; i < 1200; i++) {  // (at most 10 minutes of polling; the job itself goes on regardless)
-      const r = await api("GET", kbUrl(kb.id, `/ingestion/${encodeURIComponent(ingestionId)}/status`));
-      if (!r.ok) { status.textContent = `${doing}: ${problem(r)}`; return; }
-      const s = r.data.status;
-      if (s === "completed") { status.textContent = `${done}: ${r.data.chunks} chunk(s).`; load(); return; }
-      if (s.startsWith("failed") || s === "cancelled") { status.className = "error"; status.textContent = `${doing} ended ${s}`; return; }
-      status.textContent = `${doing}… ${r.data.progress ? progressText(r.data.progress) : s}`;
-      await new Promise((ok) => setTimeout(ok, 500));
-    }
-  };
+  const follow = (ingestionId, doing, done) => followJobs(kb, [ingestionId], $("#doc-status"), doing, done, load);
   $("#reparse")?.addEventListener("click", async () => {
     const r = await api("POST", kbUrl(kb.id, `/reparse?documentId=${encodeURIComponent(kb.document)}`));
     if (!r.ok) { $("#doc-status").textContent = problem(r); return; }
@@ -885,19 +934,40 @@ function initQuestions(kb) {
     const r = await api("POST", kbUrl(kb.id, "/question-runs"));
     if (!r.ok) { status.textContent = problem(r); return; }
     status.textContent = `${r.data.changed} of ${r.data.results.length} answer(s) changed since their baseline (configuration version ${r.data.version}).`;
-    box.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "question-results" },
+    const accept = (path, rows) => async (e) => {
+      const done = await api("POST", kbUrl(kb.id, path));
+      if (!done.ok) { e.target.replaceWith(problem(done)); return; }
+      for (const row of rows()) $(".accept", row)?.replaceWith("accepted");
+      e.target.replaceWith("accepted");
+    };
+    if (r.data.changed && CAN_EDIT()) {
+      status.append(" ", el("button", { type: "button", id: "accept-all", class: "link",
+        onclick: accept("/questions/accept-all", () => box.querySelectorAll("tr.changed")) }, "Accept all as baselines"));
+    }
+    box.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "question-results", class: "stack" },
       el("thead", {}, el("tr", {}, el("th", {}, "Question"), el("th", {}, "Result"), el("th", {}, "Passages now"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
       el("tbody", {}, r.data.results.map((q) => el("tr", { class: q.changed ? "changed" : "same", "data-question": q.id },
-        el("td", {}, q.question),
-        el("td", {}, q.changed ? el("b", { class: "error" }, "changed") : "same",
-          q.chunkFound === false ? el("div", { class: "error small" }, "the chunk voted on is no longer found") : ""),
-        el("td", {}, el("ol", {}, q.passages.map((p) => el("li", { class: p.status }, `${p.citation}${p.status !== "same" ? ` (${p.status})` : ""}`)))),
-        el("td", {}, q.changed && CAN_EDIT() ? el("button", { type: "button", class: "link", onclick: async (e) => {
-          const done = await api("POST", kbUrl(kb.id, `/questions/${q.id}/accept`));
-          e.target.replaceWith(done.ok ? "accepted" : problem(done));
-        } }, "Accept as baseline") : "")))))));
+        el("td", { "data-label": "Question" }, q.question),
+        el("td", { "data-label": "Result" }, el("span", { class: `tag ${q.changed ? "changed" : "same"}` }, q.changed ? "changed" : "same"),
+          q.chunkFound === false ? el("div", { class: "small" }, "the chunk voted on is no longer found") : ""),
+        el("td", { "data-label": "Passages" }, el("ol", { class: "passages-now" }, q.passages.map(passageChange))),
+        el("td", {}, q.changed && CAN_EDIT() ? el("button", { type: "button", class: "link accept",
+          onclick: accept(`/questions/${q.id}/accept`, () => []) }, "Accept as baseline") : "")))))));
   });
   list();
+}
+
+// One passage of a test question's run: its label, how it differs from the baseline (a gone one is listed
+// after the others, unnumbered), and what of its text appeared and went.
+function passageChange(p) {
+  const said = { same: "", new: "new", gone: "gone", changed: p.was && p.was !== p.citation ? `changed, was ${p.was}` : "changed" }[p.status];
+  return el("li", { class: `passage ${p.status}`, value: p.n || undefined },
+    p.status === "gone" ? el("del", {}, p.citation) : p.citation, said ? el("span", { class: `tag ${p.status}` }, said) : "",
+    p.status === "changed" && p.diff && p.diff.every(([op]) => op === "=") ? el("div", { class: "small muted" }, "The same text: only the passages around it changed.")
+    : p.diff ? el("details", { class: "diff" }, el("summary", {}, p.status === "new" ? "Its text" : p.status === "gone" ? "Its text, gone" : "What changed"),
+      el("div", { class: "diff-text" }, p.diff.map(([op, text]) => op === "+" ? el("ins", {}, text) : op === "-" ? el("del", {}, text)
+        : text.length > 240 ? `${text.slice(0, 100)} … ${text.slice(-100)}` : text)))
+      : p.status !== "same" ? el("div", { class: "small muted" }, "(its text was not kept with this baseline: accept it to compare texts next time)") : "");
 }
 
 function initTry() {
