@@ -56,7 +56,7 @@ def chat_model_options(command):
     for option in reversed((
         click.option("--llm", type=click.Choice(["none", "openai", "smollm2", "extractive"]), default=None,
                      help="Chat model: openai (any OpenAI-compatible server with --base-url), smollm2 (a small local "
-                          "model, scripts/local-llm installs it), extractive (the best-matching sentences of the context, "
+                          "model, scripts/local-llm installs it), extractive (the sentences of the context that cover the question, "
                           "no model), none. Default: openai when OPENAI_API_KEY or --base-url is set; else the demo "
                           "answers extractively (grounded, with its [Source n]), and serve uses none."),
         click.option("--base-url", default=None, help="OpenAI-compatible endpoint for the chat model."),

@@ -141,3 +141,14 @@ def test_a_heading_is_never_an_answer_sentence():
     answer = extractive_answer(system, "How many miles do I earn on a Flex ticket?", 3)
     assert "You earn 8 miles per euro on Flex fares. [Source 1]" in answer
     assert "Earning miles [Source" not in answer and "SkyMiles [Source" not in answer
+
+
+def test_the_extractive_answer_covers_each_part_of_the_question():
+    """Issue 33, item 8: the next sentence is the one adding what the picked ones do not cover yet. By BM25 alone
+    the second sentence was the one repeating "EX-9 descaling", and the question's "how often … run" went
+    unanswered."""
+    system = ("## Relevant Context:\n[Source 1: ex9.md]\nDescaling the EX-9 removes limescale from its boiler.\n\n"
+              "[Source 2: ex9-faq.md]\nEX-9 descaling: the EX-9 descaling program is the EX-9's own descaling.\n\n"
+              "[Source 3: care.md]\nRun it every month.\n")
+    answer = extractive_answer(system, "What does descaling the EX-9 remove, and how often should it run?", 2)
+    assert answer == "Descaling the EX-9 removes limescale from its boiler. [Source 1] Run it every month. [Source 3]"

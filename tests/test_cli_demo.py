@@ -37,7 +37,7 @@ def demo_output() -> str:
 def test_demo_asks_three_questions_and_shows_everything(demo_output):
     out = demo_output
     assert out.count("── Question ") == 3
-    assert out.count("Answer (extractive: the context's best-matching sentences, no language model):") == 3
+    assert out.count("Answer (extractive: the context's sentences that cover the question, no language model):") == 3
     assert out.count("## Relevant Context:") == 3 and out.count("rag:trace:travel-answer = ") == 3
     assert out.count("rag:context:travel-answer = ") == 3
     assert out.count("## Search Results:") == 3 and "rag:httpcall:trace:travel-answer" in out
@@ -78,7 +78,7 @@ def test_demo_answers_with_the_small_local_model_only_when_asked():
     label = "Answer (SmolLM2-135M-Instruct, a small local model (answers may be incomplete or wrong)):"
     assert label in result.stdout
     assert result.stdout.split(label, 1)[1].strip(), "an answer follows the label"
-    extract = result.stdout.split("Extractive answer (the context's best-matching sentences):", 1)[1]
+    extract = result.stdout.split("Extractive answer (the context's sentences that cover the question):", 1)[1]
     assert "non-refundable" in extract.lower() and "[Source 1]" in extract
 
 

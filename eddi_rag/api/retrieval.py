@@ -69,7 +69,7 @@ class ContextRequest(RequestBody):
 def context(id: str, body: ContextRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}; with
     ``answer``, also {answer: {text, by: model | extractive, model}}: the server's chat model's answer from it, or
-    with none the extractive answer (its best-matching sentences with their [Source n])."""
+    with none the extractive answer (its sentences that cover the question, with their [Source n])."""
     found = runtime.turns.context(id, body.query, caller.user_for(body.userId), body.maxResults, body.minScore,
                                   body.contextExpansion, body.maxRagContextChars)
     if body.answer:

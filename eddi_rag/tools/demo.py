@@ -99,7 +99,7 @@ def describe(model) -> str:
     if isinstance(model, SmolLM2ChatModel):
         return smollm2.LABEL
     if isinstance(model, ExtractiveChatModel):
-        return "extractive: the context's best-matching sentences, no language model"
+        return "extractive: the context's sentences that cover the question, no language model"
     return f"{getattr(model, 'model_name', None) or type(model).__name__}"
 
 
@@ -167,5 +167,5 @@ def _run(runtime: Runtime, notices_url: str, model, questions: list[str]) -> Non
         click.secho(f"Answer ({describe(model)}):" if model is not None else "Answer:", bold=True)
         click.echo("\n".join("  " + line for line in turn.answer.splitlines()) if turn.answer is not None else "  (no chat model)")
         if isinstance(model, SmolLM2ChatModel):  # beside a model this small, what the context says word for word
-            click.secho("Extractive answer (the context's best-matching sentences):", bold=True)
+            click.secho("Extractive answer (the context's sentences that cover the question):", bold=True)
             click.echo("  " + extractive_answer(turn.system_message, question))

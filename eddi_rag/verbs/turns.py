@@ -56,7 +56,7 @@ class Turns:
     @staticmethod
     def answered(section: str | None, query: str, chat_model: Any = None) -> dict[str, Any]:
         """An answer to ``query`` from ``section`` (what ``context`` injects), as a turn's would be: by ``chat_model``,
-        or with none the extractive answer (the context's best-matching sentences with their ``[Source n]``), saying
+        or with none the extractive answer (the context's sentences that cover the question, with their ``[Source n]``), saying
         which: {text, by: "model" | "extractive", model}."""
         from langchain_core.messages import HumanMessage, SystemMessage
 

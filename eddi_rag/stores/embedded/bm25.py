@@ -13,6 +13,14 @@ logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on its 
 _STEMMER = Stemmer.Stemmer("english")
 
 
+def terms(texts: Sequence[str], stopwords: str | Sequence[str] = "en") -> list[set[str]]:
+    """Each text's terms as BM25 sees them: lower-cased, ``stopwords`` left out, stemmed."""
+    if not texts:
+        return []
+    tokens = bm25s.tokenize(list(texts), stopwords=stopwords, stemmer=_STEMMER, return_ids=False, show_progress=False)
+    return [set(t) for t in tokens]
+
+
 class Bm25Index:
     def __init__(self, ids: Sequence[str], texts: Sequence[str]):
         self.ids = list(ids)

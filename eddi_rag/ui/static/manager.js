@@ -989,7 +989,7 @@ function initTry() {
     out.replaceChildren(
       answer ? el("section", { class: "card", "aria-labelledby": "reply-h" }, el("h2", { id: "reply-h" }, "Answer"),
         el("p", { class: "muted", id: "reply-by" }, answer.by === "extractive"
-          ? "Extractive: no language model on this server, so the context's best-matching sentences with their [Source n]."
+          ? "Extractive: no language model on this server, so the context's sentences that cover the question, with their [Source n]."
           : `By ${answer.model}, from the context below.`),
         el("pre", { id: "reply" }, answer.text)) : "",
       el("section", { class: "card", "aria-labelledby": "chunks-h" }, el("h2", { id: "chunks-h" }, `Scored chunks (${results.length})`),
