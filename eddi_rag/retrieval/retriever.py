@@ -73,16 +73,16 @@ def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[Sear
 
 
 def order_rule(config: RagConfiguration) -> str:
-    """How a search of ``config`` orders its results, in a sentence (the score shown is always the cosine
-    relevance minScore keeps to)."""
+    """How a search of ``config`` orders its results, in a sentence (a result's score is always the relevance
+    minScore keeps to)."""
     if config.reranker != "none":
-        return f"By the reranker ({config.reranker}) score; the score shown is the cosine relevance minScore keeps to."
+        return f"By the reranker ({config.reranker}) score; a result's score is its relevance, which minScore keeps to."
     if config.searchMode == "keyword":
-        return "By keyword (BM25) rank; the score shown is the cosine relevance minScore keeps to."
+        return "By keyword (BM25) rank; a result's score is its relevance, which minScore keeps to."
     if config.searchMode == "hybrid":
         how = ("reciprocal rank fusion of the vector and keyword ranks" if config.fusion == "rrf" else
                f"{config.vectorWeight:g} × vector + {1 - config.vectorWeight:g} × keyword score, each scaled to 0–1")
-        return f"By {how}; the score shown is the cosine relevance minScore keeps to."
+        return f"By {how}; a result's score is its relevance, which minScore keeps to."
     if config.recencyWindow > 0:
         return f"By score; scores within {config.recencyWindow:g} of each other count as equal and the newest comes first."
     return "By score."

@@ -997,7 +997,7 @@ function initTry() {
         results.length ? el("ol", { class: "hits" }, results.map((h) => el("li", { class: "hit" },
           el("div", { class: "meta" }, el("b", { class: "score" }, orderingScore(h)), " · ", el("span", { class: "citation" }, h.citation || h.source)),
           el("details", { class: "ranking muted" }, el("summary", {}, "Why here"),
-            `Relevance ${h.score.toFixed(4)} (cosine, what minScore keeps to)`, h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "",
+            `Relevance ${h.score.toFixed(4)}: what minScore keeps to`, h.rerankScore !== undefined ? ` · rerank ${Number(h.rerankScore).toFixed(4)}` : "",
             h.ranking ? el("div", {}, ranking(h.ranking)) : ""),
           el("pre", {}, h.text),
           h.metadata && h.metadata.boxes && h.metadata.document_id && !h.metadata.attachment ? onPage(kb, h.metadata.document_id, h.metadata.page, h.metadata.boxes) : "",
