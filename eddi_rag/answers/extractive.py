@@ -64,14 +64,16 @@ TIE = 0.1  # a sentence's BM25 score, weighed against the IDF of the terms it ad
 QUESTION_STOPWORDS = sorted(STOPWORDS_EN_PLUS)  # (with "what", "how", "does": a question's words that ask, not name)
 
 
-def extractive_answer(system: str, question: str, max_sentences: int = 3) -> str:
+def extractive_answer(system: str, question: str, max_sentences: int = 3, earlier: str = "") -> str:
     """Up to ``max_sentences`` sentences that together cover ``question``'s terms best (see the module doc), in
-    the order picked, each with its label; or NOTHING_FOUND."""
+    the order picked, each with its label; or NOTHING_FOUND. ``earlier``: the question before a follow-up ("and
+    how heavy?"), whose subject only breaks ties (it is in the BM25 query, not among the terms to cover)."""
     found = [(n, s) for n, text in passages(system) for s in sentences(text)]
     unique = list(dict.fromkeys(found))
     if not unique or not question.strip():
         return NOTHING_FOUND
-    scores = dict(Bm25Index([str(i) for i in range(len(unique))], [s for _, s in unique]).search(question, len(unique)))
+    scores = dict(Bm25Index([str(i) for i in range(len(unique))], [s for _, s in unique]).search(f"{earlier} {question}",
+                                                                                                   len(unique)))
     if not scores:
         return NOTHING_FOUND
     (asked,), has = terms([question], QUESTION_STOPWORDS), terms([s for _, s in unique], QUESTION_STOPWORDS)
@@ -87,10 +89,10 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3) -> str
     return " ".join(f"{unique[i][1]} [Source {unique[i][0]}]" for i in picked)
 
 
-def _question(messages: list[BaseMessage]) -> str:
-    """The last human message, with the one before it: a follow-up ("and how heavy?") keeps its subject."""
-    asked = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
-    return " ".join(asked[-2:])
+def _questions(messages: list[BaseMessage]) -> tuple[str, str]:
+    """The last human message, and the one before it: a follow-up ("and how heavy?") keeps its subject."""
+    asked = [str(m.content) for m in messages if isinstance(m, HumanMessage)] or [""]
+    return asked[-1], " ".join(asked[-2:-1])
 
 
 def _system(messages: list[BaseMessage]) -> str:
@@ -108,5 +110,6 @@ class ExtractiveChatModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        text = extractive_answer(_system(messages), _question(messages), self.max_sentences)
+        question, earlier = _questions(messages)
+        text = extractive_answer(_system(messages), question, self.max_sentences, earlier)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
