@@ -8,7 +8,9 @@ rows a ``replace`` removes), and a write by another process (seen through the KB
 counter, bumped in every write's transaction) reloads it. With ``index: hnsw`` (or ``auto`` on a
 large KB) the HNSW graph is saved beside the database file (``<file>.hnsw/``) when it is built
 and when the application closes, and reused on the next start if the KB has not changed since.
-Filters of ``get``/``count``/keyword search compile to SQL (JSON1).
+Filters of ``get``/``count`` compile to SQL (JSON1). Keyword search is BM25 over a tantivy index of the KB's
+texts, held and kept current beside the rows (``keywords``); the FTS5 index the store also keeps stays for
+EDDI-era files and the ``sqlite-vec`` store, which share its recipe.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
 from eddi_rag.stores.embedded.ann import Hnsw
+from eddi_rag.stores.embedded.keywords import KeywordIndex
 from eddi_rag.stores.embedded.memory import INDEX_PARAMETERS
 from eddi_rag.stores.embedded.rows import RowTable
 from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
@@ -131,6 +134,8 @@ class _Cache:
         self.table = RowTable(index, ef_search)
         self.generation: int | None = None  # None: not loaded
         self.saved: int | None = None  # the generation whose graph is on disk
+        self.keywords: KeywordIndex | None = None  # the texts under BM25, built at the first keyword search
+        self.keywords_generation: int | None = None  # the generation they hold
 
 
 class SqliteStore:
@@ -212,6 +217,7 @@ class SqliteStore:
             except RuntimeError:
                 table.hnsw = None
         cache.generation, cache.saved = generation, (generation if table.hnsw is not None else None)
+        cache.keywords = None  # (another process wrote: built again when next asked)
 
     def _save_graph(self, cache: _Cache) -> None:
         """Write the KB's HNSW graph and its row order beside the database file, unless it is on disk."""
@@ -258,6 +264,9 @@ class SqliteStore:
             table.remove(rows)
             if matrix is not None:
                 table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
+            if cache.keywords is not None and cache.keywords_generation == cache.generation:  # kept current
+                cache.keywords.write([id for id in gone if id is not None], [(ch.id, ch.text) for ch in chunks])
+                cache.keywords_generation = generation
             cache.generation = generation
         return len(rows)
 
@@ -289,6 +298,7 @@ class SqliteStore:
                 c.execute("DELETE FROM kb_chunk_generations WHERE kb=?", (self.kb_id,))
             self._cache.table.clear()
             self._cache.generation = 0
+            self._cache.keywords = None
             for path in self._graph_files() or ():
                 path.unlink(missing_ok=True)
 
@@ -318,12 +328,28 @@ class SqliteStore:
         return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
-        """SQLite FTS5 with its bm25() ranking (Porter stemming), filtered by ``where``."""
-        planned = keyword_query("kb_chunks", self.kb_id, text, k, where)
-        if planned is None:
+        """BM25 over the chunk texts (``keywords``: tantivy, English stemming), filtered by ``where``: the index names
+        candidates best first, the in-memory rows say which pass (more are asked while fewer than ``k`` did)."""
+        node = filters.node(where)
+        cache = self._cache
+        if k <= 0:
             return []
-        rows = self.db.query(*planned)
-        return [KeywordHit(r["id"], r["text"], json.loads(r["metadata"]), -float(r["rank"])) for r in rows]
+        with cache.table.lock:
+            table = self._table(self.db)
+            if cache.keywords is None or cache.keywords_generation != cache.generation:
+                rows = self.db.query("SELECT id, text FROM kb_chunks WHERE kb=?", (self.kb_id,))
+                cache.keywords, cache.keywords_generation = KeywordIndex((r["id"], r["text"]) for r in rows), cache.generation
+            allowed = table.select(node)
+            n = k if allowed is None else 2 * k
+            while True:
+                ranked = cache.keywords.search(text, n)
+                picked = [(id, score) for id, score in ranked
+                          if id in table.row_of and (allowed is None or allowed[table.row_of[id]])][:k]
+                if len(picked) >= k or len(ranked) < n:
+                    break
+                n *= 8
+        found = self._rows([id for id, _ in picked])
+        return [KeywordHit(id, *found[id], score) for id, score in picked if id in found]
 
     def _warm_rows(self, node: filters.Node) -> np.ndarray | None:
         """The rows matching ``node``, from the in-memory copy when it is loaded and current
