@@ -135,3 +135,33 @@ def test_search_breadth_grows_with_the_graph_unless_chosen():
 
     assert default_ef(5_000) == default_ef(100_000) == 64 and default_ef(1_000_000) == 192
     assert Hnsw(4).ef_search == 64 and Hnsw(4, 200).ef_search == 200
+
+
+def test_sqlite_keyword_index_is_kept_current_by_writes_and_rebuilt_after_another_writer(tmp_path):
+    """Issue 34, point 1: BM25 over a tantivy index held beside the rows. A write through this process updates it in
+    place; a write by another process (its own cache, the same file) makes the next keyword search build it again;
+    filters stay exact even when the best keyword matches are filtered out."""
+    path = tmp_path / "kb.db"
+    sqlite = registry.load(registry.STORES, "sqlite")
+    ctx = StoreContext(Database(path), tmp_path)
+    store = sqlite("kb", {}, ctx)
+    store.upsert([Chunk(f"t{i}", f"night train {i} to Vienna", {"document_id": "trains", "i": i}, [1.0, 0.0]) for i in range(40)]
+                 + [Chunk("dining", "the dining car serves goulash", {"document_id": "dining"}, [0.0, 1.0])])
+    assert [h.id for h in store.keyword_search("goulash", 5)] == ["dining"]
+    cache = ctx.state["sqlite-tables"][(str(path), "kb")]
+    index = cache.keywords
+    store.replace({"document_id": "dining"}, [Chunk("dining2", "the dining car serves strudel", {"document_id": "dining"}, [0.0, 1.0])])
+    assert store.keyword_search("goulash", 5) == [] and [h.id for h in store.keyword_search("strudel", 5)] == ["dining2"]
+    store.delete(ids=["t3"])
+    assert "t3" not in {h.id for h in store.keyword_search("night train", 50)}
+    assert cache.keywords is index  # kept current in place, not built again
+
+    other = sqlite("kb", {}, StoreContext(Database(path), tmp_path))  # another process: its own cache
+    other.upsert([Chunk("zeppelin", "a zeppelin over Vienna", {"document_id": "air"}, [1.0, 1.0])])
+    assert [h.id for h in store.keyword_search("zeppelin", 5)] == ["zeppelin"]
+    assert cache.keywords is not index  # built again from the file
+
+    # the 40 best matches for "train" are filtered out: more candidates are asked until k pass
+    hits = store.keyword_search("night train vienna", 3, where={"document_id": {"$ne": "trains"}})
+    assert [h.id for h in hits] == ["zeppelin"]
+    assert [h.id for h in store.keyword_search("train", 2, where={"i": {"$gte": 38}})] in (["t38", "t39"], ["t39", "t38"])

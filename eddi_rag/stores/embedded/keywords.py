@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import tantivy
 
 WORD = re.compile(r"\w+")
-HEAP_BYTES = 64_000_000  # the writer's indexing buffer
+BUILD_HEAP, WRITE_HEAP = 64_000_000, 15_000_000  # a writer's indexing buffer, while it builds or writes (15 MB: tantivy's least)
 
 
 class KeywordIndex:
@@ -25,23 +25,27 @@ class KeywordIndex:
         builder.add_text_field("id", stored=True, tokenizer_name="raw")
         builder.add_text_field("text", tokenizer_name="en_stem")
         self.index = tantivy.Index(builder.build())
-        self.writer = self.index.writer(heap_size=HEAP_BYTES, num_threads=1)
+        writer = self.index.writer(heap_size=BUILD_HEAP, num_threads=1)
         for id, text in rows:
-            self.writer.add_document(tantivy.Document(id=id, text=text))
-        self._commit()
+            writer.add_document(tantivy.Document(id=id, text=text))
+        self._commit(writer)
 
-    def _commit(self) -> None:
-        self.writer.commit()
+    def _commit(self, writer: tantivy.IndexWriter) -> None:
+        """Commit, and let the writer go: a writer holds its threads and buffer (about 7 MB and 6 threads), which
+        a server with many knowledge bases cannot keep for each."""
+        writer.commit()
+        writer.wait_merging_threads()
         self.index.reload()
         self.searcher = self.index.searcher()
 
     def write(self, gone: Sequence[str], written: Sequence[tuple[str, str]]) -> None:
         """The chunks ``gone`` taken out, ``written`` (id, text) put in (replacing any of the same id)."""
+        writer = self.index.writer(heap_size=WRITE_HEAP, num_threads=1)
         for id in {*gone, *(id for id, _ in written)}:
-            self.writer.delete_documents_by_term("id", id)
+            writer.delete_documents_by_term("id", id)
         for id, text in written:
-            self.writer.add_document(tantivy.Document(id=id, text=text))
-        self._commit()
+            writer.add_document(tantivy.Document(id=id, text=text))
+        self._commit(writer)
 
     def search(self, text: str, n: int) -> list[tuple[str, float]]:
         """(chunk id, BM25 score) of the best ``n`` chunks holding any of the words of ``text``, best first."""

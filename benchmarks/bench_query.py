@@ -1,0 +1,154 @@
+"""The default query path against the vector search it wraps (issue 34, point 2; first part: ``Search.run``).
+
+    .venv/bin/python benchmarks/bench_query.py [--sizes 10000 100000] [--queries 60] [--data ../shared/data/nfcorpus]
+
+A knowledge base with every default (``sqlite`` store, markdown chunks, hybrid weighted search, neighbour context)
+filled through the ingestion pipeline with NFCorpus's abstracts as Markdown (``# title``, then the abstract),
+the first copy through the ingestion pipeline, further ones written to the store as it wrote the first (under new
+document ids) until it holds the size asked. So that only the product's own work is timed, a
+stand-in embedding fills it and embeds the questions (``Hashed``: 384-d signed feature hashing of the words,
+normalised; it is fast and deterministic, not a model); the real local model's query embedding is timed apart.
+
+For 60 NFCorpus test queries it prints p50 / p95 of ``Search.run`` (hits and the passages that reach the model)
+with the defaults, vector only, keyword only and vector with neighbours; beside them, in the same run, the peer
+floor: FAISS ``IndexHNSWFlat`` (M 16, efSearch 64) plus bm25s over the same chunks, fused the same way. The goal:
+defaults within 1.5 × (query embedding + vector search). Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from eddi_rag.ingest.pipeline import Document  # noqa: E402
+from eddi_rag.retrieval.retriever import scope  # noqa: E402
+from eddi_rag.runtime import Runtime  # noqa: E402
+from eddi_rag.stores.base import Chunk  # noqa: E402
+from eddi_rag.verbs.search import SearchRequest  # noqa: E402
+
+DIM = 384
+WORD = re.compile(r"\w+")
+
+
+class Hashed(Embeddings):
+    """A stand-in embedding: each word adds ±1 to one of 384 dimensions (by its hash); normalised."""
+
+    def _one(self, text: str) -> list[float]:
+        v = np.zeros(DIM, dtype=np.float32)
+        for w in WORD.findall(text.lower()):
+            h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+            v[h % DIM] += 1.0 if (h >> 32) & 1 else -1.0
+        n = float(np.linalg.norm(v))
+        return (v / n if n else v + 1 / math.sqrt(DIM)).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+
+def timed(run: Callable[[str], object], asked: list[str]) -> tuple[float, float]:
+    for q in asked[:3]:
+        run(q)
+    times = []
+    for q in asked:
+        t0 = time.perf_counter()
+        run(q)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(ROOT.parent / "shared/data/nfcorpus"))
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--queries", type=int, default=60)
+    args = parser.parse_args()
+    data = Path(args.data)
+    docs = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines()]
+    asked = [json.loads(line)["text"] for line in (data / "queries.jsonl").read_text().splitlines()]
+    asked = [q for q in asked if len(q.split()) <= 30][: args.queries]
+    stand_in = Hashed()
+
+    from eddi_rag.embeddings.local import LocalOnnxEmbeddings
+
+    model = LocalOnnxEmbeddings()
+    model.embed_query("warm up")
+    embed_p50, embed_p95 = timed(model.embed_query, asked)
+    print(f"NFCorpus queries: {len(asked)}; the local model's query embedding: p50 {embed_p50:.2f} ms, p95 {embed_p95:.2f} ms\n")
+    print("| chunks | path | p50 ms | p95 ms | p50 ÷ (query embedding + the store's vector search) |")
+    print("|---:|---|---:|---:|---:|")
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory() as tmp, Runtime(tmp) as rt:
+            rt.embeddings.for_config = lambda config: stand_in  # (only the product's own work is timed)
+            kb = rt.resources.create("rags", {"name": "bench", "embeddingProvider": "local", "storeType": "sqlite"}).id
+            t0 = time.perf_counter()
+            rt.ingesting.batch([Document(d["_id"], f"# {d['title']}\n\n{d['text']}") for d in docs], kb)
+            built = time.perf_counter() - t0
+            store = rt.stores.get(kb, rt.rag_config(kb))
+            one = store.get()
+            copy = 1
+            while copy * len(one) < size:  # further copies written to the store as the pipeline wrote the first
+                store.upsert([Chunk(f"{c.id}~{copy}", c.text, {**c.metadata, "document_id": f"{c.metadata['document_id']}~{copy}"},
+                                    stand_in.embed_query(c.text)) for c in one])
+                copy += 1
+            chunks = store.count()
+            rows = store.get()
+            vectors = {q: stand_in.embed_query(q) for q in asked}
+
+            def search(mode: str | None = None, expansion: str | None = None) -> Callable[[str], object]:
+                return lambda q: rt.search.run(SearchRequest(kb, q, vector=vectors[q], mode=mode, expansion=expansion))
+
+            node = scope(None, None, time.time())
+            figures = {
+                "the store's vector search alone (top 15, with the query's filter)": timed(
+                    lambda q: store.search(vectors[q], 15, where=node), asked),
+                "defaults (hybrid weighted, neighbours)": timed(search(), asked),
+                "vector only, no context": timed(search("vector", "none"), asked),
+                "keyword only, no context": timed(search("keyword", "none"), asked),
+                "hybrid, no context": timed(search(None, "none"), asked),
+                "vector, neighbours": timed(search("vector", None), asked),
+            }
+            import faiss
+
+            from eddi_rag.stores.embedded.bm25 import Bm25Index
+
+            matrix = np.array([c.vector for c in rows], dtype=np.float32) if rows and rows[0].vector is not None else \
+                np.array(stand_in.embed_documents([c.text for c in rows]), dtype=np.float32)
+            hnsw = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction, hnsw.hnsw.efSearch = 100, 64
+            hnsw.add(matrix)
+            bm25 = Bm25Index([c.id for c in rows], [c.text for c in rows])
+
+            def floor(q: str) -> list[int]:
+                _, found = hnsw.search(np.array([vectors[q]], dtype=np.float32), 15)
+                keyword = bm25.search(q, 15)
+                return [*found[0].tolist(), *(hash(i) for i, _ in keyword)]
+
+            figures["peer floor: FAISS HNSW + bm25s, top 15 each"] = timed(floor, asked)
+            figures["peer: FAISS HNSW alone"] = timed(lambda q: hnsw.search(np.array([vectors[q]], dtype=np.float32), 15), asked)
+            vector_p50 = figures["the store's vector search alone (top 15, with the query's filter)"][0]
+            print(f"| {chunks:,} | ({copy} cop{'y' if copy == 1 else 'ies'} of the corpus; the first through the pipeline in {built:.0f} s) | | | |")
+            for name, (p50, p95) in figures.items():
+                print(f"| {chunks:,} | {name} | {p50:.2f} | {p95:.2f} | {p50 / (embed_p50 + vector_p50):.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
