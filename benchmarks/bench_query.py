@@ -11,8 +11,13 @@ normalised; it is fast and deterministic, not a model); the real local model's q
 
 For 60 NFCorpus test queries it prints p50 / p95 of ``Search.run`` (hits and the passages that reach the model)
 with the defaults, vector only, keyword only and vector with neighbours; beside them, in the same run, the peer
-floor: FAISS ``IndexHNSWFlat`` (M 16, efSearch 64) plus bm25s over the same chunks, fused the same way. The goal:
-defaults within 1.5 × (query embedding + vector search). Asserts nothing about time.
+floor: FAISS ``IndexHNSWFlat`` (M 16, efSearch 64) plus bm25s over the same chunks. The goal: defaults within
+1.5 × (query embedding + vector search). At the first size it then serves the app under uvicorn on 127.0.0.1 and
+measures ``POST /query`` with 1, 4 and 8 clients asking questions none asked before (the server embeds each with
+the local model), against the machine's limit: cores ÷ the CPU time one query takes in process. The goal: 8 clients
+at 70% of it or more. Traffic goes to 127.0.0.1 only, ``--rest-seconds`` per row. Asserts nothing about time.
+
+    .venv/bin/python benchmarks/bench_query.py [--rest-seconds 10] [--clients 1 4 8]
 """
 
 from __future__ import annotations
@@ -29,12 +34,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import numpy as np
+import uvicorn
 from langchain_core.embeddings import Embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eddi_rag.api.app import create_app  # noqa: E402
+from eddi_rag.api.limits import Limits  # noqa: E402
 from eddi_rag.ingest.pipeline import Document  # noqa: E402
 from eddi_rag.retrieval.retriever import scope  # noqa: E402
 from eddi_rag.runtime import Runtime  # noqa: E402
@@ -75,16 +84,88 @@ def timed(run: Callable[[str], object], asked: list[str]) -> tuple[float, float]
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 
+def rest(rt: Runtime, kb: str, questions: list[str], seconds: float, counts: list[int]) -> None:
+    """REST ``/query`` throughput with each number of clients (unique questions, the real local model embedding
+    each), against the machine's limit: cores ÷ the CPU time one query takes in process (embed + Search.run)."""
+    import os
+    import socket
+    import threading
+
+    del rt.embeddings.for_config  # (the server embeds each question with the KB's own model, as it would)
+    model = rt.embeddings.for_config(rt.rag_config(kb))
+    model.embed_query("warm up")
+    cpu0 = time.process_time()
+    sample = questions[:40]
+    for q in sample:
+        rt.search.run(SearchRequest(kb, q, vector=model.embed_query(q)))
+    cpu = (time.process_time() - cpu0) / len(sample)
+    cores = len(os.sched_getaffinity(0))
+    limit = cores / cpu
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(rt, limits=Limits({"query": [], "ingest": []}, 10_000)),
+                                           host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    print(f"\nREST `/query`, {rt.stores.get(kb, rt.rag_config(kb)).count():,} chunks, {seconds:.0f} s per row, unique questions; "
+          f"one query's CPU time in process (embed + Search.run) {cpu * 1000:.1f} ms, so the limit on {cores} cores is "
+          f"{limit:.0f} requests/s (clients and server share them)\n")
+    print("| clients | requests/s | of the limit | p50 ms | p95 ms | errors |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    start = 40
+    for n in counts:
+        latencies: list[float] = []
+        errors = [0]
+        lock = threading.Lock()
+        stop = time.monotonic() + seconds
+        mine = [questions[start + i::n] for i in range(n)]  # (each client its own questions, none asked twice)
+        start += 1000
+
+        def run(asked: list[str]) -> None:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+                for q in asked:
+                    if time.monotonic() >= stop:
+                        return
+                    t0 = time.perf_counter()
+                    try:
+                        ok = http.post(f"/ragstore/rags/{kb}/query", json={"query": q}).status_code == 200
+                    except httpx.HTTPError:
+                        ok = False
+                    with lock:
+                        latencies.append((time.perf_counter() - t0) * 1000)
+                        errors[0] += not ok
+
+        threads = [threading.Thread(target=run, args=(mine[i],)) for i in range(n)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        took = time.perf_counter() - t0
+        latencies.sort()
+        rate = len(latencies) / took
+        print(f"| {n} | {rate:.1f} | {rate / limit:.0%} | {statistics.median(latencies):.0f} | "
+              f"{latencies[int(0.95 * (len(latencies) - 1))]:.0f} | {errors[0]} of {len(latencies)} |", flush=True)
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/nfcorpus"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--rest-seconds", type=float, default=10, help="per number of clients, at the first size (0: no REST)")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
     args = parser.parse_args()
     data = Path(args.data)
     docs = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines()]
-    asked = [json.loads(line)["text"] for line in (data / "queries.jsonl").read_text().splitlines()]
-    asked = [q for q in asked if len(q.split()) <= 30][: args.queries]
+    everything = [json.loads(line)["text"] for line in (data / "queries.jsonl").read_text().splitlines()]
+    everything = list(dict.fromkeys(q for q in everything if len(q.split()) <= 30))
+    asked = everything[: args.queries]
     stand_in = Hashed()
 
     from eddi_rag.embeddings.local import LocalOnnxEmbeddings
@@ -148,6 +229,10 @@ def main() -> None:
             print(f"| {chunks:,} | ({copy} cop{'y' if copy == 1 else 'ies'} of the corpus; the first through the pipeline in {built:.0f} s) | | | |")
             for name, (p50, p95) in figures.items():
                 print(f"| {chunks:,} | {name} | {p50:.2f} | {p95:.2f} | {p50 / (embed_p50 + vector_p50):.2f} |", flush=True)
+            if size == args.sizes[0] and args.rest_seconds > 0:
+                rest(rt, kb, everything, args.rest_seconds, args.clients)
+                print("\n| chunks | path | p50 ms | p95 ms | p50 ÷ (query embedding + the store's vector search) |")
+                print("|---:|---|---:|---:|---:|")
 
 
 if __name__ == "__main__":
