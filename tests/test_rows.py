@@ -8,6 +8,7 @@ import pytest
 
 from eddi_rag.backends import registry
 from eddi_rag.state.sqlite import Database
+from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.embedded import rows as rows_module
 from eddi_rag.stores.toolkit import normalise
@@ -165,3 +166,24 @@ def test_sqlite_keyword_index_is_kept_current_by_writes_and_rebuilt_after_anothe
     hits = store.keyword_search("night train vienna", 3, where={"document_id": {"$ne": "trains"}})
     assert [h.id for h in hits] == ["zeppelin"]
     assert [h.id for h in store.keyword_search("train", 2, where={"i": {"$gte": 38}})] in (["t38", "t39"], ["t39", "t38"])
+
+
+def test_once_built_the_graph_holds_the_only_copy_of_the_vectors():
+    """Issue 34, point 3: the row table kept a second float32 copy beside faiss's. Once the graph is built, the
+    vectors live in it alone (the exact scan reads them there); rows written later go into it; a compaction takes
+    them back into a matrix until the graph is built again."""
+    rng = np.random.default_rng(3)
+    table = rows_module.RowTable("hnsw")
+    first = normalise(rng.standard_normal((3000, DIM)))
+    table.add([f"r{i}" for i in range(3000)], first, [{"i": i} for i in range(3000)])
+    assert table._matrix is not None
+    assert table.search(first[7], 1)[0][0] == table.row_of["r7"]  # builds the graph
+    assert table._matrix is None and np.array_equal(table.vectors, first) and table.nbytes() == first.nbytes
+    later = normalise(rng.standard_normal((10, DIM)))
+    table.add([f"n{i}" for i in range(10)], later, [{"i": -1}] * 10)
+    assert table._matrix is None and table.hnsw is not None and table.hnsw.size == table.n == 3010
+    assert table._exact(later[3], 1, None, table.n)[0][0] == table.row_of["n3"]  # the exact scan reads the graph's copy
+    assert table.search(later[4], 1, filters.node({"i": -1}))[0][0] == table.row_of["n4"]
+    table.add([f"r{i}" for i in range(2000)], normalise(rng.standard_normal((2000, DIM))), [{"i": i} for i in range(2000)])
+    assert table.hnsw is None and table._matrix is not None and len(table) == table.n == 3010  # compacted: 2,000 dead
+    assert table.search(later[5], 1)[0][0] == table.row_of["n5"] and table._matrix is None  # the graph again

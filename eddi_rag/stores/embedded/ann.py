@@ -52,6 +52,19 @@ class Hnsw:
         if len(vectors) > self.size:
             self.index.add(np.ascontiguousarray(vectors[self.size :]))
 
+    def append(self, vectors: np.ndarray) -> None:
+        """Add rows after the last."""
+        if len(vectors):
+            self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def vectors(self) -> np.ndarray:
+        """Every row's vector, as the graph stores it: a view of its storage (no copy; valid until the next add)."""
+        storage = faiss.downcast_index(self.index.storage)  # type: ignore[attr-defined]  # IndexHNSWFlat's IndexFlat
+        if not self.size:
+            return np.zeros((0, self.index.d), dtype=np.float32)
+        xb = storage.get_xb()  # type: ignore[attr-defined]  # (IndexFlat's, not in faiss's stubs)
+        return faiss.rev_swig_ptr(xb, self.size * self.index.d).reshape(self.size, self.index.d)
+
     def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None, fraction: float = 1.0) -> list[tuple[int, float]]:
         """(row, similarity) of up to ``k`` rows; ``allowed`` (a bitmap of the rows that may be
         returned, ``bitmap()``'s, or None for all) restricts them; ``fraction`` (how many rows are

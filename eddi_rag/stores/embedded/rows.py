@@ -9,7 +9,9 @@ Searches are exact (a matrix-vector product over the live rows) or, with ``index
 ``"auto"`` from ``AUTO_HNSW_FROM`` live rows on), walk an HNSW graph (eddi_rag.stores.embedded.ann) that
 is brought up to date with the rows appended since its last search. A filter is answered
 exactly: by the exact scan when it selects few rows, else inside the graph walk with the exact
-scan as fallback when the walk finds fewer than k.
+scan as fallback when the walk finds fewer than k. Once the graph is built it holds the only copy of
+the vectors (faiss's own storage, which the exact scan reads too): rows appended go straight into it,
+and a compaction takes them back into a matrix until the graph is built again.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class RowTable:
         self.row_of: dict[str, int] = {}  # id -> its live row
         self.payload: list[Any] = []  # row -> what the owner keeps with it (text, metadata)
         self.columns = MetadataColumns()
-        self._matrix: np.ndarray | None = None  # (capacity, dim) float32 unit rows
+        self._matrix: np.ndarray | None = None  # (capacity, dim) float32 unit rows; None while the graph holds them
         self._alive = np.zeros(0, dtype=bool)
         self.n = 0  # rows used, dead ones included
         self.dead = 0
@@ -54,18 +56,22 @@ class RowTable:
 
     @property
     def dim(self) -> int | None:
-        return None if self._matrix is None else int(self._matrix.shape[1])
+        if self._matrix is not None:
+            return int(self._matrix.shape[1])
+        return int(self.hnsw.index.d) if self.hnsw is not None and self.n else None
 
     @property
     def vectors(self) -> np.ndarray:
-        return np.zeros((0, 0), dtype=np.float32) if self._matrix is None else self._matrix[: self.n]
+        if self._matrix is not None:
+            return self._matrix[: self.n]
+        return self.hnsw.vectors()[: self.n] if self.hnsw is not None else np.zeros((0, 0), dtype=np.float32)
 
     @property
     def alive(self) -> np.ndarray:
         return self._alive[: self.n]
 
     def nbytes(self) -> int:
-        return 0 if self._matrix is None else int(self.vectors.nbytes)
+        return 0 if self.dim is None else int(self.vectors.nbytes)
 
     # -- writes ---------------------------------------------------------------------------
     def add(self, ids: Sequence[str], matrix: np.ndarray, metadata: Sequence[dict[str, Any]],
@@ -79,10 +85,14 @@ class RowTable:
         order = sorted(last.values()) if len(last) < len(ids) else range(len(ids))
         self.remove(self.row_of[id] for id in last if id in self.row_of)
         count = len(order)
+        added = matrix[list(order)] if count < len(ids) else matrix
         self._reserve(self.n + count, matrix.shape[1])
-        assert self._matrix is not None
         rows = range(self.n, self.n + count)
-        self._matrix[self.n : self.n + count] = matrix[list(order)] if count < len(ids) else matrix
+        if self._matrix is not None:
+            self._matrix[self.n : self.n + count] = added
+        else:  # the graph holds the vectors: they go into it
+            assert self.hnsw is not None and self.hnsw.size == self.n
+            self.hnsw.append(added)
         self._alive[self.n : self.n + count] = True
         for row, i in zip(rows, order):
             self.row_of[ids[i]] = row
@@ -92,19 +102,23 @@ class RowTable:
         self.n += count
         self.version += 1
         if self.hnsw is not None:  # the graph takes the new rows now, so searches stay steady
-            self.hnsw.sync(self.vectors)
+            self.hnsw.sync(self.vectors)  # (nothing to do when it holds them)
 
     def _reserve(self, n: int, dim: int) -> None:
-        capacity = 0 if self._matrix is None else len(self._matrix)
+        """Room for ``n`` rows: in the alive flags, and in the matrix unless the graph holds the vectors."""
+        graph_holds = self._matrix is None and self.hnsw is not None and self.n > 0
+        capacity = len(self._alive) if graph_holds else (0 if self._matrix is None else len(self._matrix))
         if n <= capacity:
             return
         capacity = max(n, 2 * capacity, 1024)
-        matrix = np.empty((capacity, dim), dtype=np.float32)
         alive = np.zeros(capacity, dtype=bool)
-        if self._matrix is not None:
-            matrix[: self.n] = self.vectors
-            alive[: self.n] = self.alive
-        self._matrix, self._alive = matrix, alive
+        alive[: self.n] = self.alive
+        if not graph_holds:
+            matrix = np.empty((capacity, dim), dtype=np.float32)
+            if self._matrix is not None:
+                matrix[: self.n] = self.vectors
+            self._matrix = matrix
+        self._alive = alive
 
     def remove(self, rows: Iterable[int]) -> int:
         removed = 0
@@ -127,9 +141,10 @@ class RowTable:
         RowTable.__init__(self, self.index, self.ef_search)
 
     def compact(self) -> None:
-        """Drop dead rows (renumbering the rest); the HNSW graph is rebuilt at its next search."""
+        """Drop dead rows (renumbering the rest); the HNSW graph is rebuilt at its next search (until then the
+        vectors are back in a matrix)."""
         keep = np.flatnonzero(self.alive)
-        self._matrix = np.ascontiguousarray(self.vectors[keep]) if len(keep) else None
+        self._matrix = np.array(self.vectors[keep], dtype=np.float32) if len(keep) else None  # (a copy, out of the graph)
         self._alive = np.ones(len(keep), dtype=bool)
         self.ids = [self.ids[i] for i in keep]
         self.payload = [self.payload[i] for i in keep]
@@ -169,6 +184,12 @@ class RowTable:
             raise LookupError(f"row {row} is dead")
         return id
 
+    def adopt(self, graph: Hnsw) -> None:
+        """Take a graph built over exactly these rows (a saved one, loaded): it holds their vectors from now on."""
+        if graph.size != self.n:
+            raise ValueError(f"the graph holds {graph.size} rows, the table {self.n}")
+        self.hnsw, self._matrix = graph, None
+
     def uses_hnsw(self) -> bool:
         return self.index == "hnsw" or (self.index == "auto" and len(self) >= AUTO_HNSW_FROM)
 
@@ -179,6 +200,7 @@ class RowTable:
             self.hnsw = Hnsw(self.dim, self.ef_search)
         self.hnsw.chosen_ef = self.ef_search  # the configuration may have changed since the build
         self.hnsw.sync(self.vectors)
+        self._matrix = None  # one copy of the vectors: the graph's
         return self.hnsw
 
     def _bits(self, node: filters.Node | None, mask: np.ndarray) -> np.ndarray:
@@ -191,7 +213,7 @@ class RowTable:
     def search(self, q: np.ndarray, k: int, node: filters.Node | None = None) -> list[tuple[int, float]]:
         """(row, similarity) of the k best live rows matching ``node``, similarity descending,
         ties broken by id."""
-        if self._matrix is None or k <= 0 or not len(self):
+        if self.dim is None or k <= 0 or not len(self):
             return []
         mask = self.select(node)
         selected = self.n if mask is None else int(mask.sum())

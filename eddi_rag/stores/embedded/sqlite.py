@@ -213,8 +213,8 @@ class SqliteStore:
         table.restore(order, matrix, metadata)
         if graph is not None:
             try:
-                table.hnsw = Hnsw.load(graph, table.ef_search)
-            except RuntimeError:
+                table.adopt(Hnsw.load(graph, table.ef_search))  # (it holds the vectors from now on)
+            except (RuntimeError, ValueError):
                 table.hnsw = None
         cache.generation, cache.saved = generation, (generation if table.hnsw is not None else None)
         cache.keywords = None  # (another process wrote: built again when next asked)
