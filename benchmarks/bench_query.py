@@ -191,7 +191,6 @@ def main() -> None:
                                     stand_in.embed_query(c.text)) for c in one])
                 copy += 1
             chunks = store.count()
-            rows = store.get()
             vectors = {q: stand_in.embed_query(q) for q in asked}
 
             def search(mode: str | None = None, expansion: str | None = None) -> Callable[[str], object]:
@@ -211,12 +210,14 @@ def main() -> None:
 
             from eddi_rag.stores.embedded.bm25 import Bm25Index
 
-            matrix = np.array([c.vector for c in rows], dtype=np.float32) if rows and rows[0].vector is not None else \
-                np.array(stand_in.embed_documents([c.text for c in rows]), dtype=np.float32)
+            # the peers over the same chunks: every copy's vectors are the first copy's (the stand-in is deterministic);
+            # numpy and plain strings, not Chunk objects (1M chunks with their vectors as Python lists took 22 GB)
+            texts = [c.text for c in one]
+            matrix = np.tile(np.array(stand_in.embed_documents(texts), dtype=np.float32), (copy, 1))
             hnsw = faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT)
             hnsw.hnsw.efConstruction, hnsw.hnsw.efSearch = 100, 64
             hnsw.add(matrix)
-            bm25 = Bm25Index([c.id for c in rows], [c.text for c in rows])
+            bm25 = Bm25Index([str(i) for i in range(len(matrix))], texts * copy)
 
             def floor(q: str) -> list[int]:
                 _, found = hnsw.search(np.array([vectors[q]], dtype=np.float32), 15)
