@@ -38,6 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,6 +52,7 @@ from eddi_rag.stores.base import Chunk, StoreContext  # noqa: E402
 from eddi_rag.stores.embedded import sqlite as sqlite_store  # noqa: E402
 from eddi_rag.stores.embedded.bm25 import Bm25Index  # noqa: E402
 
+T = TypeVar("T")
 K = 5 * OVERFETCH
 PORTER = Stemmer.Stemmer("porter")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -97,11 +99,12 @@ def ndcg10(ranked_docs: list[str], rels: dict[str, int]) -> float:
     return gain / ideal if ideal else 0.0
 
 
-def timed(search: Callable[[str], list[str]], asked: list[tuple[str, str]]) -> tuple[float, float, list[list[str]]]:
-    for _, text in asked[:3]:
-        search(text)  # warm
+def timed(search: Callable[[str], T], texts: list[str]) -> tuple[float, float, list[T]]:
+    """p50 and p95 in ms of ``search`` over ``texts`` (the first three asked once before, to warm), and what it found."""
+    for text in texts[:3]:
+        search(text)
     times, results = [], []
-    for _, text in asked:
+    for text in texts:
         t0 = time.perf_counter()
         results.append(search(text))
         times.append((time.perf_counter() - t0) * 1000)
@@ -212,7 +215,7 @@ def main() -> None:
                 print("(tantivy is not installed: pip install tantivy to measure it)", file=sys.stderr)
             today: list[list[str]] = []
             for name, build, search in candidates:
-                p50, p95, results = timed(search, asked)
+                p50, p95, results = timed(search, [text for _, text in asked])
                 if name == "fts5 bm25() (before)":
                     today = results
                 quality = overlap = ""

@@ -42,6 +42,9 @@ from langchain_core.embeddings import Embeddings
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_keyword import timed as keyword_timed  # noqa: E402
+from bench_load import free_port  # noqa: E402
+
 from eddi_rag.api.app import create_app  # noqa: E402
 from eddi_rag.api.limits import Limits  # noqa: E402
 from eddi_rag.ingest.pipeline import Document  # noqa: E402
@@ -73,22 +76,15 @@ class Hashed(Embeddings):
 
 
 def timed(run: Callable[[str], object], asked: list[str]) -> tuple[float, float]:
-    for q in asked[:3]:
-        run(q)
-    times = []
-    for q in asked:
-        t0 = time.perf_counter()
-        run(q)
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
+    """p50 and p95 in ms of ``run`` over ``asked`` (bench_keyword's timing)."""
+    p50, p95, _ = keyword_timed(run, asked)
+    return p50, p95
 
 
 def rest(rt: Runtime, kb: str, questions: list[str], seconds: float, counts: list[int]) -> None:
     """REST ``/query`` throughput with each number of clients (unique questions, the real local model embedding
     each), against the machine's limit: cores ÷ the CPU time one query takes in process (embed + Search.run)."""
     import os
-    import socket
     import threading
 
     del rt.embeddings.for_config  # (the server embeds each question with the KB's own model, as it would)
@@ -101,9 +97,7 @@ def rest(rt: Runtime, kb: str, questions: list[str], seconds: float, counts: lis
     cpu = (time.process_time() - cpu0) / len(sample)
     cores = len(os.sched_getaffinity(0))
     limit = cores / cpu
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(rt, limits=Limits({"query": [], "ingest": []}, 10_000)),
                                            host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

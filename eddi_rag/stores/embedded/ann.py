@@ -2,7 +2,7 @@
 
 Labels are the table's row numbers: the index holds every row ever appended, dead ones
 included, and a search passes the rows it may return (live, and matching the filter) as a
-bitmap that faiss checks inside the graph walk. Adding rows is incremental (``sync``); deleting
+bitmap that faiss checks inside the graph walk. Adding rows is incremental (``append``); deleting
 needs nothing here; the table rebuilds the index only when it compacts.
 
 faiss-cpu was chosen by measuring (100k × 384 clustered, one core, top-5): faiss HNSW M=16
@@ -46,11 +46,6 @@ class Hnsw:
     @property
     def ef_search(self) -> int:
         return self.chosen_ef or default_ef(self.size)
-
-    def sync(self, vectors: np.ndarray) -> None:
-        """Add rows ``size..len(vectors)-1`` (the ones appended since the last sync)."""
-        if len(vectors) > self.size:
-            self.index.add(np.ascontiguousarray(vectors[self.size :]))
 
     def append(self, vectors: np.ndarray) -> None:
         """Add rows after the last."""

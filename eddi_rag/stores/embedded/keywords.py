@@ -3,8 +3,8 @@ Lucene-style engine, through tantivy-py; English stemming), held in memory besid
 kept current by each write made through this process (the chunks written added, the ones replaced or deleted
 taken out). When another process wrote, it is built again from the database at the next keyword search.
 
-Measured against FTS5's ``bm25()`` over every matching row (``benchmarks/bench_keyword.py``, NFCorpus): 0.35 ms
-against 41 ms p50 at 100,000 chunks, nDCG@10 0.2733 against 0.2718. The filters stay exact: the index names
+Measured against FTS5's ``bm25()`` over every matching row (``benchmarks/bench_keyword.py``, NFCorpus): 0.64 ms
+against 39 ms p50 at 100,000 chunks through the store, nDCG@10 0.2733 against 0.2718. The filters stay exact: the index names
 candidates, best first, and the store's rows decide which pass."""
 
 from __future__ import annotations
@@ -55,6 +55,3 @@ class KeywordIndex:
         query = self.index.parse_query(" OR ".join(f'"{w}"' for w in dict.fromkeys(words)), ["text"])  # (quoted: no syntax)
         hits = self.searcher.search(query, n).hits
         return [(self.searcher.doc(address)["id"][0], float(score)) for score, address in hits]
-
-    def __len__(self) -> int:
-        return int(self.searcher.num_docs)

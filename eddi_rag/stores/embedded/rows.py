@@ -6,8 +6,8 @@ old row of an id dead and appends the new one (capacity doubles, so appends are 
 O(1)); deletes only mark. Dead rows are compacted away once they are a third of the table.
 
 Searches are exact (a matrix-vector product over the live rows) or, with ``index="hnsw"`` (or
-``"auto"`` from ``AUTO_HNSW_FROM`` live rows on), walk an HNSW graph (eddi_rag.stores.embedded.ann) that
-is brought up to date with the rows appended since its last search. A filter is answered
+``"auto"`` from ``AUTO_HNSW_FROM`` live rows on), walk an HNSW graph (eddi_rag.stores.embedded.ann) built at
+the first search that needs it. A filter is answered
 exactly: by the exact scan when it selects few rows, else inside the graph walk with the exact
 scan as fallback when the walk finds fewer than k. Once the graph is built it holds the only copy of
 the vectors (faiss's own storage, which the exact scan reads too): rows appended go straight into it,
@@ -90,7 +90,7 @@ class RowTable:
         rows = range(self.n, self.n + count)
         if self._matrix is not None:
             self._matrix[self.n : self.n + count] = added
-        else:  # the graph holds the vectors: they go into it
+        else:  # the graph holds the vectors: they go into it now, so searches stay steady
             assert self.hnsw is not None and self.hnsw.size == self.n
             self.hnsw.append(added)
         self._alive[self.n : self.n + count] = True
@@ -101,8 +101,6 @@ class RowTable:
         self.columns.append([metadata[i] for i in order])
         self.n += count
         self.version += 1
-        if self.hnsw is not None:  # the graph takes the new rows now, so searches stay steady
-            self.hnsw.sync(self.vectors)  # (nothing to do when it holds them)
 
     def _reserve(self, n: int, dim: int) -> None:
         """Room for ``n`` rows: in the alive flags, and in the matrix unless the graph holds the vectors."""
@@ -194,13 +192,14 @@ class RowTable:
         return self.index == "hnsw" or (self.index == "auto" and len(self) >= AUTO_HNSW_FROM)
 
     def graph(self) -> Hnsw:
-        """The HNSW index, built or brought up to date with the rows appended since."""
+        """The HNSW index, built over every row the first time (it then holds their vectors; later rows go into
+        it as they are added)."""
         if self.hnsw is None:
             assert self.dim is not None  # called with rows only
             self.hnsw = Hnsw(self.dim, self.ef_search)
+            self.hnsw.append(self.vectors)
+            self._matrix = None  # one copy of the vectors: the graph's
         self.hnsw.chosen_ef = self.ef_search  # the configuration may have changed since the build
-        self.hnsw.sync(self.vectors)
-        self._matrix = None  # one copy of the vectors: the graph's
         return self.hnsw
 
     def _bits(self, node: filters.Node | None, mask: np.ndarray) -> np.ndarray:
