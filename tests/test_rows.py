@@ -187,3 +187,31 @@ def test_once_built_the_graph_holds_the_only_copy_of_the_vectors():
     table.add([f"r{i}" for i in range(2000)], normalise(rng.standard_normal((2000, DIM))), [{"i": i} for i in range(2000)])
     assert table.hnsw is None and table._matrix is not None and len(table) == table.n == 3010  # compacted: 2,000 dead
     assert table.search(later[5], 1)[0][0] == table.row_of["n5"] and table._matrix is None  # the graph again
+
+
+def test_a_string_equality_is_answered_from_its_sorted_index_as_the_table_grows_and_compacts(monkeypatch):
+    """The rows a document's filter names (the neighbour fetch) agree with the filter evaluated row by row,
+    before and after the sorted index is rebuilt, with rows appended since it was built, and after compaction."""
+    monkeypatch.setattr("eddi_rag.stores.embedded.masks.RESORT_FROM", 50)
+    rng = np.random.default_rng(11)
+    table = rows_module.RowTable()
+    live: dict[str, dict] = {}
+    compactions = 0
+    for step in range(150):
+        doc = f"d{int(rng.integers(0, 40)):02d}"
+        metas = [{"document_id": doc, "position_in_doc": i, "user_id": "u1" if i % 3 else 7} for i in range(int(rng.integers(1, 40)))]
+        ids = [f"{doc}-{step}-{i}" for i in range(len(metas))]
+        used = table.n
+        table.remove(table.rows(filters.parse({"document_id": doc})).tolist())
+        compactions += table.n < used
+        live = {i: m for i, m in live.items() if m["document_id"] != doc}
+        table.add(ids, normalise(rng.standard_normal((len(ids), DIM))), metas)
+        live.update(zip(ids, metas))
+        for where in ({"document_id": doc}, {"document_id": "d07", "position_in_doc": {"$gte": 3, "$lte": 9}},
+                      {"$and": [{"document_id": doc}, {"user_id": "u1"}]}, {"document_id": "nobody"}):
+            node = filters.parse(where)
+            want = sorted(i for i, m in live.items() if filters.matches(node, m))
+            assert sorted(table.id_of(r) for r in table.rows(node)) == want, (step, where)
+            mask = table.select(node)
+            assert sorted(table.id_of(r) for r in np.flatnonzero(mask)) == want
+    assert len(table) == len(live) and compactions

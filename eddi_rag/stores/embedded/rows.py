@@ -168,12 +168,32 @@ class RowTable:
         """Rows that are live and match ``node``, as a bool mask; None: every row."""
         if node is None:
             return self.alive.copy() if self.dead else None
+        narrowed = self._narrowed(node)
+        if narrowed is not None:
+            mask = np.zeros(self.n, dtype=bool)
+            mask[narrowed] = True
+            return mask
         mask = self.columns.mask(node)
         return mask & self.alive if self.dead else mask
 
     def rows(self, node: filters.Node | None) -> np.ndarray:
+        """The live rows matching ``node``, ascending."""
+        narrowed = None if node is None else self._narrowed(node)
+        if narrowed is not None:
+            return narrowed
         mask = self.select(node)
         return np.arange(self.n) if mask is None else np.flatnonzero(mask)
+
+    def _narrowed(self, node: filters.Node) -> np.ndarray | None:
+        """The live rows matching ``node`` when a string equality in it names few enough rows to test one by one
+        (a document's chunks, a user's); None when it has none."""
+        candidates = self.columns.narrow(node)
+        if candidates is None or 4 * len(candidates) > self.n:  # most rows: one pass over the columns is cheaper
+            return None
+        keep = self.columns.mask(node, candidates)
+        if self.dead:
+            keep &= self._alive[candidates]
+        return candidates[keep]
 
     def id_of(self, row: int) -> str:
         """The id of a live row (search and select return live rows only)."""
