@@ -18,6 +18,12 @@ the local model), against the machine's limit: cores ÷ the CPU time one query t
 at 70% of it or more. Traffic goes to 127.0.0.1 only, ``--rest-seconds`` per row. Asserts nothing about time.
 
     .venv/bin/python benchmarks/bench_query.py [--rest-seconds 10] [--clients 1 4 8]
+
+Point 6, the fleet path: at each of ``--fleet-sizes`` (default 10k and 100k; none to skip) the same paths with the
+state and the knowledge base on one throwaway PostgreSQL 16 + pgvector server (tests.support.services, pgserver from
+PyPI, a unix socket): pgvector's HNSW for the vectors, PostgreSQL's own full-text search for the keywords.
+
+    .venv/bin/python benchmarks/bench_query.py [--fleet-sizes 10000 100000]
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from eddi_rag.stores.base import Chunk  # noqa: E402
 from eddi_rag.verbs.search import SearchRequest  # noqa: E402
 
 DIM = 384
+VECTOR_ALONE = "the store's vector search alone (top 15, with the query's filter)"
 WORD = re.compile(r"\w+")
 
 
@@ -154,6 +161,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--rest-seconds", type=float, default=10, help="per number of clients, at the first size (0: no REST)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--fleet-sizes", type=int, nargs="*", default=[10000, 100000],
+                        help="sizes measured on PostgreSQL + pgvector (none: skip)")
     args = parser.parse_args()
     data = Path(args.data)
     docs = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines()]
@@ -172,34 +181,10 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|")
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as tmp, Runtime(tmp) as rt:
-            rt.embeddings.for_config = lambda config: stand_in  # (only the product's own work is timed)
-            kb = rt.resources.create("rags", {"name": "bench", "embeddingProvider": "local", "storeType": "sqlite"}).id
-            t0 = time.perf_counter()
-            rt.ingesting.batch([Document(d["_id"], f"# {d['title']}\n\n{d['text']}") for d in docs], kb)
-            built = time.perf_counter() - t0
-            store = rt.stores.get(kb, rt.rag_config(kb))
-            one = store.get()
-            copy = 1
-            while copy * len(one) < size:  # further copies written to the store as the pipeline wrote the first
-                store.upsert([Chunk(f"{c.id}~{copy}", c.text, {**c.metadata, "document_id": f"{c.metadata['document_id']}~{copy}"},
-                                    stand_in.embed_query(c.text)) for c in one])
-                copy += 1
+            kb, store, one, copy, built = fill(rt, {"storeType": "sqlite"}, docs, size, stand_in)
             chunks = store.count()
             vectors = {q: stand_in.embed_query(q) for q in asked}
-
-            def search(mode: str | None = None, expansion: str | None = None) -> Callable[[str], object]:
-                return lambda q: rt.search.run(SearchRequest(kb, q, vector=vectors[q], mode=mode, expansion=expansion))
-
-            node = scope(None, None, time.time())
-            figures = {
-                "the store's vector search alone (top 15, with the query's filter)": timed(
-                    lambda q: store.search(vectors[q], 15, where=node), asked),
-                "defaults (hybrid weighted, neighbours)": timed(search(), asked),
-                "vector only, no context": timed(search("vector", "none"), asked),
-                "keyword only, no context": timed(search("keyword", "none"), asked),
-                "hybrid, no context": timed(search(None, "none"), asked),
-                "vector, neighbours": timed(search("vector", None), asked),
-            }
+            figures = paths(rt, kb, store, vectors, asked)
             import faiss
 
             from eddi_rag.stores.embedded.bm25 import Bm25Index
@@ -220,14 +205,71 @@ def main() -> None:
 
             figures["peer floor: FAISS HNSW + bm25s, top 15 each"] = timed(floor, asked)
             figures["peer: FAISS HNSW alone"] = timed(lambda q: hnsw.search(np.array([vectors[q]], dtype=np.float32), 15), asked)
-            vector_p50 = figures["the store's vector search alone (top 15, with the query's filter)"][0]
-            print(f"| {chunks:,} | ({copy} cop{'y' if copy == 1 else 'ies'} of the corpus; the first through the pipeline in {built:.0f} s) | | | |")
-            for name, (p50, p95) in figures.items():
-                print(f"| {chunks:,} | {name} | {p50:.2f} | {p95:.2f} | {p50 / (embed_p50 + vector_p50):.2f} |", flush=True)
+            table(chunks, f"{copy} cop{'y' if copy == 1 else 'ies'} of the corpus; the first through the pipeline in {built:.0f} s",
+                  figures, embed_p50)
             if size == args.sizes[0] and args.rest_seconds > 0:
                 rest(rt, kb, everything, args.rest_seconds, args.clients)
                 print("\n| chunks | path | p50 ms | p95 ms | p50 ÷ (query embedding + the store's vector search) |")
                 print("|---:|---|---:|---:|---:|")
+    if not args.fleet_sizes:
+        return
+    sys.path.insert(0, str(ROOT))
+    from tests.support.services import allow_outbound, postgres
+
+    print("\nThe fleet path: the state and the knowledge base on one PostgreSQL 16 + pgvector server (a unix socket), "
+          "hybrid with PostgreSQL's own full-text search\n")
+    print("| chunks | path | p50 ms | p95 ms | p50 ÷ (query embedding + the store's vector search) |")
+    print("|---:|---|---:|---:|---:|")
+    for size in args.fleet_sizes:
+        with postgres() as url, tempfile.TemporaryDirectory() as tmp:
+            allow_outbound(url.rsplit("host=", 1)[-1].split("&")[0])
+            with Runtime(tmp, state_url=url, fleet=True) as rt:
+                kb, store, _, copy, built = fill(rt, {"storeType": "pgvector", "storeParameters": {"url": url}}, docs, size, stand_in)
+                vectors = {q: stand_in.embed_query(q) for q in asked}
+                table(store.count(), f"pgvector; {copy} cop{'y' if copy == 1 else 'ies'}, the first through the pipeline in "
+                      f"{built:.0f} s", paths(rt, kb, store, vectors, asked), embed_p50)
+
+
+def fill(rt: Runtime, where: dict, docs: list[dict], size: int, stand_in: Hashed) -> tuple[str, object, list, int, float]:
+    """A KB with every default on ``where``'s store, filled with copies of the corpus up to ``size`` chunks: the first
+    through the ingestion pipeline, the others written to the store as it wrote the first (under new document ids)."""
+    rt.embeddings.for_config = lambda config: stand_in  # (only the product's own work is timed)
+    kb = rt.resources.create("rags", {"name": "bench", "embeddingProvider": "local", **where}).id
+    t0 = time.perf_counter()
+    rt.ingesting.batch([Document(d["_id"], f"# {d['title']}\n\n{d['text']}") for d in docs], kb)
+    built = time.perf_counter() - t0
+    store = rt.stores.get(kb, rt.rag_config(kb))
+    one = store.get()
+    copy = 1
+    while copy * len(one) < size:
+        store.upsert([Chunk(f"{c.id}~{copy}", c.text, {**c.metadata, "document_id": f"{c.metadata['document_id']}~{copy}"},
+                            stand_in.embed_query(c.text)) for c in one])
+        copy += 1
+    return kb, store, one, copy, built
+
+
+def paths(rt: Runtime, kb: str, store: object, vectors: dict[str, list[float]], asked: list[str]) -> dict[str, tuple[float, float]]:
+    """p50/p95 of the store's vector search and of ``Search.run`` by each path."""
+
+    def search(mode: str | None = None, expansion: str | None = None) -> Callable[[str], object]:
+        return lambda q: rt.search.run(SearchRequest(kb, q, vector=vectors[q], mode=mode, expansion=expansion))
+
+    node = scope(None, None, time.time())
+    return {
+        VECTOR_ALONE: timed(lambda q: store.search(vectors[q], 15, where=node), asked),  # type: ignore[attr-defined]
+        "defaults (hybrid weighted, neighbours)": timed(search(), asked),
+        "vector only, no context": timed(search("vector", "none"), asked),
+        "keyword only, no context": timed(search("keyword", "none"), asked),
+        "hybrid, no context": timed(search(None, "none"), asked),
+        "vector, neighbours": timed(search("vector", None), asked),
+    }
+
+
+def table(chunks: int, what: str, figures: dict[str, tuple[float, float]], embed_p50: float) -> None:
+    vector_p50 = figures[VECTOR_ALONE][0]
+    print(f"| {chunks:,} | ({what}) | | | |")
+    for name, (p50, p95) in figures.items():
+        print(f"| {chunks:,} | {name} | {p50:.2f} | {p95:.2f} | {p50 / (embed_p50 + vector_p50):.2f} |", flush=True)
 
 
 if __name__ == "__main__":

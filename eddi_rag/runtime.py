@@ -223,6 +223,7 @@ class Runtime:
     def close(self) -> None:
         self.remembering.close()
         self.stop_work()
+        self.ingestor.close()
         if self.stores.context.db is not self.db:
             self.stores.context.db.close()
         self.db.close()

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from eddi_rag.embeddings.buffer import EmbeddingBuffer
+from eddi_rag.embeddings.buffer import EmbeddingBuffer, SharedBuffers
 
 
 class Recorder:
@@ -16,8 +16,10 @@ class Recorder:
     def __init__(self, fail_on: str | None = None, gate: threading.Event | None = None):
         self.batches: list[list[str]] = []
         self.fail_on, self.gate = fail_on, gate
+        self.called = threading.Event()  # the model was sent a batch
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.called.set()
         if self.gate is not None:
             self.gate.wait(10)
         self.batches.append(list(texts))
@@ -81,6 +83,45 @@ def test_a_rejected_text_fails_only_its_own_request():
     assert good.result() == [[1.0], [2.0]] and other.result() == [[1.0]]
     with pytest.raises(ValueError, match="rejects 'poison'"):
         bad.result()
+
+
+def test_a_request_cancelled_before_its_batch_is_not_sent():
+    gate = threading.Event()
+    model = Recorder(gate=gate)
+    with EmbeddingBuffer(model, batch_size=8, max_wait=0) as buffer:
+        first = buffer.enqueue(["first"])
+        assert model.called.wait(10)  # the model holds it until the gate opens
+        dropped, kept = buffer.enqueue(["dropped"]), buffer.enqueue(["kept"])
+        assert dropped.cancel()
+        gate.set()
+        assert kept.result(timeout=10) == [[4.0]] and first.result(timeout=10) == [[5.0]]
+    assert "dropped" not in [t for b in model.batches for t in b]
+
+
+class Model:
+    def __init__(self, recorder: Recorder):
+        self.embed_documents = recorder
+
+
+def test_shared_buffers_put_what_ingestions_queue_meanwhile_into_one_batch_per_model():
+    """One buffer per model for the process: while the model embeds one ingestion's texts, the texts two others
+    queue go out together next; another model has its own buffer."""
+    gate = threading.Event()
+    one, other = Recorder(gate=gate), Recorder()
+    shared = SharedBuffers(batch_size=64)
+    a, b = Model(one), Model(other)
+    try:
+        first = shared.enqueue(a, ["first"])
+        assert one.called.wait(10)  # the model holds it until the gate opens
+        second, third = shared.enqueue(a, ["s1", "s2"]), shared.enqueue(a, ["t1"])
+        assert shared.enqueue(b, ["alone"]).result(timeout=10) == [[5.0]]  # its own buffer, not behind the gate
+        gate.set()
+        assert first.result(timeout=10) == [[5.0]] and second.result(timeout=10) == [[2.0], [2.0]]
+        assert third.result(timeout=10) == [[2.0]]
+        assert one.batches == [["first"], ["s1", "s2", "t1"]] and other.batches == [["alone"]]
+    finally:
+        shared.close()
+    assert not shared._buffers
 
 
 def test_batch_ingestion_shares_model_calls_across_documents(runtime, monkeypatch):

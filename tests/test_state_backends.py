@@ -129,6 +129,57 @@ def test_a_job_is_claimed_once_however_many_queues_look(state_url, tmp_path):
     db.close()
 
 
+def test_workers_run_documents_side_by_side_but_one_document_s_jobs_one_at_a_time_in_order(state_url, tmp_path):
+    """Two workers: while a document's first job runs, another document's job runs beside it and the document's
+    second job waits for the first; a re-embedding of a knowledge base runs alone in it."""
+    db = open_state(state_url, tmp_path, "eddi-rag.db")
+    gates = {name: threading.Event() for name in ("a1", "x1")}
+    running: set[str] = set()
+    log: list[tuple[str, str, set[str]]] = []  # (start|end, job, what else ran at its start)
+    lock = threading.Lock()
+
+    def run(kb, version, document, name, body, fmt, progress):
+        job = f"{document}{body.decode()}" if fmt != "reembed" else "reembed"
+        with lock:
+            log.append(("start", job, set(running)))
+            running.add(job)
+        if job in gates:
+            gates[job].wait(30)
+        with lock:
+            running.discard(job)
+            log.append(("end", job, set()))
+        return 1
+
+    queue = IngestionQueue(db, run, lease_seconds=30, workers=2)
+    assert queue.workers == 2
+    queue.submit("kb", 1, "a", b"1")
+    queue.submit("kb", 1, "a", b"2")
+    queue.submit("kb", 1, "b", b"1")
+    queue.start()
+    try:
+        until(lambda: ("end", "b1", set()) in log, "b's job to run beside a's first", 30)
+        assert ("start", "a2") not in {(e, j) for e, j, _ in log}  # a's second job waits for its first
+        gates["a1"].set()
+        assert queue.wait_idle(30)
+        starts = [(j, others) for e, j, others in log if e == "start"]
+        assert [j for j, _ in starts] == ["a1", "b1", "a2"] and starts[1][1] == {"a1"}
+        # a re-embedding waits for the knowledge base's running jobs, and runs alone there
+        log.clear()
+        queue.submit("k2", 1, "x", b"1")
+        until(lambda: ("start", "x1", set()) in log, "x to start", 30)
+        queue.submit("k2", 1, "(re-embed all documents)", b"", fmt="reembed")
+        time.sleep(0.3)
+        assert [j for e, j, _ in log if e == "start"] == ["x1"]
+        gates["x1"].set()
+        assert queue.wait_idle(30)
+        assert [(e, j) for e, j, _ in log] == [("start", "x1"), ("end", "x1"), ("start", "reembed"), ("end", "reembed")]
+    finally:
+        for gate in gates.values():
+            gate.set()
+        queue.stop()
+    db.close()
+
+
 def test_a_job_whose_worker_died_is_taken_again_after_its_lease(state_url, tmp_path):
     db = open_state(state_url, tmp_path, "eddi-rag.db")
     holder = IngestionQueue(db, lambda *a: 1, lease_seconds=1)

@@ -7,7 +7,13 @@ producer faster than the model waits (back-pressure) instead of filling memory. 
 leaving the ``with`` block) embeds everything already queued before the thread exits.
 
 A batch that fails is retried caller by caller, so one text the provider rejects fails only the
-request it came in.
+request it came in. A Future cancelled before its texts were sent is skipped (a cancelled ingestion).
+
+``SharedBuffers`` keeps one running buffer per model for a whole process: every ingestion (each job of
+the ingestion workers, each document of a batch) embeds through it, so documents ingested at once share
+the model's batches, and one document's splitting and writing overlap another's embedding. Its buffers
+send as soon as the model is free (``max_wait`` 0): what is queued meanwhile makes the next batch, so a
+lone document never waits for company.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -90,6 +97,9 @@ class EmbeddingBuffer:
             self._send(batch)
 
     def _send(self, batch: list[tuple[str, _Request, int]]) -> None:
+        batch = [item for item in batch if not item[1].future.cancelled()]
+        if not batch:
+            return
         self.batches += 1
         try:
             vectors = list(self.embed([text for text, _, _ in batch]))
@@ -110,3 +120,40 @@ class EmbeddingBuffer:
             request.remaining -= 1
             if request.remaining == 0 and not request.future.done():
                 request.future.set_result(request.vectors)
+
+
+class SharedBuffers:
+    """One running EmbeddingBuffer per model (the ``max_models`` used last), shared by a process's ingestions."""
+
+    def __init__(self, batch_size: int = 64, max_models: int = 16):
+        self.batch_size, self.max_models = batch_size, max_models
+        self._lock = threading.Lock()
+        self._buffers: OrderedDict[int, tuple[Any, EmbeddingBuffer]] = OrderedDict()  # id(model) -> (model, its buffer)
+
+    def enqueue(self, model: Any, texts: Sequence[str]) -> Future[list[Any]]:
+        """A Future of ``texts``' vectors by ``model`` (an Embeddings), in order; blocks while its queue is full."""
+        evicted: list[EmbeddingBuffer] = []
+        with self._lock:  # (held while enqueueing, so a buffer is never stopped between being found and used)
+            entry = self._buffers.get(id(model))
+            if entry is None or entry[0] is not model:
+                entry = (model, EmbeddingBuffer(lambda texts: model.embed_documents(texts), self.batch_size, max_wait=0).start())
+                self._buffers[id(model)] = entry
+                while len(self._buffers) > self.max_models:
+                    evicted.append(self._buffers.popitem(last=False)[1][1])
+            self._buffers.move_to_end(id(model))
+            future = entry[1].enqueue(texts)
+        for buffer in evicted:  # (what they hold is embedded first)
+            buffer.stop()
+        return future
+
+    @property
+    def batches(self) -> int:
+        """Model calls made by the buffers held now (for tests and benchmarks)."""
+        return sum(buffer.batches for _, buffer in self._buffers.values())
+
+    def close(self) -> None:
+        with self._lock:
+            buffers = [buffer for _, buffer in self._buffers.values()]
+            self._buffers.clear()
+        for buffer in buffers:
+            buffer.stop()

@@ -8,7 +8,11 @@ third of the lease if shorter): a job whose worker
 died is taken again once its lease ran out (at once when that worker was a process of this machine
 that has ended), at most MAX_ATTEMPTS times in all (a document that crashes its process fails for good:
 ``failed: gave up after 3 attempts``). A job's document body is kept until it completes: a failed job can be retried as it
-was. A pending or processing job can be cancelled: ``cancelled`` is stored before ``cancel`` returns
+was. Each process runs EDDI_RAG_INGESTION_WORKERS jobs at once (default 2), their texts embedded in shared
+batches (embeddings.buffer.SharedBuffers); a job waits while another job of its document, or a re-embedding of
+its knowledge base, runs anywhere, so one document's jobs end in the order they were queued.
+
+A pending or processing job can be cancelled: ``cancelled`` is stored before ``cancel`` returns
 (so no restart ever runs it again), a file being parsed has its parse process killed within
 POLL_SECONDS, and embedding stops before its next batch (the worker holding it learns of a cancel made on
 another replica at its next lease renewal); nothing of a cancelled job is written. At
@@ -29,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from eddi_rag import state
@@ -49,6 +54,7 @@ WAITING = (PENDING, PROCESSING, UNAVAILABLE)
 MAX_ATTEMPTS = 3  # times a job is started before it fails for good
 RETRY_SECONDS = (5.0, 300.0)  # a job whose store is down is tried again after 5 s, doubling up to 5 min
 DEFAULT_MAX_QUEUED = 1_000
+DEFAULT_WORKERS = 2  # jobs one process runs at once (EDDI_RAG_INGESTION_WORKERS): their texts share the model's batches
 IDLE_POLL_SECONDS = 1.0  # how often an idle worker looks for jobs other processes queued (its own wake it at once)
 # what fixes a failed job, by what its error said (errors.EddiRagError.failure)
 FIXES = {
@@ -131,8 +137,27 @@ class Job:
 
 
 _now = fleet.now
+_order = threading.Lock()
+_last_created = ""
+
+
+def _created() -> str:
+    """Now, and later than every job this process queued before (to the millisecond the state keeps): jobs queued one
+    after another are taken, and listed, in that order. (Jobs queued in the same millisecond by two processes are
+    ordered by their ids.)"""
+    global _last_created
+    with _order:
+        now = _now()
+        if now <= _last_created:
+            now = (datetime.fromisoformat(_last_created) + timedelta(milliseconds=1)).isoformat(timespec="milliseconds")
+        _last_created = now
+        return now
 # a job a worker may take: waiting and due, or held under a lease that ran out
 _DUE = "(status IN (?, ?) AND COALESCE(not_before, '') <= ?) OR (status=? AND COALESCE(lease_until, '') < ?)"
+# a job ``j`` waits while another job runs (under a live lease) for its document, or either re-embeds their whole
+# knowledge base: the jobs of one document end in the order they were queued, whichever worker takes them
+_BUSY = ("SELECT 1 FROM ingestion_jobs o WHERE o.kb_id = j.kb_id AND o.id <> j.id AND o.status = ? AND o.lease_until >= ? "
+         "AND (COALESCE(o.document_id, o.document) = COALESCE(j.document_id, j.document) OR o.format = ? OR j.format = ?)")
 
 
 REFUSED = "refused"  # the format of an upload refused at the door (kept in the history, never run)
@@ -166,6 +191,13 @@ class Progress:
 Runner = Callable[[str, int, str, str, bytes, str, Progress], int]  # kb, version, document id, name, body, format
 
 
+def workers_from_env() -> int:
+    raw = os.environ.get("EDDI_RAG_INGESTION_WORKERS", str(DEFAULT_WORKERS))
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ValueError(f"EDDI_RAG_INGESTION_WORKERS must be a whole number from 1 to 64, got {raw!r}")
+    return int(raw)
+
+
 def max_queued_from_env() -> int:
     raw = os.environ.get("EDDI_RAG_MAX_QUEUED_JOBS", str(DEFAULT_MAX_QUEUED))
     if not raw.isdigit() or int(raw) < 1:
@@ -175,9 +207,10 @@ def max_queued_from_env() -> int:
 
 class IngestionQueue:
     def __init__(self, db: StateDatabase, run: Runner, redact: Callable[[str], str] = lambda s: s, max_queued: int | None = None,
-                 lease_seconds: float | None = None):
+                 lease_seconds: float | None = None, workers: int | None = None):
         self.db, self.run, self.redact = db, run, redact
         self.max_queued = max_queued or max_queued_from_env()
+        self.workers = workers or workers_from_env()
         # the jobs this queue runs now, their leases renewed (with their progress) every min(1 s, a third of the lease)
         self.leases = fleet.Leases("ingestion", self._renew, self._lost, lease_seconds, redact)
         self.owner = self.leases.owner
@@ -202,7 +235,7 @@ class IngestionQueue:
         job_id = secrets.token_hex(12)
         job = Job(job_id, kb_id, version, document, PENDING,
                   document_id=document_id or (f"{document}#{job_id}" if append else document))
-        now = _now()
+        now = _created()
         data = body.encode("utf-8") if isinstance(body, str) else body
         self.db.execute(
             "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
@@ -248,7 +281,7 @@ class IngestionQueue:
         ingestion that cannot be retried (its file was not kept)."""
         job = Job(secrets.token_hex(12), kb_id, version, document, f"failed: refused: {reason}"[:2000], document_id=document,
                   failure=FILE)
-        now = _now()
+        now = _created()
         self.db.execute(
             "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
             "format, document_id, failure) VALUES (?,?,?,?,?,NULL,NULL,?,?,?,?,?)",
@@ -342,8 +375,8 @@ class IngestionQueue:
             if not self._due(now):  # (a look that finds nothing writes nothing)
                 return None
             skip = " FOR UPDATE SKIP LOCKED" if self.db.dialect == POSTGRESQL else ""
-            which = f"id = (SELECT id FROM ingestion_jobs WHERE {_DUE} ORDER BY created_on, id LIMIT 1{skip})"
-            params = (PENDING, UNAVAILABLE, now, PROCESSING, now)
+            which = f"id = (SELECT id FROM ingestion_jobs j WHERE ({_DUE}) AND NOT EXISTS ({_BUSY}) ORDER BY created_on, id LIMIT 1{skip})"
+            params = (PENDING, UNAVAILABLE, now, PROCESSING, now, PROCESSING, now, REEMBED, REEMBED)
         rows = self.db.query(f"UPDATE ingestion_jobs SET status=?, attempts=attempts+1, owner=?, lease_until=?, not_before=NULL, "
                              f"progress=NULL, updated_on=? WHERE {which} RETURNING *",
                              (PROCESSING, self.owner, self.leases.until(), now, *params))
@@ -462,7 +495,8 @@ class IngestionQueue:
         self._stop.clear()
         self.leases.working()
         self.release_ended()
-        self._threads = [threading.Thread(target=self._work, name="eddi-rag-ingestion", daemon=True)]
+        self._threads = [threading.Thread(target=self._work, name=f"eddi-rag-ingestion-{i}", daemon=True)
+                         for i in range(self.workers)]
         for thread in self._threads:
             thread.start()
 
@@ -484,6 +518,7 @@ class IngestionQueue:
                     self._carry_out(row)
                 except Exception as e:  # noqa: BLE001 - the worker goes on; the job's lease runs out and it is taken again
                     log.warning("ingestion %s: %s", row["id"], self.redact(str(e)))
+                self._wake.set()  # a job of the same document may wait for this one: the other workers look now
             else:
                 self._wake.wait(IDLE_POLL_SECONDS)
 

@@ -16,6 +16,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,7 +26,7 @@ from eddi_rag.backends.factories import (
     embedding_key,
 )
 from eddi_rag.config import RagConfiguration
-from eddi_rag.embeddings.buffer import EmbeddingBuffer
+from eddi_rag.embeddings.buffer import SharedBuffers
 from eddi_rag.errors import FILE, EddiRagError
 from eddi_rag.ingest import ocr
 from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
@@ -36,6 +37,7 @@ from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.stores.base import DISABLED, Chunk
 
 EMBED_BATCH = 64
+IN_FLIGHT = 2  # slices of EMBED_BATCH texts one ingestion keeps queued for the model at once
 # Metadata keys the pipeline writes; a document's own metadata may not set them.
 RESERVED = frozenset({"kbId", "document_id", "position_in_doc", "section", "content_hash", "ingestedAt",
                       "user_id", "private", "expiresAt", "expires", DISABLED})
@@ -138,6 +140,11 @@ class Ingestor:
         """``limits``: what one document may cost (default: DocumentLimits.from_env())."""
         self.embeddings, self.stores, self.on_change = embeddings, stores, on_change
         self.limits = limits or DocumentLimits.from_env()
+        self.buffers = SharedBuffers(EMBED_BATCH)  # every ingestion's texts share the model's batches
+
+    def close(self) -> None:
+        """Embed what is queued, then stop the embedding buffers' threads."""
+        self.buffers.close()
 
     def ingest_text(
         self,
@@ -222,34 +229,50 @@ class Ingestor:
     def ingest(self, kb_id: str, config: RagConfiguration, doc: Document,
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
         """Replace the chunks of ``doc`` in the KB. Chunks whose text (and model) did not change
-        keep their stored vectors; the others are embedded. The old chunks stay untouched until
+        keep their stored vectors; the others are embedded, in the model's batches shared with every other
+        ingestion running meanwhile. The old chunks stay untouched until
         every new chunk has its vector, and the swap is one atomic store operation."""
         store = self.stores.get(kb_id, config)
         plan = self._plan(kb_id, config, store, doc)
-        model = self.embeddings.for_config(config) if plan.todo else None
-        for start in range(0, len(plan.todo), EMBED_BATCH):
-            assert model is not None  # there is something to embed
-            batch = plan.todo[start : start + EMBED_BATCH]
-            plan.vectors.update(zip(batch, model.embed_documents([plan.pieces[i].text for i in batch])))
-            if progress:
-                progress(len(plan.pieces) - len(plan.todo) + start + len(batch), len(plan.pieces))
+        if plan.todo:
+            self._embed(self.embeddings.for_config(config), plan, progress)
         return self._write(kb_id, config, store, doc, plan)
+
+    def _embed(self, model: Any, plan: _Plan, progress: Callable[[int, int], None] | None) -> None:
+        """The vectors of the pieces ``plan`` has to embed, through the shared buffer in slices of EMBED_BATCH (at
+        most IN_FLIGHT queued at once), ``progress`` told after each; a raise from it (a cancel) cancels the rest."""
+        waiting: deque[tuple[list[int], Future[list[Any]]]] = deque()
+        done = len(plan.pieces) - len(plan.todo)
+        try:
+            for start in range(0, len(plan.todo), EMBED_BATCH):
+                batch = plan.todo[start : start + EMBED_BATCH]
+                waiting.append((batch, self.buffers.enqueue(model, [plan.pieces[i].text for i in batch])))
+                last = start + EMBED_BATCH >= len(plan.todo)
+                while waiting and (last or len(waiting) > IN_FLIGHT):
+                    batch, future = waiting.popleft()
+                    plan.vectors.update(zip(batch, future.result()))
+                    done += len(batch)
+                    if progress:
+                        progress(done, len(plan.pieces))
+        finally:
+            for _, future in waiting:
+                future.cancel()
 
     def ingest_many(self, kb_id: str, config: RagConfiguration, docs: Iterable[Document],
                     in_flight: int = 256) -> Iterator[tuple[Document, IngestReport | Exception]]:
         """Ingest documents as ``ingest`` does, each on its own (a failure is yielded as the
         document's result and the others go on), with embedding overlapped: the texts of many
-        documents share the model's batches in an EmbeddingBuffer's background thread while this
+        documents share the model's batches in the shared buffer's background thread while this
         thread splits the next documents and writes the finished ones. Results come in order;
         at most ``in_flight`` documents wait for their vectors at once."""
         store = self.stores.get(kb_id, config)
         model = None
         pending: deque[tuple[Document, Any]] = deque()
 
-        def embed(texts: list[str]) -> list[Any]:
+        def embed(texts: list[str]) -> Future[list[Any]]:
             nonlocal model
             model = model or self.embeddings.for_config(config)
-            return model.embed_documents(texts)
+            return self.buffers.enqueue(model, texts)
 
         def finish() -> tuple[Document, IngestReport | Exception]:
             doc, (plan, future) = pending.popleft()
@@ -261,17 +284,16 @@ class Ingestor:
             except Exception as e:  # noqa: BLE001 - reported per document
                 return doc, e
 
-        with EmbeddingBuffer(embed, EMBED_BATCH) as buffer:
-            for doc in docs:
-                try:
-                    plan = self._plan(kb_id, config, store, doc)
-                    pending.append((doc, (plan, buffer.enqueue([plan.pieces[i].text for i in plan.todo]))))
-                except Exception as e:  # noqa: BLE001 - reported per document
-                    pending.append((doc, (e, None)))
-                while pending and (len(pending) > in_flight or pending[0][1][1] is None or pending[0][1][1].done()):
-                    yield finish()
-            while pending:
+        for doc in docs:
+            try:
+                plan = self._plan(kb_id, config, store, doc)
+                pending.append((doc, (plan, embed([plan.pieces[i].text for i in plan.todo]) if plan.todo else _done([]))))
+            except Exception as e:  # noqa: BLE001 - reported per document
+                pending.append((doc, (e, None)))
+            while pending and (len(pending) > in_flight or pending[0][1][1] is None or pending[0][1][1].done()):
                 yield finish()
+        while pending:
+            yield finish()
 
     def _plan(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document) -> _Plan:
         """Check and split ``doc``; which pieces need embedding and which reuse stored vectors."""
@@ -316,6 +338,12 @@ class Ingestor:
         gone = sorted(plan.switched_off - {p.text for p in plan.pieces})
         return IngestReport(kb_id, doc.document_id, len(chunks), len(plan.todo), plan.over_limit, plan.token_limit,
                             [_snippet(t) for t in gone])
+
+
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
 
 
 @dataclass
