@@ -24,6 +24,26 @@ def test_local_model_batching_keeps_order_and_matches_single_calls(local_model):
     assert np.allclose(batch, singles, atol=1e-4)
 
 
+def test_local_model_runs_long_texts_one_at_a_time_and_short_ones_together(local_model, monkeypatch):
+    """A run holds at most batchTokens padded tokens (256) and batchSize texts (8): full-length chunks run one by
+    one (faster per chunk on a CPU), short texts eight at a time; the vectors are those of single calls."""
+    runs: list[tuple[int, int]] = []
+    session = local_model.session
+
+    class Spy:
+        def run(self, outputs, feed):
+            runs.append(feed["input_ids"].shape)
+            return session.run(outputs, feed)
+
+    monkeypatch.setattr(local_model, "session", Spy())
+    long = [f"chunk {i} " + "timetables and platforms of the night train " * 40 for i in range(3)]
+    short = [f"question {i}" for i in range(10)]
+    vectors = np.array(local_model.embed_documents([*long, *short]))
+    assert sorted(runs) == sorted([(8, 4), (2, 4), (1, 256), (1, 256), (1, 256)])
+    monkeypatch.setattr(local_model, "session", session)
+    assert np.allclose(vectors, [local_model.embed_query(t) for t in [*long, *short]], atol=1e-4)
+
+
 def test_local_model_truncates_long_input(local_model):
     v = local_model.embed_query("word " * 5000)
     assert len(v) == 384

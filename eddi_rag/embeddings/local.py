@@ -73,6 +73,7 @@ class LocalOnnxEmbeddings(Embeddings):
         batch_size: int = 8,
         threads: int | None = None,
         model_name: str | None = None,
+        batch_tokens: int = 256,
     ):
         from tokenizers import Tokenizer
 
@@ -81,18 +82,22 @@ class LocalOnnxEmbeddings(Embeddings):
         self.model_name = model_name or (DEFAULT_MODEL if model_path is None else str(model_path))
         if model_path is None:
             model_path, tokenizer_path = default_model_files()
-        self.batch_size = batch_size
+        self.batch_size, self.batch_tokens = batch_size, batch_tokens
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(max_length=max_length)
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
+        self.tokenizer.no_padding()  # (each run is padded to its longest text)
         self.session, self._lock = _session(str(model_path), threads)
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _encode(self, encodings: list[Any]) -> np.ndarray:
+        """One model run over tokenized texts, padded to the longest of them."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
@@ -103,12 +108,21 @@ class LocalOnnxEmbeddings(Embeddings):
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
     def embed_array(self, texts: list[str]) -> np.ndarray:
-        """Embed texts as a float32 matrix, batching texts of similar length together."""
+        """Embed texts as a float32 matrix. Texts of similar token counts run together, at most ``batch_size`` and
+        ``batch_tokens`` padded tokens a run (a run of one text may hold more): on a CPU a run of one full-length
+        chunk is faster per text than runs of several (35 against 23 chunks/s at 8 a run, 256 tokens each, 2 cores),
+        while short texts gain from running together."""
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._encode_batch([texts[i] for i in idx])
+        encodings = self.tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        run: list[int] = []
+        for i in order:
+            if run and (len(run) >= self.batch_size or (len(run) + 1) * len(encodings[i].ids) > self.batch_tokens):
+                out[run] = self._encode([encodings[j] for j in run])
+                run = []
+            run.append(i)
+        if run:
+            out[run] = self._encode([encodings[j] for j in run])
         return out
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -125,6 +139,7 @@ def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
         max_length=int(params.get("maxLength", 256)),
         batch_size=int(params.get("batchSize", 8)),
         threads=int(params["threads"]) if params.get("threads") else None,
+        batch_tokens=int(params.get("batchTokens", 256)),
     )
 
 
@@ -139,6 +154,8 @@ PROVIDER = EmbeddingProvider(
         "tokenizerPath": {"type": "string", "description": "Its tokenizer.json."},
         "maxLength": {"type": "integer", "minimum": 8, "maximum": 8192, "default": 256},
         "batchSize": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 8},
+        "batchTokens": {"type": "integer", "minimum": 1, "default": 256,
+                        "description": "Padded tokens per model run at most (a run of one text may hold more)."},
         "threads": {"type": "integer", "minimum": 1, "description": "onnxruntime intra-op threads."},
     },
 )
