@@ -157,7 +157,7 @@ def rest(rt: Runtime, kb: str, questions: list[str], seconds: float, counts: lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/nfcorpus"))
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10000, 100000], help="sizes on the sqlite store (none: skip)")
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--rest-seconds", type=float, default=10, help="per number of clients, at the first size (0: no REST)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
