@@ -72,8 +72,33 @@ def test_bulk_load_then_build_the_index(pgvector_params, ctx):
         store.create_index()
         with psycopg.connect(pgvector_params["url"]) as c:
             names = {r[0] for r in c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'eddi_kb_bulk'")}
-        assert names == {"eddi_kb_bulk_pkey", "eddi_kb_bulk_hnsw", "eddi_kb_bulk_tsv"}
+        assert names == {"eddi_kb_bulk_pkey", "eddi_kb_bulk_hnsw", "eddi_kb_bulk_tsv", "eddi_kb_bulk_doc"}
         after = store.search(store.get(ids=["c042"])[0].vector, 3)
         assert [h.id for h in after][0] == [h.id for h in before][0] == "c042"
+    finally:
+        store.drop()
+
+
+@pytest.mark.integration
+@pytest.mark.services
+def test_a_documents_chunks_are_found_by_its_index(pgvector_params, ctx):
+    """The neighbour context's fetch (a document, a range of positions, the caller's scope) is answered from the
+    index of chunks by document, not by reading the whole table."""
+    from psycopg import sql
+
+    from eddi_rag.stores import filters
+    from eddi_rag.stores.pgvector import to_postgres
+
+    store = PgVectorStore("bydoc", pgvector_params, ctx)
+    try:
+        store.upsert([Chunk(f"d{d}-{i}", "t", {"document_id": f"d{d}", "position_in_doc": i}, [1.0, float(i), float(d)])
+                      for d in range(20) for i in range(10)])
+        where = {"document_id": "d7", "position_in_doc": {"$gte": 2, "$lte": 6}}
+        assert [c.id for c in store.get(where=where)] == [f"d7-{i}" for i in range(2, 7)]
+        cond, params = to_postgres(filters.parse(where))
+        with psycopg.connect(pgvector_params["url"]) as c:
+            c.execute("SET enable_seqscan = off")  # (so few rows would be read whole otherwise)
+            plan = " ".join(r[0] for r in c.execute(sql.SQL("EXPLAIN SELECT id FROM eddi_kb_bydoc WHERE {}").format(cond), params))
+        assert "eddi_kb_bydoc_doc" in plan, plan
     finally:
         store.drop()

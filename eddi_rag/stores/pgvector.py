@@ -93,6 +93,9 @@ def to_postgres(node: filters.Node | None, column: str = "metadata", langchain4j
     def eq(v: Any) -> tuple[pgsql.Composable, list[Any]]:
         return pgsql.SQL("COALESCE({} = %s::jsonb, FALSE)").format(field), [*field_params, json.dumps(v)]
 
+    if node.op == "$eq" and not langchain4j_rows:  # as the expression index (``document_id``) has it, so it is used
+        # (a missing field gives NULL, which WHERE drops as it drops FALSE; no NOT is ever above a $eq)
+        return pgsql.SQL("({} -> {}) = %s::jsonb").format(col, pgsql.Literal(node.field)), [json.dumps(value)]
     if node.op in ("$eq", "$ne"):
         expr, params = eq(value)
         return (expr if node.op == "$eq" else pgsql.SQL("NOT {}").format(expr)), params
@@ -248,12 +251,16 @@ class PgVectorStore:
         check_dimension(self._dimension, dimension, self.kb_id)
 
     def _ensure_full_text(self, cur: psycopg.Cursor) -> None:
-        """A generated tsvector column with a GIN index: PostgreSQL's own full-text search."""
+        """A generated tsvector column with a GIN index: PostgreSQL's own full-text search; and an index of the
+        chunks by document."""
         cur.execute(pgsql.SQL(
             "ALTER TABLE {} ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED"
         ).format(self._ident))
         cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
             pgsql.Identifier((self.table + "_tsv")[:MAX_IDENTIFIER]), self._ident))
+        if not self.l4j:  # a document's chunks (a write replaces them, the neighbour context reads them) by an index
+            cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((metadata -> 'document_id'))").format(
+                pgsql.Identifier((self.table + "_doc")[:MAX_IDENTIFIER]), self._ident))
 
     def _create_index(self, cur: psycopg.Cursor) -> None:
         cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
