@@ -146,11 +146,6 @@ class SharedBuffers:
             buffer.stop()
         return future
 
-    @property
-    def batches(self) -> int:
-        """Model calls made by the buffers held now (for tests and benchmarks)."""
-        return sum(buffer.batches for _, buffer in self._buffers.values())
-
     def close(self) -> None:
         with self._lock:
             buffers = [buffer for _, buffer in self._buffers.values()]
