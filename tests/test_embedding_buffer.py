@@ -30,11 +30,11 @@ class Recorder:
 
 def test_texts_of_many_callers_share_batches_and_come_back_in_order():
     model = Recorder()
-    with EmbeddingBuffer(model, batch_size=16, max_wait=5) as buffer:
+    with EmbeddingBuffer(model, batch_size=16, max_wait=0.5) as buffer:
         futures = [buffer.enqueue([f"{c}" * (i + 1) for i in range(10)]) for c in "abc"]
         results = [f.result(timeout=10) for f in futures]
     assert results == [[[float(i + 1)] for i in range(10)]] * 3
-    assert [len(b) for b in model.batches] == [16, 14]  # the size threshold, then the rest on stop
+    assert [len(b) for b in model.batches] == [16, 14]  # the size threshold, then the rest after max_wait
 
 
 def test_a_partial_batch_goes_out_after_the_wait_without_a_stop():
