@@ -13,6 +13,7 @@ goes to 127.0.0.1 only and stops after ``--seconds`` per phase.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import statistics
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -41,6 +43,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(runtime: Runtime) -> Iterator[str]:
+    """The app under uvicorn on a free port of 127.0.0.1, in a thread of this process, without rate limits (the
+    server is measured, not the limiter); yields its base URL and stops it afterwards."""
+    limits = Limits({"query": [], "ingest": []}, 10_000)
+    server = uvicorn.Server(uvicorn.Config(create_app(runtime, limits=limits), host="127.0.0.1", port=(port := free_port()),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
 
 
 def clients(base: str, kb: str, n: int, seconds: float) -> tuple[list[float], int, int]:
@@ -113,28 +133,19 @@ def main() -> None:
         kb = runtime.resources.create("rags", {"name": "load", "embeddingProvider": "local", "storeType": "sqlite"}).id
         for i, text in enumerate(texts[: args.docs]):
             runtime.ingest(kb, f"doc-{i}.txt", text)
-        port = free_port()
-        limits = Limits({"query": [], "ingest": []}, 10_000)  # measuring the server, not the limiter
-        server = uvicorn.Server(uvicorn.Config(create_app(runtime, limits=limits), host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
-        base = f"http://127.0.0.1:{port}"
-        print(f"\n{args.clients} clients, {args.seconds:.0f} s per phase, KB of {args.docs} documents "
-              f"({runtime.stores.get(kb, runtime.rag_config(kb)).count()} chunks)\n")
-        print("| phase | requests/s | p50 ms | p95 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|---:|")
-        print(summary("query only", *clients(base, kb, args.clients, args.seconds), args.seconds), flush=True)
-        stop, report = threading.Event(), {}
-        feeding = threading.Thread(target=ingester, args=(base, kb, texts[args.docs:], stop, report))
-        feeding.start()
-        result = clients(base, kb, args.clients, args.seconds)
-        stop.set()
-        feeding.join()
-        print(summary("query during ingest", *result, args.seconds))
-        print(f"\ningestions beside the queries: {json.dumps(report)}")
-        server.should_exit = True
-        thread.join(timeout=30)
+        with serving(runtime) as base:
+            print(f"\n{args.clients} clients, {args.seconds:.0f} s per phase, KB of {args.docs} documents "
+                  f"({runtime.stores.get(kb, runtime.rag_config(kb)).count()} chunks)\n")
+            print("| phase | requests/s | p50 ms | p95 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|---:|")
+            print(summary("query only", *clients(base, kb, args.clients, args.seconds), args.seconds), flush=True)
+            stop, report = threading.Event(), {}
+            feeding = threading.Thread(target=ingester, args=(base, kb, texts[args.docs:], stop, report))
+            feeding.start()
+            result = clients(base, kb, args.clients, args.seconds)
+            stop.set()
+            feeding.join()
+            print(summary("query during ingest", *result, args.seconds))
+            print(f"\ningestions beside the queries: {json.dumps(report)}")
         runtime.close()
 
 

@@ -42,17 +42,14 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import uvicorn
 from langchain_core.embeddings import Embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench_keyword import timed as keyword_timed  # noqa: E402
-from bench_load import free_port  # noqa: E402
+from bench_load import serving  # noqa: E402
 
-from eddi_rag.api.app import create_app  # noqa: E402
-from eddi_rag.api.limits import Limits  # noqa: E402
 from eddi_rag.ingest.pipeline import Document  # noqa: E402
 from eddi_rag.retrieval.retriever import scope  # noqa: E402
 from eddi_rag.runtime import Runtime  # noqa: E402
@@ -104,54 +101,46 @@ def rest(rt: Runtime, kb: str, questions: list[str], seconds: float, counts: lis
     cpu = (time.process_time() - cpu0) / len(sample)
     cores = len(os.sched_getaffinity(0))
     limit = cores / cpu
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(rt, limits=Limits({"query": [], "ingest": []}, 10_000)),
-                                           host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    print(f"\nREST `/query`, {rt.stores.get(kb, rt.rag_config(kb)).count():,} chunks, {seconds:.0f} s per row, unique questions; "
-          f"one query's CPU time in process (embed + Search.run) {cpu * 1000:.1f} ms, so the limit on {cores} cores is "
-          f"{limit:.0f} requests/s (clients and server share them)\n")
-    print("| clients | requests/s | of the limit | p50 ms | p95 ms | errors |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    start = 40
-    for n in counts:
-        latencies: list[float] = []
-        errors = [0]
-        lock = threading.Lock()
-        stop = time.monotonic() + seconds
-        mine = [questions[start + i::n] for i in range(n)]  # (each client its own questions, none asked twice)
-        start += 1000
+    with serving(rt) as base:
+        print(f"\nREST `/query`, {rt.stores.get(kb, rt.rag_config(kb)).count():,} chunks, {seconds:.0f} s per row, unique questions; "
+              f"one query's CPU time in process (embed + Search.run) {cpu * 1000:.1f} ms, so the limit on {cores} cores is "
+              f"{limit:.0f} requests/s (clients and server share them)\n")
+        print("| clients | requests/s | of the limit | p50 ms | p95 ms | errors |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        start = 40
+        for n in counts:
+            latencies: list[float] = []
+            errors = [0]
+            lock = threading.Lock()
+            stop = time.monotonic() + seconds
+            mine = [questions[start + i::n] for i in range(n)]  # (each client its own questions, none asked twice)
+            start += 1000
 
-        def run(asked: list[str]) -> None:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-                for q in asked:
-                    if time.monotonic() >= stop:
-                        return
-                    t0 = time.perf_counter()
-                    try:
-                        ok = http.post(f"/ragstore/rags/{kb}/query", json={"query": q}).status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    with lock:
-                        latencies.append((time.perf_counter() - t0) * 1000)
-                        errors[0] += not ok
+            def run(asked: list[str]) -> None:
+                with httpx.Client(base_url=base, timeout=60) as http:
+                    for q in asked:
+                        if time.monotonic() >= stop:
+                            return
+                        t0 = time.perf_counter()
+                        try:
+                            ok = http.post(f"/ragstore/rags/{kb}/query", json={"query": q}).status_code == 200
+                        except httpx.HTTPError:
+                            ok = False
+                        with lock:
+                            latencies.append((time.perf_counter() - t0) * 1000)
+                            errors[0] += not ok
 
-        threads = [threading.Thread(target=run, args=(mine[i],)) for i in range(n)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        took = time.perf_counter() - t0
-        latencies.sort()
-        rate = len(latencies) / took
-        print(f"| {n} | {rate:.1f} | {rate / limit:.0%} | {statistics.median(latencies):.0f} | "
-              f"{latencies[int(0.95 * (len(latencies) - 1))]:.0f} | {errors[0]} of {len(latencies)} |", flush=True)
-    server.should_exit = True
-    thread.join(timeout=30)
+            threads = [threading.Thread(target=run, args=(mine[i],)) for i in range(n)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            took = time.perf_counter() - t0
+            latencies.sort()
+            rate = len(latencies) / took
+            print(f"| {n} | {rate:.1f} | {rate / limit:.0%} | {statistics.median(latencies):.0f} | "
+                  f"{latencies[int(0.95 * (len(latencies) - 1))]:.0f} | {errors[0]} of {len(latencies)} |", flush=True)
 
 
 def main() -> None:

@@ -30,15 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_load import free_port  # noqa: E402
+from bench_load import serving  # noqa: E402
 from bench_spine import DEFAULT_CORPUS, load_texts  # noqa: E402
 
-from eddi_rag.api.app import create_app  # noqa: E402
-from eddi_rag.api.limits import Limits  # noqa: E402
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings  # noqa: E402
 from eddi_rag.ingest.pipeline import EMBED_BATCH, Document  # noqa: E402
 from eddi_rag.runtime import Runtime  # noqa: E402
@@ -58,21 +55,12 @@ def served(rt: Runtime, workers: int, run: Callable[[str], None]) -> float:
     """Seconds ``run(base_url)`` takes against the app under uvicorn with ``workers`` ingestion workers, until the
     queue is idle."""
     rt.jobs.workers = workers
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(rt, limits=Limits({"query": [], "ingest": []}, 10_000)),
-                                           host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    t0 = time.perf_counter()
-    run(f"http://127.0.0.1:{port}")
-    while not rt.jobs.idle():
-        time.sleep(0.01)
-    took = time.perf_counter() - t0
-    server.should_exit = True
-    thread.join(timeout=30)
-    return took
+    with serving(rt) as base:
+        t0 = time.perf_counter()
+        run(base)
+        while not rt.jobs.idle():
+            time.sleep(0.01)
+        return time.perf_counter() - t0
 
 
 def upload(base: str, kb: str, named: list[tuple[int, str]], wait: bool = False) -> None:
