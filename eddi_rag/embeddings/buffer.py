@@ -134,8 +134,8 @@ class SharedBuffers:
         """A Future of ``texts``' vectors by ``model`` (an Embeddings), in order; blocks while its queue is full."""
         evicted: list[EmbeddingBuffer] = []
         with self._lock:  # (held while enqueueing, so a buffer is never stopped between being found and used)
-            entry = self._buffers.get(id(model))
-            if entry is None or entry[0] is not model:
+            entry = self._buffers.get(id(model))  # (the entry holds its model, so no other object takes its id)
+            if entry is None:
                 entry = (model, EmbeddingBuffer(lambda texts: model.embed_documents(texts), self.batch_size, max_wait=0).start())
                 self._buffers[id(model)] = entry
                 while len(self._buffers) > self.max_models:

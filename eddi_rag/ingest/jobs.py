@@ -152,6 +152,8 @@ def _created() -> str:
             now = (datetime.fromisoformat(_last_created) + timedelta(milliseconds=1)).isoformat(timespec="milliseconds")
         _last_created = now
         return now
+
+
 # a job a worker may take: waiting and due, or held under a lease that ran out
 _DUE = "(status IN (?, ?) AND COALESCE(not_before, '') <= ?) OR (status=? AND COALESCE(lease_until, '') < ?)"
 # a job ``j`` waits while another job runs (under a live lease) for its document, or either re-embeds their whole

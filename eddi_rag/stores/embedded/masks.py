@@ -98,7 +98,7 @@ class _Column:
             self._sorted = (n, by_code, self.value[by_code])
         covered, by_code, codes = self._sorted
         lo, hi = np.searchsorted(codes, code, "left"), np.searchsorted(codes, code, "right")
-        tail = covered + np.flatnonzero((self.kind[covered:n] == STRING) & (self.value[covered:n] == code))
+        tail = covered + np.flatnonzero(self.equals(v, slice(covered, n), n - covered))
         return np.concatenate((np.sort(by_code[lo:hi]), tail))
 
 

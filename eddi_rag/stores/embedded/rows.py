@@ -166,23 +166,27 @@ class RowTable:
     # -- reads ----------------------------------------------------------------------------
     def select(self, node: filters.Node | None) -> np.ndarray | None:
         """Rows that are live and match ``node``, as a bool mask; None: every row."""
-        if node is None:
-            return self.alive.copy() if self.dead else None
-        narrowed = self._narrowed(node)
-        if narrowed is not None:
-            mask = np.zeros(self.n, dtype=bool)
-            mask[narrowed] = True
-            return mask
-        mask = self.columns.mask(node)
-        return mask & self.alive if self.dead else mask
+        narrowed = None if node is None else self._narrowed(node)
+        if narrowed is None:
+            return self._scanned(node)
+        mask = np.zeros(self.n, dtype=bool)
+        mask[narrowed] = True
+        return mask
 
     def rows(self, node: filters.Node | None) -> np.ndarray:
         """The live rows matching ``node``, ascending."""
         narrowed = None if node is None else self._narrowed(node)
         if narrowed is not None:
             return narrowed
-        mask = self.select(node)
+        mask = self._scanned(node)
         return np.arange(self.n) if mask is None else np.flatnonzero(mask)
+
+    def _scanned(self, node: filters.Node | None) -> np.ndarray | None:
+        """``select`` by one pass over the filter columns."""
+        if node is None:
+            return self.alive.copy() if self.dead else None
+        mask = self.columns.mask(node)
+        return mask & self.alive if self.dead else mask
 
     def _narrowed(self, node: filters.Node) -> np.ndarray | None:
         """The live rows matching ``node`` when a string equality in it names few enough rows to test one by one
