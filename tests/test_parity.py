@@ -243,7 +243,7 @@ def test_deleting_a_document_lets_its_kept_file_go_from_python_as_from_rest(tmp_
             assert client.delete(f"/ragstore/rags/{kb}/documents/rest.md").status_code == 200
         assert runtime.documents.delete(kb, "python.md") > 0
         assert runtime.jobs.original(kb, "rest.md") is None and runtime.jobs.original(kb, "python.md") is None
-        assert runtime.db.query("SELECT COUNT(*) FROM ingestion_jobs WHERE body IS NOT NULL")[0][0] == 0
+        assert runtime.db.query("SELECT COUNT(*) FROM ingestion_bodies")[0][0] == 0
 
 
 def test_a_refused_upload_stays_in_the_history_from_python_as_from_rest(tmp_path):

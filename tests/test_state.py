@@ -48,9 +48,11 @@ def test_an_older_database_gets_the_columns_added_before_versions(tmp_path):
     db.execute("CREATE TABLE ingestion_jobs (id TEXT PRIMARY KEY, kb_id TEXT NOT NULL, version INTEGER NOT NULL, document TEXT NOT NULL, "
                "status TEXT NOT NULL, body TEXT, chunks INTEGER, created_on TEXT NOT NULL, updated_on TEXT NOT NULL)")
     db.execute("INSERT INTO resources VALUES ('rags', 'kb', 1, 'Old', '', 't', 't', 0)")
+    db.execute("INSERT INTO ingestion_jobs VALUES ('j1', 'kb', 1, 'a.txt', 'failed: x', 'the text it was given', NULL, 't', 't')")
     state.migrate(db)
     columns = {r["name"] for r in db.query("PRAGMA table_info(ingestion_jobs)")}
-    assert {"format", "attempts", "document_id"} <= columns
+    assert {"format", "attempts", "document_id"} <= columns and "body" not in columns  # (version 14: in a table of its own)
+    assert [tuple(r) for r in db.query("SELECT id, body FROM ingestion_bodies")] == [("j1", "the text it was given")]
     assert db.query("SELECT tenant FROM resources")[0]["tenant"] == "default"
     assert state.version(db) == state.LATEST
 

@@ -53,12 +53,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise too_large("the request body", limit)
-    data = bytearray()
+    pieces, size = [], 0
     async for piece in request.stream():
-        data += piece
-        if len(data) > limit:
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
             raise too_large("the request body", limit)
-    return bytes(data)
+    return b"".join(pieces)  # (one copy: a bytearray grown and then copied made two)
 
 
 def is_multipart(request: Request) -> bool:

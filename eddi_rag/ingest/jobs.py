@@ -45,6 +45,7 @@ from eddi_rag.stores.base import StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
+_KEPT = "EXISTS (SELECT 1 FROM ingestion_bodies b WHERE b.id = j.id)"  # the job's file is kept
 _COLUMNS = ("id, kb_id, version, document, status, chunks, created_on, updated_on, document_id, progress, warnings, "
             "failure")  # a Job's (not the body)
 
@@ -239,11 +240,11 @@ class IngestionQueue:
                   document_id=document_id or (f"{document}#{job_id}" if append else document))
         now = _created()
         data = body.encode("utf-8") if isinstance(body, str) else body
-        self.db.execute(
-            "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
-            "format, document_id) VALUES (?,?,?,?,?,?,NULL,?,?,?,?)",
-            (job.id, kb_id, version, document, PENDING, data, now, now, fmt, job.document_id),
-        )
+        with self.db.transaction() as c:  # (the file in a table of its own: the job's row is rewritten at every update)
+            c.execute("INSERT INTO ingestion_jobs (id, kb_id, version, document, status, chunks, created_on, updated_on, "
+                      "format, document_id) VALUES (?,?,?,?,?,NULL,?,?,?,?)",
+                      (job.id, kb_id, version, document, PENDING, now, now, fmt, job.document_id))
+            c.execute("INSERT INTO ingestion_bodies (id, body) VALUES (?, ?)", (job.id, data))
         self._wake.set()
         job.created = job.updated = now
         return job
@@ -285,8 +286,8 @@ class IngestionQueue:
                   failure=FILE)
         now = _created()
         self.db.execute(
-            "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, body, chunks, created_on, updated_on, "
-            "format, document_id, failure) VALUES (?,?,?,?,?,NULL,NULL,?,?,?,?,?)",
+            "INSERT INTO ingestion_jobs (id, kb_id, version, document, status, chunks, created_on, updated_on, "
+            "format, document_id, failure) VALUES (?,?,?,?,?,NULL,?,?,?,?,?)",
             (job.id, kb_id, version, document, job.status, now, now, REFUSED, document, FILE))
         job.created = job.updated = now
         return job
@@ -323,26 +324,30 @@ class IngestionQueue:
     def original(self, kb_id: str, document_id: str) -> tuple[str, bytes, str] | None:
         """(name, file, format) a document was last ingested from, when kept (its latest ingestion completed
         since files were kept); None otherwise."""
-        rows = self.db.query("SELECT document, body, format FROM ingestion_jobs WHERE kb_id=? AND "
-                             "COALESCE(document_id, document)=? AND status=? AND body IS NOT NULL "
+        rows = self.db.query(f"SELECT j.id, document, format FROM ingestion_jobs j WHERE kb_id=? AND "
+                             f"COALESCE(document_id, document)=? AND status=? AND {_KEPT} "
                              "ORDER BY created_on DESC LIMIT 1", (kb_id, document_id, COMPLETED))
-        if not rows:
-            return None
-        body = rows[0]["body"]
-        return rows[0]["document"], body.encode("utf-8") if isinstance(body, str) else body, rows[0]["format"] or "text"
+        body = self._body(rows[0]["id"]) if rows else None
+        return None if body is None else (rows[0]["document"], body, rows[0]["format"] or "text")
+
+    def _body(self, job_id: str) -> bytes | None:
+        """The file of a job, when kept (text in jobs written before files were supported: encoded)."""
+        rows = self.db.query("SELECT body FROM ingestion_bodies WHERE id=?", (job_id,))
+        body = rows[0]["body"] if rows else None
+        return body.encode("utf-8") if isinstance(body, str) else None if body is None else bytes(body)
 
     def kept_documents(self, kb_id: str) -> list[str]:
         """The documents of a knowledge base whose file is kept (``original`` finds one)."""
-        rows = self.db.query("SELECT DISTINCT COALESCE(document_id, document) AS d FROM ingestion_jobs WHERE kb_id=? AND "
-                             "status=? AND body IS NOT NULL AND format<>?", (kb_id, COMPLETED, REEMBED))
+        rows = self.db.query("SELECT DISTINCT COALESCE(document_id, document) AS d FROM ingestion_jobs j WHERE kb_id=? AND "
+                             f"status=? AND {_KEPT} AND format<>?", (kb_id, COMPLETED, REEMBED))
         return sorted(r["d"] for r in rows)
 
     def let_go(self, kb_id: str, document_id: str | None = None, keep: str = "") -> None:
         """Forget the kept files of a document (removed), or of every document of a knowledge base; but
         that of the ingestion ``keep`` (the document's latest)."""
         document = " AND COALESCE(document_id, document)=?" if document_id is not None else ""
-        self.db.execute(f"UPDATE ingestion_jobs SET body=NULL WHERE kb_id=?{document} AND status=? AND id<>? "
-                        "AND body IS NOT NULL", (kb_id, *([document_id] if document_id is not None else []), COMPLETED, keep))
+        self.db.execute(f"DELETE FROM ingestion_bodies WHERE id IN (SELECT id FROM ingestion_jobs WHERE kb_id=?{document} "
+                        "AND status=? AND id<>?)", (kb_id, *([document_id] if document_id is not None else []), COMPLETED, keep))
 
     def cancel_kb(self, kb_id: str) -> int:
         """Cancel every pending or processing job of a knowledge base (it is being deleted); how many."""
@@ -359,12 +364,14 @@ class IngestionQueue:
              warnings: list[str] | None = None, failure: str | None = None) -> None:
         """A job's new status, unless it was cancelled meanwhile (cancelled stays cancelled) or another worker
         took it since (its lease ran out: that worker's outcome counts)."""
-        body = ", body=NULL" if clear_body else ""
-        self.db.execute(
-            f"UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?, owner=NULL, lease_until=NULL, progress=NULL, "
-            f"warnings=?, failure=?{body} WHERE id=? AND status<>? AND owner=?",
-            (status, chunks, _now(), json.dumps(warnings) if warnings else None, failure, job_id, CANCELLED, self.owner),
-        )
+        with self.db.transaction() as c:
+            written = c.execute(
+                "UPDATE ingestion_jobs SET status=?, chunks=?, updated_on=?, owner=NULL, lease_until=NULL, progress=NULL, "
+                "warnings=?, failure=? WHERE id=? AND status<>? AND owner=?",
+                (status, chunks, _now(), json.dumps(warnings) if warnings else None, failure, job_id, CANCELLED, self.owner),
+            ).rowcount
+            if clear_body and written:
+                c.execute("DELETE FROM ingestion_bodies WHERE id=?", (job_id,))
 
     def _claim(self, job_id: str | None = None) -> Any:
         """Take a job (``job_id``, if it is waiting; else the oldest this worker may take: pending and due, or
@@ -413,10 +420,8 @@ class IngestionQueue:
         self._progress[job_id] = {"phase": "parsing", "unit": None, "done": 0, "total": None}
         outcome: Callable[[], Any]
         try:
-            body = r["body"] or b""
             chunks = self.run(r["kb_id"], r["version"], r["document_id"] or r["document"], r["document"],
-                              body.encode("utf-8") if isinstance(body, str) else bytes(body), r["format"] or "text",
-                              Progress(job_id, self))
+                              self._body(job_id) or b"", r["format"] or "text", Progress(job_id, self))
         except (_Cancelled, ParseCancelledError):
             if job_id in self._cancel:
                 outcome = lambda: self._set(job_id, CANCELLED)  # noqa: E731

@@ -17,6 +17,7 @@ raises ``UnreadableDocumentError`` with the reason.
 
 from __future__ import annotations
 
+import codecs
 import importlib
 import re
 from collections.abc import Callable
@@ -125,10 +126,7 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
                       f"name {filename or 'none'})")
     if b"\x00" in data[:8192]:
         raise _refuse("binary data of unknown type")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise _refuse(f"bytes that are neither a known binary format nor UTF-8 text (invalid UTF-8 at byte {e.start})") from e
+    text = _utf8_head(data)
     if declared is not None and declared_type not in _UNSPECIFIC:
         return declared.name
     if named is not None:
@@ -138,6 +136,25 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     if _looks_like_mail(text):
         return "mail"
     return "text"
+
+
+def _utf8_head(data: bytes, head: int = 65536, step: int = 1 << 20) -> str:
+    """The first ``head`` characters of ``data`` read as UTF-8 text (a BOM skipped), all of it checked a step at a
+    time (a large upload is never held twice, as bytes and as text); UnsupportedFileTypeError at the first invalid
+    byte, counted in the file."""
+    at = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    text = ""
+    while at < len(data):
+        final = at + step >= len(data)
+        try:
+            piece, used = codecs.utf_8_decode(data[at:at + step], "strict", final)
+        except UnicodeDecodeError as e:
+            raise _refuse(f"bytes that are neither a known binary format nor UTF-8 text (invalid UTF-8 at byte "
+                          f"{at + e.start})") from e
+        if len(text) < head:
+            text += piece[:head - len(text)]
+        at += used
+    return text
 
 
 def _looks_like_mail(text: str) -> bool:
