@@ -1,8 +1,12 @@
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eddi_rag.config import RagConfiguration
 from eddi_rag.ingest import pipeline
-from eddi_rag.ingest.chunking import Piece, split_document, split_text
+from eddi_rag.ingest.chunking import Piece, _segmenter, sentences, split_document, split_text
 from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.runtime import Runtime
 
@@ -73,9 +77,33 @@ def test_markdown_splits_at_headings_with_the_heading_path():
     assert cabins == ("Cabins have one, two or three beds, with towels and water. " * 14).strip()  # never mid-paragraph
 
 
+WORDS = st.sampled_from(["train", "night", "Dr.", "e.g.", "U.S.", "café", "naïve", "中文", "x" * 120, "3.5", "(see", "below)",
+                         "well-known", "don't", "…", "!", "?", "# not", "**bold**", "`code`", "\u0301", "İstanbul", "ﬁne"])
+TEXTS = st.lists(st.lists(st.lists(WORDS, min_size=1, max_size=30).map(" ".join).map(lambda s: s + "."), min_size=1,
+                          max_size=12).map(" ".join), min_size=1, max_size=6).map("\n\n".join)
+
+
+@settings(max_examples=60)
+@given(text=TEXTS, title=st.sampled_from(["", "# Guide\n\n## Part\n\n"]), limit=st.sampled_from([16, 40, 256]))
+def test_markdown_chunks_are_the_same_whether_counts_add_up_or_each_join_is_counted(text, title, limit):
+    """The local model's counts add up over whitespace (each sentence is counted once, not every growing join
+    again): the chunks are exactly those counted join by join."""
+    budget = replace(budget_for(markdown()), limit=limit)
+    assert budget.specials == 2  # ([CLS] and [SEP])
+    assert split_document(title + text, markdown(), budget) == split_document(title + text, markdown(),
+                                                                              replace(budget, specials=None))
+
+
+@settings(max_examples=60)
+@given(text=TEXTS)
+def test_sentences_are_pysbds_found_without_a_regular_expression_each(text):
+    assert sentences(text) == [s.strip() for s in _segmenter().segment(text) if s.strip()]
+
+
 def test_markdown_counts_cl100k_tokens_offline_for_openai_models():
     budget = budget_for(RagConfiguration(name="x", embeddingProvider="openai"))
     assert budget.tokenizer == "cl100k_base" and budget.limit == 8191 and budget.count("hello world") == 2
+    assert budget.specials is None  # (BPE merges across a join: every join is counted)
     whole = split_document(GUIDE, RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="openai"))
     assert [p.text for p in whole] == [GUIDE.strip()] and whole[0].section == "# Night trains"
     assert whole[0].citation == {"sections": ["Booking", "On board"]}  # (not the code block's "## a code comment")

@@ -25,6 +25,9 @@ class TokenBudget:
     limit: int
     tokenizer: str  # which tokenizer counted ("model" or "cl100k_base"), for logs and docs
     path: str | None = None  # the model's tokenizer.json ("model"; None: the default model's)
+    # When a count adds up over texts joined by whitespace: the tokens every count includes once (the special tokens;
+    # count(a + " " + b) == count(a) + count(b) - specials). None: it may not (a BPE merges across the join).
+    specials: int | None = None
 
     def spec(self) -> dict[str, Any]:
         """The budget as data another process rebuilds with ``budget_of``."""
@@ -43,6 +46,13 @@ def _model_tokenizer(path: str | None):
     return tokenizer
 
 
+def _adds_up(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` reads the words of a text apart (BERT's normalizer, its split on whitespace and
+    punctuation, WordPiece within each word): then a text's count adds up over its whitespace-joined parts."""
+    return (type(tokenizer.normalizer).__name__, type(tokenizer.pre_tokenizer).__name__,
+            type(tokenizer.model).__name__) == ("BertNormalizer", "BertPreTokenizer", "WordPiece")
+
+
 @lru_cache(maxsize=1)
 def _cl100k():
     import tiktoken
@@ -54,7 +64,8 @@ def budget_of(tokenizer: str, limit: int, path: str | None = None) -> TokenBudge
     """A budget counted by ``tokenizer``: "model" (the local model's tokenizer.json at ``path``) or "cl100k_base"."""
     if tokenizer == "model":
         model = _model_tokenizer(path)
-        return TokenBudget(lambda text: len(model.encode(text).ids), limit, "model", path)
+        count = lambda text: len(model.encode(text).ids)  # noqa: E731
+        return TokenBudget(count, limit, "model", path, count("") if _adds_up(model) else None)
     encoding = _cl100k()
     return TokenBudget(lambda text: len(encoding.encode(text, disallowed_special=())), limit, "cl100k_base")
 
