@@ -263,7 +263,10 @@ DEEPEST_CUT = 3  # sections are cut at ## and then ###; deeper headings stay ins
 
 def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> list[Piece]:
     text = text.strip()
-    if budget.count(_prefix(parent) + text) <= budget.limit:
+    # a section without subsections is the same text at each level; a sentence is counted to see that it fits, then
+    # packed (whole joins are never kept: ``pack`` counts those with ``budget.count``)
+    count = lru_cache(maxsize=1024)(budget.count)
+    if count(_prefix(parent) + text) <= budget.limit:
         return [_piece(parent, text) if parent else _whole(text)]
     lines = text.split("\n")
     heads = _headings(text)
@@ -274,19 +277,19 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
         prefix = _prefix(section.path)
         if not body:
             return []
-        if budget.count(prefix + body) <= budget.limit:
+        if count(prefix + body) <= budget.limit:
             return [_piece(section.path, body)]
         if level <= DEEPEST_CUT:
             return [p for sub in _sections(heads, section.start, section.end, section.path, level) for p in split(sub, level + 1)]
-        room, specials = max(1, budget.limit - budget.count(prefix)), budget.specials
+        room, specials = max(1, budget.limit - count(prefix)), budget.specials
         if specials is None:
             fits = lambda s: budget.count(prefix + s) <= budget.limit  # noqa: E731
             return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, budget.count)]
         # counts that add up (the local model's): each paragraph and sentence counted once, not every join again
-        words = lru_cache(maxsize=None)(lambda s: budget.count(s) - specials)
-        left = budget.limit - budget.count(prefix)
+        words = lambda s: count(s) - specials  # noqa: E731
+        left = budget.limit - count(prefix)
         fits = lambda s: words(s) <= left  # noqa: E731
-        return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, budget.count, (words, left))]
+        return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, count, (words, left))]
 
     return [p for section in _sections(heads, 0, len(lines), parent, split_level=2) for p in split(section, 3)]
 
