@@ -81,8 +81,14 @@ def main() -> None:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     sets: dict[str, dict[tuple[str, str], float]] = {}
     for path in args.docs:
+        if not (path / "qa.jsonl").is_file():  # (a set assembled here lives outside the repository, and may be gone)
+            say(f"{path}: no qa.jsonl there: left out of the table")
+            continue
         sets[f"{path.name} hit@5"] = docs_set(path, args.budget, say)
     for path in args.beir:
+        if not (path / "corpus.jsonl").is_file():
+            say(f"{path}: no corpus.jsonl there: left out of the table")
+            continue
         sets[f"{path.name} nDCG@10"] = beir_set(path, say)
     candidates = [(f, c) for f in FUSIONS for c in CONTEXTS]
     change = {cand: [scores[cand] - scores[TODAY] for scores in sets.values()] for cand in candidates}
