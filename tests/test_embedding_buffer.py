@@ -4,6 +4,8 @@ splitting and writing."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -44,6 +46,31 @@ def test_a_partial_batch_goes_out_after_the_wait_without_a_stop():
         assert buffer.enqueue(["one", "three"]).result(timeout=10) == [[3.0], [5.0]]
     finally:
         buffer.stop()
+
+
+class Slow(Sequence[str]):
+    """Texts a caller produces a millisecond apart (the buffer's thread wakes between two of them)."""
+
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204
+        time.sleep(0.001)
+        return self.texts[i]
+
+
+def test_a_callers_texts_leave_together_when_the_buffer_sends_at_once():
+    """With ``max_wait`` 0 (the shared buffers') the thread used to send the first text of a call alone when it woke
+    before the caller had queued the rest: a document of n chunks took up to n model runs."""
+    model = Recorder()
+    with EmbeddingBuffer(model, batch_size=64, max_wait=0) as buffer:
+        for n in (2, 5, 40):
+            texts = [f"text {i}" for i in range(n)]
+            assert buffer.enqueue(Slow(texts)).result(timeout=10) == [[float(len(t))] for t in texts]
+    assert [len(b) for b in model.batches] == [2, 5, 40]
 
 
 def test_a_full_queue_holds_the_producer_back():

@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from typing import Any
 
 _STOP = object()
+REST_OF_CALL = 0.05  # seconds a batch waits at most for the texts a caller is still queueing
 
 
 class _Request:
@@ -86,8 +87,11 @@ class EmbeddingBuffer:
             batch = [item]
             deadline = time.monotonic() + self.max_wait
             while len(batch) < self.batch_size:
+                _, request, i = batch[-1]
+                # the rest of a caller's texts is being queued right now: a batch does not leave without it
+                more = i < len(request.vectors) - 1
                 try:
-                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                    item = self._queue.get(timeout=REST_OF_CALL if more else max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
                 if item is _STOP:
