@@ -2,7 +2,8 @@
 
 Callers ``enqueue`` texts and get a Future of their vectors; one background thread sends the
 model batches of up to ``batch_size`` texts, drawn across callers, as soon as a batch is full or
-``max_wait`` seconds after its first text. The queue holds at most ``max_pending`` texts, so a
+``max_wait`` seconds after its first text, but not before the texts its callers are still queueing (a caller's
+texts leave together, up to ``batch_size``). The queue holds at most ``max_pending`` texts, so a
 producer faster than the model waits (back-pressure) instead of filling memory. ``stop`` (or
 leaving the ``with`` block) embeds everything already queued before the thread exits.
 
