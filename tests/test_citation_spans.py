@@ -121,7 +121,9 @@ def test_the_mark_covers_the_sentences_that_answer_not_the_whole_chunk(client):
     guide = ("# Miles\n\n## Earning miles\n\nEvery journey counts towards your status. Flex fares earn 8 miles per euro. "
              "Saver fares earn 2 miles per euro.\n\n## Spending miles\n\nMiles buy upgrades and lounge visits.")
     kb = make_kb(runtime, "Miles", {"miles.md": guide}, storeType="sqlite", minScore=0, chunkStrategy="markdown")
-    r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "How many miles do I earn per euro on a Flex ticket?"}).json()
+    question = "How many miles do I earn per euro on a Flex ticket?"
+    assert "matchOffsets" not in client.post(f"/ragstore/rags/{kb}/query", json={"query": question}).json()["results"][0]
+    r = client.post(f"/ragstore/rags/{kb}/query", json={"query": question, "marks": True}).json()  # (as Try it asks)
     best = r["results"][0]
     marked = [best["passage"][s:e] for s, e in best["matchOffsets"]]
     assert "Flex fares earn 8 miles per euro." in marked

@@ -27,6 +27,7 @@ class QueryRequest(RequestBody):
     userId: str | None = None
     contextExpansion: Expansion | None = None  # default: the KB's
     maxContextChars: int | None = Field(default=None, ge=1)  # the passages grow within this budget
+    marks: bool = False  # also each hit's sentences that match the query best (matchOffsets): the Manager's Try it
 
 
 class RetrieveRequest(RequestBody):
@@ -44,13 +45,14 @@ class RetrieveRequest(RequestBody):
 @router.post("/query", dependencies=[QueryLimit])
 def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Scored chunks and their passages; ``userId`` only for credentials acting for users (a
-    credential bound to a user always searches as that user). A knowledge base that cannot answer says why
-    and how to fix it (the doctor's check)."""
+    credential bound to a user always searches as that user); ``marks``: each result also says which of its
+    sentences match the query best (``matchOffsets``, ``[start, end)`` in ``passage``). A knowledge base that cannot
+    answer says why and how to fix it (the doctor's check)."""
     request = SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
                             user_id=caller.user_for(body.userId), expansion=body.contextExpansion,
                             max_context_chars=body.maxContextChars)
     with runtime.health.explained(id):
-        return runtime.search.run(request).to_json()
+        return runtime.search.run(request).to_json(marked=body.marks)
 
 
 class ContextRequest(RequestBody):

@@ -76,7 +76,9 @@ class SearchResult:
     hits: list[SearchHit]  # best first
     passages: list[Passage] = field(default_factory=list)  # one per document, ordered by their best hit
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, marked: bool = False) -> dict[str, Any]:
+        """The REST answer; ``marked``: each hit with a passage also says which of its sentences match the question
+        best (``matchOffsets``, ``[start, end)`` in the passage; about 2 ms a hit: pysbd and a small BM25 index)."""
         of = {h.id: p for p in self.passages for h in p.hits}
 
         def result(h: SearchHit) -> dict[str, Any]:
@@ -84,8 +86,10 @@ class SearchResult:
             if p is None:
                 return {**h.to_json(), "passage": None}
             offsets = p.offsets_of(h.id)
-            return {**h.to_json(), "passage": p.text, "passageCitation": p.label, "offsets": offsets,
-                    "matchOffsets": marks.matching(p.text, offsets[0], offsets[1], self.request.query) if offsets else []}
+            found = {**h.to_json(), "passage": p.text, "passageCitation": p.label, "offsets": offsets}
+            if marked:
+                found["matchOffsets"] = marks.matching(p.text, offsets[0], offsets[1], self.request.query) if offsets else []
+            return found
 
         return {"kbId": self.request.kb_id, "name": self.config.name, "query": self.request.query,
                 "contextExpansion": self.request.expansion or self.config.contextExpansion,

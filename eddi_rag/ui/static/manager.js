@@ -981,7 +981,7 @@ function initTry() {
     if (!question) return;
     out.replaceChildren(el("p", { class: "muted" }, "Searching…"));
     const common = { query: question, userId: $("#user").value.trim() || null, contextExpansion: $("#expansion").value || null };
-    const [query, context] = await Promise.all([api("POST", kbUrl(kb.id, "/query"), common),
+    const [query, context] = await Promise.all([api("POST", kbUrl(kb.id, "/query"), { ...common, marks: true }),
       api("POST", kbUrl(kb.id, "/context"), { ...common, answer: true })]);
     if (!query.ok || !context.ok) { out.replaceChildren(el("p", { class: "error" }, problem(query.ok ? context : query))); return; }
     const results = query.data.results;
