@@ -10,6 +10,7 @@ from typing import Any
 
 from eddi_rag.auth.keys import KeyStore
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.common.blas import limit_blas_threads
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.config import RagConfiguration
@@ -69,6 +70,7 @@ class Runtime:
         (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store.
         ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE).
         ``outbound``: which addresses web sources, httpCall RAG, providers, rerankers and store servers may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
+        limit_blas_threads()
         self.outbound = outbound or OutboundPolicy.from_env()
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.db = open_state(state_url or os.environ.get("EDDI_RAG_STATE_URL"), self.data_dir, DB_FILE)
