@@ -113,7 +113,7 @@ def rest(docs: list[dict], questions: list[str], seconds: float, counts: list[in
         limit = cores / cpu
         _serve_queries(rt, kb, questions, seconds, counts, limit,
                        f"one query in process, one at a time, {cpu * 1000:.1f} ms (embed + Search.run {searched / len(sample) * 1000:.1f}, "
-                       f"the response's JSON with its marked sentences {answered / len(sample) * 1000:.1f}; "
+                       f"the response's JSON {answered / len(sample) * 1000:.1f}; "
                        f"{hits / len(sample):.1f} hits a question)")
 
 
