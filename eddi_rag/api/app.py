@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from starlette.types import Receive, Scope, Send
 
 from eddi_rag import __version__
 from eddi_rag.api import (
@@ -27,7 +28,7 @@ from eddi_rag.api import (
     variables,
     vault,
 )
-from eddi_rag.api.edge import document_text_rule
+from eddi_rag.api.edge import ASGIApp, around_requests, document_text_rule
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import AuthError
@@ -78,15 +79,18 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     app.state.limits = limits or Limits.from_env()
     operated(app, runtime, "serve+worker" if worker else "serve", oidc)
 
-    @app.middleware("http")
-    async def documentation_wants_a_credential(request: Request, call_next):
+    async def documentation_wants_a_credential(inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """FastAPI's own /openapi.json and /docs, and /mcp: like every endpoint but /health, once auth is on."""
+        request = Request(scope, receive)
         if request.url.path in DOCUMENTATION or request.url.path == MCP_PATH:
             try:
                 principal_of(request)
             except AuthError as e:
-                return await errors.answer(request, e)
-        return await call_next(request)
+                await (await errors.answer(request, e))(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    around_requests(app, documentation_wants_a_credential)
 
     for router in (health.router, backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
                    collections.router, keys.router, agents.router, backup.router, variables.router, vault.router):

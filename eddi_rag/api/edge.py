@@ -6,7 +6,7 @@ cannot be serialised."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
 from fastapi import FastAPI, Request
@@ -15,7 +15,9 @@ from fastapi.params import File, Form
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, model_validator
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
+from starlette.types import Message, Receive, Scope, Send
 
 from eddi_rag.api.uploads import BadUploadError, read_body
 from eddi_rag.common import jsonvalues
@@ -123,19 +125,42 @@ async def http_error(_: Request, e: Exception) -> Response:
     return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
 
 
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def around_requests(app: FastAPI, handle: Callable[[ASGIApp, Scope, Receive, Send], Awaitable[None]]) -> None:
+    """``handle(inner, scope, receive, send)`` around every HTTP request, as plain ASGI middleware: Starlette's
+    ``@app.middleware("http")`` costs a task and a memory stream per request and layer (four layers took 0.8 ms of a
+    2.7 ms request). Added like it: the last added is the outermost."""
+    class Layer:
+        def __init__(self, inner: ASGIApp):
+            self.inner = inner
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await self.inner(scope, receive, send)
+            else:
+                await handle(self.inner, scope, receive, send)
+
+    app.add_middleware(Layer)
+
+
 def install_input_guard(app: FastAPI) -> None:
     """Every operation refuses a path, query parameter or parameter name holding a lone surrogate or a
     control character (400 naming where; the value is never quoted). JSON bodies are checked by
     ``strict_json``, multipart file names by ``uploads.read_multipart``."""
-    @app.middleware("http")
-    async def text_only(request: Request, call_next):
+    async def text_only(inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope)
         wrong = jsonvalues.text_problem(request.url.path, "the path", name=True)
         for name, value in request.query_params.multi_items():
             wrong = (wrong or jsonvalues.text_problem(name, "a query parameter's name", name=True)
                      or jsonvalues.text_problem(value, f"query parameter {name!r}"))
         if wrong:
-            return JSONResponse({"error": wrong}, status_code=400)
-        return await call_next(request)
+            await JSONResponse({"error": wrong}, status_code=400)(scope, receive, send)
+        else:
+            await inner(scope, receive, send)
+
+    around_requests(app, text_only)
 
 
 _CONTROL = "\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f"  # what text may not hold (jsonvalues); names: no tab or line break either
@@ -215,9 +240,12 @@ def install_allow_header(app: FastAPI) -> None:
         fewest = min((len(r.param_convertors) for r in matching), default=0)
         return {m for r in matching if len(r.param_convertors) == fewest for m in (r.methods or ())}
 
-    @app.middleware("http")
-    async def allow_header(request: Request, call_next):
-        response = await call_next(request)
-        if response.status_code == 405:
-            response.headers["Allow"] = ", ".join(sorted(allowed(request.url.path)))
-        return response
+    async def allow_header(inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 405:
+                MutableHeaders(scope=message)["Allow"] = ", ".join(sorted(allowed(Request(scope).url.path)))
+            await send(message)
+
+        await inner(scope, receive, sending)
+
+    around_requests(app, allow_header)

@@ -18,7 +18,9 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.types import Message, Receive, Scope, Send
 
+from eddi_rag.api.edge import ASGIApp, around_requests
 from eddi_rag.auth.http import require
 from eddi_rag.common import metrics
 from eddi_rag.runtime import Runtime
@@ -55,22 +57,29 @@ def install(app: FastAPI, runtime: Runtime) -> None:
                         ["method", "route", "status"], registry=registry)
     registry.register(RuntimeCollector(runtime))
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next):
+    async def observe(inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
         status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
         try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
+            await inner(scope, receive, sending)
         finally:
             seconds = time.perf_counter() - start
-            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+            request = Request(scope)
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
             latency.labels(request.method, route, str(status)).observe(seconds)
             principal = getattr(request.state, "principal", None)
             log.info("%s %s %s %.1f ms", request.method, request.url.path, status, seconds * 1000, extra={
                 "method": request.method, "path": request.url.path, "route": route, "status": status,
                 "ms": round(seconds * 1000, 2), "caller": getattr(principal, "subject", None)})
+
+    around_requests(app, observe)
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus(request: Request) -> Response:
