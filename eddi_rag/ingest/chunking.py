@@ -281,13 +281,13 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
             return [_piece(section.path, body)]
         if level <= DEEPEST_CUT:
             return [p for sub in _sections(heads, section.start, section.end, section.path, level) for p in split(sub, level + 1)]
-        room, specials = max(1, budget.limit - count(prefix)), budget.specials
+        left, specials = budget.limit - count(prefix), budget.specials  # (tokens the prefix leaves)
+        room = max(1, left)
         if specials is None:
             fits = lambda s: budget.count(prefix + s) <= budget.limit  # noqa: E731
             return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, budget.count)]
         # counts that add up (the local model's): each paragraph and sentence counted once, not every join again
         words = lambda s: count(s) - specials  # noqa: E731
-        left = budget.limit - count(prefix)
         fits = lambda s: words(s) <= left  # noqa: E731
         return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, count, (words, left))]
 

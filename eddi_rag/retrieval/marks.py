@@ -13,12 +13,11 @@ MOST = 2  # sentences marked per hit
 CACHED = 1024  # hits whose sentences are kept ranked (a hit's text, a few kB, and its small index)
 
 
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """The sentences of ``text[start:end]`` (headings left out) as [start, end) offsets in ``text``."""
-    end = len(text) if end is None else end
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The sentences of ``text`` (headings left out) as [start, end) offsets in it."""
     out: list[tuple[int, int]] = []
-    at = start
-    for line in text[start:end].split("\n"):
+    at = 0
+    for line in text.split("\n"):
         if line.strip() and not chunking.is_heading(line):
             cursor = 0
             for sentence in chunking.sentences(line):
