@@ -538,6 +538,7 @@ function statusClass(status) {
 }
 
 let polling = null;
+let pollAgain = false;  // asked to poll while a poll ran: its list may be older than the upload that asked
 let lastIngestions = "";
 const completed = new Set();
 
@@ -588,10 +589,11 @@ async function followJobs(kb, ids, status, doing, done, then = () => {}) {
 }
 
 async function pollIngestions(kb) {
-  if (polling) return;
+  if (polling) { pollAgain = true; return; }
   polling = true;
   try {
     for (let first = !lastIngestions; ; first = false) {
+      pollAgain = false;
       const r = await api("GET", kbUrl(kb.id, "/ingestions?limit=50"));
       if (!r.ok) { $("#ingestions").replaceChildren(el("p", { class: "error" }, problem(r))); return; }
       const jobs = r.data;
@@ -603,7 +605,7 @@ async function pollIngestions(kb) {
         done.forEach((j) => completed.add(j.ingestionId));
         if (done.length && !first) loadDocuments(kb);
       }
-      if (!jobs.some((j) => j.status === "pending" || j.status === "processing")) return;
+      if (!pollAgain && !jobs.some((j) => j.status === "pending" || j.status === "processing")) return;
       await new Promise((resolve) => setTimeout(resolve, 700));
     }
   } finally {
