@@ -138,11 +138,17 @@ def test_workers_run_documents_side_by_side_but_one_document_s_jobs_one_at_a_tim
     log: list[tuple[str, str, set[str]]] = []  # (start|end, job, what else ran at its start)
     lock = threading.Lock()
 
+    a1_started = threading.Event()
+
     def run(kb, version, document, name, body, fmt, progress):
         job = f"{document}{body.decode()}" if fmt != "reembed" else "reembed"
+        if job == "b1":  # (the two workers claim a1, then b1; which of them reaches this line first is the threads' race)
+            a1_started.wait(30)
         with lock:
             log.append(("start", job, set(running)))
             running.add(job)
+            if job == "a1":
+                a1_started.set()
         if job in gates:
             gates[job].wait(30)
         with lock:
