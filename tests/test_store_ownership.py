@@ -63,14 +63,20 @@ def test_no_read_write_delete_or_drop_across_tenants_on_pgvector(tenants, postgr
 
     # tenant B naming A's stores, by A's KB name, A's table, A's default table and one A holds that does not exist yet
     refusals = [client.kb("b", "Launch", storeNamespace="name"),
-                client.kb("b", "x", storeParameters={"tableName": "eddi_kb_launch"}),
-                client.kb("b", "x", storeParameters={"tableName": f"eddi_kb_{plain}"}),
-                client.kb("b", "x", storeParameters={"tableName": "a_reserved"}),
-                client.kb("b", "x", storeNamespace="id", storeParameters={"table": "eddi_kb_launch"})]
+                client.kb("b", "x", storeParameters={"tableName": "a_reserved"})]
     for r in refusals:
         assert r.status_code == 400 and "is not available to this tenant" in r.text, r.text
+    # a named location in EDDI's reserved prefix is refused whoever holds it (EDDI's KnowledgeBaseStorageGuard)
+    for r in (client.kb("b", "x", storeParameters={"tableName": "eddi_kb_launch"}),
+              client.kb("b", "x", storeParameters={"tableName": f"eddi_kb_{plain}"}),
+              client.kb("b", "x", storeNamespace="id", storeParameters={"table": "eddi_kb_launch"})):
+        assert r.status_code == 400 and "may not start with 'eddi_kb'" in r.text, r.text
     # the answer is the same whether the table exists or not: nothing is revealed
-    assert refusals[1].json()["error"].replace("eddi_kb_launch", "T") == refusals[3].json()["error"].replace("a_reserved", "T")
+    made = kb_id(client.kb("a", "Made", storeParameters={"tableName": "a_made"}))
+    ingest(client, "a", made, "made.md", "A page.")
+    assert table_exists(url, "a_made")
+    exists = client.kb("b", "x", storeParameters={"tableName": "a_made"})
+    assert exists.json()["error"].replace("a_made", "T") == refusals[1].json()["error"].replace("a_reserved", "T")
 
     # a configuration that reached the state without the save rules (saved before them): refused at every use
     stored = client.runtime.resources.create("rags", {"name": "Launch", "embeddingProvider": "local", "storeType": "pgvector",
@@ -190,3 +196,89 @@ def test_eddis_own_table_parameter_without_a_namespace_reads_and_writes_that_tab
     assert tags == {"refunds.txt": "Support", "pets.txt": "Support", "ours.md": "Support"}  # readable by EDDI, tagged as it tags
     assert client.delete(f"{BASE}/{kb}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
     assert table_exists(url, "eddi_support_vectors") and len(langchain4j_reads(url, "eddi_support_vectors")) == 3  # adopted: kept
+
+
+@pytest.mark.integration
+@pytest.mark.services
+def test_adoption_is_never_skipped_when_the_store_cannot_be_reached_at_save(tmp_path, pgvector_params, monkeypatch, local_model):
+    """Issue 42, point 2: an editor saved a KB naming an existing, unowned EDDI table while its connection could not
+    be made (a key not stored yet, a wrong password, PostgreSQL stopped), then gave it working credentials: no
+    adoption check ran and the KB read EDDI's rows. Now the save is kept and says so, and the first use, or the
+    update that makes it reachable, asks before anything is read or written."""
+    from tests.test_eddi_stores import eddi_writes
+
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "a master passphrase for the tests")
+    url = pgvector_params["url"]
+    langchain4j_table(url, "support_vectors", 384)
+    eddi_writes(url, "support_vectors", local_model, "Support")
+    runtime = Runtime(tmp_path)
+    with TestClient(create_app(runtime)) as client:
+        admin = {"Authorization": f"Bearer {runtime.keys.create('A', 'admin')[1]}"}
+        editor = {"Authorization": f"Bearer {runtime.keys.create('A', 'editor')[1]}"}
+        body = {"name": "Support", "embeddingProvider": "local", "storeType": "pgvector", "minScore": 0,
+                "contextExpansion": "none", "storeParameters": {"table": "support_vectors", "url": "${vault:pg-url}"}}
+        saved = client.post(BASE, headers=editor, json=body)
+        kb = kb_id(saved)
+        assert saved.json()["warnings"]  # (the key is not stored yet: it says so)
+        assert [c["how"] for c in runtime.stores.ownership.of_kb(kb)] == ["unverified"]
+        assert client.put(f"/secretstore/secrets/A/pg-url", headers=editor, json={"value": url}).status_code in (200, 201)
+        # the first use asks: the table exists and is nobody's, so nothing is read
+        r = client.post(f"{BASE}/{kb}/query", headers=editor, json={"query": "How long do refunds take?"})
+        assert r.status_code == 400 and "adopt=true" in r.text and "refund" not in r.text.lower(), r.text
+        r = client.post(f"{BASE}/{kb}/documents", headers=editor, json={"documents": [{"document_id": "e.md", "text": "x"}]})
+        assert r.status_code == 400 or r.json().get("documents_failed") == 1, r.text
+        # an update with the working URL written out is checked too
+        fixed = {**body, "storeParameters": {"table": "support_vectors", "url": url}}
+        r = client.put(f"{BASE}/{kb}", headers=editor, params={"version": 1}, json=fixed)
+        assert r.status_code == 400 and "adopt=true" in r.text
+        assert len(langchain4j_reads(url, "support_vectors")) == 2  # nothing written
+        # an admin's adoption is what lets it in
+        r = client.put(f"{BASE}/{kb}", headers=admin, params={"version": 1, "adopt": "true"}, json=fixed)
+        assert r.status_code == 200, r.text
+        assert [c["how"] for c in runtime.stores.ownership.of_kb(kb)] == ["adopted"]
+        found = client.post(f"{BASE}/{kb}/query", headers=editor, json={"query": "How long do refunds take?"}).json()["results"]
+        assert found and found[0]["metadata"]["source"] == "refunds.txt"
+
+        # a named table that does not exist yet, saved unverified, is made at its first use and then its own
+        other = kb_id(client.post(BASE, headers=editor, json={**body, "name": "New", "storeParameters": {
+            "table": "support_new", "url": "${vault:pg-url-2}"}}))
+        client.put(f"/secretstore/secrets/A/pg-url-2", headers=editor, json={"value": url})
+        assert client.post(f"{BASE}/{other}/documents", headers=editor,
+                           json={"documents": [{"document_id": "n.md", "text": "New page."}]}).status_code == 200
+        assert [c["how"] for c in runtime.stores.ownership.of_kb(other)] == ["created"]
+    runtime.close()
+
+
+@pytest.mark.integration
+@pytest.mark.services
+def test_an_adopted_eddi_table_keeps_its_schema_and_is_left_as_found(tenants, local_model):
+    """Issue 42, point 8: adopting an EDDI table added a ``tsv`` column and a GIN index, left after the KB was deleted
+    (and every EDDI insert paid for them). Now nothing is added; keyword search reads the text as it goes; and what an
+    earlier version added is taken away when the last KB lets the table go."""
+    from tests.test_eddi_stores import eddi_writes
+
+    client, url = tenants, tenants.pg["url"]
+
+    def columns() -> set[str]:
+        with psycopg.connect(url) as c:
+            return {r[0] for r in c.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'eddi_vectors'")}
+
+    def indexes() -> set[str]:
+        with psycopg.connect(url) as c:
+            return {r[0] for r in c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'eddi_vectors'")}
+
+    langchain4j_table(url, "eddi_vectors", 384)
+    eddi_writes(url, "eddi_vectors", local_model, "Handbook")
+    before = (columns(), indexes())
+    kb = kb_id(client.kb("a", "Handbook", searchMode="hybrid", storeParameters={"table": "eddi_vectors"}, query={"adopt": "true"}))
+    ingest(client, "a", kb, "ours.md", "Our own page about lounges and refunds.")
+    found = client.post(f"{BASE}/{kb}/query", headers=client.keys["a"], json={"query": "refunds"}).json()["results"]
+    assert {h["metadata"]["source"] for h in found} >= {"refunds.txt", "ours.md"}
+    assert (columns(), indexes()) == before  # nothing of ours added
+    # what an earlier version added is taken away when the KB goes
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("ALTER TABLE eddi_vectors ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED")
+        c.execute("CREATE INDEX eddi_vectors_tsv ON eddi_vectors USING gin (tsv)")
+    client.runtime.documents.forget_store(kb)
+    assert client.delete(f"{BASE}/{kb}", headers=client.keys["a"], params={"permanent": "true"}).status_code == 200
+    assert (columns(), indexes()) == before and len(langchain4j_reads(url, "eddi_vectors")) == 3

@@ -26,7 +26,17 @@ from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import langchain4j
 from eddi_rag.stores.base import KnowledgeStore, StoreContext, StoreUnavailableError
-from eddi_rag.stores.ownership import CLAIMED, NAMED, Place, StoreOwnership, server_of
+from eddi_rag.stores.ownership import (
+    CLAIMED,
+    CREATED,
+    NAMED,
+    UNVERIFIED,
+    AdoptionRequiredError,
+    Place,
+    StoreOwnership,
+    canonical,
+    server_of,
+)
 
 T = TypeVar("T")
 
@@ -129,7 +139,10 @@ class EmbeddingStoreFactory:
 
     def _parameters(self, kb_id: str, config: RagConfiguration, params: dict[str, Any]) -> dict[str, Any]:
         """What the store class is given: EDDI's aliases read, EDDI's layout applied (stores.langchain4j)."""
+        eddi_table = config.storeType == "pgvector" and "table" in params and not params.get("url")
         params = registry.prepare_parameters(registry.STORES, config.storeType, params)
+        if eddi_table:  # EDDI's own parameter: EDDI's connection defaults (database and user "eddi")
+            params = {"database": "eddi", "user": "eddi", **params}
         return langchain4j.adopt(config.storeType, config.storeNamespace, kb_id, config.name, params)
 
     def place(self, kb_id: str, config: RagConfiguration, params: dict[str, Any] | None = None) -> Place | None:
@@ -140,8 +153,11 @@ class EmbeddingStoreFactory:
         if locate is None:
             return None
         given = self._parameters(kb_id, config, dict(config.storeParameters if params is None else params))
-        return Place(config.storeType, str(locate(kb_id, given, self.context)), config.storeNamespace or "ours",
-                     config.storeNamespace == "name" or any(k in config.storeParameters for k in NAMED), server_of(given))
+        name = str(locate(kb_id, given, self.context))
+        shown = f"{given['path']}#{name.rpartition('#')[2]}" if "#" in name and given.get("path") else name
+        return Place(config.storeType, canonical(config.storeType, name), config.storeNamespace or "ours",
+                     config.storeNamespace == "name" or any(k in config.storeParameters for k in NAMED),
+                     server_of(given), shown)
 
     @staticmethod
     def _what(kb_id: str, config: RagConfiguration) -> str:
@@ -166,10 +182,21 @@ class EmbeddingStoreFactory:
         params = resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         what = self._what(kb_id, config)
         self.outbound.check_endpoints(config.storeParameters, params, f"{what}: storeParameters")
+        held = place = None
         if claim and self.ownership is not None and (place := self.place(kb_id, config, params)) is not None:
-            self.ownership.claim(config.tenant, kb_id, place, CLAIMED)  # (a KB saved before claims were recorded)
+            held = self.ownership.claim(config.tenant, kb_id, place, CLAIMED)  # (a KB saved before claims were recorded)
         with unavailable(what, self.resolver.redact):  # e.g. a client that connects when it is made
-            return cls(kb_id, self._parameters(kb_id, config, params), self.context)
+            store = cls(kb_id, self._parameters(kb_id, config, params), self.context)
+        if held == UNVERIFIED and place is not None:  # saved while its engine could not be asked: asked now, first
+            with unavailable(what, self.resolver.redact):
+                exists = bool(store.exists())
+            if exists:
+                raise AdoptionRequiredError(
+                    f"{place.describe()} existed already when {what} first reached it, and no knowledge base held it: "
+                    "nothing was read or written. An admin of this tenant adopts it by saving the knowledge base with "
+                    "?adopt=true (it is then never dropped), or names another")
+            self.ownership.claim(config.tenant, kb_id, place, CREATED)
+        return store
 
     def _build(self, key: str, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
         store = self._construct(kb_id, config, claim=True)

@@ -62,6 +62,11 @@ def literal_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
     return ip
 
 
+class UnresolvableHostError(OutboundBlockedError):
+    """A host name that does not resolve here (yet: a compose service name before its network exists). A save keeps
+    the configuration and says so; a use fails naming the host."""
+
+
 @dataclass(frozen=True)
 class OutboundPolicy:
     allow: tuple[Network, ...] = ()  # private/loopback networks that may be reached
@@ -108,7 +113,7 @@ class OutboundPolicy:
         try:
             infos = socket.getaddrinfo(host.strip("[]"), port or 80, type=socket.SOCK_STREAM)
         except socket.gaierror as e:
-            raise OutboundBlockedError(f"{what}: cannot resolve {host} ({e.strerror})") from e
+            raise UnresolvableHostError(f"{what}: cannot resolve {host} ({e.strerror})") from e
         for info in infos:
             ip = literal_address(str(info[4][0]).split("%")[0])
             assert ip is not None  # (getaddrinfo answers addresses)

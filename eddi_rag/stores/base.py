@@ -96,6 +96,11 @@ class StoreContext:
             return str(value) if str(value) == ":memory:" else str(path)
         return str(self.data_dir / path)
 
+    def real_path(self, value: Any) -> str:
+        """``path`` resolved to the place it names (``..`` and symbolic links followed): one folder, one spelling."""
+        path = self.path(value)
+        return path if path == ":memory:" else str(Path(path).resolve())
+
     def on_close(self, closer: Callable[[], None]) -> None:
         """Run ``closer`` when the application closes (e.g. save an index built in memory)."""
         self.closers.append(closer)

@@ -4,7 +4,10 @@ that claimed it and how:
 
 - ``created``: it did not exist when it was claimed: this product makes it, and may drop it;
 - ``adopted``: it existed (an EDDI table) and an admin of the tenant adopted it (``?adopt=true``): never dropped;
-- ``claimed``: recorded at first use, for a KB saved before ownership was recorded: never dropped.
+- ``claimed``: recorded at first use, for a KB saved before ownership was recorded: never dropped;
+- ``unverified``: named outright and saved while its engine could not be reached (down, a host not resolvable
+  yet, a key stored later): nobody could tell whether it existed. Its first use asks the engine before any read
+  or write: a place that does not exist becomes ``created``; one that exists is refused until an admin adopts it.
 
 A KB may address a physical store only if its tenant holds it or nobody does. Another tenant naming it gets a
 400 that says the name is not available, whether or not it exists. Several KBs of one tenant share one only in
@@ -12,10 +15,17 @@ EDDI's ``"id"`` layout, where each reads and writes only the chunks tagged with 
 
 A name is one place per engine, whichever server a configuration reaches it on: one server has many spellings
 (``localhost``, ``127.0.0.1``, a DNS alias, a socket), so keying by server would let a tenant reach another's
-table through a second spelling. The server is recorded for people to read, without credentials."""
+table through a second spelling. The server is recorded for people to read, without credentials.
+
+A name is also one place whatever its spelling (``canonical``): a Qdrant local folder by its real path (``..`` and
+symbolic links resolved), a pgvector table as PostgreSQL reads it (an unquoted name folded to lower case, the
+``public.`` schema left out), any other collection or index compared without case (a false match only refuses a
+name). And, as EDDI's ``KnowledgeBaseStorageGuard`` rules, a location a configuration names anew may not start with
+EDDI's reserved ``eddi_kb`` (in any part), and a pgvector table is a plain identifier (``location_errors``)."""
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +35,10 @@ from eddi_rag import state
 from eddi_rag.errors import EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
 
-CREATED, ADOPTED, CLAIMED = "created", "adopted", "claimed"
+CREATED, ADOPTED, CLAIMED, UNVERIFIED = "created", "adopted", "claimed", "unverified"
 NAMED = ("tableName", "table", "collectionName", "indexName", "path")  # parameters that name a place outright
+RESERVED_PREFIX = "eddi_kb"  # EDDI derives every default location from it: a named location may not use it
+PLAIN_PG_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}(?:\.[A-Za-z_][A-Za-z0-9_$]{0,62})?")
 
 
 class StoreNotAvailableError(EddiRagError, ValueError):
@@ -45,9 +57,53 @@ class Place:
     layout: str  # "ours", or EDDI's "name" / "id" (chunks tagged kbId=<id>: shareable)
     explicit: bool  # named by the configuration (it may exist already), not derived from the KB's fresh id
     server: str = ""  # for people: host[:port] or socket folder, no credentials
+    shown: str = ""  # for people: the place as the configuration spells it (never the server's own folders)
 
     def describe(self) -> str:
-        return f"{self.engine} {'table' if self.engine == 'pgvector' else 'collection'} {self.name!r}"
+        return f"{self.engine} {'table' if self.engine == 'pgvector' else 'collection'} {(self.shown or self.name)!r}"
+
+
+def canonical(engine: str, name: str) -> str:
+    """The one spelling of a physical place two configurations are compared in (the store's ``place`` has resolved
+    a local folder already, and given a pgvector table as PostgreSQL names it): collections and indexes without
+    case; a Qdrant local folder keeps its case (a file system's), its collection does not."""
+    if engine == "pgvector":
+        return name
+    folder, sep, collection = name.rpartition("#")
+    return f"{folder}{sep}{collection.strip().lower()}"
+
+
+def named_location(params: dict[str, Any]) -> tuple[str, str] | None:
+    """The storeParameters key and value that name a table, collection or index outright (None: none)."""
+    for key in ("tableName", "table", "collectionName", "indexName"):
+        value = params.get(key)
+        if isinstance(value, str) and value.strip():
+            return key, value
+    return None
+
+
+def location_errors(store_type: str, params: dict[str, Any], before: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """EDDI's rules for a location a configuration names (``KnowledgeBaseStorageGuard``), as validation errors; a
+    value the version before (``before``'s storeParameters) already held is not judged again, so a stored
+    configuration is never refused on a save that does not touch it."""
+    named = named_location(params)
+    if named is None or (before is not None and named_location(before) == named):
+        return []
+    key, value = named
+    where = f"$.storeParameters.{key}"
+    if store_type == "pgvector" and "${" not in value and not PLAIN_PG_TABLE.fullmatch(value.strip()):
+        return [{"path": where, "value": value,
+                 "message": "must be a plain table name, optionally qualified with the public schema (letters, digits, "
+                            "'_' and '$', starting with a letter or '_'): quotes, spaces and punctuation are refused"}]
+    if store_type == "pgvector" and "." in value and value.strip().split(".")[0].lower() != "public":
+        return [{"path": where, "value": value, "message": "names a schema other than public: this product's tables live "
+                                                           "in the public schema"}]
+    if any(part.strip().startswith(RESERVED_PREFIX) for part in value.strip().lower().split(".")):
+        return [{"path": where, "value": value,
+                 "message": f"may not start with {RESERVED_PREFIX!r}: every knowledge base's default location starts with it, "
+                            "so the name could address another knowledge base's store. Choose another name, or leave it "
+                            "out to get a location of this knowledge base's own"}]
+    return []
 
 
 def server_of(params: dict[str, Any]) -> str:
@@ -100,6 +156,10 @@ class StoreOwnership:
                 raise StoreNotAvailableError(why)
             own = next((h for h in holders if h["kb_id"] == kb_id), None)
             held = own["how"] if own else (holders[0]["how"] if holders else how)
+            if own is not None and held == UNVERIFIED and how != CLAIMED:  # now verified (or adopted)
+                held = how
+                c.execute("UPDATE store_claims SET how=? WHERE engine=? AND place=? AND kb_id=?",
+                          (how, place.engine, place.name, kb_id))
             if own is None:
                 c.execute("INSERT INTO store_claims (engine, place, tenant, kb_id, how, layout, server, claimed_on) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -115,6 +175,11 @@ class StoreOwnership:
             for row in c.execute("SELECT engine, place FROM store_claims WHERE kb_id=?", (kb_id,)).fetchall():
                 if keep is None or (row["engine"], row["place"]) != (keep.engine, keep.name):
                     c.execute("DELETE FROM store_claims WHERE engine=? AND place=? AND kb_id=?", (row["engine"], row["place"], kb_id))
+
+    def how(self, kb_id: str, place: Place) -> str | None:
+        """How ``kb_id`` holds ``place`` (None: it does not)."""
+        rows = self.db.query("SELECT how FROM store_claims WHERE engine=? AND place=? AND kb_id=?", (place.engine, place.name, kb_id))
+        return rows[0]["how"] if rows else None
 
     def sole_creator(self, kb_id: str, place: Place) -> bool:
         """Whether ``kb_id`` alone holds ``place`` and this product created it: only then may it be dropped."""

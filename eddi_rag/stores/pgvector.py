@@ -24,7 +24,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql as pgsql
 
 from eddi_rag.common.parameters import alias
-from eddi_rag.stores import filters, langchain4j
+from eddi_rag.stores import filters, langchain4j, ownership
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -46,6 +46,21 @@ MAX_IDENTIFIER = 63
 def table_name(kb_id: str) -> str:
     """``eddi_kb_<id>`` in [a-z0-9_], at most PostgreSQL's 63 characters (engine_name)."""
     return engine_name(kb_id, "a-z0-9_", lower=True, max_length=MAX_IDENTIFIER)
+
+
+def physical_table(value: str) -> str:
+    """A table as PostgreSQL names it: an unquoted (plain) name folded to lower case and without the ``public.``
+    schema, as PostgreSQL reads ``EDDI_KB_X`` and ``public.eddi_kb_x`` (both ``eddi_kb_x``); a name that is not
+    plain (saved before such names were refused) stays as it was written, quoted."""
+    name = value.strip()
+    if ownership.PLAIN_PG_TABLE.fullmatch(name):
+        name = name.lower()
+        schema, _, table = name.rpartition(".")
+        if schema not in ("", "public"):
+            raise ValueError(f"storeParameters.tableName {value!r} names a schema other than public: this product's "
+                             "tables live in the public schema")
+        return table
+    return value
 
 
 def connection_string(params: dict[str, Any]) -> str:
@@ -145,17 +160,17 @@ class PgVectorStore:
     @staticmethod
     def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
         """The physical table this store addresses (stores.ownership records who owns it)."""
-        return str(params.get("tableName") or table_name(kb_id))
+        return physical_table(str(params.get("tableName") or table_name(kb_id)))
 
     def exists(self) -> bool:
-        return bool(self._one("SELECT to_regclass(%s) IS NOT NULL", (self.table,)))
+        return bool(self._one("SELECT to_regclass(quote_ident(%s)) IS NOT NULL", (self.table,)))
 
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.kb_tag = params.get("kbTag")  # EDDI's "id" namespace: only the chunks tagged kbId=<this>
         self.name_tag: str | None = None  # the kbId EDDI's name layout writes (a table found in its layout)
         self._layout(params.get("layout") == langchain4j.LAYOUT)  # an EDDI (langchain4j) table, adopted in place
-        self.table = str(params.get("tableName") or table_name(kb_id))
+        self.table = physical_table(str(params.get("tableName") or table_name(kb_id)))
         if len(self.table) > MAX_IDENTIFIER:
             raise ValueError(f"storeParameters.tableName {self.table!r} is longer than {MAX_IDENTIFIER} characters")
         self.configured_dimension = int(params["dimension"]) if params.get("dimension") else None
@@ -175,9 +190,11 @@ class PgVectorStore:
             # EDDI's own table parameter, no storeNamespace: EDDI reads that as its name layout (stores.langchain4j)
             self._layout(True)
             self.name_tag = params.get(langchain4j.NAME_TAG)
-        if self._dimension is not None:  # tables made before full-text search existed get it now
-            with self._conn.cursor() as cur:
-                self._ensure_full_text(cur)
+        # A table this product did not make keeps its schema (an adopted EDDI table: nothing added to it, so EDDI's
+        # inserts pay for nothing of ours): full-text search then reads its text as it goes (``_tsv``). A table of
+        # ours made before full-text search existed gets its column at its first write. Nothing is changed here, so
+        # opening a store (to ask whether it exists, or whose it is) changes nothing.
+        self._tsv_column = self._dimension is not None and "tsv" in self._columns()
         if self._dimension and self.configured_dimension and self._dimension != self.configured_dimension:
             raise DimensionMismatchError(
                 f"table {self.table} holds {self._dimension}-dimensional vectors but storeParameters.dimension is "
@@ -192,12 +209,20 @@ class PgVectorStore:
             if l4j else pgsql.Identifier("id")
         self._by_ids = pgsql.SQL("embedding_id = ANY(%s::uuid[])" if l4j else "id = ANY(%s)")
 
+    def _columns(self) -> set[str]:
+        return {r[0] for r in self._conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) AND attnum > 0 AND NOT attisdropped",
+            (self.table,)).fetchall()}
+
     def _langchain4j_columns(self) -> bool:
         """Whether the table has langchain4j's key (``embedding_id``) and not ours (``id``)."""
-        columns = {r[0] for r in self._conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
-            (self.table,)).fetchall()}
+        columns = self._columns()
         return "embedding_id" in columns and "id" not in columns
+
+    @property
+    def _tsv(self) -> pgsql.Composable:
+        """The text as PostgreSQL's full-text search reads it: the generated column where the table has one."""
+        return pgsql.SQL("tsv" if self._tsv_column else "to_tsvector('english', text)")
 
     def _cond(self, where: filters.Where) -> tuple[pgsql.Composable, list[Any]]:
         """``where`` in SQL, within the knowledge base's chunks (its kbId tag in EDDI's "id" namespace)."""
@@ -227,7 +252,7 @@ class PgVectorStore:
     # -- schema ---------------------------------------------------------------------------
     def _existing_dimension(self) -> int | None:
         row = self._conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)) AND attname = 'embedding'",
             (self.table,),
         ).fetchone()
         return int(row[0]) if row else None
@@ -248,6 +273,8 @@ class PgVectorStore:
             if self.index == "hnsw":
                 self._create_index(cur)
             self._dimension = dimension
+        elif not self._tsv_column and not self.l4j:  # a table of ours made before full-text search existed
+            self._ensure_full_text(cur)
         check_dimension(self._dimension, dimension, self.kb_id)
 
     def _ensure_full_text(self, cur: psycopg.Cursor) -> None:
@@ -261,6 +288,17 @@ class PgVectorStore:
         if not self.l4j:  # a document's chunks (a write replaces them, the neighbour context reads them) by an index
             cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((metadata -> 'document_id'))").format(
                 pgsql.Identifier((self.table + "_doc")[:MAX_IDENTIFIER]), self._ident))
+        self._tsv_column = True
+
+    def restore_schema(self) -> None:
+        """Take away what an earlier version of this product added to a table it did not make (an adopted EDDI
+        table: the ``tsv`` column and its index), once no knowledge base uses the table any more."""
+        if self._dimension is None or not self.l4j:
+            return
+        with self._lock, self._conn.cursor() as cur:
+            cur.execute(pgsql.SQL("DROP INDEX IF EXISTS {}").format(pgsql.Identifier((self.table + "_tsv")[:MAX_IDENTIFIER])))
+            cur.execute(pgsql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS tsv").format(self._ident))
+        self._tsv_column = False
 
     def _create_index(self, cur: psycopg.Cursor) -> None:
         cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)").format(
@@ -370,9 +408,9 @@ class PgVectorStore:
         if self._dimension is None or k <= 0 or not terms:
             return []
         query = pgsql.SQL(
-            "SELECT {id} AS id, text, metadata, ts_rank_cd(tsv, q) AS rank FROM {t}, to_tsquery('english', %s) AS q "
-            "WHERE tsv @@ q AND {c} ORDER BY rank DESC, id LIMIT %s"
-        ).format(id=self._key, t=self._ident, c=cond)
+            "SELECT {id} AS id, text, metadata, ts_rank_cd({v}, q) AS rank FROM {t}, to_tsquery('english', %s) AS q "
+            "WHERE {v} @@ q AND {c} ORDER BY rank DESC, id LIMIT %s"
+        ).format(id=self._key, t=self._ident, c=cond, v=self._tsv)
         with self._lock:
             rows = self._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()
         return [KeywordHit(id_, text, metadata, float(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
@@ -404,7 +442,7 @@ class PgVectorStore:
         try:
             with self._lock:
                 version = self._one("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-                size = self._one("SELECT COALESCE(pg_total_relation_size(to_regclass(%s)), 0)", (self.table,))
+                size = self._one("SELECT COALESCE(pg_total_relation_size(to_regclass(quote_ident(%s))), 0)", (self.table,))
             return {"status": "ok", "details": {"documents": self.count(), "dimension": self._dimension,
                                                 "storage_bytes": int(size), "table": self.table, "pgvector": version}}
         except Exception as e:  # noqa: BLE001 - health reports, never raises

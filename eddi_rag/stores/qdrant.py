@@ -100,7 +100,7 @@ class QdrantStore(OverwriteThenPrune):
     def place(kb_id: str, params: dict[str, Any], context: StoreContext) -> str:
         """The physical collection (in local mode: its folder#collection) this store addresses (stores.ownership records who owns it)."""
         name = str(params.get("collectionName") or collection_name(kb_id))
-        return f"{context.path(params['path'])}#{name}" if params.get("path") else name
+        return f"{context.real_path(params['path'])}#{name}" if params.get("path") else name
 
     def exists(self) -> bool:
         return bool(self.client.collection_exists(self.collection))
@@ -113,9 +113,11 @@ class QdrantStore(OverwriteThenPrune):
         params = {k: v for k, v in params.items() if k not in ("layout", "kbTag")}
         self.collection = str(params.get("collectionName") or collection_name(kb_id))
         clients = context.state.setdefault("qdrant-clients", {})
+        if params.get("path"):  # one client per folder, however it is spelled (local mode locks its folder)
+            params = {**params, "path": context.real_path(params["path"])}
         key = tuple(sorted((k, str(v)) for k, v in params.items() if k != "collectionName"))
         if key not in clients:
-            clients[key] = self._connect({**params, "path": context.path(params["path"])} if params.get("path") else params)
+            clients[key] = self._connect(params)
         self.client: QdrantClient = clients[key]
 
     @staticmethod

@@ -125,6 +125,8 @@ class Documents:
         elif place.layout == "id":
             store.delete(where={"kbId": kb_id})
         self.ownership.release(kb_id)
+        if place is not None and not self.ownership.holders(place) and hasattr(store, "restore_schema"):
+            store.restore_schema()  # a table it did not make: left as it was found
         self.forget_store(kb_id)
 
     def forget_store(self, kb_id: str) -> None:

@@ -19,6 +19,7 @@ from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceStore
 from eddi_rag.stores.base import DimensionMismatchError
+from eddi_rag.stores.ownership import UNVERIFIED
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,8 @@ class Health:
             add("configuration", True, f"{data.get('embeddingProvider')} → {data.get('storeType', 'in-memory')}")
             add("provider", False, str(e), "install the extra named, or choose a registered provider")
             return skip(*CHECKS[2:], because="provider")
-        config = self.kbs.resolve_embedding(config, self.resources.tenant_of("rags", kb_id))
+        tenant = self.resources.tenant_of("rags", kb_id)
+        config = self.kbs.substituted(self.kbs.resolve_embedding(config, tenant), tenant)  # as a query reads it
         via = f" (provider {config.embeddingProviderId!r})" if config.embeddingProviderId else ""
         shape = f"{config.embeddingProvider or '(no embedding)'}{via} → {config.storeType}"
         if unused := self.kbs.warnings(data):
@@ -219,12 +221,21 @@ class Health:
     def unresolved(self, kb_id: str) -> dict[str, str] | None:
         """The secrets check alone, as a save reports it: {check, detail, fix} when a reference does not resolve (the
         configuration is saved: an EDDI client may store the key after it), None when every one does."""
-        return self.unresolved_in(self.resources.read("rags", kb_id), self.resources.tenant_of("rags", kb_id))
+        problem = self.unresolved_in(self.resources.read("rags", kb_id), self.resources.tenant_of("rags", kb_id))
+        ownership = self.stores.ownership
+        if problem is None and ownership is not None and any(c["how"] == UNVERIFIED for c in ownership.of_kb(kb_id)):
+            return {"check": "store", "detail": "saved without checking that the store it names is its own: the store "
+                                                "could not be reached (down, a host not resolvable here yet, or its key "
+                                                "not stored yet)",
+                    "fix": "nothing now: its first use checks it before anything is read or written (a store that exists "
+                           "already then needs an admin to save with ?adopt=true); `eddi-rag doctor` checks it as soon "
+                           "as the store can be reached"}
+        return problem
 
     def unresolved_in(self, data: dict[str, Any], tenant: str) -> dict[str, str] | None:
         """``unresolved`` for a configuration not saved yet (the Manager's create dialog refuses it then)."""
         try:
-            config = self.kbs.resolve_embedding(self.kbs.validate(data).in_tenant(tenant), tenant)
+            config = self.kbs.substituted(self.kbs.resolve_embedding(self.kbs.validate(data).in_tenant(tenant), tenant), tenant)
         except EddiRagError:
             return None  # (the doctor's other checks say what is wrong)
         found: list[dict[str, str]] = []

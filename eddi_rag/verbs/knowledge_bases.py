@@ -106,7 +106,10 @@ class KnowledgeBases:
     def as_used(self, data: Any, tenant: str) -> RagConfiguration:
         """A configuration of ``tenant`` as it is used: validated, its provider reference resolved, its global
         variables replaced."""
-        config = self.resolve_embedding(validate_rag_configuration(data), tenant)
+        return self.substituted(self.resolve_embedding(validate_rag_configuration(data), tenant), tenant)
+
+    def substituted(self, config: RagConfiguration, tenant: str) -> RagConfiguration:
+        """``config`` with its ``${vars:…}`` replaced by ``tenant``'s global variables, as a query reads it."""
         if self.variables is None:
             return config
         return config.model_copy(update={"embeddingParameters": self.variables.substitute(config.embeddingParameters, tenant),

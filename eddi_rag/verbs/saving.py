@@ -19,7 +19,18 @@ from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.resource_types import DEFAULT_TENANT, ResourceNotFoundError, ResourceRef
 from eddi_rag.resources import ResourceStore
 from eddi_rag.stores.base import StoreUnavailableError
-from eddi_rag.stores.ownership import ADOPTED, CLAIMED, CREATED, NAMED, AdoptionRequiredError, Place, StoreNotAvailableError
+from eddi_rag.common.outbound import UnresolvableHostError
+from eddi_rag.stores.ownership import (
+    ADOPTED,
+    CLAIMED,
+    CREATED,
+    NAMED,
+    UNVERIFIED,
+    AdoptionRequiredError,
+    Place,
+    StoreNotAvailableError,
+    location_errors,
+)
 from eddi_rag.verbs.documents import Documents
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
@@ -66,10 +77,17 @@ class Saving:
             return ResourceRef(kind, id, current)
         return self._update_checked(kind, id, current, saved, tenant)
 
-    def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool) -> Place | None:
-        """Claim the physical store ``saved`` addresses for ``kb_id`` (StoreNotAvailableError: another tenant holds
-        it, or another KB outside EDDI's "id" layout; AdoptionRequiredError: it exists and nobody holds it)."""
+    def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool,
+               before: RagConfiguration | None = None) -> Place | None:
+        """Claim the physical store ``saved`` addresses for ``kb_id`` (ConfigValidationError: a location EDDI's rules
+        refuse; StoreNotAvailableError: another tenant holds it, or another KB outside EDDI's "id" layout;
+        AdoptionRequiredError: it exists and nobody holds it). A place named outright whose engine cannot be asked
+        (down, a host not resolvable yet, a key stored later) is held ``unverified``: its first use asks
+        (``EmbeddingStoreFactory``), and the save's answer says so (``Health.unresolved``)."""
         config = self.kbs.as_used(saved, tenant)
+        previous = before.storeParameters if before is not None and before.storeType == config.storeType else None
+        if errors := location_errors(config.storeType, saved.get("storeParameters") or {}, previous):
+            raise ConfigValidationError(errors)
         stores, ownership = self.documents.stores, self.documents.ownership
         place = stores.place(kb_id, config)
         if place is None:
@@ -77,18 +95,21 @@ class Saving:
         holders = ownership.holders(place)  # refused before the engine is asked: nothing says whether it exists
         if why := ownership.refusal(tenant, kb_id, place, holders):
             raise StoreNotAvailableError(why)
+        own = next((h for h in holders if h["kb_id"] == kb_id), None)
         how = CREATED
-        try:
-            exists = bool(not holders and place.explicit and stores.exists(kb_id, config))
-        except (SecretNotFoundError, StoreUnavailableError) as e:  # its key comes later, its engine is down
-            log.info("knowledge base %s: cannot tell whether %s exists (%s): claimed, never dropped", kb_id, place.describe(), e)
-            exists, how = False, CLAIMED
-        if exists:
-            if not adopt:
-                raise AdoptionRequiredError(
-                    f"{place.describe()} exists already and no knowledge base holds it: an admin of this tenant adopts it "
-                    "by saving with ?adopt=true (it is then never dropped), or name another")
-            how = ADOPTED
+        if place.explicit and (not holders or (own is not None and own["how"] == UNVERIFIED)):
+            try:
+                exists = stores.exists(kb_id, config)
+            except (SecretNotFoundError, StoreUnavailableError, UnresolvableHostError) as e:
+                log.info("knowledge base %s: cannot tell whether %s exists (%s): unverified until its first use",
+                         kb_id, place.describe(), e)
+                how = ADOPTED if adopt else UNVERIFIED
+            else:
+                if exists and not adopt:
+                    raise AdoptionRequiredError(
+                        f"{place.describe()} exists already and no knowledge base holds it: an admin of this tenant "
+                        "adopts it by saving with ?adopt=true (it is then never dropped), or name another")
+                how = ADOPTED if exists else CREATED
         ownership.claim(tenant, kb_id, place, how)
         return place
 
@@ -111,7 +132,7 @@ class Saving:
     def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any], tenant: str = DEFAULT_TENANT,
                         adopt: bool = False) -> ResourceRef:
         before = self._config(id) if kind == "rags" else None
-        claimed = self._claim(id, saved, tenant, adopt) if kind == "rags" else None
+        claimed = self._claim(id, saved, tenant, adopt, before) if kind == "rags" else None
         old = self.documents.stores.place(id, before) if before is not None else None
         try:
             ref = self.resources.update(kind, id, version, saved)
