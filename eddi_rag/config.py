@@ -21,6 +21,10 @@ from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
 LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
+# Stores with a place of their own that EDDI's layout would name but this product cannot read yet: storeNamespace is
+# refused there (ignoring it would hide EDDI's vectors). On the others (in-memory, the embedded ones) a knowledge base's
+# store is its own, keyed by its id, whatever the namespace: EDDI stamps "id" on every new one, kept and not used.
+NAMESPACE_REFUSED = ("elasticsearch", "mongodb-atlas", "typesense")
 # A knowledge base's defaults are the best measured offline (benchmarks/README.md, bench_docs_qa and eval
 # --pipeline): Markdown-aware chunks, hybrid search (weighted fusion), 4 neighbours around each hit. A KB on EDDI's
 # stored vectors (storeNamespace) keeps EDDI's (recursive chunks, vector search), and a store without keyword
@@ -226,11 +230,17 @@ class RagConfiguration(BaseModel):
         """EDDI's defaults on EDDI's stored vectors; vector search on a store without keyword search."""
         if not isinstance(data, dict):
             return data
-        if data.get("storeNamespace"):
+        if data.get("storeNamespace") and data.get("storeType") in LANGCHAIN4J_STORES:
             return {**EDDI_DEFAULTS, **data}
         if data.get("storeType") in NO_KEYWORD_SEARCH and "searchMode" not in data:
             return {"searchMode": "vector", **data}
         return data
+
+    @property
+    def eddi_layout(self) -> str | None:
+        """EDDI's layout of the store this knowledge base reads in place ("name" or "id"), None: this product's own
+        (also for a storeNamespace on a store whose chunks are the knowledge base's own, such as in-memory)."""
+        return self.storeNamespace if self.storeType in LANGCHAIN4J_STORES else None
 
     @property
     def embedding_disabled(self) -> str | None:
@@ -365,10 +375,11 @@ def validate_rag_configuration(data: Any) -> RagConfiguration:
     errors = [_explain(e) for e in schema_errors(data, load_schema())]
     if not errors:
         errors += _source_errors(data.get("sources") or [])
-        if data.get("storeNamespace") and data.get("storeType", "in-memory") not in LANGCHAIN4J_STORES:
+        if data.get("storeNamespace") and data.get("storeType", "in-memory") in NAMESPACE_REFUSED:
             errors.append({"path": "$.storeNamespace", "value": data["storeNamespace"],
                            "message": f"adopting an EDDI store in place works on {', '.join(LANGCHAIN4J_STORES)} so far, "
-                                      f"not on storeType {data.get('storeType', 'in-memory')!r}; leave storeNamespace out"})
+                                      f"not on storeType {data.get('storeType', 'in-memory')!r}; leave storeNamespace out "
+                                      "(the knowledge base then gets a store of its own, and its documents are ingested again)"})
         size, overlap = data.get("chunkSize", 512), data.get("chunkOverlap", 64)
         if overlap >= size:
             errors.append({

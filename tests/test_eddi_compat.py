@@ -105,7 +105,7 @@ def test_export_in_eddis_layout_and_import_of_it_is_the_identity(client, tmp_pat
         f"{folder}travel-policies.rag.json", f"{folder}travel-policies.descriptor.json",
         f"{folder}loyalty-program.rag.json", f"{folder}loyalty-program.descriptor.json",
         f"{folder}service-notices.httpcalls.json", f"{folder}service-notices.descriptor.json",
-        f"{folder}travel-assistant.langchain.json"}
+        f"{folder}travel-assistant.langchain.json", "eddi-rag-export-notes.json"}  # (the KBs' local/sqlite: EDDI's nearest)
     workflow = json.loads(archive.read(f"{folder}travel-assistant.workflow.json"))
     uris = [s["config"]["uri"] for s in workflow["workflowSteps"]]
     assert "eddi://ai.labs.apicalls/apicallstore/apicalls/service-notices?version=1" in uris  # EDDI's form

@@ -143,3 +143,56 @@ def test_s3_keys_are_the_sources_own_never_the_servers(monkeypatch):
     assert s3.client(config.sources[0].s3, lambda v: v).client.meta.config.signature_version is UNSIGNED
     with pytest.raises(s3.S3SourceError, match="both accessKeyId and secretAccessKey"):
         s3.client(config.sources[0].s3.model_copy(update={"accessKeyId": "only-one"}), lambda v: v)
+
+
+def test_a_git_source_reads_nothing_outside_the_roots_and_no_file_over_the_limit(tmp_path, monkeypatch):
+    """Issue 42, point 3: a folder under the roots whose ``.git`` is a file saying ``gitdir: <outside>`` made the source
+    clone the outside repository; ``objects/info/alternates`` pointing out lent it outside objects; and a 300 MB file
+    was read into the server before any limit refused it."""
+    roots, outside = tmp_path / "roots", tmp_path / "outside"
+    roots.mkdir()
+    outside.mkdir()
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(roots))
+    secret = outside / "secret"
+    secret.mkdir()
+    git(secret, "init", "-q", "-b", "main")
+    (secret / "plans.md").write_text("The outside plans: launch at dawn.")
+    git(secret, "add", "-A")
+    git(secret, "commit", "-q", "-m", "outside")
+
+    linked = roots / "linked"
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {secret / '.git'}\n")
+    borrowing = roots / "borrowing"
+    git(roots, "clone", "-q", "--shared", str(secret), str(borrowing))  # its objects/info/alternates points out
+    assert (borrowing / ".git" / "objects" / "info" / "alternates").is_file()
+    runtime = Runtime(tmp_path / "data")
+    for folder, why in ((linked, "a gitdir link"), (borrowing, "objects/info/alternates")):
+        kb = kb_with(runtime, {"type": "git", "git": {"url": folder.as_uri()}})
+        run = runtime.sources.run(kb, "docs")
+        assert run.status == "FAILED" and why in run.error and "outside the folders" in run.error, run.error
+        assert documents(runtime, kb) == set()
+
+    # inside the roots, a gitdir link is followed as git follows it
+    inner = roots / "inner"
+    git(roots, "clone", "-q", str(secret), str(inner / "store"))
+    work = roots / "work"
+    work.mkdir()
+    (work / ".git").write_text("gitdir: ../inner/store/.git\n")
+    kb = kb_with(runtime, {"type": "git", "git": {"url": work.as_uri()}})
+    assert runtime.sources.run(kb, "docs").added == 1
+
+    # a file over the upload limit is listed as a failure and never read
+    monkeypatch.setenv("EDDI_RAG_MAX_UPLOAD_MB", "1")
+    big = roots / "big"
+    big.mkdir()
+    git(big, "init", "-q", "-b", "main")
+    (big / "huge.md").write_text("word " * 300_000)  # 1.5 MB
+    (big / "small.md").write_text("A small page.")
+    git(big, "add", "-A")
+    git(big, "commit", "-q", "-m", "big")
+    kb = kb_with(runtime, {"type": "git", "git": {"url": big.as_uri()}})
+    run = runtime.sources.run(kb, "docs")
+    assert run.added == 1 and [f["document"] for f in run.failures] == ["huge.md"]
+    assert "over the limit of 1,048,576" in run.failures[0]["reason"] and "EDDI_RAG_MAX_UPLOAD_MB" in run.failures[0]["reason"]
+    runtime.close()

@@ -221,7 +221,7 @@ def test_adoption_is_never_skipped_when_the_store_cannot_be_reached_at_save(tmp_
         kb = kb_id(saved)
         assert saved.json()["warnings"]  # (the key is not stored yet: it says so)
         assert [c["how"] for c in runtime.stores.ownership.of_kb(kb)] == ["unverified"]
-        assert client.put(f"/secretstore/secrets/A/pg-url", headers=editor, json={"value": url}).status_code in (200, 201)
+        assert client.put("/secretstore/secrets/A/pg-url", headers=editor, json={"value": url}).status_code in (200, 201)
         # the first use asks: the table exists and is nobody's, so nothing is read
         r = client.post(f"{BASE}/{kb}/query", headers=editor, json={"query": "How long do refunds take?"})
         assert r.status_code == 400 and "adopt=true" in r.text and "refund" not in r.text.lower(), r.text
@@ -242,7 +242,7 @@ def test_adoption_is_never_skipped_when_the_store_cannot_be_reached_at_save(tmp_
         # a named table that does not exist yet, saved unverified, is made at its first use and then its own
         other = kb_id(client.post(BASE, headers=editor, json={**body, "name": "New", "storeParameters": {
             "table": "support_new", "url": "${vault:pg-url-2}"}}))
-        client.put(f"/secretstore/secrets/A/pg-url-2", headers=editor, json={"value": url})
+        client.put("/secretstore/secrets/A/pg-url-2", headers=editor, json={"value": url})
         assert client.post(f"{BASE}/{other}/documents", headers=editor,
                            json={"documents": [{"document_id": "n.md", "text": "New page."}]}).status_code == 200
         assert [c["how"] for c in runtime.stores.ownership.of_kb(other)] == ["created"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,7 +11,6 @@ from starlette.datastructures import UploadFile
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
 
-DEFAULT_MAX_UPLOAD_MB = 50
 MAX_FILES = 100  # file parts in one multipart request
 
 
@@ -31,16 +29,6 @@ class Upload:
     name: str
     data: bytes
     format: str
-
-
-def max_upload_bytes() -> int:
-    """The configured limit (env EDDI_RAG_MAX_UPLOAD_MB, default 50)."""
-    raw = os.environ.get("EDDI_RAG_MAX_UPLOAD_MB", str(DEFAULT_MAX_UPLOAD_MB))
-    try:
-        mb = float(raw)
-    except ValueError:
-        raise ValueError(f"EDDI_RAG_MAX_UPLOAD_MB must be a number of megabytes, got {raw!r}") from None
-    return int(mb * 1024 * 1024)
 
 
 def too_large(what: str, limit: int) -> PayloadTooLargeError:

@@ -143,7 +143,7 @@ class EmbeddingStoreFactory:
         params = registry.prepare_parameters(registry.STORES, config.storeType, params)
         if eddi_table:  # EDDI's own parameter: EDDI's connection defaults (database and user "eddi")
             params = {"database": "eddi", "user": "eddi", **params}
-        return langchain4j.adopt(config.storeType, config.storeNamespace, kb_id, config.name, params)
+        return langchain4j.adopt(config.storeType, config.eddi_layout, kb_id, config.name, params)
 
     def place(self, kb_id: str, config: RagConfiguration, params: dict[str, Any] | None = None) -> Place | None:
         """The physical store ``config`` addresses for ``kb_id`` (None: an embedded engine, whose tables are the
@@ -155,8 +155,8 @@ class EmbeddingStoreFactory:
         given = self._parameters(kb_id, config, dict(config.storeParameters if params is None else params))
         name = str(locate(kb_id, given, self.context))
         shown = f"{given['path']}#{name.rpartition('#')[2]}" if "#" in name and given.get("path") else name
-        return Place(config.storeType, canonical(config.storeType, name), config.storeNamespace or "ours",
-                     config.storeNamespace == "name" or any(k in config.storeParameters for k in NAMED),
+        return Place(config.storeType, canonical(config.storeType, name), config.eddi_layout or "ours",
+                     config.eddi_layout == "name" or any(k in config.storeParameters for k in NAMED),
                      server_of(given), shown)
 
     @staticmethod
@@ -172,8 +172,8 @@ class EmbeddingStoreFactory:
             return bool(exists()) if exists is not None else False
 
     def get(self, kb_id: str, config: RagConfiguration) -> KnowledgeStore:
-        where = config.storeParameters if config.storeNamespace is None else \
-            {**config.storeParameters, "storeNamespace": config.storeNamespace, "name": config.name}  # EDDI's: by name
+        where = config.storeParameters if config.eddi_layout is None else \
+            {**config.storeParameters, "storeNamespace": config.eddi_layout, "name": config.name}  # EDDI's: by name
         key = cache_key(config.storeType, kb_id, where)
         return self._cache.get_or_build(key, lambda: self._build(key, kb_id, config))
 
@@ -187,7 +187,7 @@ class EmbeddingStoreFactory:
             held = self.ownership.claim(config.tenant, kb_id, place, CLAIMED)  # (a KB saved before claims were recorded)
         with unavailable(what, self.resolver.redact):  # e.g. a client that connects when it is made
             store = cls(kb_id, self._parameters(kb_id, config, params), self.context)
-        if held == UNVERIFIED and place is not None:  # saved while its engine could not be asked: asked now, first
+        if held == UNVERIFIED and place is not None and self.ownership is not None:  # saved while its engine could not be asked: asked now, first
             with unavailable(what, self.resolver.redact):
                 exists = bool(store.exists())
             if exists:

@@ -16,6 +16,18 @@ from dataclasses import dataclass, fields
 from eddi_rag.ingest.loaders import UnreadableDocumentError
 
 MB = 1024 * 1024
+DEFAULT_MAX_UPLOAD_MB = 50
+
+
+def max_upload_bytes() -> int:
+    """The largest file accepted, uploaded or read by a folder or Git source on the server (env
+    EDDI_RAG_MAX_UPLOAD_MB, default 50)."""
+    raw = os.environ.get("EDDI_RAG_MAX_UPLOAD_MB", str(DEFAULT_MAX_UPLOAD_MB))
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ValueError(f"EDDI_RAG_MAX_UPLOAD_MB must be a number of megabytes, got {raw!r}") from None
+    return int(mb * 1024 * 1024)
 
 
 class DocumentLimitError(UnreadableDocumentError):
@@ -36,6 +48,9 @@ class DocumentLimits:
     max_rows: int = 200_000  # CSV and spreadsheet rows, table rows
     max_chars: int = 20_000_000  # text extracted from one document
     max_chunks: int = 20_000  # chunks one document becomes
+    max_chunks_per_mb: int = 2_000  # ... and one file, per MB of its own bytes beyond SMALL_FILE_CHUNKS (a few bytes
+    # that unfold into thousands of chunks, a spreadsheet of repeated cells, a mail of tiny attachments: hours of embedding)
+    max_attachments: int = 500  # attachments of one mail, the mails inside it included
     isolate: bool = True  # parse binary and markup formats in a separate, limited process
 
     @staticmethod
@@ -68,11 +83,23 @@ class DocumentLimits:
         return DocumentLimitError(f"{text} (limit: {self.setting(name)}={getattr(self, name)})")
 
 
+SMALL_FILE_CHUNKS = 1_000  # chunks any file may make, however small (about half a minute of embedding here)
+
+
+def chunk_bound(limits: DocumentLimits, file_bytes: int | None) -> tuple[int, str]:
+    """The most chunks a document may make, and the limit that sets it: ``max_chunks``, or for a file of
+    ``file_bytes`` bytes ``max_chunks_per_mb`` of them (at least SMALL_FILE_CHUNKS), whichever is lower."""
+    if file_bytes is None:
+        return limits.max_chunks, "max_chunks"
+    by_size = max(SMALL_FILE_CHUNKS, -(-file_bytes * limits.max_chunks_per_mb // MB))
+    return (by_size, "max_chunks_per_mb") if by_size < limits.max_chunks else (limits.max_chunks, "max_chunks")
+
+
 class Meter:
     """Counts what a loader reads (``pages``, ``rows``) against the limits, failing at the first one
     over, and reports the count as parse progress (at most every half second)."""
 
-    LIMITS = {"pages": "max_pages", "rows": "max_rows"}
+    LIMITS = {"pages": "max_pages", "rows": "max_rows", "attachments": "max_attachments"}
 
     def __init__(self, limits: DocumentLimits, report: Callable[[str, int], None] | None = None):
         self.limits, self.report = limits, report

@@ -30,7 +30,7 @@ from eddi_rag.embeddings.buffer import SharedBuffers
 from eddi_rag.errors import FILE, EddiRagError
 from eddi_rag.ingest import ocr
 from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
-from eddi_rag.ingest.limits import DocumentLimits
+from eddi_rag.ingest.limits import DocumentLimits, chunk_bound
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
 from eddi_rag.ingest.parsing import Report, parse
 from eddi_rag.ingest.tokens import budget_for
@@ -162,7 +162,7 @@ class Ingestor:
         dimensions): same ids, texts and metadata, new vectors. The store is rebuilt only once every vector is
         ready (a new model may have another dimension); if writing fails, the old chunks are put back.
         Chunking is not redone: re-parse a document (its kept file) to re-chunk it."""
-        if config.storeNamespace:
+        if config.eddi_layout:
             raise DocumentError("this knowledge base uses EDDI's stored vectors in place (storeNamespace): "
                                 "re-embedding would rewrite EDDI's store; ingest into a new knowledge base instead")
         old = self.stores.get(kb_id, config).get()
@@ -212,7 +212,7 @@ class Ingestor:
         if max_chars is not None:
             parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)
-        report = self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress)
+        report = self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress, file_bytes=len(data))
         if warned is not None and report.gone_switched_off:
             warned(f"{len(report.gone_switched_off)} chunk(s) switched off before are gone: their text is no longer in the "
                    f"document ({'; '.join(repr(t) for t in report.gone_switched_off[:5])}); switch off what replaced them "
@@ -227,13 +227,14 @@ class Ingestor:
             raise UnreadableDocumentError(f"{name}: no text in it (a scan without a text layer?)")
 
     def ingest(self, kb_id: str, config: RagConfiguration, doc: Document,
-               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+               progress: Callable[[int, int], None] | None = None, file_bytes: int | None = None) -> IngestReport:
         """Replace the chunks of ``doc`` in the KB. Chunks whose text (and model) did not change
         keep their stored vectors; the others are embedded, in the model's batches shared with every other
         ingestion running meanwhile. The old chunks stay untouched until
-        every new chunk has its vector, and the swap is one atomic store operation."""
+        every new chunk has its vector, and the swap is one atomic store operation. ``file_bytes``: the size of the
+        file ``doc`` was read from, which bounds its chunks (``limits.chunk_bound``), checked before anything is embedded."""
         store = self.stores.get(kb_id, config)
-        plan = self._plan(kb_id, config, store, doc)
+        plan = self._plan(kb_id, config, store, doc, file_bytes)
         if plan.todo:
             self._embed(self.embeddings.for_config(config), plan, progress)
         return self._write(kb_id, config, store, doc, plan)
@@ -295,15 +296,17 @@ class Ingestor:
         while pending:
             yield finish()
 
-    def _plan(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document) -> _Plan:
+    def _plan(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, file_bytes: int | None = None) -> _Plan:
         """Check and split ``doc``; which pieces need embedding and which reuse stored vectors."""
         check_document(doc, config)
         if len(doc.text) > self.limits.max_chars:
             raise self.limits.over("max_chars", f"document {doc.document_id!r}: its text is {len(doc.text):,} characters")
         budget = budget_for(config)
         pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
-        if len(pieces) > self.limits.max_chunks:
-            raise self.limits.over("max_chunks", f"document {doc.document_id!r} makes {len(pieces):,} chunks")
+        bound, limit = chunk_bound(self.limits, file_bytes)
+        if len(pieces) > bound:
+            of = f" from a file of {file_bytes:,} bytes, more than {bound:,}" if limit == "max_chunks_per_mb" else ""
+            raise self.limits.over(limit, f"document {doc.document_id!r} makes {len(pieces):,} chunks{of}")
         model_key = embedding_key(config)
         hashes = [content_hash(model_key, p.text) for p in pieces]
         old = store.get({"document_id": doc.document_id})
@@ -316,7 +319,7 @@ class Ingestor:
 
     def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()
-        tag = config.name if config.storeNamespace == "name" else kb_id  # EDDI tags its "name" layout with the KB's name
+        tag = config.name if config.eddi_layout == "name" else kb_id  # EDDI tags its "name" layout with the KB's name
         common: dict[str, Any] = {**doc.metadata, "source": doc.source or doc.document_id, "kbId": tag,
                                   "document_id": doc.document_id, "ingestedAt": now}
         if doc.user_id is not None:

@@ -31,20 +31,24 @@ def check_folder(path: str) -> Path:
     return folder
 
 
-def item(source_id: str, folder: Path, rel: str) -> Item:
+def item(source_id: str, folder: Path, rel: str, max_bytes: int | None = None) -> Item:
     """The document at ``rel`` (a posix path under ``folder``): id ``<source id>/<rel>``, cited as ``rel``.
-    Its real path is checked against the roots again when it is read."""
+    Its real path is checked against the roots again when it is read, and its size against ``max_bytes``
+    (the upload limit (``EDDI_RAG_MAX_UPLOAD_MB``)) before it is."""
     path = folder / rel
 
     def read() -> tuple[bytes, None]:
         if not in_folder_roots(path):
             raise FolderNotAllowedError(f"{rel}: its real path (a symlink?) is outside the folders sources may read")
-        return path.resolve().read_bytes(), None
+        real = path.resolve()
+        if max_bytes is not None and (size := real.stat().st_size) > max_bytes:
+            raise FolderNotAllowedError(f"{rel}: {size:,} bytes, over the limit of {max_bytes:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+        return real.read_bytes(), None
 
     return Item(f"{source_id}/{rel}", rel, read)
 
 
-def listing(source_id: str, spec: FolderSource) -> Listing:
+def listing(source_id: str, spec: FolderSource, max_bytes: int | None = None) -> Listing:
     folder = check_folder(spec.path)
     allowed = folder_roots()
     out = Listing()
@@ -57,5 +61,5 @@ def listing(source_id: str, spec: FolderSource) -> Listing:
                 out.failures.append({"document": rel, "reason": "its real path (a symlink?) is outside the folders "
                                                                 "sources may read (EDDI_RAG_FOLDER_ROOTS)"})
                 continue
-            out.items.append(item(source_id, folder, rel))
+            out.items.append(item(source_id, folder, rel, max_bytes))
     return out

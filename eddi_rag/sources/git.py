@@ -7,7 +7,10 @@ sees the files as the last commit left them: added, changed, and no longer there
 note says how many). ``url`` is ``https://`` (checked by the outbound guard, its host resolved before
 each run) or ```file://`` (a repository on the server, inside ``EDDI_RAG_FOLDER_ROOTS`` like a folder
 source). Git runs with no terminal prompt and only those protocols; a symbolic link in the repository is
-never followed (it is listed as a failure)."""
+never followed (it is listed as a failure). A repository on the server is cloned only when every part of it lies
+in the roots: a ``.git`` file's ``gitdir``, a worktree's ``commondir`` and ``objects/info/alternates`` pointing
+out of them are refused (git would read the repository they name). A file over the upload limit (``EDDI_RAG_MAX_UPLOAD_MB``) is
+refused before it is read (listed as a failure naming the limit)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from eddi_rag.common import paths
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.config import GitSource
 from eddi_rag.errors import EddiRagError
@@ -37,12 +41,43 @@ def check_url(url: str, outbound: OutboundPolicy | None = None) -> None:
     through (statically when saved; resolved too when ``outbound`` is given, before a run)."""
     parts = urlsplit(url)
     if parts.scheme == "file":
-        check_folder(unquote(parts.path))  # a repository on the server is read as a folder source is
+        check_repository(check_folder(unquote(parts.path)))  # a repository on the server is read as a folder source is
         return
     if outbound is None:
         OutboundPolicy.check_static(url)
     else:
         outbound.check(url)
+
+
+def check_repository(folder: Path) -> None:
+    """Every place git would read a repository on the server from lies in the folder roots: the folder itself, a
+    ``.git`` file's ``gitdir``, a ``commondir``, and each ``objects/info/alternates`` entry (GitSourceError naming
+    the one that points out)."""
+    allowed = paths.folder_roots()
+
+    def inside(target: Path, what: str) -> Path:
+        if not paths.inside(target.resolve(), allowed):
+            raise GitSourceError(f"{what} points outside the folders sources may read (EDDI_RAG_FOLDER_ROOTS): refused, "
+                                 "as git would read the repository it names")
+        return target.resolve()
+
+    git_dir = folder / ".git"
+    if git_dir.is_file():
+        text = git_dir.read_text(errors="replace").strip()
+        if not text.startswith("gitdir:"):
+            raise GitSourceError(f"{folder.name}/.git is a file that is not a gitdir link")
+        git_dir = inside(folder / text.removeprefix("gitdir:").strip(), f"{folder.name}/.git (a gitdir link)")
+    elif not git_dir.is_dir():
+        git_dir = folder  # a bare repository
+    dirs = [git_dir]
+    if (git_dir / "commondir").is_file():
+        dirs.append(inside(git_dir / (git_dir / "commondir").read_text(errors="replace").strip(), "its commondir"))
+    for d in dirs:
+        alternates = d / "objects" / "info" / "alternates"
+        if alternates.is_file():
+            for line in alternates.read_text(errors="replace").splitlines():
+                if line.strip() and not line.startswith("#"):
+                    inside(d / "objects" / line.strip(), "an entry of objects/info/alternates")
 
 
 def working_copy(root: Path | None, kb_id: str, source_id: str, url: str) -> Path:
@@ -74,8 +109,9 @@ def _updated(path: Path, spec: GitSource) -> None:
                              f"{reason[-1] if reason else 'failed'}") from e
 
 
-def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolicy) -> Listing:
-    """The branch's files of a supported type (text), each its own document ``<source id>/<path>``."""
+def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolicy, max_bytes: int | None = None) -> Listing:
+    """The branch's files of a supported type (text), each its own document ``<source id>/<path>``; one over
+    ``max_bytes`` is listed as a failure, never read."""
     from langchain_community.document_loaders import GitLoader
 
     check_url(spec.url, outbound)
@@ -90,6 +126,10 @@ def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolic
             return False
         if os.path.islink(file_path):  # a link in the repository may point anywhere on the server: never followed
             out.failures.append({"document": rel, "reason": "a symbolic link in the repository (never followed)"})
+            return False
+        if max_bytes is not None and (size := os.path.getsize(file_path)) > max_bytes:
+            out.failures.append({"document": rel, "reason": f"{size:,} bytes, over the limit of {max_bytes:,} "
+                                                            "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
             return False
         wanted += 1
         return True

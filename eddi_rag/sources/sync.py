@@ -32,6 +32,7 @@ from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.config import IngestionSource, RagConfiguration
 from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.sources import Item, Listing, fetching, folder, git, s3, sitemap, upload, web
@@ -91,10 +92,11 @@ class SourceSync:
             return self.files.listing(kb_id, sid)
         if kind == "folder":
             assert source.folder is not None  # the schema: a source has the block of its type
-            return folder.listing(sid, source.folder)
+            return folder.listing(sid, source.folder, max_upload_bytes())
         if kind == "git":
             assert source.git is not None
-            return git.listing(sid, source.git, git.working_copy(self.kbs.data_dir, kb_id, sid, source.git.url), self.outbound)
+            return git.listing(sid, source.git, git.working_copy(self.kbs.data_dir, kb_id, sid, source.git.url), self.outbound,
+                               max_upload_bytes())
         if kind == "s3":
             assert source.s3 is not None
             tenant = self.kbs.resources.tenant_of("rags", kb_id)
@@ -118,7 +120,7 @@ class SourceSync:
         """A document of the source fetched alone (retries)."""
         if source.type == "folder":
             assert source.folder is not None
-            return folder.item(source.effective_id, folder.check_folder(source.folder.path), name)
+            return folder.item(source.effective_id, folder.check_folder(source.folder.path), name, max_upload_bytes())
         if source.type in ("upload", "git", "s3"):  # listed again: the one document found in it
             listed = self.files.listing(kb_id, source.effective_id) if source.type == "upload" else self.listing(kb_id, source)
             return next((i for i in listed.items if i.document_id == document_id), Item(document_id, name, self._gone(name)))

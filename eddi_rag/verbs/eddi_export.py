@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from eddi_rag.common.secrets import REDACTED
+from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import Descriptor, parse_uri, resource_uri
 from eddi_rag.resources import ResourceStore
 from eddi_rag.workflow.traversal import workflow_steps
@@ -44,7 +45,12 @@ _STRUCTURAL = {"type", "subtype", "name", "action", "actions", "expressions", "f
                # (EDDI's scrubber redacts text-embedding-3-large: an improvement on it, README: EDDI exports)
                "model", "modelname", "modelid", "deploymentname", "collectionname", "tablename", "table", "indexname",
                "textindexname", "databasename", "database", "storenamespace", "storetype", "embeddingprovider",
-               "embeddingproviderid", "chunkstrategy", "reranker", "description", "id", "region", "tasktype"}
+               "embeddingproviderid", "chunkstrategy", "reranker", "description", "id", "region", "tasktype",
+               # what a source or a provider names that is no secret (point 7 of issue 42: a user agent, a path
+               # prefix, a folder, an OpenAI organisation or project were redacted as random-looking)
+               "useragent", "pathprefix", "path", "folder", "organizationid", "organization", "projectid", "project",
+               "location", "bucket", "prefix", "branch", "include", "exclude", "excludepatterns", "cron",
+               "documentname", "source", "sourceid", "tenant", "tenantname", "host", "dimension", "dimensions"}
 _HEADER_SECRETS = ("key", "cookie", "signature")
 _KEY_LIKE = re.compile(r"[a-zA-Z0-9_.+/~$\-]{14,1022}")
 _REFERENCE = re.compile(r"\$\{(vault|eddivault|env|vars):")
@@ -82,24 +88,32 @@ def _scrub_url(url: str) -> str:
     return out if out != urlunsplit(urlsplit(url.strip())) else url
 
 
-def _scrub_text(name: str | None, parent: str | None, text: str) -> str:
+def _scrub_text(name: str | None, parent: str | None, text: str, names_only: bool = False) -> str:
     if _REFERENCE.search(text):
         return text
     if secret_field(name, parent):
         return REDACTED
     if text.strip().lower().startswith(("http://", "https://")):
         return _scrub_url(text)
-    if (name is None or _norm(name) not in _STRUCTURAL) and _KEY_LIKE.fullmatch(text) and _entropy(text) > 3.5:
+    if names_only or (name is not None and _norm(name) in _STRUCTURAL):
+        return text
+    if _KEY_LIKE.fullmatch(text) and _entropy(text) > 3.5:
         return REDACTED
     return text
 
 
-def scrub(value: Any, name: str | None = None, parent: str | None = None) -> Any:
-    """``value`` with its literal secrets replaced by ``${vault:REDACTED}`` (EDDI's rules, see the module doc)."""
+def scrub(value: Any, name: str | None = None, parent: str | None = None, names_only: bool = False) -> Any:
+    """``value`` with its literal secrets replaced by ``${vault:REDACTED}`` (EDDI's rules, see the module doc).
+    A field is judged by what it is: a credential by its name, a URL by its user and key parameters, and a
+    key-like string of high entropy only in a field this product does not know as something else (a model, a
+    path, a user agent, an organisation …). ``names_only``: by name and URL alone (the export's notes, which hold
+    what EDDI would refuse as it is here)."""
     if isinstance(value, dict):
-        return {k: _scrub_text(k, name, v) if isinstance(v, str) else scrub(v, k, name) for k, v in value.items()}
+        return {k: _scrub_text(k, name, v, names_only) if isinstance(v, str) else scrub(v, k, name, names_only)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub_text(name, None, v) if isinstance(v, str) else scrub(v, name, parent) for v in value]
+        return [_scrub_text(name, None, v, names_only) if isinstance(v, str) else scrub(v, name, parent, names_only)
+                for v in value]
     return value
 
 
@@ -130,6 +144,50 @@ def _ours_only(source: Any) -> bool:
     return kind in OUR_SOURCE_TYPES or (kind is None and any(k in source for k in OUR_SOURCE_TYPES))
 
 
+# What EDDI's import accepts of a RagConfiguration (labsai/EDDI configs/rag/model/RagConfiguration.java: validate()
+# refuses an embeddingProvider outside SUPPORTED_EMBEDDING_PROVIDERS and a chunkStrategy outside recursive and the
+# legacy paragraph/sentence; its store factory builds only these storeTypes).
+EDDI_PROVIDERS = ("openai", "azure-openai", "ollama", "mistral", "bedrock", "cohere", "gemini", "vertex")
+EDDI_STORES = ("in-memory", "pgvector", "mongodb-atlas", "elasticsearch", "qdrant", "chroma")
+EDDI_CHUNKING = ("recursive", "paragraph", "sentence")
+# EDDI's nearest to a provider of ours: the same model where EDDI can run it (Ollama serves all-MiniLM-L6-v2 as
+# all-minilm), the same service under EDDI's name.
+NEAREST_PROVIDER = {"local": ("ollama", {"model": "all-minilm"}), "google": ("gemini", None)}
+
+
+class ExportRefusedError(EddiRagError, ValueError):
+    """A configuration EDDI would refuse, with no nearest value of EDDI's to write (HTTP 409, naming the fields)."""
+    status = 409
+
+
+def eddi_compatible(data: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``data`` (a RagConfiguration) as EDDI's import accepts it, and the fields it changed with their values here
+    (kept in the export's notes, put back by our import): EDDI's nearest embedding provider (with its parameters),
+    ``in-memory`` for a store EDDI does not have (its parameters left out: the documents are ingested again there),
+    ``recursive`` for a chunking EDDI does not do. ExportRefusedError when a field has no nearest value."""
+    out, replaced = dict(data), dict[str, Any]()
+    provider = data.get("embeddingProvider")
+    if isinstance(provider, str) and provider.strip() and provider.strip() not in EDDI_PROVIDERS:
+        if provider not in NEAREST_PROVIDER:
+            raise ExportRefusedError(f"{where}: embeddingProvider {provider!r} has no counterpart in EDDI (it runs "
+                                     f"{', '.join(EDDI_PROVIDERS)}): choose one of those before exporting")
+        nearest, params = NEAREST_PROVIDER[provider]
+        replaced["embeddingProvider"] = provider
+        out["embeddingProvider"] = nearest
+        if params is not None:
+            replaced["embeddingParameters"] = data.get("embeddingParameters")
+            out["embeddingParameters"] = params
+    if data.get("storeType", "in-memory") not in EDDI_STORES:
+        replaced["storeType"], replaced["storeParameters"] = data["storeType"], data.get("storeParameters")
+        out["storeType"] = "in-memory"
+        out.pop("storeParameters", None)
+    strategy = data.get("chunkStrategy")
+    if isinstance(strategy, str) and strategy.strip() and strategy.strip().lower() not in EDDI_CHUNKING:
+        replaced["chunkStrategy"] = strategy
+        out["chunkStrategy"] = "recursive"
+    return {k: v for k, v in out.items() if v is not None}, {k: v for k, v in replaced.items()}
+
+
 def _references(value: Any) -> str:
     """Every string of ``value`` (what a kept file's id is looked for in)."""
     return json.dumps(value, ensure_ascii=False)
@@ -146,10 +204,15 @@ def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = N
     def add(path: str, kind: str, id: str, version: int) -> dict[str, Any]:
         data = resources.read(kind, id, version, tenant=tenant)
         body = data
-        if kind == "rags" and any(_ours_only(s) for s in data.get("sources") or []):
-            sources = data["sources"]
-            left_out.append({"file": path, "sources": [scrub(s) for s in sources if _ours_only(s)]})
-            body = {**data, "sources": [s for s in sources if not _ours_only(s)]}
+        if kind == "rags":
+            sources = data.get("sources") or []
+            body, replaced = eddi_compatible({**data, "sources": [s for s in sources if not _ours_only(s)]}, path)
+            ours = [s for s in sources if _ours_only(s)]
+            if not data.get("sources"):
+                body.pop("sources", None)
+            if ours or replaced:  # what EDDI would refuse, kept as it is here (never scrubbed but for credentials)
+                left_out.append({"file": path, **({"sources": [scrub(s, names_only=True) for s in ours]} if ours else {}),
+                                 **({"replaced": scrub(replaced, names_only=True)} if replaced else {})})
         files[path] = scrub(canonical_uris(body))
         files[path.rsplit(".", 2)[0] + ".descriptor.json"] = _descriptor(resources.descriptor(kind, id, tenant),
                                                                          resource_uri(kind, id, version))
@@ -179,8 +242,9 @@ def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = N
         add_kept(folder, "workflows", ref.id, _references(workflow))
     add_kept("", "agents", agent_id, None)
     if left_out:
-        files[NOTES] = {"note": "Sources of types EDDI does not have (a folder on the server, a sitemap) are left out of "
-                                "these RagConfigurations, so EDDI imports them; eddi-rag's import puts them back.",
+        files[NOTES] = {"note": "What EDDI would refuse is left out of these RagConfigurations (sources of types EDDI does "
+                                "not have: a folder on the server, a sitemap) or written as EDDI's nearest value "
+                                "(replaced: the values here), so EDDI imports them; eddi-rag's import puts them back.",
                         "leftOut": left_out}
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:

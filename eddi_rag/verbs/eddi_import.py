@@ -177,17 +177,18 @@ def _descriptor(export: _Export, path: str) -> tuple[str, str]:
     return name, description
 
 
-def _left_out(export: _Export) -> dict[str, list[Any]]:
-    """Our sources an export of ours left out of a RagConfiguration (EDDI refuses their types), by the file's
-    path: put back on import (``eddi_export.NOTES``)."""
+def _left_out(export: _Export) -> dict[str, dict[str, Any]]:
+    """What an export of ours left out of a RagConfiguration or wrote as EDDI's nearest value ({sources, replaced}),
+    by the file's path: put back on import (``eddi_export.NOTES``)."""
     raw = export.files.get(f"{export.root}{NOTES}")
     try:
         notes = json.loads(raw) if raw else {}
     except ValueError:
         return {}
     entries = notes.get("leftOut") if isinstance(notes, dict) else None
-    return {f"{export.root}{e['file']}": e["sources"] for e in entries or []
-            if isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("sources"), list)}
+    return {f"{export.root}{e['file']}": {"sources": e.get("sources") if isinstance(e.get("sources"), list) else [],
+                                           "replaced": e.get("replaced") if isinstance(e.get("replaced"), dict) else {}}
+            for e in entries or [] if isinstance(e, dict) and isinstance(e.get("file"), str)}
 
 
 def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default",
@@ -247,8 +248,12 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                 consumed.add(file)
                 body = export.json(file)
                 if target.kind == "rags":
-                    if file in left_out:  # our own sources, which our export left out for EDDI's sake
-                        body = {**body, "sources": [*(body.get("sources") or []), *left_out[file]]}
+                    if file in left_out:  # what our export left out or wrote as EDDI's nearest, for EDDI's sake
+                        kept = left_out[file]
+                        body = {**body, **kept["replaced"]}
+                        if kept["sources"]:
+                            body["sources"] = [*(body.get("sources") or []), *kept["sources"]]
+                        body = {k: v for k, v in body.items() if v is not None}
                     body = own_store(body)  # a store of its own, as EDDI stamps "id" on import
                 try:
                     if checked is not None:

@@ -13,13 +13,13 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.common.outbound import UnresolvableHostError
 from eddi_rag.common.secrets import SecretNotFoundError
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.resource_types import DEFAULT_TENANT, ResourceNotFoundError, ResourceRef
 from eddi_rag.resources import ResourceStore
 from eddi_rag.stores.base import StoreUnavailableError
-from eddi_rag.common.outbound import UnresolvableHostError
 from eddi_rag.stores.ownership import (
     ADOPTED,
     CLAIMED,

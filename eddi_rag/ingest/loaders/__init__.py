@@ -172,7 +172,7 @@ def _looks_like_mail(text: str) -> bool:
 class Counter(Protocol):
     """What a loader reports as it reads (``ingest.limits.Meter``: counted against the document limits)."""
 
-    def count(self, unit: str, n: int = 1) -> None: ...  # unit: "pages" or "rows"
+    def count(self, unit: str, n: int = 1) -> None: ...  # unit: "pages", "rows" or "attachments"
     def whole(self, unit: str, n: int) -> None: ...  # a count known before reading
     def ocr_pages(self, n: int) -> None: ...  # pages OCR will read, before it reads any
     def pixels(self, width: int, height: int, what: str = "an image") -> None: ...  # an image's declared size

@@ -4,7 +4,8 @@ Markdown) under its subject, with the sender, recipients, date and subject as me
 detected as an upload's is) and cited inside the mail, ``mail.eml > report.pdf, page 2`` (``attachment``). An
 attached mail is read the same way, its attachments cited ``mail.eml > forwarded.eml > a.pdf``, up to
 ``MAX_DEPTH`` mails deep. An attachment that cannot be read (an unsupported type, a corrupt file) is named in the
-message's part and skipped; one over a document limit stops the whole mail, naming the limit."""
+message's part and skipped, as is one over a document limit (a zip bomb), named with the limit; more attachments
+than ``EDDI_RAG_MAX_ATTACHMENTS`` (the mails inside it included) refuse the whole mail before any is read."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from email.message import EmailMessage
 from typing import Any
 
 from eddi_rag.ingest import loaders
-from eddi_rag.ingest.limits import DocumentLimitError
 from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, UnsupportedFileTypeError
 
 MAX_DEPTH = 3  # mails inside mails
@@ -39,13 +39,12 @@ def read(message: EmailMessage, name: str, fits: Callable[[str], bool], meter: C
     parts: list[Part] = []
     skipped: list[str] = []
     attachments = [(a.get_filename() or f"attachment-{n}", a) for n, a in enumerate(message.iter_attachments(), 1)]
+    meter.count("attachments", len(attachments))  # before any is read: over the limit, the mail is refused naming it
     for file_name, attachment in attachments:
         try:
             found = _attachment(attachment, file_name, fits, meter, ocr, depth)
-        except DocumentLimitError:
-            raise  # a limit stops the whole mail
-        except (UnsupportedFileTypeError, UnreadableDocumentError) as e:
-            skipped.append(f"{file_name} ({str(e).split(': ', 1)[-1][:120]})")
+        except (UnsupportedFileTypeError, UnreadableDocumentError) as e:  # a limit's too: the mail goes on without it
+            skipped.append(f"{file_name} ({str(e).split(': ', 1)[-1][:200]})")
             continue
         for part in found:
             inner = part.metadata.get("attachment")

@@ -1,0 +1,93 @@
+"""Small files that become huge jobs (issue 42, point 4): a 1.85 MB mail of 10,000 tiny attachments queued 10,464
+chunks (about 35 minutes of embedding here), a 761-byte spreadsheet of repeated rows 12,987 (415 s). A file's chunks
+are bounded by its own size, a mail's attachments by a count: both checked before anything is embedded, and the
+failure names the limit and its setting. The documents are made at run time with odfpy and Python's email package."""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+
+import pytest
+
+from eddi_rag.ingest.limits import MB, SMALL_FILE_CHUNKS, DocumentLimitError, DocumentLimits, chunk_bound
+from tests.support.kbs import make_kb
+
+
+def repeated_rows_ods(rows: int) -> bytes:
+    """A spreadsheet whose data rows are each written once and repeated (at most 1,000 times a row, as the loader
+    reads a repeat), ``rows`` rows in all, in a few kilobytes."""
+    import io
+
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    document = OpenDocumentSpreadsheet()
+    table = Table(name="Sheet1")
+    written = [(["Product", "Note"], 1)] + [([f"Widget {i}", "A long note about the widget, repeated."], min(1_000, rows - i * 1_000))
+                                            for i in range(-(-rows // 1_000))]
+    for values, repeat in written:
+        row = TableRow(numberrowsrepeated=repeat) if repeat > 1 else TableRow()
+        for value in values:
+            cell = TableCell()
+            cell.addElement(P(text=value))
+            row.addElement(cell)
+        table.addElement(row)
+    document.spreadsheet.addElement(table)
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def mail_with_attachments(n: int) -> bytes:
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@example.com", "b@example.com", "Many files"
+    message.set_content("See the attached notes.")
+    for i in range(n):
+        message.add_attachment(f"Note {i}.".encode(), maintype="text", subtype="plain", filename=f"note-{i}.txt")
+    return message.as_bytes()
+
+
+def test_the_bound_grows_with_the_file():
+    limits = DocumentLimits()
+    assert chunk_bound(limits, None) == (20_000, "max_chunks")
+    assert chunk_bound(limits, 761) == (SMALL_FILE_CHUNKS, "max_chunks_per_mb")
+    assert chunk_bound(limits, 2 * MB) == (4_000, "max_chunks_per_mb")
+    assert chunk_bound(limits, 50 * MB) == (20_000, "max_chunks")  # never above the document bound
+
+
+@pytest.mark.integration  # (files are parsed in a child process)
+def test_a_tiny_spreadsheet_of_repeated_rows_is_refused_before_embedding(runtime):
+    kb = make_kb(runtime, chunkStrategy="recursive", chunkSize=100, chunkOverlap=0)
+    data = repeated_rows_ods(20_000)
+    assert len(data) < 10_000
+    with pytest.raises(DocumentLimitError) as refused:
+        runtime.ingesting.file(kb, "rows.ods", data)
+    assert "EDDI_RAG_MAX_CHUNKS_PER_MB=2000" in str(refused.value) and f"{len(data):,} bytes" in str(refused.value)
+    assert runtime.documents.list(kb)["documents"] == []  # nothing stored, nothing embedded
+    assert runtime.ingesting.file(kb, "few.ods", repeated_rows_ods(20)) > 0  # a small one is read
+
+
+@pytest.mark.integration  # (files are parsed in a child process)
+def test_a_mail_of_too_many_attachments_is_refused_naming_the_limit(runtime):
+    kb = make_kb(runtime)
+    with pytest.raises(DocumentLimitError, match="more than 500 attachments.*EDDI_RAG_MAX_ATTACHMENTS=500"):
+        runtime.ingesting.file(kb, "many.eml", mail_with_attachments(600))
+    assert runtime.ingesting.file(kb, "some.eml", mail_with_attachments(20)) > 0
+
+
+@pytest.mark.integration  # (files are parsed in a child process)
+def test_an_attachment_over_a_limit_is_skipped_and_named_not_the_whole_mail(runtime):
+    """Finding 10: a mail with one bomb attachment failed whole; its other parts are worth reading."""
+    from tests.support import bombs
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@example.com", "b@example.com", "Quarterly report"
+    message.set_content("The quarterly numbers are in the attached files.")
+    message.add_attachment(bombs.docx_inflating_to(300), maintype="application",
+                           subtype="vnd.openxmlformats-officedocument.wordprocessingml.document", filename="bomb.docx")
+    message.add_attachment(b"Revenue grew by 12 percent.", maintype="text", subtype="plain", filename="numbers.txt")
+    kb = make_kb(runtime, minScore=0)
+    assert runtime.ingesting.file(kb, "report.eml", message.as_bytes()) >= 2
+    texts = " ".join(c.text for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None))
+    assert "Revenue grew by 12 percent." in texts and "bomb.docx" in texts and "EDDI_RAG_MAX" in texts
