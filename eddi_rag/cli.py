@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import IO
 
 import click
 
@@ -144,6 +145,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     from eddi_rag.tools.bundle import load_bundle, queue_documents
     from eddi_rag.tools.demo import EXAMPLES, NOTICES_PORT, chat_model, notices_service
 
+    lock = one_server_per_folder(data_dir, state_url)  # held for the process' life
     with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
         policy = OutboundPolicy.from_env()  # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
         outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32"))) if demo_notices else None
@@ -164,6 +166,39 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
                     host=host, port=port, access_log=False,  # eddi_rag.requests logs each request, with its route and caller
                     timeout_graceful_shutdown=30)
         runtime.close()
+    if lock is not None:
+        lock.close()
+
+
+def one_server_per_folder(data_dir: str | None, state_url: str | None) -> IO[str] | None:
+    """The data directory's serve lock (an open file holding an exclusive lock, None where there is nothing to lock):
+    a second ``serve`` on one folder of the embedded default is refused, saying what is supported. Each server keeps
+    its knowledge bases' search indexes (HNSW, BM25) in its own memory, so two would answer from what each wrote."""
+    import fcntl
+    import os
+
+    if not data_dir or state_url or os.environ.get("EDDI_RAG_STATE_URL"):
+        return None
+    folder = Path(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / "serve.lock", "a+")  # noqa: SIM115 - held open while the server runs
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        other = handle.read().strip() or "?"
+        handle.close()
+        raise click.ClickException(
+            f"another eddi-rag serve (pid {other}) serves {data_dir}: one server per data directory is supported on the "
+            "embedded default, since each keeps its search indexes in its own memory. Point this one at another "
+            "--data-dir, or, for several serving processes, keep the state on PostgreSQL (--state-url) with knowledge "
+            "bases on a store every process reaches (docs/operations.md: A fleet). CLI commands (ingest, load, doctor) "
+            "may run beside the server.") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 @main.command()

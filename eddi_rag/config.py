@@ -348,15 +348,20 @@ def _explain(error: dict[str, Any]) -> dict[str, Any]:
     return error
 
 
-def llm_task_errors(data: Any) -> list[dict[str, Any]]:
+def llm_task_errors(data: Any, saving: bool = False) -> list[dict[str, Any]]:
     """What an LLM configuration's tasks hold that a turn could not read (each task as LlmTaskRag reads it: a
-    ``knowledgeBases`` entry without its ``name``, a wrong type), as {path, message, value} with the JSON path."""
+    ``knowledgeBases`` entry without its ``name``, a wrong type), as {path, message, value} with the JSON path;
+    ``saving``: also what a turn reads but can never match (an empty ``name``), refused when it is saved."""
     tasks = data.get("tasks") if isinstance(data, dict) else None
     errors: list[dict[str, Any]] = []
     for i, task in enumerate(tasks if isinstance(tasks, list) else []):
         if not isinstance(task, dict):
             errors.append({"path": f"$.tasks[{i}]", "message": "a task must be a JSON object", "value": task})
             continue
+        for j, ref in enumerate(task.get("knowledgeBases") or [] if saving else []):
+            if isinstance(ref, dict) and isinstance(ref.get("name"), str) and not ref["name"].strip():
+                errors.append({"path": f"$.tasks[{i}].knowledgeBases[{j}].name", "value": ref["name"],
+                               "message": "names no knowledge base: give the name of one in the agent's workflows"})
         try:
             LlmTaskRag.model_validate(task)
         except ValidationError as e:

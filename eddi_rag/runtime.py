@@ -12,7 +12,7 @@ from eddi_rag.auth.keys import KeyStore
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.common.blas import limit_blas_threads
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.common.secrets import SecretResolver
+from eddi_rag.common.secrets import SecretResolver, vault_references
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.errors import EddiRagError
@@ -78,7 +78,7 @@ class Runtime:
         stores_db = self.db if isinstance(self.db, Database) else Database(self.data_dir / STORES_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
         secrets = SecretVault(self.db, os.environ.get(MASTER_KEY_SETTING) or None)
-        self.resolver.use_vault(secrets.value)
+        self.resolver.use_vault(secrets.value, lambda: secrets.available)
         redact = self.resolver.redact
         self.resources = ResourceStore(self.db)
         cache = embedding_cache or os.environ.get("EDDI_RAG_EMBEDDING_CACHE")
@@ -101,7 +101,11 @@ class Runtime:
         self.search.explained = self.health.explained
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.knowledge_bases.resolve_embedding)
-        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.search.in_turn, redact),
+        def ungranted(agent_id: str, config: RagConfiguration) -> list[str]:
+            groups = (config.embeddingParameters, config.storeParameters, config.rerankerParameters)
+            return [ref for tenant, key, ref in vault_references(groups, config.tenant) if not secrets.granted(tenant, key, agent_id)]
+
+        self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.search.in_turn, redact, ungranted),
                                     self.outbound.client(timeout=10), self.remembering.knowledge_bases)
         self.turns = Turns(self.traversal, self.llm_task, self.knowledge_bases, self.remembering)
         self.pipeline = RagPipeline(self.search, self.ingesting)

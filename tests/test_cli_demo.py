@@ -139,6 +139,10 @@ def test_serve_answers_rest_calls(tmp_path):
         assert results[0]["source"] == "pets.md"
         descriptors = httpx.get(f"{base}/agentstore/agents/descriptors").json()
         assert descriptors[0]["resource"] == "eddi://ai.labs.agent/agentstore/agents/travel-assistant?version=1"
+        # a second server on the same folder is refused, saying what is supported (it started without a word)
+        second = subprocess.run([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(free_port()), "--data-dir",
+                                 str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert second.returncode != 0 and f"pid {server.pid}" in second.stderr and "one server per data directory" in second.stderr
     finally:
         server.terminate()
         server.wait(timeout=30)

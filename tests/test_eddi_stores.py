@@ -138,8 +138,11 @@ def test_store_namespace_follows_eddis_defaults_and_is_refused_where_it_is_not_s
     assert (params["tableName"], params["database"], params["user"]) == ("eddi_kb_docs", "eddi", "eddi")
     assert langchain4j.adopt("pgvector", None, "x", "Docs", {"password": "p"}) == {"password": "p"}  # ours: unchanged
     with pytest.raises(ConfigValidationError) as e:
-        runtime.knowledge_bases.checked("rags", {"name": "x", "storeType": "sqlite", "storeNamespace": "id"}, "default")
+        runtime.knowledge_bases.checked("rags", {"name": "x", "storeType": "elasticsearch", "storeNamespace": "id",
+                                                 "storeParameters": {"url": "http://127.0.0.1:9200"}}, "default")
     assert e.value.errors[0]["path"] == "$.storeNamespace"
+    # a store whose chunks are the KB's own (in-memory, embedded): kept, as today's EDDI stamps "id" on every KB
+    assert runtime.knowledge_bases.checked("rags", {"name": "x", "storeType": "sqlite", "storeNamespace": "id"}, "default")
 
 
 @pytest.mark.integration

@@ -128,6 +128,11 @@ def test_an_s3_bucket_is_kept_in_sync_object_by_object(tmp_path, s3_server, monk
     changed = runtime.sources.run(kb, "docs")
     assert (changed.updated, changed.unchanged, changed.deleted) == (1, 1, 1)
     assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf"}
+    # an unsigned run that lists nothing says why it may have (issue 42, finding 10: it said nothing)
+    empty = kb_with(runtime, {"type": "s3", "s3": {"bucket": "handbook", "prefix": "nothing-here/", "endpointUrl": s3_server}})
+    run = runtime.sources.run(empty, "docs")
+    assert run.status == "COMPLETED" and "unsigned" in run.message and "accessKeyId" in run.message
+    assert "unsigned" in runtime.sources.runs(empty, "docs")[0]["message"]
     runtime.close()
 
 

@@ -33,7 +33,6 @@ from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import AuthError
 from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
-from eddi_rag.ingest import limits as document_limits
 from eddi_rag.interop.mcp import build_server
 from eddi_rag.resource_types import OLDER_URIS, RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
@@ -75,7 +74,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
     app.state.chat_model = chat_model
-    app.state.max_upload_bytes = max_upload_bytes or document_limits.max_upload_bytes()
+    app.state.max_upload_bytes = max_upload_bytes or runtime.ingesting.upload_limit()
     app.state.limits = limits or Limits.from_env()
     operated(app, runtime, "serve+worker" if worker else "serve", oidc)
 

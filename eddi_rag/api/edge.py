@@ -108,13 +108,16 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc) or "request"
 
 
-async def invalid_request(_: Request, e: Exception) -> JSONResponse:
+EDDI_400 = ("/secretstore/", "/variablestore/")  # EDDI answers a malformed request there with 400 (docs/rest.md)
+
+
+async def invalid_request(request: Request, e: Exception) -> JSONResponse:
     """FastAPI's 422 with each error's field, message and type (the offending input is left out:
-    it may be anything, e.g. bytes)."""
+    it may be anything, e.g. bytes); 400 on EDDI's vault and variables paths, as EDDI answers."""
     assert isinstance(e, RequestValidationError)
     errors = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in e.errors()]
     message = "; ".join(f"{_field(err['loc'])}: {err['msg']}" for err in errors)
-    return JSONResponse({"error": message, "detail": errors}, status_code=422)
+    return JSONResponse({"error": message, "detail": errors}, status_code=400 if request.url.path.startswith(EDDI_400) else 422)
 
 
 async def http_error(_: Request, e: Exception) -> Response:

@@ -34,8 +34,10 @@ def get_variable(tenantId: str, key: str, runtime: RuntimeDep, caller: Editor) -
 
 @router.put("/{key}")
 def put_variable(tenantId: str, key: str, body: VariableBody, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
-    """Create or update; knowledge bases read the new value the next time their configuration is read."""
-    return runtime.variables.put(tenantId, key, body.value, body.description, body.exportable, caller.tenant)
+    """Create or update; knowledge bases read the new value the next time their configuration is read. A value holding
+    a vault reference is an administrator's to write (403 for an editor)."""
+    return runtime.variables.put(tenantId, key, body.value, body.description, body.exportable, caller.tenant,
+                                 admin=caller.allows("admin"))
 
 
 @router.delete("/{key}", response_class=Response)

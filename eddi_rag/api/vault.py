@@ -28,9 +28,16 @@ class SecretBody(RequestBody):
     allowedAgents: list[str] | None = None
 
 
+class GrantBody(RequestBody):
+    allowedAgents: list[str] = Field(description="the agents that may use the secret; [\"*\"] for every agent")
+    description: str | None = Field(None, max_length=1000)
+    expectedAllowedAgents: list[str] | None = Field(
+        None, description="the grant as the caller read it: when it changed since, 409 with the current one")
+
+
 class KekRotation(RequestBody):
     oldMasterKey: str = Field(min_length=1)
-    newMasterKey: str = Field(min_length=8)  # (EDDI's rule)
+    newMasterKey: str = Field(min_length=1)  # (its strength: the vault's rule, named in a 400)
 
 
 @router.get("/health")
@@ -47,10 +54,25 @@ def store(tenantId: TenantId, keyName: KeyName, body: SecretBody, runtime: Runti
     return JSONResponse(ref, status_code=201 if created else 200)
 
 
+@router.put("/{tenantId}/{keyName}/grant")
+def grant(tenantId: TenantId, keyName: KeyName, body: GrantBody, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
+    """Which agents may use the secret, changed without its value (EDDI's): its metadata; 409 {error, allowedAgents}
+    when ``expectedAllowedAgents`` is not the grant any more."""
+    return runtime.vault.update_grant(tenantId, keyName, body.allowedAgents, body.description, body.expectedAllowedAgents,
+                                      caller.tenant)
+
+
+@router.post("/admin/adopt-master-key")
+def adopt_master_key(runtime: RuntimeDep, caller: Admin, confirm: bool = False) -> dict[str, Any]:
+    """After a lost master key: the configured EDDI_VAULT_MASTER_KEY becomes the vault's ({adopted, tenantsToReset,
+    message}: the tenants whose data key it cannot open, to reset). ``confirm=true`` is required."""
+    return runtime.vault.adopt_master_key(confirm, caller.tenant)
+
+
 @router.get("/{tenantId}")
 def list_secrets(tenantId: TenantId, runtime: RuntimeDep, caller: Editor) -> list[dict[str, Any]]:
-    """The tenant's secrets' metadata: [{tenantId, keyName, createdAt, lastAccessedAt, lastRotatedAt, checksum,
-    description, allowedAgents}]."""
+    """The tenant's secrets' metadata: [{tenantId, keyName, createdAt, lastAccessedAt, lastRotatedAt, description,
+    allowedAgents}] (no checksum: EDDI stopped returning it)."""
     return runtime.vault.list(tenantId, caller.tenant)
 
 

@@ -39,6 +39,18 @@ TENANT_VAULT_PREFIX = "EDDI_VAULT_TENANT_"
 REFERENCE = re.compile(r"\$\{(env|eddivault|vault|vars):([^}]+)\}")  # vars: replaced before (eddi_rag.resources.variables)
 
 
+def vault_references(groups: Collection[Mapping[str, Any]], tenant: str) -> list[tuple[str, str, str]]:
+    """Every ``${vault:…}`` / ``${eddivault:…}`` in the parameter maps ``groups``: (its tenant, key, the reference)."""
+    found = []
+    for params in groups:
+        for value in params.values():
+            for m in REFERENCE.finditer(value) if isinstance(value, str) else ():
+                if m.group(1) in ("vault", "eddivault"):
+                    owner, _, key = m.group(2).strip().rpartition("/")
+                    found.append((owner or tenant, key, m.group(0)))
+    return found
+
+
 class SecretNotFoundError(EddiRagError, LookupError):
     """A reference names a secret that is not available. The message names only the reference."""
     status = 409
@@ -80,10 +92,19 @@ class SecretResolver:
         self._env_names = frozenset(env_names) if env_names is not None else None
         self._resolved: set[str] = set()  # secret values handed out, so redact() can hide them
         self._vaulted: Callable[[str, str], str | None] | None = None
+        self._vault_on: Callable[[], bool] = lambda: self._vaulted is not None
 
-    def use_vault(self, value: Callable[[str, str], str | None]) -> None:
-        """Read ``${vault:…}`` from the secrets vault first: ``value(tenant, key)`` (``SecretVault.value``)."""
+    def use_vault(self, value: Callable[[str, str], str | None], available: Callable[[], bool] | None = None) -> None:
+        """Read ``${vault:…}`` from the secrets vault first: ``value(tenant, key)`` (``SecretVault.value``);
+        ``available()``: whether the vault is on (has a master key)."""
         self._vaulted = value
+        if available is not None:
+            self._vault_on = available
+
+    @property
+    def vault_on(self) -> bool:
+        """Whether ``${vault:…}`` can be stored in the vault (else only environment variables hold it)."""
+        return self._vault_on()
 
     def env_names(self) -> frozenset[str]:
         return self._env_names if self._env_names is not None else listed_env_names()
@@ -114,6 +135,16 @@ class SecretResolver:
                 raise SecretNotFoundError(f"secret reference {m.group(0)} is not set: configurations read only the "
                                           f"environment variables the operator lists in {ENV_SETTING}")
             found = self._environ.get(key) if kind == "env" else self._vault_value(key, tenant)
+            if found is None and kind != "env":
+                owner, _, name = key.rpartition("/")
+                if owner and owner != tenant:
+                    raise SecretNotFoundError(f"secret reference {m.group(0)} names the vault of tenant {owner!r}: a "
+                                              f"configuration reads its own tenant's secrets only (${{vault:{name}}})")
+                if not self.vault_on:
+                    variable = vault_variable(name, tenant)
+                    raise SecretNotFoundError(f"secret reference {m.group(0)} is not set: the secrets vault is off "
+                                              "(EDDI_VAULT_MASTER_KEY is not set)" +
+                                              (f" and no environment variable {variable} holds it" if variable else ""))
             if found is None:
                 raise SecretNotFoundError(f"secret reference {m.group(0)} is not set")
             if len(found) >= 4:

@@ -57,6 +57,7 @@ class Run:
     stopReason: str | None = None  # the limit that stopped it
     costUsd: float | None = None
     sourceId: str | None = None
+    message: str | None = None  # what the listing said beside its counts (EDDI's report field)
 
     def to_json(self) -> dict[str, Any]:
         ours = {k: v for k, v in asdict(self).items() if v is not None}
@@ -129,10 +130,10 @@ class SourceRuns:
             return
         self.db.execute(
             "UPDATE source_runs SET status=?, finished_at=?, added=?, updated=?, unchanged=?, deleted=?, failed=?, "
-            "failures=?, error=?, embedded=?, seen=?, segments=?, stop_reason=?, cost=? WHERE run_id=?",
+            "failures=?, error=?, embedded=?, seen=?, segments=?, stop_reason=?, cost=?, message=? WHERE run_id=?",
             (run.status, run.finishedAt, run.added, run.updated, run.unchanged, run.deleted, run.failed,
              json.dumps(run.failures), run.error, run.embedded, run.seen, run.segments, run.stopReason, run.costUsd,
-             run.runId))
+             run.message, run.runId))
         self.leases.release(run.runId)
 
     def history(self, kb_id: str, source_id: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -151,7 +152,7 @@ class SourceRuns:
         return [Run(r["run_id"], r["status"], r["started_at"], r["finished_at"], r["added"], r["updated"],
                     r["unchanged"], r["deleted"], r["failed"], json.loads(r["failures"] or "[]"), r["error"],
                     r["kind"], r["embedded"], r["seen"] or 0, r["segments"] or 0, r["stop_reason"], r["cost"],
-                    source_id).to_json() for r in rows]
+                    source_id, r["message"]).to_json() for r in rows]
 
     def close(self) -> None:
         """A graceful shutdown: runs this process is carrying out read CANCELLED (as EDDI's), not left to be reaped."""

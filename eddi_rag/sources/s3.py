@@ -63,4 +63,9 @@ def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbo
                 out.items.append(Item(f"{source_id}/{rel}", rel, _reader(path)))
     except (BotoCoreError, ClientError) as e:
         raise S3SourceError(f"s3: cannot list s3://{spec.bucket}/{spec.prefix} at {endpoint(spec)}: {e}") from e
+    if not out.items:
+        signed = bool(resolve(spec.accessKeyId))
+        out.notes.append(f"s3://{spec.bucket}/{spec.prefix} listed no object of a supported type" + (
+            "" if signed else ": the listing was unsigned (no accessKeyId / secretAccessKey), and a private bucket, or "
+                              "one that refuses anonymous listing, shows nothing to it; give the source its keys"))
     return out

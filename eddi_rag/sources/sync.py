@@ -173,6 +173,7 @@ class SourceSync:
         try:
             listed = Listing(items, complete=False) if items is not None else self.listing(kb_id, source, deadline)
             run.seen, run.stopReason = len(listed.items), listed.stopped
+            run.message = "; ".join(listed.notes) or None
             known = self.ledger.known(kb_id, sid)
             for failure in listed.failures:
                 run.failed += 1

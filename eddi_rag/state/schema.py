@@ -233,11 +233,17 @@ def _job_bodies(c: sqlite3.Connection) -> None:
         c.execute("ALTER TABLE ingestion_jobs DROP COLUMN body")
 
 
+def _run_messages(c: sqlite3.Connection) -> None:
+    """Version 15: what a source run's listing said beside its counts (an unsigned S3 listing that found nothing)."""
+    if "message" not in _columns(c, "source_runs"):
+        c.execute("ALTER TABLE source_runs ADD COLUMN message TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
-                                                                 _vault, _job_failures, _job_bodies)
+                                                                 _vault, _job_failures, _job_bodies, _run_messages)
 LATEST = len(MIGRATIONS)
 
 

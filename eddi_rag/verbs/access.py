@@ -5,11 +5,14 @@ only: another tenant's key or variable does not exist for it."""
 from __future__ import annotations
 
 import builtins
+import re
 from typing import Any
 
-from eddi_rag.auth import Principal
+from eddi_rag.auth import ForbiddenError, Principal
 from eddi_rag.auth.keys import KeyInfo, KeyStore
 from eddi_rag.resources.variables import VariableNotFoundError, Variables
+
+VAULTED = re.compile(r"\$\{(?:eddi)?vault:")
 
 
 class Keys:
@@ -56,10 +59,15 @@ class GlobalVariables:
         return self.variables.get(tenant, key)
 
     def put(self, tenant: str, key: str, value: Any, description: Any = None, exportable: Any = True,
-            caller_tenant: str | None = None) -> dict[str, Any]:
+            caller_tenant: str | None = None, admin: bool = True) -> dict[str, Any]:
         """Create or update; knowledge bases read the new value the next time their configuration is read (a
-        store or model is cached under its parameters with the values in: a new value builds a new one)."""
+        store or model is cached under its parameters with the values in: a new value builds a new one). A value
+        holding a vault reference is an administrator's to write (``admin``), as in EDDI: an editor could
+        otherwise point every configuration reading the variable at a secret it was never given."""
         self._own(tenant, caller_tenant)
+        if not admin and isinstance(value, str) and VAULTED.search(value):
+            raise ForbiddenError(f"variable {key!r}: a value holding a vault reference (${{vault:…}}) is written by an "
+                                 "administrator of the tenant only")
         return self.variables.put(tenant, key, value, description, exportable)
 
     def delete(self, tenant: str, key: str, caller_tenant: str | None = None) -> None:

@@ -209,6 +209,14 @@ class Health:
             resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         except SecretNotFoundError as e:
             vaulted = VAULTED.search(str(e))
+            if "names the vault of tenant" in str(e):
+                return add("secrets", False, str(e), "reference a key of this knowledge base's own tenant: store it there "
+                                                     f"(PUT /secretstore/secrets/{config.tenant}/<key>) and name it ${{vault:<key>}}")
+            if vaulted and not self.resolver.vault_on:
+                return add("secrets", False, str(e), "the operator turns the vault on (sets EDDI_VAULT_MASTER_KEY and restarts), "
+                                                     "then the key is stored: PUT /secretstore/secrets/"
+                                                     f"{config.tenant}/{vaulted.group(1).rsplit('/', 1)[-1]}; or the operator "
+                                                     "sets the environment variable the message names")
             if vaulted:  # a key the tenant stores itself
                 key = vaulted.group(1).rsplit("/", 1)[-1]
                 return add("secrets", False, str(e), f"store the key in the vault: PUT /secretstore/secrets/{config.tenant}/{key} "

@@ -14,6 +14,7 @@ from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest import pages
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
+from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import EXTENSIONS, detect
 from eddi_rag.ingest.parsing import render
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
@@ -62,6 +63,11 @@ class Ingesting:
     def text(self, kb_id: str, document: str, text: str, version: int = 0, **options: Any) -> int:
         """Ingest a text now; returns its chunk count (``options``: user_id, ttl_seconds, metadata, source)."""
         return self.ingestor.ingest_text(kb_id, self.kbs.get(kb_id, version), _named(document), text, **options).chunks
+
+    @staticmethod
+    def upload_limit() -> int:
+        """The largest file accepted, uploaded or read by a source on the server (EDDI_RAG_MAX_UPLOAD_MB)."""
+        return max_upload_bytes()
 
     def file(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
              **options: Any) -> int:

@@ -155,7 +155,7 @@ class KnowledgeBases:
                 raise ConfigValidationError([{"path": "$.targetServerUrl", "message": str(e), "value": data["targetServerUrl"]}]) from None
         if kind == "providers" and (errors := provider_references.entry_errors(data)):
             raise ConfigValidationError(errors)
-        if kind == "llm" and (errors := llm_task_errors(data)):
+        if kind == "llm" and (errors := llm_task_errors(data, saving=True)):
             raise ConfigValidationError(errors)
         if kind != "rags":
             return data
@@ -177,8 +177,9 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
     store_path = config.storeParameters.get("path")
     if isinstance(store_path, str) and store_path != paths.IN_MEMORY:
         allowed = paths.roots("EDDI_RAG_PATH_ROOTS", data_dir)
-        if not paths.inside(paths.resolve(store_path, data_dir), allowed):
-            where = ", ".join(map(str, allowed)) or "none: this server keeps its data in memory"
+        if not paths.inside(paths.resolve(store_path, data_dir), allowed):  # (the server's folders are not shown)
+            where = ("a relative path, under the server's data directory, or one under a folder the operator lists in "
+                     "EDDI_RAG_PATH_ROOTS") if allowed else "none: this server keeps its data in memory"
             out.append({"path": "$.storeParameters.path", "value": store_path,
                         "message": f"must lie under the data directory or EDDI_RAG_PATH_ROOTS ({where})"})
     models = paths.roots("EDDI_RAG_MODEL_ROOTS")

@@ -7,7 +7,7 @@ from typing import Any
 
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
-from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task
+from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task, invoke_chat
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.memory_kb import Remembering
 from eddi_rag.workflow.traversal import DiscoveredKb, WorkflowTraversal
@@ -67,7 +67,7 @@ class Turns:
         if not section:
             text = NOTHING_FOUND
         else:
-            reply = model.invoke([SystemMessage(f"{section}\n\n{GROUNDING_INSTRUCTIONS}"), HumanMessage(query)])
+            reply = invoke_chat(model, [SystemMessage(f"{section}\n\n{GROUNDING_INSTRUCTIONS}"), HumanMessage(query)])
             text = str(reply.content)
         return {"text": text, "by": "extractive" if extractive else "model",
                 "model": None if extractive else getattr(model, "model_name", None) or type(model).__name__}

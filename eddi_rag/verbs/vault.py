@@ -7,7 +7,14 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from eddi_rag.records.vault import SecretNotStoredError, SecretVault, VaultUnavailableError, check_id, reference
+from eddi_rag.records.vault import (
+    InvalidSecretError,
+    SecretNotStoredError,
+    SecretVault,
+    VaultUnavailableError,
+    check_id,
+    reference,
+)
 from eddi_rag.resource_types import DEFAULT_TENANT
 
 __all__ = ["Vault", "VaultUnavailableError"]
@@ -43,6 +50,21 @@ class Vault:
 
     def list(self, tenant: str, caller_tenant: str | None = None) -> builtins.list[dict[str, Any]]:
         return [vars(m) for m in self.vault.list(self._own(tenant, caller_tenant))]
+
+    def update_grant(self, tenant: str, key: str, allowed_agents: Any, description: str | None = None,
+                     expected: builtins.list[str] | None = None, caller_tenant: str | None = None) -> dict[str, Any]:
+        """Which agents may use the secret, changed without its value; ``expected``: the grant the caller read (409
+        with the current one when it changed since)."""
+        return vars(self.vault.update_grant(self._own(tenant, caller_tenant), key, allowed_agents, description, expected))
+
+    def adopt_master_key(self, confirm: bool, caller_tenant: str | None = None) -> dict[str, Any]:
+        """After a lost master key, the configured one becomes the vault's (the operator's explicit act)."""
+        if caller_tenant is not None and caller_tenant != DEFAULT_TENANT:
+            raise SecretNotStoredError("the master key is the operator's: adopt it as an administrator of the default tenant")
+        if not confirm:
+            raise InvalidSecretError("confirm: adopting the configured master key gives up the data keys it cannot open; "
+                                     "send confirm=true to do it")
+        return self.vault.adopt_master_key()
 
     def delete(self, tenant: str, key: str, caller_tenant: str | None = None) -> None:
         self.vault.delete(self._own(tenant, caller_tenant), key)

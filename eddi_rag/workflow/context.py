@@ -152,10 +152,12 @@ TurnSearch = Callable[[str, RagConfiguration, str, list[float], int, float, "str
 
 
 class RagContextProvider:
-    def __init__(self, retriever: Retriever, search: TurnSearch, redact: Callable[[str], str] = lambda s: s):
+    def __init__(self, retriever: Retriever, search: TurnSearch, redact: Callable[[str], str] = lambda s: s,
+                 ungranted: Callable[[str, RagConfiguration], list[str]] = lambda agent_id, config: []):
         """``search``: how a KB is searched (the search verb's, as for every face); ``retriever``: its embedding
-        models and passages."""
-        self.retriever, self.search, self.redact = retriever, search, redact
+        models and passages; ``ungranted(agent_id, config)``: the vault secrets the KB's configuration names that
+        the agent is not granted (``allowedAgents``): such a KB is not searched in that agent's turn."""
+        self.retriever, self.search, self.redact, self.ungranted = retriever, search, redact, ungranted
 
     def _embed_once_per_model(self, selections: list[KbSelection], query: str) -> dict[str, Any]:
         """One query embedding per embedding model (provider + parameters) for the whole turn; a
@@ -176,13 +178,24 @@ class RagContextProvider:
         return self.search(sel.kb.id, sel.kb.config, query, vector, sel.max_results, sel.min_score, user_id)
 
     def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str,
-                 user_id: str | None = None, strategy: str = "raw") -> RagResult:
+                 user_id: str | None = None, strategy: str = "raw", agent_id: str | None = None) -> RagResult:
         """Search the selected KBs in parallel (a slow store does not hold up the others), then
         merge their hits by score and keep the best ``max(maxResults)``; the trace keeps workflow
-        order and marks which chunks were injected."""
+        order and marks which chunks were injected. A KB naming a vault secret ``agent_id`` is not granted is
+        left out (a trace error naming the secret)."""
         trace: list[dict[str, Any]] = []
         results: list[tuple[str, list[SearchHit]]] = []
         selections = select_knowledge_bases(task, discovered)
+        if agent_id is not None:
+            allowed = []
+            for sel in selections:
+                if refused := self.ungranted(agent_id, sel.kb.config):
+                    trace.append({"kb": sel.kb.config.name, "error": f"agent {agent_id!r} is not granted vault secret(s) "
+                                  f"{', '.join(refused)} (allowedAgents): widen the grant (PUT /secretstore/secrets/"
+                                  "{tenantId}/{keyName}/grant) or remove the reference"})
+                else:
+                    allowed.append(sel)
+            selections = allowed
         if not selections:
             return RagResult(None, trace)
         vectors = self._embed_once_per_model(selections, query)

@@ -86,6 +86,26 @@ def choose_task(discovery: Discovery, agent_id: str, wanted: str | None = None) 
     raise NoLlmTaskError(f"agent {agent_id!r} has no LLM task {wanted!r}; it has {', '.join(task_id(t) for t in tasks)}")
 
 
+class ChatModelUnavailableError(EddiRagError):
+    """The chat model did not answer (unreachable, refused, timed out, an error of its own): HTTP 502, naming the
+    model and where it is reached, which is what a caller can act on."""
+    status = 502
+
+
+def invoke_chat(model: Any, messages: list[Any], redact: Callable[[str], str] = lambda s: s) -> Any:
+    """``model.invoke(messages)``; a failure of the model's own becomes ChatModelUnavailableError."""
+    try:
+        return model.invoke(messages)
+    except EddiRagError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every client raises its own kinds
+        bound = getattr(model, "bound", model)  # (a model with call options bound)
+        name = getattr(bound, "model_name", None) or getattr(bound, "model", None) or type(bound).__name__
+        where = getattr(bound, "openai_api_base", None) or getattr(bound, "base_url", None)
+        raise ChatModelUnavailableError(redact(f"the chat model {name!r}{f' at {where}' if where else ''} did not answer: "
+                                               f"{type(e).__name__}: {e}")) from e
+
+
 class LlmTaskHook:
     def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None,
                  extra_knowledge_bases: Callable[[str, str | None], list[DiscoveredKb]] | None = None):
@@ -133,7 +153,8 @@ class LlmTaskHook:
                 search_text, strategy = (query, "raw") if rag.queryStrategy == "raw" else query_for_turn(memory)
                 log.info("task %s searches with the %s query strategy", tid, strategy)
                 memory.data.pop(f"rag:miss:{tid}", None)  # a miss of an earlier turn
-                found = self.provider.retrieve(rag, discovery.knowledge_bases, search_text, memory.user_id, strategy)
+                found = self.provider.retrieve(rag, discovery.knowledge_bases, search_text, memory.user_id, strategy,
+                                              memory.agent_id)
                 searched = found.searched
                 if found.trace:
                     memory.set(f"rag:trace:{tid}", found.trace)
@@ -173,7 +194,7 @@ class LlmTaskHook:
             return turn
         # ragTemperature on a turn with context: a call option every LangChain chat model passes on
         model = chat_model if turn.temperature is None else chat_model.bind(temperature=turn.temperature)
-        reply = model.invoke(turn.messages)
+        reply = invoke_chat(model, turn.messages, self.provider.redact)
         turn.answer = reply.content if isinstance(reply.content, str) else str(reply.content)
         memory.set("output", turn.answer)
         phrase = says_nothing_found(turn.answer, turn.miss_phrases) if turn.searched and not turn.missed else None

@@ -177,6 +177,7 @@ class Counter(Protocol):
     def ocr_pages(self, n: int) -> None: ...  # pages OCR will read, before it reads any
     def pixels(self, width: int, height: int, what: str = "an image") -> None: ...  # an image's declared size
     def zip(self, data: bytes, name: str, kind: str) -> None: ...  # a zip inside the file, before it is inflated
+    def characters(self, n: int) -> None: ...  # text of this many characters, before it is read
 
 
 class _Uncounted:
@@ -193,6 +194,9 @@ class _Uncounted:
         pass
 
     def zip(self, data: bytes, name: str, kind: str) -> None:
+        pass
+
+    def characters(self, n: int) -> None:
         pass
 
 

@@ -25,7 +25,10 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
         if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT:
             continue
         meter.count("pages")
-        html = item.get_content().decode("utf-8", "replace")
+        # the chapter as the file holds it: ebooklib's get_content() rewrites it through lxml, which drops a text
+        # node over 10 MB and left a 200 MB chapter "empty"; a chapter's size is held to the document's limit instead
+        html = (item.content if isinstance(item.content, bytes) else item.get_content()).decode("utf-8", "replace")
+        meter.characters(len(html))
         check_depth(html, name)
         text = to_markdown(html)
         chapter += 1
