@@ -205,5 +205,11 @@ def test_ingestions_append_as_in_eddi_and_replace_is_opt_in(client):
     assert [d["chunks"] for d in guide] == [1]
     texts = {r["text"] for r in client.post(f"{BASE}/{kb}/query", json={"query": "guide", "where": {"document_id": "guide.md"}}).json()["results"]}
     assert texts == {"New guide."}
+    # every chunk carries the ingestion that wrote it (EDDI's ingestionId, 2026-09-28)
+    r = client.post(f"{BASE}/{kb}/ingest?documentName=guide.md&replace=true", content="Newest guide.",
+                    headers={"Content-Type": "text/plain"})
+    wait_for(client, f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}/status")
+    chunks = client.app.state.runtime.stores.get(kb, client.app.state.runtime.rag_config(kb)).get({"document_id": "guide.md"})
+    assert [c.metadata["ingestionId"] for c in chunks] == [r.json()["ingestionId"]]
     refused = client.post(f"{BASE}/{kb}/ingest?replace=true", content="x", headers={"Content-Type": "text/plain"})
     assert refused.status_code == 400 and "documentName" in refused.json()["error"]

@@ -200,3 +200,45 @@ def test_an_ingestion_whose_provider_keeps_failing_ends_failed(runtime):
         runtime.jobs.process(job.id)
     status = runtime.jobs.status(job.id).status
     assert status.startswith("failed: ") and "503" in status
+
+
+def gemini_any(req):
+    """Gemini's batchEmbedContents, and embedContent (one text)."""
+    if "requests" in req["json"]:
+        return gemini(req)
+    return 200, {"embedding": {"values": fake_vector(req["json"]["content"]["parts"][0]["text"], DIMS)}}
+
+
+def _task(req) -> str | None:
+    body = req["json"]
+    first = body["requests"][0] if "requests" in body else body
+    return first.get("taskType") or (first.get("config") or {}).get("taskType")
+
+
+@pytest.mark.parametrize("provider, handler, params, role", [
+    ("cohere", cohere, {"apiKey": "c-key"}, lambda r: r["json"]["input_type"]),
+    ("gemini", gemini_any, {"apiKey": "g-key", "taskType": "RETRIEVAL_DOCUMENT"}, _task),  # as EDDI's configs write it
+])
+def test_an_asymmetric_model_embeds_a_query_as_a_query_even_through_the_cache(provider, handler, params, role):
+    """Issue 42 (EDDI's 2026-09-21 fix): every query went through the vector cache's embed_documents, so Cohere and
+    Gemini embedded it as a document (and a query equal to a chunk's text got that chunk's vector)."""
+    from eddi_rag.embeddings.cache import StateVectorCache
+    from eddi_rag.state.sqlite import Database
+
+    with WireStandIn(handler) as server:
+        factory = EmbeddingModelFactory(StateVectorCache(Database(":memory:")), SecretResolver(environ={}))
+        model = factory.get(provider, {**params, "baseUrl": server.url})
+        model.embed_documents(["trains to Vienna"])
+        model.embed_query("trains to Vienna")
+        model.embed_query("trains to Vienna")  # (the second from the cache: the query's own entry)
+    assert [role(r) for r in server.requests] == (["search_document", "search_query"] if provider == "cohere"
+                                                  else ["RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY"])
+
+
+def test_a_gemini_task_type_other_than_retrieval_is_kept_for_both_sides():
+    with WireStandIn(gemini_any) as server:
+        model = EmbeddingModelFactory(None, SecretResolver(environ={})).get(
+            "gemini", {"apiKey": "g-key", "taskType": "CLUSTERING", "baseUrl": server.url})
+        model.embed_documents(["a"])
+        model.embed_query("b")
+    assert [_task(r) for r in server.requests] == ["CLUSTERING", "CLUSTERING"]

@@ -250,6 +250,33 @@ def test_sitemap_and_preview(runtime, site):
 
 
 @pytest.mark.integration
+def test_a_sitemap_index_of_gzip_rss_atom_and_plain_text_is_read_within_bounds(runtime, site):
+    """The sitemap forms EDDI reads since 2026-09 (issue 42, point 9): an index naming a gzipped urlset, an RSS feed,
+    an Atom feed and a plain list; a gzip that unpacks past the protocol's 50 MB is refused, naming the bound."""
+    import gzip
+
+    site.pages["/sitemap.xml"] = ("application/xml", ("<sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">" + "".join(
+        f"<sitemap><loc>{site.url}{p}</loc></sitemap>" for p in ("/a.xml.gz", "/feed.rss", "/feed.atom", "/list.txt", "/bomb.xml.gz"))
+        + "</sitemapindex>").encode())
+    site.pages["/a.xml.gz"] = ("application/gzip", gzip.compress(
+        f"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'><url><loc>{site.url}/a.html</loc></url></urlset>".encode()))
+    site.pages["/feed.rss"] = ("application/rss+xml", f"""<rss version="2.0"><channel><title>News</title>
+        <item><title>B</title><link>{site.url}/b.html</link></item></channel></rss>""".encode())
+    site.pages["/feed.atom"] = ("application/atom+xml", f"""<feed xmlns="http://www.w3.org/2005/Atom"><title>T</title>
+        <entry><title>C</title><link rel="alternate" href="{site.url}/deep/c.html"/><link rel="edit" href="{site.url}/edit"/></entry>
+        </feed>""".encode())
+    site.pages["/list.txt"] = ("text/plain", f"{site.url}/\n# a comment\n{site.url}/a.html\n".encode())
+    site.pages["/bomb.xml.gz"] = ("application/gzip", gzip.compress(b"<urlset>" + b" " * (51 * 1024 * 1024) + b"</urlset>", compresslevel=1))
+    kb = web_kb(runtime, {"sitemap": {"url": site.url + "/sitemap.xml"}})
+    plan = runtime.sources.preview(kb, "site")
+    assert sorted(plan["add"]) == sorted(site.url + p for p in ("/", "/a.html", "/b.html", "/deep/c.html"))
+    assert not plan["complete"]  # (the bomb could not be read: nothing is concluded from a listing that misses it)
+    run = runtime.sources.run(kb, "site")
+    assert [f["document"] for f in run.failures] == [site.url + "/bomb.xml.gz"] and "50,000,000" not in run.failures[0]["reason"]
+    assert "52,428,800 bytes" in run.failures[0]["reason"] and run.added == 4
+
+
+@pytest.mark.integration
 def test_the_outbound_guard(tmp_path, site):
     strict = Runtime(tmp_path / "strict", outbound=OutboundPolicy())  # the server default: no private networks
     try:

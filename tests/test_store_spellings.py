@@ -1,7 +1,9 @@
 """Sealed at every spelling (issue 42, point 1): ownership is keyed by the place a name reaches, not by how it is
 written. Tenant A keeps a secret in a store it names; tenant B names that store every other way it can be spelled
 (relative paths, ``..``, a symbolic link, case, quoting, schema-qualified names, surrounding space) on every store
-the tests serve, and reaches nothing: each is refused when saved, and nothing of A's is ever read."""
+the tests serve (Qdrant local mode, PostgreSQL + pgvector, Chroma, Typesense, the Elasticsearch stand-in; the embedded
+stores keep each knowledge base's chunks in tables of its own id, whatever file they name), and reaches nothing: each
+is refused when saved, and nothing of A's is ever read."""
 
 from __future__ import annotations
 
@@ -71,13 +73,14 @@ def test_pgvector_tables_as_postgresql_names_them(tmp_path, pgvector_params):
 
 @pytest.mark.integration
 @pytest.mark.services
-@pytest.mark.parametrize("engine", ["chroma", "typesense"])
-def test_collections_without_case(tmp_path, engine, request):
+@pytest.mark.parametrize("engine, key", [("chroma", "collectionName"), ("typesense", "collectionName"),
+                                         ("elasticsearch", "indexName")])
+def test_collections_and_indexes_without_case(tmp_path, engine, key, request):
     params = request.getfixturevalue(f"{engine}_params")
     with Runtime(tmp_path) as runtime:
-        spellings = [{"collectionName": n} for n in ("a_docs", "A_DOCS", "A_docs", " a_docs")]
-        spellings += [{"collectionName": "EDDI_KB_x"}, {"collectionName": "eddi_kbid_x"}]
-        walk(runtime, engine, params, {"collectionName": "a_docs"}, spellings)
+        spellings = [{key: n} for n in ("a_docs", "A_DOCS", "A_docs", " a_docs")]
+        spellings += [{key: "EDDI_KB_x"}, {key: "eddi_kbid_x"}]
+        walk(runtime, engine, params, {key: "a_docs"}, spellings)
 
 
 def test_eddis_guard_rules_for_a_named_location():

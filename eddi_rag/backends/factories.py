@@ -115,7 +115,7 @@ class EmbeddingModelFactory:
         if self.vectors is None:
             return model
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
-        return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"))
+        return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"), spec.asymmetric)
 
     def for_config(self, config: RagConfiguration) -> Embeddings:
         """The KB's model. Raises EmbeddingDisabledError when it has none (see embeddings.references)."""

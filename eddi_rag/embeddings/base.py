@@ -37,6 +37,7 @@ class EmbeddingProvider:
     batch_size: int = 100  # most texts one API call may carry
     max_tokens: int = 8191  # the model's input limit in tokens: markdown chunking keeps chunks within it
     remote: bool = True  # remote providers get batching, retries and dimension checks (guard.py)
+    asymmetric: bool = False  # documents and queries are embedded with two task types (embed_query is not embed_documents)
     capabilities: frozenset[str] = field(default_factory=lambda: frozenset({"embeddings"}))
 
     def connection_schema(self) -> dict[str, Any]:

@@ -87,9 +87,14 @@ def open_cache(spec: str | None, db: StateDatabase) -> VectorCache | None:
 
 
 class CachedEmbeddings(Embeddings):
-    def __init__(self, inner: Embeddings, cache: VectorCache, provider: str, model: str, dimensions: int | None = None):
+    """``inner``'s vectors kept in ``cache``. ``asymmetric``: the model embeds a query with another task type than a
+    document (Cohere's search_query, Gemini's RETRIEVAL_QUERY): a query is then embedded as a query and cached apart,
+    never handed a document's vector (EDDI's 2026-09-21 fix: "stop embedding queries as documents")."""
+
+    def __init__(self, inner: Embeddings, cache: VectorCache, provider: str, model: str, dimensions: int | None = None,
+                 asymmetric: bool = False):
         self.inner, self.cache = inner, cache
-        self.provider, self.model, self.dimensions = provider, model, dimensions
+        self.provider, self.model, self.dimensions, self.asymmetric = provider, model, dimensions, asymmetric
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         keys = [cache_key(self.provider, self.model, self.dimensions, t) for t in texts]
@@ -105,4 +110,13 @@ class CachedEmbeddings(Embeddings):
         return [found[k] for k in keys]
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
+        if not self.asymmetric:
+            return self.embed_documents([text])[0]
+        key = cache_key(self.provider, self.model, self.dimensions, "\0query\0" + text)
+        found = self.cache.get_many([key]).get(key)
+        metrics.cache_lookups(1, int(found is not None))
+        if found is not None:
+            return np.frombuffer(found, dtype=np.float32).tolist()
+        vector = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+        self.cache.put_many([(key, vector.tobytes())])
+        return vector.tolist()

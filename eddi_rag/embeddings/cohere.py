@@ -29,6 +29,7 @@ PROVIDER = EmbeddingProvider(
     default_model=DEFAULT_MODEL,
     required=("apiKey",),
     batch_size=96,  # Cohere's limit per embed call
+    asymmetric=True,  # search_document / search_query (langchain-cohere's embed_documents / embed_query)
     parameters={
         "apiKey": {"type": "string"},
         "model": {"type": "string", "default": DEFAULT_MODEL},

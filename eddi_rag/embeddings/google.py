@@ -11,6 +11,10 @@ from eddi_rag.common.parameters import alias
 from eddi_rag.embeddings.base import MAX_RETRIES, TIMEOUT, EmbeddingProvider, timeout_seconds
 
 GEMINI_MODEL = "gemini-embedding-2"
+# A document is embedded as RETRIEVAL_DOCUMENT, a query as RETRIEVAL_QUERY (the class' defaults per side). A taskType
+# naming one of them is not pinned: EDDI's configurations write RETRIEVAL_DOCUMENT, which pinned made every query a
+# document (EDDI's 2026-09-21 fix); another task type is the author's choice for both sides.
+ROLES = ("RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY")
 VERTEX_MODEL = "text-embedding-005"
 
 
@@ -20,7 +24,7 @@ def _common(params: dict[str, Any], default_model: str) -> dict[str, Any]:
         kwargs["output_dimensionality"] = int(params["dimensions"])
     if params.get("baseUrl"):
         kwargs["base_url"] = params["baseUrl"]
-    if params.get("taskType"):
+    if params.get("taskType") and params["taskType"] not in ROLES:  # another task (clustering …): both sides use it
         kwargs["task_type"] = params["taskType"]
     if timeout_seconds(params):
         kwargs["request_options"] = {"timeout": timeout_seconds(params)}
@@ -47,19 +51,20 @@ _SHARED = {
     "dimensions": {"type": "integer", "minimum": 1, "description": "Sent as outputDimensionality."},
     "outputDimensionality": alias("dimensions"),
     "baseUrl": {"type": "string", "description": "API endpoint override."},
-    "taskType": {"type": "string", "description": "e.g. RETRIEVAL_DOCUMENT"},
+    "taskType": {"type": "string", "description": "RETRIEVAL_DOCUMENT / RETRIEVAL_QUERY (the default: documents and "
+                                                  "queries each with their own), or another task type for both sides"},
     "modelName": alias("model"),
     **MAX_RETRIES,
 }
 GEMINI = EmbeddingProvider(
     max_tokens=2048,
-    name="gemini", build=build_gemini, default_model=GEMINI_MODEL, required=("apiKey",), batch_size=100,
+    name="gemini", build=build_gemini, default_model=GEMINI_MODEL, required=("apiKey",), batch_size=100, asymmetric=True,
     parameters={"apiKey": {"type": "string"}, "model": {"type": "string", "default": GEMINI_MODEL}, **_SHARED, **TIMEOUT},
 )
 GOOGLE = EmbeddingProvider(**{**GEMINI.__dict__, "name": "google"})
 VERTEX = EmbeddingProvider(
     max_tokens=2048,
-    name="vertex", build=build_vertex, default_model=VERTEX_MODEL, required=("project",), batch_size=100,
+    name="vertex", build=build_vertex, default_model=VERTEX_MODEL, required=("project",), batch_size=100, asymmetric=True,
     parameters={
         "project": {"type": "string"},
         "location": {"type": "string", "default": "us-central1"},

@@ -39,7 +39,8 @@ def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, s
         if fmt == REEMBED:  # every chunk again, with the current configuration's model
             return ingestor.reembed(kb_id, kbs.get(kb_id), progress.embedded)
         return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress.embedded,
-                                    progress.parsed, progress.cancelled, warned=progress.warn, source=name).chunks
+                                    progress.parsed, progress.cancelled, warned=progress.warn, source=name,
+                                    metadata={"ingestionId": progress.job_id}).chunks  # every chunk: who wrote it (EDDI's)
     return run
 
 
