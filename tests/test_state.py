@@ -70,3 +70,22 @@ def test_every_state_table_is_created_by_the_schema_module_alone():
     creating = sorted(str(p.relative_to(source)) for p in source.rglob("*.py")
                       if "CREATE TABLE" in p.read_text() and "stores" not in p.relative_to(source).parts)
     assert creating == ["state/schema.py"]
+
+
+def test_store_claims_move_to_the_one_spelling_of_their_place(tmp_path):
+    """Migration 16 (issue 42): a claim recorded under a spelling ownership no longer produces keeps its KB's hold (a
+    created store stays droppable by it, another tenant's new spelling is still refused)."""
+    from eddi_rag.state.sqlite import Database
+
+    db = Database(tmp_path / "state.db")
+    state.migrate(db)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    rows = [("pgvector", "Public.Team_Docs", "kb1"), ("pgvector", '"Quoted"', "kb2"), ("qdrant", f"{tmp_path}/link/../link#Docs", "kb3"),
+            ("chroma", "Team_Docs", "kb4")]
+    for engine, place, kb in rows:
+        db.execute("INSERT INTO store_claims VALUES (?, ?, 'A', ?, 'created', 'ours', '', '2026-01-01T00:00:00Z')", (engine, place, kb))
+    with db.transaction() as c:
+        state.schema._canonical_places(c)
+    places = {r["kb_id"]: r["place"] for r in db.query("SELECT kb_id, place FROM store_claims")}
+    assert places == {"kb1": "team_docs", "kb2": '"Quoted"', "kb3": f"{(tmp_path / 'real').resolve()}#docs", "kb4": "team_docs"}

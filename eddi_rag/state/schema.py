@@ -14,6 +14,8 @@ older release up (columns that were added then without a version)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -239,11 +241,30 @@ def _run_messages(c: sqlite3.Connection) -> None:
         c.execute("ALTER TABLE source_runs ADD COLUMN message TEXT")
 
 
+def _canonical_places(c: sqlite3.Connection) -> None:
+    """Version 16: store claims under the one spelling a place has now (stores.ownership.canonical): a pgvector table
+    as PostgreSQL reads an unquoted name (lower case, without ``public.``), a Qdrant local folder by its real path,
+    other collections and indexes in lower case. A claim whose new spelling another row of its KB holds already is
+    left as it was (nothing is lost: it only no longer matches)."""
+    plain = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}(?:\.[A-Za-z_][A-Za-z0-9_$]{0,62})?")
+    for row in c.execute("SELECT engine, place, kb_id FROM store_claims").fetchall():
+        engine, place = row[0], row[1]
+        if engine == "pgvector":
+            canonical = place.strip().lower().removeprefix("public.") if plain.fullmatch(place.strip()) else place
+        else:
+            folder, sep, collection = place.rpartition("#")
+            canonical = f"{os.path.realpath(folder) if folder and folder != ':memory:' else folder}{sep}{collection.strip().lower()}"
+        if canonical != place and not c.execute("SELECT 1 FROM store_claims WHERE engine=? AND place=? AND kb_id=?",
+                                                (engine, canonical, row[2])).fetchall():
+            c.execute("UPDATE store_claims SET place=? WHERE engine=? AND place=? AND kb_id=?", (canonical, engine, place, row[2]))
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
-                                                                 _vault, _job_failures, _job_bodies, _run_messages)
+                                                                 _vault, _job_failures, _job_bodies, _run_messages,
+                                                                 _canonical_places)
 LATEST = len(MIGRATIONS)
 
 
