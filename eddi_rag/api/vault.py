@@ -37,7 +37,7 @@ class GrantBody(RequestBody):
 
 class KekRotation(RequestBody):
     oldMasterKey: str = Field(min_length=1)
-    newMasterKey: str = Field(min_length=1)  # (its strength: the vault's rule, named in a 400)
+    newMasterKey: str = Field(min_length=16, description="a random passphrase; a weak one is a 400 naming why")
 
 
 @router.get("/health")
