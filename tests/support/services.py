@@ -71,7 +71,7 @@ class ChromaServer:
 
         self.proc = subprocess.Popen([f"{self.venv}/bin/chroma", "run", "--path", self.folder, "--host", "127.0.0.1",
                                       "--port", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        answering(f"http://127.0.0.1:{self.port}/api/v2/heartbeat", self.proc, "chroma run", 30)
+        answering(f"http://127.0.0.1:{self.port}/api/v2/heartbeat", self.proc, "chroma run", 90)  # (a busy 2-core machine took over 30 s once)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -113,7 +113,7 @@ def typesense() -> Iterator[dict]:
                                  "--peering-address", "127.0.0.1", "--peering-port", str(_free_port())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            answering(f"http://127.0.0.1:{port}/health", proc, "typesense-server", 30, ok=lambda r: r.json().get("ok"))
+            answering(f"http://127.0.0.1:{port}/health", proc, "typesense-server", 90, ok=lambda r: r.json().get("ok"))
             yield {"host": "127.0.0.1", "port": port, "apiKey": key}
         finally:
             proc.terminate()
