@@ -24,7 +24,8 @@ SECRET = "sk-live-0123456789abcdefghij"
 
 @pytest.fixture
 def vaulted(tmp_path, monkeypatch):
-    """A client over a runtime whose vault has a master key, with an admin and an editor of tenant A and an admin of B."""
+    """A client over a runtime whose vault has a master key, with an admin, an editor and a viewer of tenant A, an admin of
+    B and the operator (an admin of the default tenant)."""
     monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", MASTER)
     runtime = Runtime(tmp_path / "data")
     with TestClient(create_app(runtime), raise_server_exceptions=False) as client:
@@ -33,6 +34,7 @@ def vaulted(tmp_path, monkeypatch):
         client.a_editor = {"Authorization": f"Bearer {runtime.keys.create('A', 'editor')[1]}"}
         client.a_viewer = {"Authorization": f"Bearer {runtime.keys.create('A', 'viewer')[1]}"}
         client.b = {"Authorization": f"Bearer {runtime.keys.create('B', 'admin')[1]}"}
+        client.operator = {"Authorization": f"Bearer {runtime.keys.create('default', 'admin')[1]}"}
         yield client
     runtime.close()
 

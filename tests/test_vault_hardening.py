@@ -16,32 +16,21 @@ from eddi_rag.records.vault import SecretVault, VaultKeyMismatchError, WeakMaste
 from eddi_rag.resource_types import resource_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.memory import ConversationMemory
+from tests import test_vault
+from tests.test_vault import MASTER, VAULT
 
-VAULT = "/secretstore/secrets"
-MASTER = "a master passphrase for the tests"
+vaulted = test_vault.vaulted  # the fixture: a runtime with a vault, admins, editors and viewers of A, the operator
+
 PIN = "4711"
-
-
-@pytest.fixture
-def vaulted(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", MASTER)
-    runtime = Runtime(tmp_path / "data")
-    with TestClient(create_app(runtime), raise_server_exceptions=False) as client:
-        client.runtime = runtime
-        client.admin = {"Authorization": f"Bearer {runtime.keys.create('A', 'admin')[1]}"}
-        client.editor = {"Authorization": f"Bearer {runtime.keys.create('A', 'editor')[1]}"}
-        client.operator = {"Authorization": f"Bearer {runtime.keys.create('default', 'admin')[1]}"}
-        yield client
-    runtime.close()
 
 
 def test_the_checksum_is_keyed_bound_to_the_tenant_and_never_returned(vaulted):
     """An editor recovered a 4-digit secret from the metadata's checksum (sha256) by trying 10,000 values."""
     c = vaulted
-    c.put(f"{VAULT}/A/pin", headers=c.editor, json={"value": PIN})
+    c.put(f"{VAULT}/A/pin", headers=c.a_editor, json={"value": PIN})
     c.put(f"{VAULT}/default/pin", headers=c.operator, json={"value": PIN})
-    assert "checksum" not in c.get(f"{VAULT}/A/pin", headers=c.editor).json()
-    assert all("checksum" not in m for m in c.get(f"{VAULT}/A", headers=c.editor).json())
+    assert "checksum" not in c.get(f"{VAULT}/A/pin", headers=c.a_editor).json()
+    assert all("checksum" not in m for m in c.get(f"{VAULT}/A", headers=c.a_editor).json())
     rows = {r["tenant"]: r["checksum"] for r in c.runtime.db.query("SELECT tenant, checksum FROM vault_secrets")}
     assert rows["A"].startswith("h1:") and rows["A"] != rows["default"]  # equal values are not linkable across tenants
     assert hashlib.sha256(PIN.encode()).hexdigest() not in rows.values()
@@ -67,7 +56,7 @@ def test_a_checksum_written_before_is_rekeyed_and_the_key_survives_a_master_key_
 def test_a_ciphertext_moved_onto_another_row_does_not_open(vaulted):
     c = vaulted
     for key, value in (("openai", "sk-openai-0123456789"), ("cohere", "co-0123456789abcdef")):
-        c.put(f"{VAULT}/A/{key}", headers=c.editor, json={"value": value})
+        c.put(f"{VAULT}/A/{key}", headers=c.a_editor, json={"value": value})
     db = c.runtime.db
     (moved,) = db.query("SELECT ciphertext, iv FROM vault_secrets WHERE key_name='openai'")
     db.execute("UPDATE vault_secrets SET ciphertext=?, iv=? WHERE key_name='cohere'", (moved["ciphertext"], moved["iv"]))
@@ -78,20 +67,20 @@ def test_a_ciphertext_moved_onto_another_row_does_not_open(vaulted):
 
 def test_a_rotation_keeps_description_and_grant_and_a_grant_is_edited_with_a_precondition(vaulted):
     c = vaulted
-    c.put(f"{VAULT}/A/k", headers=c.editor, json={"value": "v1-0123456789", "description": "prod", "allowedAgents": ["a1"]})
-    c.put(f"{VAULT}/A/k", headers=c.editor, json={"value": "v2-0123456789"})  # a rotation: the value alone
-    meta = c.get(f"{VAULT}/A/k", headers=c.editor).json()
+    c.put(f"{VAULT}/A/k", headers=c.a_editor, json={"value": "v1-0123456789", "description": "prod", "allowedAgents": ["a1"]})
+    c.put(f"{VAULT}/A/k", headers=c.a_editor, json={"value": "v2-0123456789"})  # a rotation: the value alone
+    meta = c.get(f"{VAULT}/A/k", headers=c.a_editor).json()
     assert (meta["description"], meta["allowedAgents"]) == ("prod", ["a1"])
 
     grant = f"{VAULT}/A/k/grant"
-    assert c.put(grant, headers=c.editor, json={"allowedAgents": ["a1", "a2"]}).status_code == 403  # an administrator's
-    assert c.put(grant, headers=c.admin, json={"allowedAgents": []}).status_code == 400  # "nobody" is not "everyone"
-    stale = c.put(grant, headers=c.admin, json={"allowedAgents": ["a2"], "expectedAllowedAgents": ["a9"]})
+    assert c.put(grant, headers=c.a_editor, json={"allowedAgents": ["a1", "a2"]}).status_code == 403  # an administrator's
+    assert c.put(grant, headers=c.a, json={"allowedAgents": []}).status_code == 400  # "nobody" is not "everyone"
+    stale = c.put(grant, headers=c.a, json={"allowedAgents": ["a2"], "expectedAllowedAgents": ["a9"]})
     assert stale.status_code == 409 and stale.json()["allowedAgents"] == ["a1"]
-    done = c.put(grant, headers=c.admin, json={"allowedAgents": ["a1", "a2"], "expectedAllowedAgents": ["a1"]})
+    done = c.put(grant, headers=c.a, json={"allowedAgents": ["a1", "a2"], "expectedAllowedAgents": ["a1"]})
     assert done.status_code == 200 and done.json()["allowedAgents"] == ["a1", "a2"]
     assert c.runtime.resolver.resolve("${vault:k}", "A") == "v2-0123456789"  # the value untouched
-    assert c.put(f"{VAULT}/A/none/grant", headers=c.admin, json={"allowedAgents": ["*"]}).status_code == 404
+    assert c.put(f"{VAULT}/A/none/grant", headers=c.a, json={"allowedAgents": ["*"]}).status_code == 404
 
 
 def test_a_changed_master_key_wraps_nothing_until_the_operator_adopts_it(tmp_path, monkeypatch):
@@ -123,9 +112,9 @@ def test_a_weak_master_key_is_refused_at_start_unless_the_operator_says_so(tmp_p
 def test_a_variable_holding_a_vault_reference_is_written_by_an_administrator(vaulted):
     c = vaulted
     url = "/variablestore/variables/A/model-key"
-    assert c.put(url, headers=c.editor, json={"value": "${vault:k}"}).status_code == 403
-    assert c.put(url, headers=c.editor, json={"value": "text-embedding-3-small"}).status_code == 200
-    assert c.put(url, headers=c.admin, json={"value": "${vault:k}"}).status_code == 200
+    assert c.put(url, headers=c.a_editor, json={"value": "${vault:k}"}).status_code == 403
+    assert c.put(url, headers=c.a_editor, json={"value": "text-embedding-3-small"}).status_code == 200
+    assert c.put(url, headers=c.a, json={"value": "${vault:k}"}).status_code == 200
 
 
 def test_allowed_agents_is_enforced_in_an_agents_turn(vaulted):
