@@ -208,7 +208,7 @@ def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = N
             sources = data.get("sources") or []
             body, replaced = eddi_compatible({**data, "sources": [s for s in sources if not _ours_only(s)]}, path)
             ours = [s for s in sources if _ours_only(s)]
-            if not data.get("sources"):
+            if "sources" not in data:
                 body.pop("sources", None)
             if ours or replaced:  # what EDDI would refuse, kept as it is here (never scrubbed but for credentials)
                 left_out.append({"file": path, **({"sources": [scrub(s, names_only=True) for s in ours]} if ours else {}),
