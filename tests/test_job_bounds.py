@@ -10,33 +10,8 @@ from email.message import EmailMessage
 import pytest
 
 from eddi_rag.ingest.limits import MB, SMALL_FILE_CHUNKS, DocumentLimitError, DocumentLimits, chunk_bound
+from tests.support.documents import ods_repeated_rows
 from tests.support.kbs import make_kb
-
-
-def repeated_rows_ods(rows: int) -> bytes:
-    """A spreadsheet whose data rows are each written once and repeated (at most 1,000 times a row, as the loader
-    reads a repeat), ``rows`` rows in all, in a few kilobytes."""
-    import io
-
-    from odf.opendocument import OpenDocumentSpreadsheet
-    from odf.table import Table, TableCell, TableRow
-    from odf.text import P
-
-    document = OpenDocumentSpreadsheet()
-    table = Table(name="Sheet1")
-    written = [(["Product", "Note"], 1)] + [([f"Widget {i}", "A long note about the widget, repeated."], min(1_000, rows - i * 1_000))
-                                            for i in range(-(-rows // 1_000))]
-    for values, repeat in written:
-        row = TableRow(numberrowsrepeated=repeat) if repeat > 1 else TableRow()
-        for value in values:
-            cell = TableCell()
-            cell.addElement(P(text=value))
-            row.addElement(cell)
-        table.addElement(row)
-    document.spreadsheet.addElement(table)
-    out = io.BytesIO()
-    document.write(out)
-    return out.getvalue()
 
 
 def mail_with_attachments(n: int) -> bytes:
@@ -59,13 +34,13 @@ def test_the_bound_grows_with_the_file():
 @pytest.mark.integration  # (files are parsed in a child process)
 def test_a_tiny_spreadsheet_of_repeated_rows_is_refused_before_embedding(runtime):
     kb = make_kb(runtime, chunkStrategy="recursive", chunkSize=100, chunkOverlap=0)
-    data = repeated_rows_ods(20_000)
+    data = ods_repeated_rows(20_000)
     assert len(data) < 10_000
     with pytest.raises(DocumentLimitError) as refused:
         runtime.ingesting.file(kb, "rows.ods", data)
     assert "EDDI_RAG_MAX_CHUNKS_PER_MB=2000" in str(refused.value) and f"{len(data):,} bytes" in str(refused.value)
     assert runtime.documents.list(kb)["documents"] == []  # nothing stored, nothing embedded
-    assert runtime.ingesting.file(kb, "few.ods", repeated_rows_ods(20)) > 0  # a small one is read
+    assert runtime.ingesting.file(kb, "few.ods", ods_repeated_rows(20)) > 0  # a small one is read
 
 
 @pytest.mark.integration  # (files are parsed in a child process)

@@ -74,10 +74,24 @@ def _saved(document) -> bytes:
     return out.getvalue()
 
 
+def _row(values: list[str], repeat: int = 1):
+    """An OpenDocument table row of text cells (an empty value: an empty cell), written once and read ``repeat`` times."""
+    from odf.table import TableCell, TableRow
+    from odf.text import P
+
+    row = TableRow(numberrowsrepeated=repeat) if repeat > 1 else TableRow()
+    for value in values:
+        cell = TableCell()
+        if value:
+            cell.addElement(P(text=value))
+        row.addElement(cell)
+    return row
+
+
 def odt(blocks: list[tuple[str, str]]) -> bytes:
     """An OpenDocument text of ("h1"/"h2"/"p", text) blocks and a two-row table at its end."""
     from odf.opendocument import OpenDocumentText
-    from odf.table import Table, TableCell, TableColumn, TableRow
+    from odf.table import Table, TableColumn
     from odf.text import H, P
 
     document = OpenDocumentText()
@@ -86,12 +100,7 @@ def odt(blocks: list[tuple[str, str]]) -> bytes:
     table = Table(name="Prices")
     table.addElement(TableColumn(numbercolumnsrepeated=2))
     for row in (("Fare", "Price"), ("Flex", "89 EUR")):
-        cells = TableRow()
-        for value in row:
-            cell = TableCell()
-            cell.addElement(P(text=value))
-            cells.addElement(cell)
-        table.addElement(cells)
+        table.addElement(_row(list(row)))
     document.text.addElement(table)
     return _saved(document)
 
@@ -100,22 +109,30 @@ def ods(sheets: dict[str, list[list[str]]]) -> bytes:
     """An OpenDocument spreadsheet; each sheet's first row is its header; a repeated empty row closes each sheet,
     as office suites write one."""
     from odf.opendocument import OpenDocumentSpreadsheet
-    from odf.table import Table, TableCell, TableRow
-    from odf.text import P
+    from odf.table import Table, TableRow
 
     document = OpenDocumentSpreadsheet()
     for name, rows in sheets.items():
         table = Table(name=name)
         for row in rows:
-            cells = TableRow()
-            for value in row:
-                cell = TableCell()
-                if value:
-                    cell.addElement(P(text=value))
-                cells.addElement(cell)
-            table.addElement(cells)
+            table.addElement(_row(row))
         table.addElement(TableRow(numberrowsrepeated=1048000))  # (an empty row, repeated to the sheet's end)
         document.spreadsheet.addElement(table)
+    return _saved(document)
+
+
+def ods_repeated_rows(rows: int) -> bytes:
+    """A spreadsheet whose data rows are each written once and repeated (at most 1,000 times a row, as the loader
+    reads a repeat), ``rows`` rows in all, in a few kilobytes."""
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table
+
+    document = OpenDocumentSpreadsheet()
+    table = Table(name="Sheet1")
+    table.addElement(_row(["Product", "Note"]))
+    for i in range(-(-rows // 1_000)):
+        table.addElement(_row([f"Widget {i}", "A long note about the widget, repeated."], min(1_000, rows - i * 1_000)))
+    document.spreadsheet.addElement(table)
     return _saved(document)
 
 
