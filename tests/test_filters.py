@@ -36,3 +36,16 @@ def test_missing_fields_match_only_negations():
     assert matches(parse({"b": {"$ne": 1}}), meta)
     assert matches(parse({"b": {"$nin": [1]}}), meta)
     assert not matches(parse({"b": {"$lt": 5}}), meta)
+
+
+def test_list_operators_take_strings_and_see_only_lists():
+    acl = {"acl": ["group:finance", "deny:user:bob", 3]}
+    assert matches(parse({"acl": {"$containsAny": ["public", "group:finance"]}}), acl)
+    assert not matches(parse({"acl": {"$containsAny": ["group:Finance"]}}), acl)  # strings keep their case
+    assert not matches(parse({"acl": {"$containsNone": ["deny:user:bob"]}}), acl)
+    assert matches(parse({"acl": {"$containsNone": ["deny:user:bob"]}}), {})  # nothing held: none of them
+    assert not matches(parse({"acl": {"$containsAny": ["x"]}}), {"acl": "x"})  # a string is no list
+    assert not matches(parse({"acl": "group:finance"}), acl) and matches(parse({"acl": {"$ne": "group:finance"}}), acl)
+    for wrong, message in (([3], "list of strings"), ("group:finance", "list of strings"), (["x"] * 1001, "at most 1,000")):
+        with pytest.raises(FilterError, match=rf"where\.acl\.\$containsAny: .*{message}"):
+            parse({"acl": {"$containsAny": wrong}})

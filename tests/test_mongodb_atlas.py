@@ -6,12 +6,14 @@ import pytest
 from eddi_rag.stores.filters import parse
 from eddi_rag.stores.mongodb_atlas import (
     MongoAtlasStore,
+    _document,
     collection_name,
     hits_from,
+    prefilter,
     search_pipeline,
     to_mql,
 )
-from eddi_rag.testing.store_conformance import FILTERS
+from eddi_rag.testing.store_conformance import ACL_FILTERS, FILTERS, acl_chunks, rand_chunks
 
 
 def test_the_vector_search_pipeline_has_the_documented_shape():
@@ -60,6 +62,40 @@ def test_keyword_search_uses_atlas_search_with_the_documented_shapes():
     assert [stage for stage in keyword_pipeline("t", "q", 5, {}) if "$match" in stage] == []
     vector, text = (m.document for m in search_indexes("vector_index", "text_index", 384))
     assert vector == {"name": "vector_index", "type": "vectorSearch", "definition": {"fields": [
-        {"type": "vector", "path": "embedding", "numDimensions": 384, "similarity": "cosine"}]}}
+        {"type": "vector", "path": "embedding", "numDimensions": 384, "similarity": "cosine"},
+        {"type": "filter", "path": "m_list.acl"}]}}
     assert text == {"name": "text_index", "type": "search", "definition": {"mappings": {
         "dynamic": False, "fields": {"text": {"type": "string", "analyzer": "lucene.english"}}}}}
+
+
+@pytest.mark.parametrize("where", FILTERS + ACL_FILTERS, ids=[str(f) for f in FILTERS + ACL_FILTERS])
+def test_compiled_filters_mean_in_mongodb_what_the_reference_means(where):
+    """Every conformance filter, compiled to MQL, run by mongomock (MongoDB's query language in Python, arrays
+    included) over the documents the store writes: the reference evaluator's answer."""
+    import mongomock
+
+    from eddi_rag.stores import filters
+
+    chunks = rand_chunks(20) + acl_chunks()
+    collection = mongomock.MongoClient().db.chunks
+    collection.insert_many([_document(c, [0.0]) for c in chunks])
+    node = parse(where)
+    expected = sorted(c.id for c in chunks if filters.matches(node, c.metadata))
+    assert sorted(d["_id"] for d in collection.find(to_mql(node))) == expected
+
+
+def test_who_may_read_is_decided_inside_vector_search_before_its_limit():
+    """Atlas applies $vectorSearch's ``filter`` before ``limit``; the acl conditions go there (the index declares
+    ``m_list.acl`` a filter field), the rest stays in the $match after it."""
+    from eddi_rag.stores.mongodb_atlas import search_indexes
+
+    node = parse({"$and": [{"acl": {"$containsAny": ["group:finance", "public"]}}, {"acl": {"$containsNone": ["deny:group:finance"]}},
+                           {"source": "a.md"}]})
+    first, rest = prefilter(node)
+    assert first == {"$and": [{"m_list.acl": {"$in": ["group:finance", "public"]}}, {"m_list.acl": {"$nin": ["deny:group:finance"]}}]}
+    assert rest == parse({"source": "a.md"})
+    stage = search_pipeline("vector_index", [1.0], 5, 100, to_mql(rest), first)[0]["$vectorSearch"]
+    assert stage["filter"] == first and stage["limit"] == 5
+    vector = search_indexes("vector_index", "text_index", 384)[0].document
+    assert {"type": "filter", "path": "m_list.acl"} in vector["definition"]["fields"]
+    assert prefilter(parse({"source": "a.md"}))[0] == {}

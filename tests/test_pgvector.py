@@ -72,7 +72,7 @@ def test_bulk_load_then_build_the_index(pgvector_params, ctx):
         store.create_index()
         with psycopg.connect(pgvector_params["url"]) as c:
             names = {r[0] for r in c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'eddi_kb_bulk'")}
-        assert names == {"eddi_kb_bulk_pkey", "eddi_kb_bulk_hnsw", "eddi_kb_bulk_tsv", "eddi_kb_bulk_doc"}
+        assert names == {"eddi_kb_bulk_pkey", "eddi_kb_bulk_hnsw", "eddi_kb_bulk_tsv", "eddi_kb_bulk_doc", "eddi_kb_bulk_acl"}
         after = store.search(store.get(ids=["c042"])[0].vector, 3)
         assert [h.id for h in after][0] == [h.id for h in before][0] == "c042"
     finally:

@@ -22,6 +22,7 @@ METADATA_FILTERING = "metadata_filtering"
 KEYWORD_SEARCH = "keyword_search"
 TTL = "ttl"
 PERSISTENT = "persistent"
+LIST_FILTERING = "list_filtering"  # $containsAny / $containsNone over list fields (a document's acl), in the engine's query
 DISABLED = "chunk_disabled"  # metadata of a chunk switched off on its document's page: never a search candidate
 
 

@@ -26,10 +26,11 @@ from chromadb.errors import NotFoundError
 
 from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters, langchain4j
-from eddi_rag.stores.base import COLLECTIONS, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import COLLECTIONS, LIST_FILTERING, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, SearchHit, StoreContext, StoreHealth
 from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, normalise, overfetch, parameters_schema
 
 META = "__eddi_meta"
+LISTS = "__eddi_list_"  # + a field: the strings of a list-valued field, for $contains
 _NEVER = {META: {"$eq": "\x00never"}}
 _PAGE = 1000
 
@@ -47,13 +48,19 @@ def _native(node: filters.Node, langchain4j_rows: bool = False) -> bool:
     if langchain4j_rows and (node.field == "document_id" or isinstance(node.value, bool)
                              or (isinstance(node.value, tuple) and any(isinstance(v, bool) for v in node.value))):
         return False  # EDDI's rows may keep it under another name; booleans are strings there
-    return "." not in node.field and node.field != META
+    return "." not in node.field and node.field != META and not node.field.startswith(LISTS)
 
 
 def to_chroma(node: filters.Node) -> dict[str, Any]:
     if isinstance(node, (filters.And, filters.Or)):
         parts = [to_chroma(n) for n in node.children]
         return parts[0] if len(parts) == 1 else {"$and" if isinstance(node, filters.And) else "$or": parts}
+    if node.op in filters.CONTAINS:  # Chroma's $contains takes one value: one term per value
+        if not node.value:
+            return _NEVER if node.op == "$containsAny" else {META: {"$ne": "\x00never"}}
+        op = "$contains" if node.op == "$containsAny" else "$not_contains"
+        parts = [{LISTS + node.field: {op: value}} for value in node.value]
+        return parts[0] if len(parts) == 1 else {"$or" if node.op == "$containsAny" else "$and": parts}
     if node.op in ("$in", "$nin"):
         if not node.value:
             return _NEVER if node.op == "$in" else {META: {"$ne": "\x00never"}}
@@ -73,7 +80,8 @@ def _number(value: Any) -> Any:
 
 def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     flat = {k: _number(v) for k, v in metadata.items() if isinstance(v, (str, int, float, bool)) and k != META}
-    return {**flat, META: json.dumps(metadata)}
+    lists = {LISTS + k: strings for k, v in metadata.items() if isinstance(v, list) and (strings := [e for e in v if isinstance(e, str)])}
+    return {**flat, **lists, META: json.dumps(metadata)}
 
 
 def _integral(value: Any) -> Any:
@@ -95,7 +103,7 @@ def with_base_url(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class ChromaStore(OverwriteThenPrune):
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -127,6 +135,8 @@ class ChromaStore(OverwriteThenPrune):
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, adopted in place
+        if self.l4j:  # langchain4j's metadata holds scalars only: no list to filter on
+            self.capabilities = type(self).capabilities - {LIST_FILTERING}
         self.kb_tag = params.get("kbTag")
         params = with_base_url({k: v for k, v in params.items() if k not in ("layout", "kbTag")})
         self.name = str(params.get("collectionName") or collection_name(kb_id))
@@ -170,6 +180,8 @@ class ChromaStore(OverwriteThenPrune):
             node = scope if node is None else filters.And((node, scope))
         if node is None:
             return None, None
+        if self.l4j:
+            filters.refuse_lists(node, "EDDI's langchain4j records hold scalar metadata only, no lists")
         if _native(node, self.l4j):
             return to_chroma(langchain4j.encode_node(node) if self.l4j else node), None
         return None, langchain4j.encode_node(node) if self.l4j else node  # run on the rows as stored (_view)

@@ -2,7 +2,7 @@
 ``text``, through the official client.
 
 Metadata is kept whole (``metadata``, not indexed) and again in typed fields, ``m_str.<f>``
-(keyword), ``m_num.<f>`` (double) and ``m_bool.<f>`` (boolean), so a filter on "3" never
+(keyword), ``m_num.<f>`` (double) and ``m_bool.<f>`` (boolean), a list's strings in ``m_list.<f>`` (keyword), so a filter on "3" never
 matches 3 (Elasticsearch would coerce) and a missing field is simply absent. Filters compile
 to a ``bool`` query used both as the kNN pre-filter and for get/count/delete. Writes are
 not transactional: ``replace`` validates first, indexes the new chunks, then deletes the old.
@@ -20,10 +20,23 @@ from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.toolkit import TYPED_FIELDS, OverwriteThenPrune, check_dimension, check_vectors, engine_name, parameters_schema, query_vector, typed_fields
 
 _PAGE = 1000
+_LISTS = {"lists": {"path_match": "m_list.*", "mapping": {"type": "keyword"}}}
 
 
 def index_name(kb_id: str) -> str:
@@ -51,6 +64,9 @@ def to_elasticsearch(node: filters.Node | None) -> dict[str, Any]:
         return _eq(node.field, node.value)
     if node.op == "$ne":
         return {"bool": {"must_not": [_eq(node.field, node.value)]}}
+    if node.op in filters.CONTAINS:
+        held = {"terms": {f"m_list.{node.field}": list(node.value)}}
+        return held if node.op == "$containsAny" else {"bool": {"must_not": [held]}}
     if node.op in ("$in", "$nin"):
         if not node.value:  # unambiguous: an empty `should` means different things in different places
             return {"bool": {"must_not": [{"match_all": {}}]}} if node.op == "$in" else {"match_all": {}}
@@ -61,11 +77,13 @@ def to_elasticsearch(node: filters.Node | None) -> dict[str, Any]:
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
-    return {"chunk_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector, **typed_fields(chunk.metadata)}
+    lists = {k: [e for e in v if isinstance(e, str)] for k, v in chunk.metadata.items() if isinstance(v, list)}
+    return {"chunk_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
+            **typed_fields(chunk.metadata), "m_list": lists}
 
 
 class ElasticsearchStore(OverwriteThenPrune):
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -114,12 +132,23 @@ class ElasticsearchStore(OverwriteThenPrune):
             return None
         return int(mapping[self.index]["mappings"]["properties"]["embedding"]["dims"])
 
+    def _lists_mapped(self) -> None:
+        """An index made before lists were filterable learns to map ``m_list.*`` as keywords before the first list is
+        written (a text mapping would split "group:public" into words and match "public")."""
+        if getattr(self, "_lists_checked", False):
+            return
+        templates = self.es.indices.get_mapping(index=self.index)[self.index]["mappings"].get("dynamic_templates", [])
+        if not any("lists" in t for t in templates):
+            self.es.indices.put_mapping(index=self.index, dynamic_templates=[*templates, _LISTS])
+        self._lists_checked = True
+
     def _create(self, dim: int) -> None:
         self.es.indices.create(index=self.index, mappings={
             "dynamic_templates": [
                 {"strings": {"path_match": "m_str.*", "mapping": {"type": "keyword"}}},
                 {"numbers": {"path_match": "m_num.*", "mapping": {"type": "double"}}},
                 {"booleans": {"path_match": "m_bool.*", "mapping": {"type": "boolean"}}},
+                _LISTS,
             ],
             "properties": {
                 "chunk_id": {"type": "keyword"},
@@ -136,6 +165,7 @@ class ElasticsearchStore(OverwriteThenPrune):
         check_dimension(dim, matrix.shape[1], self.kb_id)
         if dim is None:
             self._create(matrix.shape[1])
+        self._lists_mapped()
         last = {c.id: i for i, c in enumerate(chunks)}
         actions = [{"_op_type": "index", "_index": self.index, "_id": chunks[i].id, "_source": _document(chunks[i], matrix[i].tolist())}
                    for i in sorted(last.values())]

@@ -2,12 +2,17 @@
 
 Chroma/Mongo style: ``{"field": value}`` (equality), ``{"field": {"$op": value}}`` with
 ``$eq $ne $gt $gte $lt $lte $in $nin``, several fields = implicit AND, and ``$and``/``$or``
-over lists of filters. The Python predicate :func:`matches` is the reference meaning; each
+over lists of filters; ``$containsAny`` / ``$containsNone`` ask whether a list field (a document's
+``acl``) holds any of some strings. The Python predicate :func:`matches` is the reference meaning; each
 backend compiles the AST in its own file and must return exactly what it returns (the
 conformance suite checks).
 
 Meaning, precisely: values compare only with values of the same type (bool, number, string);
-``$gt``-style operators need a number or a string; a missing field matches only ``$ne``/``$nin``.
+``$gt``-style operators need a number or a string; a missing field matches only ``$ne``/``$nin``
+(and ``$containsNone``). A list-valued field is no scalar to the scalar operators (it matches
+``$ne``/``$nin`` as a missing one does); ``$containsAny`` matches a field holding a list with one of
+its strings among the given ones, ``$containsNone`` is its exact negation (a missing field, a scalar,
+a list without them).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from typing import Any
 
 from eddi_rag.errors import EddiRagError
 
-COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$containsAny", "$containsNone")
+LISTED = ("$in", "$nin", "$containsAny", "$containsNone")  # the operators taking a list of values
+CONTAINS = ("$containsAny", "$containsNone")  # over a list-valued field: its strings
 # What every backend executes (the conformance suite runs filters at these limits on each):
 MAX_DEPTH = 16  # levels of $and / $or
 MAX_VALUES = 1_000  # values in one $in / $nin
@@ -36,7 +43,7 @@ class FilterError(EddiRagError, ValueError):
 class Compare:
     field: str
     op: str
-    value: Any  # a scalar, or a tuple of scalars for $in/$nin
+    value: Any  # a scalar, or a tuple of scalars for $in/$nin (of strings for $containsAny/$containsNone)
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,12 @@ def scalar_kind(v: Scalar) -> str:
 def _compare(field: str, op: str, value: Any, path: str) -> Compare:
     if op not in COMPARISONS:
         raise FilterError(f"{path}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
+    if op in CONTAINS:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise FilterError(f"{path}: {op} needs a list of strings, got {_shape(value)}")
+        if len(value) > MAX_VALUES:
+            raise FilterError(f"{path}: {op} takes at most {MAX_VALUES:,} values, got {len(value):,}")
+        return Compare(field, op, tuple(value))
     if op in ("$in", "$nin"):
         if not isinstance(value, list) or not all(_is_scalar(v) for v in value):
             raise FilterError(f"{path}: {op} needs a list of strings, numbers or booleans, got {_shape(value)}")
@@ -122,7 +135,7 @@ def parse(where: Any, path: str = "where") -> Node | None:
 
 def _conditions(tree: Node) -> int:
     if isinstance(tree, Compare):
-        return len(tree.value) if tree.op in ("$in", "$nin") else 1
+        return len(tree.value) if tree.op in LISTED else 1
     return sum(_conditions(child) for child in tree.children)
 
 
@@ -167,6 +180,15 @@ def node(where: Where, path: str = "where") -> Node | None:
     return parse(where, path)
 
 
+def refuse_lists(node: Node | None, why: str) -> None:
+    """A ValueError naming the ``$containsAny`` / ``$containsNone`` in ``node``, for a store that cannot answer them."""
+    if isinstance(node, (And, Or)):
+        for child in node.children:
+            refuse_lists(child, why)
+    elif node is not None and node.op in CONTAINS:
+        raise FilterError(f"{node.op} on {node.field!r}: {why}")
+
+
 # --- the reference evaluator -------------------------------------------------------------
 
 _MISSING = object()
@@ -176,7 +198,14 @@ def _eq(actual: Any, value: Any) -> bool:
     return value_kind(actual) is not None and value_kind(actual) == value_kind(value) and actual == value
 
 
+def holds_any(actual: Any, values: tuple[str, ...]) -> bool:
+    """Whether ``actual`` is a list holding one of the strings ``values``."""
+    return isinstance(actual, list) and any(isinstance(e, str) and e in values for e in actual)
+
+
 def _test(c: Compare, actual: Any) -> bool:
+    if c.op in CONTAINS:
+        return holds_any(actual, c.value) == (c.op == "$containsAny")
     if c.op == "$eq":
         return _eq(actual, c.value)
     if c.op == "$ne":

@@ -22,7 +22,19 @@ from pymongo import MongoClient, ReplaceOne
 from pymongo.operations import SearchIndexModel
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.toolkit import TYPED_FIELDS, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, typed_fields
 
 
@@ -41,6 +53,8 @@ def to_mql(node: filters.Node | None) -> dict[str, Any]:
         return {}
     if isinstance(node, (filters.And, filters.Or)):
         return {"$and" if isinstance(node, filters.And) else "$or": [to_mql(n) for n in node.children]}
+    if node.op in filters.CONTAINS:  # MongoDB's $in / $nin on an array: any element / no element among them
+        return {f"m_list.{node.field}": {"$in" if node.op == "$containsAny" else "$nin": list(node.value)}}
     if node.op in ("$in", "$nin"):
         if not node.value:
             return {"_id": {"$in": []}} if node.op == "$in" else {}
@@ -52,12 +66,26 @@ def to_mql(node: filters.Node | None) -> dict[str, Any]:
     return {_path(node.field, node.value): {node.op: node.value}}
 
 
-def search_pipeline(index: str, vector: list[float], limit: int, num_candidates: int, where: dict[str, Any]) -> list[dict[str, Any]]:
-    """The aggregation Atlas documents for vector search, then our filter."""
+PREFILTERED = ("acl",)  # list fields the vector index declares as filters: who may read is decided before the limit
+
+
+def prefilter(node: filters.Node | None) -> tuple[dict[str, Any], filters.Node | None]:
+    """(the part of ``node`` $vectorSearch filters before its limit: the conditions on PREFILTERED lists an And
+    requires, the rest); MongoDB's $in / $nin keep their meaning there."""
+    parts = list(node.children) if isinstance(node, filters.And) else [] if node is None else [node]
+    early = [p for p in parts if isinstance(p, filters.Compare) and p.op in filters.CONTAINS and p.field in PREFILTERED]
+    rest = [p for p in parts if p not in early]
+    first = to_mql(filters.And(tuple(early))) if early else {}
+    return first, (None if not rest else rest[0] if len(rest) == 1 else filters.And(tuple(rest)))
+
+
+def search_pipeline(index: str, vector: list[float], limit: int, num_candidates: int, where: dict[str, Any],
+                    first: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The aggregation Atlas documents for vector search (``first``: its pre-filter), then our filter."""
     pipeline: list[dict[str, Any]] = [
         {"$vectorSearch": {"index": index, "path": "embedding", "queryVector": vector,
-                           "numCandidates": max(num_candidates, limit), "limit": limit}},
-        {"$project": {"text": 1, "metadata": 1, "m_str": 1, "m_num": 1, "m_bool": 1, "score": {"$meta": "vectorSearchScore"}}},
+                           "numCandidates": max(num_candidates, limit), "limit": limit, **({"filter": first} if first else {})}},
+        {"$project": {"text": 1, "metadata": 1, "m_str": 1, "m_num": 1, "m_bool": 1, "m_list": 1, "score": {"$meta": "vectorSearchScore"}}},
     ]
     if where:
         pipeline.append({"$match": where})
@@ -67,7 +95,9 @@ def search_pipeline(index: str, vector: list[float], limit: int, num_candidates:
 def search_indexes(vector_index: str, text_index: str, dim: int) -> list[SearchIndexModel]:
     return [
         SearchIndexModel(definition={"fields": [{"type": "vector", "path": "embedding", "numDimensions": dim,
-                                                 "similarity": "cosine"}]}, name=vector_index, type="vectorSearch"),
+                                                 "similarity": "cosine"},
+                                                *({"type": "filter", "path": f"m_list.{f}"} for f in PREFILTERED)]},
+                         name=vector_index, type="vectorSearch"),
         SearchIndexModel(definition={"mappings": {"dynamic": False, "fields": {
             "text": {"type": "string", "analyzer": "lucene.english"}}}}, name=text_index, type="search"),
     ]
@@ -89,11 +119,13 @@ def hits_from(documents: list[dict[str, Any]]) -> list[SearchHit]:
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
-    return {"_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector, **typed_fields(chunk.metadata)}
+    lists = {k: [e for e in v if isinstance(e, str)] for k, v in chunk.metadata.items() if isinstance(v, list)}
+    return {"_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
+            **typed_fields(chunk.metadata), "m_list": lists}
 
 
 class MongoAtlasStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -181,7 +213,8 @@ class MongoAtlasStore:
 
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
-        mql = to_mql(filters.node(where))
+        first, rest = prefilter(filters.node(where))
+        mql = to_mql(rest)
         dim = self._dimension()
         q = query_vector(vector, dim, k, self.kb_id)
         if q is None:
@@ -189,7 +222,7 @@ class MongoAtlasStore:
         total = self.collection.estimated_document_count()
 
         def candidates(n: int) -> list[SearchHit]:
-            return hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), n, self.num_candidates, mql))))
+            return hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), n, self.num_candidates, mql, first))))
 
         return overfetch(candidates, k, total, first=3 * (k + 16) if mql else k + 16)  # 3×: the filter runs after the search
 

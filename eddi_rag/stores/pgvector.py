@@ -28,6 +28,7 @@ from eddi_rag.stores import filters, langchain4j, ownership
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
+    LIST_FILTERING,
     METADATA_FILTERING,
     PERSISTENT,
     SEARCH,
@@ -114,6 +115,11 @@ def to_postgres(node: filters.Node | None, column: str = "metadata", langchain4j
     if node.op in ("$eq", "$ne"):
         expr, params = eq(value)
         return (expr if node.op == "$eq" else pgsql.SQL("NOT {}").format(expr)), params
+    if node.op in filters.CONTAINS:
+        filters.refuse_lists(node if langchain4j_rows else None, "EDDI's langchain4j rows hold scalar metadata only, no lists")
+        expr = pgsql.SQL("COALESCE((jsonb_typeof({f}) = 'array' AND {f} ?| %s::text[]), FALSE)").format(f=field)
+        params = [*field_params, *field_params, list(value)]
+        return (expr if node.op == "$containsAny" else pgsql.SQL("NOT {}").format(expr)), params
     if node.op in ("$in", "$nin"):
         parts = [eq(v) for v in value]
         expr = pgsql.SQL("({})").format(pgsql.SQL(" OR ").join(p for p, _ in parts)) if parts else pgsql.SQL("FALSE")
@@ -136,7 +142,7 @@ def _floats(value: Any) -> list[float]:
 
 
 class PgVectorStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -205,6 +211,8 @@ class PgVectorStore:
         """Rows in langchain4j's layout (``l4j``) or ours: what a row answers as its chunk id, and how rows are found
         by chunk ids (langchain4j: by its UUID key)."""
         self.l4j = l4j
+        if l4j:  # langchain4j's metadata holds scalars only: no list to filter on
+            self.capabilities = type(self).capabilities - {LIST_FILTERING}
         self._key: pgsql.Composable = pgsql.SQL("COALESCE((metadata::jsonb ->> 'chunkId'), embedding_id::text)") \
             if l4j else pgsql.Identifier("id")
         self._by_ids = pgsql.SQL("embedding_id = ANY(%s::uuid[])" if l4j else "id = ANY(%s)")
@@ -288,6 +296,8 @@ class PgVectorStore:
         if not self.l4j:  # a document's chunks (a write replaces them, the neighbour context reads them) by an index
             cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ((metadata -> 'document_id'))").format(
                 pgsql.Identifier((self.table + "_doc")[:MAX_IDENTIFIER]), self._ident))
+            cur.execute(pgsql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin ((metadata -> 'acl'))").format(
+                pgsql.Identifier((self.table + "_acl")[:MAX_IDENTIFIER]), self._ident))  # who may read: ?| by the index
         self._tsv_column = True
 
     def restore_schema(self) -> None:

@@ -26,7 +26,19 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 
 from eddi_rag.stores import filters, langchain4j
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector
 
 _NAMESPACE = uuid.UUID("6f1f6a52-7a3c-4a0e-9d0e-0c2f5f1b6e11")
@@ -41,8 +53,9 @@ def collection_name(kb_id: str) -> str:
 
 def _payload(chunk: Chunk) -> dict[str, Any]:
     typed = {k: v for k, v in chunk.metadata.items() if filters.value_kind(v) is not None}
+    lists = {k: [e for e in v if isinstance(e, str)] for k, v in chunk.metadata.items() if isinstance(v, list)}
     return {"id": chunk.id, "text": chunk.text, "metadata": chunk.metadata,
-            "m": typed, "t": {k: filters.value_kind(v) for k, v in typed.items()}}
+            "m": typed, "t": {k: filters.value_kind(v) for k, v in typed.items()}, "l": lists}
 
 
 def _native(node: filters.Node) -> bool:
@@ -71,6 +84,10 @@ def to_qdrant(node: filters.Node) -> models.Filter:
         return _eq(node.field, node.value)
     if node.op == "$ne":
         return models.Filter(must_not=[_eq(node.field, node.value)])
+    if node.op in filters.CONTAINS:  # a list's strings, kept under l.<field>
+        held = (models.FieldCondition(key=f"l.{node.field}", match=models.MatchAny(any=list(node.value)))
+                if node.value else _NEVER)
+        return models.Filter(must=[held]) if node.op == "$containsAny" else models.Filter(must_not=[held])
     if node.op in ("$in", "$nin"):
         any_of = models.Filter(should=[_eq(node.field, v) for v in node.value]) if node.value else models.Filter(must=[_NEVER])
         return any_of if node.op == "$in" else models.Filter(must_not=[any_of])
@@ -82,7 +99,7 @@ def to_qdrant(node: filters.Node) -> models.Filter:
 
 
 class QdrantStore(OverwriteThenPrune):
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -108,6 +125,8 @@ class QdrantStore(OverwriteThenPrune):
     def __init__(self, kb_id: str, params: dict[str, Any], context: StoreContext):
         self.kb_id = kb_id
         self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, adopted in place
+        if self.l4j:  # langchain4j's payload holds scalars only: no list to filter on
+            self.capabilities = type(self).capabilities - {LIST_FILTERING}
         self.kb_tag = params.get("kbTag")
         self.text_key = "text_segment" if self.l4j else "text"
         params = {k: v for k, v in params.items() if k not in ("layout", "kbTag")}
@@ -154,6 +173,7 @@ class QdrantStore(OverwriteThenPrune):
         if node is None:
             return None, None
         if self.l4j:
+            filters.refuse_lists(node, "EDDI's langchain4j points hold scalar metadata only, no lists")
             return None, langchain4j.encode_node(node)
         return (to_qdrant(node), None) if _native(node) else (None, node)
 

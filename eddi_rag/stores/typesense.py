@@ -1,8 +1,8 @@
 """``typesense``: a Typesense collection per KB (vector field, cosine), through the typesense client.
 
 Metadata is kept whole (``metadata_json``, not indexed) and again in typed fields
-``m_str__<f>`` / ``m_num__<f>`` / ``m_bool__<f>`` (wildcard schema fields), so filters keep our
-meaning. ``filter_by`` covers equality, lists, numeric ranges and and/or; what Typesense 0.24
+``m_str__<f>`` / ``m_num__<f>`` / ``m_bool__<f>`` (wildcard schema fields), a list's strings in
+``m_list__<f>`` (``string[]``), so filters keep our meaning. ``filter_by`` covers equality, lists, numeric ranges and and/or; what Typesense 0.24
 cannot say (``!=`` on numbers, ranges over strings, odd field names or backticks in values) runs on
 the candidates with the reference evaluator. A filter on a field no document has yet is decided
 here (Typesense would answer 404). Writes are not transactional: ``replace`` validates first,
@@ -24,12 +24,25 @@ import typesense
 from typesense.exceptions import ObjectNotFound
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector
 
 _TYPED = {"string": "m_str__", "number": "m_num__", "bool": "m_bool__"}
 _SAFE_FIELD = re.compile(r"^[A-Za-z0-9_-]+$")
 _PAGE = 250  # Typesense's largest page
+_LISTS = {"name": "m_list__.*", "type": "string[]", "optional": True}
 TRUE, FALSE = "TRUE", "FALSE"  # filter constants, simplified away before reaching Typesense
 
 
@@ -76,6 +89,10 @@ def _leaf(field: str, op: str, values: list[Any], fields: set[str], approx: list
         return TRUE if negated else FALSE
     if isinstance(values[0], str) and any("`" in v for v in values):
         raise _Unsupported
+    if isinstance(values[0], str):
+        approx.append(True)  # Typesense compares strings without case ("RED" = "red"): narrowed here after,
+        if negated:  # and a negation would drop too much: it runs here alone
+            return TRUE
     if isinstance(values[0], (int, float)) and not isinstance(values[0], bool) and negated:
         raise _Unsupported  # Typesense 0.24 has no != for numbers
     if filters.value_kind(values[0]) == "number":
@@ -105,6 +122,16 @@ def _compile(node: filters.Node, fields: set[str], approx: list[bool]) -> str:
         return _combine([_compile(n, fields, approx) for n in node.children], "&&" if isinstance(node, filters.And) else "||")
     if not _SAFE_FIELD.match(node.field):
         raise _Unsupported
+    if node.op in filters.CONTAINS:
+        path, negated = "m_list__" + node.field, node.op == "$containsNone"
+        if not node.value or path not in fields:
+            return TRUE if negated else FALSE
+        if any("`" in v for v in node.value):
+            raise _Unsupported
+        approx.append(True)  # Typesense matches strings without case ("group:Finance" too): narrowed here after,
+        if negated:  # and a negation would drop too much: it runs here alone
+            return TRUE
+        return f"{path}:=[" + ",".join(_literal(v) for v in node.value) + "]"
     if node.op in ("$in", "$nin"):
         if not node.value:
             return FALSE if node.op == "$in" else TRUE
@@ -127,11 +154,13 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
     for k, v in chunk.metadata.items():
         if filters.value_kind(v) is not None and _SAFE_FIELD.match(k):
             doc[_TYPED[filters.scalar_kind(v)] + k] = float(v) if filters.value_kind(v) == "number" else v
+        elif isinstance(v, list) and _SAFE_FIELD.match(k) and (strings := [e for e in v if isinstance(e, str)]):
+            doc["m_list__" + k] = strings
     return doc
 
 
 class TypesenseStore(OverwriteThenPrune):
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
@@ -226,7 +255,12 @@ class TypesenseStore(OverwriteThenPrune):
                 {"name": "m_str__.*", "type": "string", "optional": True},
                 {"name": "m_num__.*", "type": "float", "optional": True},
                 {"name": "m_bool__.*", "type": "bool", "optional": True},
+                _LISTS,
             ]})
+        elif not getattr(self, "_lists_checked", False):  # a collection made before lists were filterable learns them
+            if not any(f["name"] == _LISTS["name"] for f in (self._schema() or {}).get("fields", [])):
+                self.client.collections[self.name].update({"fields": [_LISTS]})
+            self._lists_checked = True
         last = {c.id: i for i, c in enumerate(chunks)}
         docs = [_document(chunks[i], matrix[i].tolist()) for i in sorted(last.values())]
         for start in range(0, len(docs), 1000):

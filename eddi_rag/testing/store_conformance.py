@@ -24,6 +24,7 @@ backend must return exactly what it returns. Needs pytest and hypothesis (``eddi
 
 from __future__ import annotations
 
+import random
 import weakref
 
 import numpy as np
@@ -32,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import Chunk, DimensionMismatchError, KnowledgeStore
+from eddi_rag.stores.base import LIST_FILTERING, Chunk, DimensionMismatchError, KnowledgeStore
 
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 PAGING_CHUNKS = 3_000  # above the engines' page sizes (Chroma 1,000, Typesense 250, Elasticsearch 1,000...)
@@ -87,6 +88,9 @@ FILTERS = [
     {"missing": {"$nin": [True, False]}},
     {"missing": {"$in": [True, "x", 1]}},
     {"colour": {"$nin": ["red", True, 3]}},
+    {"colour": "RED"},  # strings compare with their case (Typesense's own filter does not)
+    {"colour": {"$ne": "RED"}},
+    {"colour": {"$nin": ["Red", "blue"]}},
 ]
 
 
@@ -112,6 +116,65 @@ def _leaf() -> st.SearchStrategy:
 _where = st.recursive(_leaf(), lambda inner: st.builds(lambda op, xs: {op: xs}, st.sampled_from(["$and", "$or"]),
                                                        st.lists(inner, min_size=1, max_size=3)), max_leaves=6)
 
+
+
+# Lists of strings (a document's acl): principals, deny entries, and strings an engine's query syntax must escape
+PRINCIPALS = ["user:alice", "user:bob", "group:finance", "group:hr", "public", "link:organization", "email:a@example.org",
+              "deny:user:bob", "deny:group:hr", "group:o'brien, \"q\"", "group:a`b]&&x", "group:Finance"]
+
+
+def acl_chunks(n: int = 30, seed: int = 5) -> list[Chunk]:
+    """Chunks whose ``acl`` is a list of PRINCIPALS (some none, some empty, one a scalar string, one mixing types)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        meta: dict = {"source": f"doc{i % 3}.md", "n": i}
+        if i % 7 == 1:
+            meta["acl"] = []
+        elif i % 7 == 2:
+            meta["acl"] = "group:finance"  # a string, not a list: holds nothing
+        elif i % 7 == 3:
+            meta["acl"] = [1, True, "group:hr"]
+        elif i % 7 != 0:
+            meta["acl"] = rng.sample(PRINCIPALS, rng.randint(1, 4))
+        out.append(Chunk(f"a{i:03d}", f"text {i}", meta, np.random.default_rng(i).standard_normal(DIM).tolist()))
+    return out
+
+
+ACL_FILTERS = [
+    {"acl": {"$containsAny": ["group:finance"]}},
+    {"acl": {"$containsAny": ["user:alice", "group:finance", "public"]}},
+    {"acl": {"$containsAny": []}},
+    {"acl": {"$containsNone": ["deny:user:bob", "deny:group:hr"]}},
+    {"acl": {"$containsNone": []}},
+    {"acl": {"$containsNone": ["group:finance"]}},  # "group:Finance" is another group
+    {"acl": {"$containsAny": ["group:o'brien, \"q\"", "group:a`b]&&x"]}},
+    {"acl": {"$containsAny": ["group:finance"]}, "n": {"$gt": 10}},
+    {"$and": [{"acl": {"$containsAny": ["user:bob", "group:hr", "public"]}},
+              {"acl": {"$containsNone": ["deny:user:bob", "deny:group:hr"]}}]},
+    {"$or": [{"acl": {"$containsAny": ["group:hr"]}}, {"source": "doc1.md"}]},
+    {"missing": {"$containsAny": ["x"]}},
+    {"missing": {"$containsNone": ["x"]}},
+    {"n": {"$containsAny": ["3"]}},
+    {"acl": "group:finance"},  # the scalar operators see a list as no scalar
+    {"acl": {"$ne": "group:finance"}},
+    {"acl": {"$in": ["group:hr", "public"]}},
+    {"acl": {"$nin": ["group:hr"]}},
+]
+
+
+def _acl_leaf() -> st.SearchStrategy:
+    principals = st.lists(st.sampled_from(PRINCIPALS), max_size=4)
+    return st.one_of(
+        st.builds(lambda f, op, v: {f: {op: v}}, st.sampled_from(["acl", "acl", "n", "missing"]),
+                  st.sampled_from(["$containsAny", "$containsNone"]), principals),
+        st.builds(lambda f, v: {f: v}, st.sampled_from(["acl", "source"]), st.sampled_from(["group:finance", "doc1.md"])),
+        st.builds(lambda v: {"n": {"$lt": v}}, st.integers(0, 30)),
+    )
+
+
+_acl_where = st.recursive(_acl_leaf(), lambda inner: st.builds(lambda op, xs: {op: xs}, st.sampled_from(["$and", "$or"]),
+                                                               st.lists(inner, min_size=1, max_size=3)), max_leaves=5)
 
 
 # The property test's store, made once per test for all of hypothesis' examples (a store may hold a
@@ -278,6 +341,37 @@ class FilterTests(_Fixtures):
         chunks = rand_chunks(20)
         node = filters.parse(where)
         expected = sorted(c.id for c in chunks if filters.matches(node, c.metadata))
+        assert ids(store.get(where=where)) == expected, where
+
+    @pytest.mark.parametrize("where", ACL_FILTERS, ids=[str(f) for f in ACL_FILTERS])
+    def test_list_filters_match_the_reference_evaluator(self, store, where):
+        """``$containsAny`` / ``$containsNone`` over a list field, answered in the engine's own query; a store
+        that cannot (EDDI's layouts keep scalars only) refuses them, naming the operator."""
+        chunks = acl_chunks()
+        if LIST_FILTERING not in store.capabilities:
+            store.upsert([Chunk("a", "text", {"source": "doc1.md"}, vec(1))])
+            with pytest.raises(ValueError, match="containsAny|containsNone"):
+                store.get(where={"acl": {"$containsAny": ["group:finance"]}})
+            return
+        store.upsert(chunks)
+        node = filters.parse(where)
+        expected = sorted(c.id for c in chunks if filters.matches(node, c.metadata))
+        assert ids(store.get(where=where)) == expected
+        assert store.count(where) == len(expected)
+        assert sorted(ids(store.search(chunks[0].vector, 100, where=where))) == expected
+        if "keyword_search" in store.capabilities:
+            assert sorted(h.id for h in store.keyword_search("text", 100, where=where)) == expected
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(where=_acl_where)
+    def test_random_list_filters_match_the_reference(self, make, where):
+        store = _ONE_PER_TEST.get(make) or _ONE_PER_TEST.setdefault(make, make("kb-acl-property"))
+        if LIST_FILTERING not in store.capabilities:
+            return  # (the refusal is the test above's)
+        if store.count() == 0:
+            store.upsert(acl_chunks())
+        node = filters.parse(where)
+        expected = sorted(c.id for c in acl_chunks() if filters.matches(node, c.metadata))
         assert ids(store.get(where=where)) == expected, where
 
     def test_user_scoping_and_expiry_hold_in_the_engine(self, store):

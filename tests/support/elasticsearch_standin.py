@@ -1,6 +1,6 @@
 """A local stand-in for Elasticsearch's REST API: the requests eddi-rag's store sends, answered in
 Elasticsearch's response format, with the query DSL subset we emit (match_all, term, range, bool
-filter/should/must_not) and exact kNN with Elasticsearch's cosine score (1 + cos) / 2.
+filter/should/must_not, terms over arrays) and exact kNN with Elasticsearch's cosine score (1 + cos) / 2.
 
 It runs the official client end to end over real HTTP; it is not Elasticsearch. Where a real
 server is available, the same conformance suite runs against it (set ES_URL)."""
@@ -17,7 +17,7 @@ from tests.support.wire import WireStandIn
 
 
 def _get(doc: dict, path: str) -> Any:
-    for part in path.split(".", 1) if path.startswith(("m_str.", "m_num.", "m_bool.")) else [path]:
+    for part in path.split(".", 1) if path.startswith(("m_str.", "m_num.", "m_bool.", "m_list.")) else [path]:
         if not isinstance(doc, dict) or part not in doc:
             return None
         doc = doc[part]
@@ -57,9 +57,10 @@ def matches(query: dict, doc: dict) -> bool:
         if isinstance(actual, bool) or isinstance(value, bool):
             return actual is value
         return actual == value
-    if kind == "terms":
+    if kind == "terms":  # as Elasticsearch: a field holding an array matches when one of its values is among them
         (field, values), = body.items()
-        return _get(doc, field) in values
+        actual = _get(doc, field)
+        return any(v in values for v in (actual if isinstance(actual, list) else [actual]))
     if kind == "range":
         (field, bounds), = body.items()
         v = _get(doc, field)
@@ -114,6 +115,9 @@ class ElasticsearchStandIn(WireStandIn):
             return self._missing(index)
         docs = self.indices[index]["docs"]
         action = parts[1]
+        if action == "_mapping" and method == "PUT":  # (dynamic templates replace the old list, as Elasticsearch does)
+            self.indices[index]["mappings"].update(body)
+            return 200, {"acknowledged": True}
         if action == "_mapping":
             return 200, {index: {"mappings": self.indices[index]["mappings"]}}
         if action == "_count":

@@ -9,6 +9,9 @@ per field, each two arrays: the value's kind and the value as a float64, where a
 code in the column's dictionary, so equality on strings is an integer comparison and an ordered
 comparison on strings is decided once per distinct string.
 
+A list of strings (a document's ``acl``) is indexed the other way round: each string, the rows whose list holds
+it, so ``$containsAny`` costs the rows it names.
+
 A string equality (``document_id``, ``user_id``) is answered from a sorted index of its column, built at its
 first use and rebuilt once the rows appended since are an eighth of it (those are scanned meanwhile): the
 rest of the filter is then evaluated only on the rows it names. A knowledge base's neighbour fetch at 1M rows
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from eddi_rag.stores.filters import And, Compare, Node, Or, scalar_kind, value_kind
+from eddi_rag.stores.filters import CONTAINS, And, Compare, Node, Or, scalar_kind, value_kind
 
 _CODES = {"bool": 1, "number": 2, "string": 3}  # 0: missing or another type
 
@@ -102,6 +105,43 @@ class _Column:
         return np.concatenate((np.sort(by_code[lo:hi]), tail))
 
 
+class _Lists:
+    """For one field: each string some row's list holds, the rows (ascending) holding it."""
+
+    def __init__(self) -> None:
+        self.rows_of: dict[str, list[int]] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def add(self, row: int, values: list[Any]) -> None:
+        for v in {e for e in values if isinstance(e, str)}:
+            self.rows_of.setdefault(v, []).append(row)
+            self._arrays.pop(v, None)
+
+    def rows(self, values: tuple[str, ...]) -> np.ndarray:
+        """The rows (ascending, once each) whose list holds one of ``values``."""
+        found = [self._array(v) for v in values if v in self.rows_of]
+        if not found:
+            return np.zeros(0, dtype=np.int64)
+        return found[0] if len(found) == 1 else np.unique(np.concatenate(found))
+
+    def _array(self, v: str) -> np.ndarray:
+        array = self._arrays.get(v)
+        if array is None:
+            array = self._arrays[v] = np.asarray(self.rows_of[v], dtype=np.int64)
+        return array
+
+    def take(self, rows: np.ndarray) -> None:
+        """Keep only ``rows`` (ascending), renumbered from 0."""
+        kept: dict[str, list[int]] = {}
+        for v, old in self.rows_of.items():
+            at = np.asarray(old, dtype=np.int64)
+            new = np.searchsorted(rows, at)
+            hit = (new < len(rows)) & (rows[np.minimum(new, len(rows) - 1)] == at) if len(rows) else np.zeros(len(at), bool)
+            if hit.any():
+                kept[v] = new[hit].tolist()
+        self.rows_of, self._arrays = kept, {}
+
+
 _ORDER = {
     "$gt": lambda a, b: a > b,
     "$gte": lambda a, b: a >= b,
@@ -117,6 +157,7 @@ class MetadataColumns:
         self.n = 0
         self._capacity = 0
         self._columns: dict[str, _Column] = {}
+        self._lists: dict[str, _Lists] = {}
         self.append(metadata)
 
     def _reserve(self, n: int) -> None:
@@ -133,6 +174,8 @@ class MetadataColumns:
                 if column is None:
                     column = self._columns[field] = _Column(self._capacity)
                 column.set(row, v)
+                if isinstance(v, list):
+                    self._lists.setdefault(field, _Lists()).add(row, v)
         self.n += len(metadata)
 
     def take(self, rows: np.ndarray) -> None:
@@ -141,18 +184,24 @@ class MetadataColumns:
             column.kind = column.kind[rows].copy()
             column.value = column.value[rows].copy()
             column._sorted = None
+        for lists in self._lists.values():
+            lists.take(rows)
         self.n = self._capacity = len(rows)
 
     def narrow(self, node: Node | None) -> np.ndarray | None:
-        """The rows (ascending) a string equality of ``node`` (itself, or one its Ands require) allows, the fewest
-        when there are several; None when it has none. Only these rows can match ``node``."""
+        """The rows (ascending) a string equality or a ``$containsAny`` of ``node`` (itself, or one its Ands require)
+        allows, the fewest when there are several; None when it has none. Only these rows can match ``node``."""
         best: np.ndarray | None = None
         for c in _required(node):
-            if isinstance(c, Compare) and c.op == "$eq" and isinstance(c.value, str):
+            if isinstance(c, Compare) and c.op == "$containsAny":
+                rows = self._holding(c)
+            elif isinstance(c, Compare) and c.op == "$eq" and isinstance(c.value, str):
                 col = self._columns.get(c.field)
                 rows = np.zeros(0, dtype=np.int64) if col is None else col.rows_equal(c.value, self.n)
-                if best is None or len(rows) < len(best):
-                    best = rows
+            else:
+                continue
+            if best is None or len(rows) < len(best):
+                best = rows
         return best
 
     def mask(self, node: Node | None, rows: np.ndarray | None = None) -> np.ndarray:
@@ -169,7 +218,15 @@ class MetadataColumns:
             return np.logical_and.reduce(masks) if isinstance(node, And) else np.logical_or.reduce(masks)
         return self._compare(node, rows, size)
 
+    def _holding(self, c: Compare) -> np.ndarray:
+        lists = self._lists.get(c.field)
+        return np.zeros(0, dtype=np.int64) if lists is None else lists.rows(c.value)
+
     def _compare(self, c: Compare, rows: Rows, size: int) -> np.ndarray:
+        if c.op in CONTAINS:
+            full = np.zeros(self.n, dtype=bool)
+            full[self._holding(c)] = True
+            return full[rows] if c.op == "$containsAny" else ~full[rows]
         col = self._columns.get(c.field)
         if col is None:  # no row has the field: only the negations match
             return np.full(size, c.op in ("$ne", "$nin"), dtype=bool)

@@ -16,7 +16,18 @@ from typing import Any
 import numpy as np
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.embedded.bm25 import Bm25Index
 from eddi_rag.stores.embedded.rows import INDEXES, RowTable
 from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
@@ -30,7 +41,7 @@ INDEX_PARAMETERS = {
 
 
 class InMemoryStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:

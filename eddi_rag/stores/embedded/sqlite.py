@@ -27,7 +27,19 @@ import numpy as np
 
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.embedded.ann import Hnsw
 from eddi_rag.stores.embedded.keywords import KeywordIndex
 from eddi_rag.stores.embedded.memory import INDEX_PARAMETERS
@@ -53,6 +65,10 @@ def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str,
         types = "('integer','real')" if isinstance(value, (int, float)) else "('text')"
         return f"COALESCE(({t} IN {types} AND {x} {op} ?), 0)", [path, path, value]
 
+    if node.op in filters.CONTAINS:  # the list's strings, the values as a JSON array: any length
+        sql = (f"COALESCE(({t} = 'array' AND EXISTS (SELECT 1 FROM json_each({column}, ?) AS e "
+               "WHERE e.type = 'text' AND e.value IN (SELECT value FROM json_each(?)))), 0)")
+        return (sql if node.op == "$containsAny" else f"NOT {sql}"), [path, path, json.dumps(list(node.value))]
     if node.op in ("$eq", "$ne"):
         sql, params = typed(node.value, "=")
         return (sql if node.op == "$eq" else f"NOT {sql}"), params
@@ -139,7 +155,7 @@ class _Cache:
 
 
 class SqliteStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:

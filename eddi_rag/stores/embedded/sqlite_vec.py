@@ -20,7 +20,19 @@ import numpy as np
 import sqlite_vec
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import COLLECTIONS, KEYWORD_SEARCH, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, KeywordHit, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    KeywordHit,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.embedded.sqlite import ensure_fts, keyword_query, to_sqlite
 from eddi_rag.stores.toolkit import check_dimension, check_vectors, engine_name, parameters_schema, query_vector
 
@@ -46,7 +58,7 @@ def _connect(path: str) -> apsw.Connection:
 
 
 class SqliteVecStore:
-    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, PERSISTENT, KEYWORD_SEARCH})
+    capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
     @classmethod
     def connection_schema(cls) -> dict[str, Any]:
