@@ -241,12 +241,15 @@ def log_requests(log_format: str) -> None:
 @click.option("--version", default=0, type=int, help="Configuration version (0 = current).")
 @click.option("--user", "user_id", default=None, help="Only this user's queries will see these documents.")
 @click.option("--ttl", "ttl_seconds", type=float, default=None, help="Seconds until the chunks expire (default: the KB's ttlSeconds).")
-def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
+@click.option("--acl", default=None, help="Who may read them (audience DOCUMENT_ACL): principals separated by commas, "
+              "e.g. group:finance,user:bob,deny:user:carol. Without it, a document ingested again keeps its ACL.")
+def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds, acl) -> None:
     """Ingest files and folders (recursively) into knowledge base KB_ID: PDF (scans read by OCR), images of
     pages (PNG, JPEG, TIFF, WebP, BMP), DOCX, PPTX, XLSX, CSV, HTML, Markdown, text, e-mail (.eml, .msg),
     EPUB, OpenDocument and RTF, one document per file, named by its path under the folder given."""
     from tqdm import tqdm
 
+    from eddi_rag.common.principals import parse_acl
     from eddi_rag.errors import EddiRagError
     from eddi_rag.runtime import Runtime
     from eddi_rag.verbs.ingesting import Ingesting
@@ -261,6 +264,7 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
         else:
             files.append((given, given.name))
     chunks, failures = 0, []
+    acl = None if acl is None else parse_acl(acl, "--acl")  # a wrong principal fails before any work
     with Runtime(data_dir) as runtime:
         runtime.knowledge_bases.get(kb_id, version)  # an unknown KB fails before any work
         with tqdm(files, desc="ingesting", unit="file", file=sys.stderr) as bar:
@@ -268,7 +272,7 @@ def ingest(kb_id, paths, data_dir, version, user_id, ttl_seconds) -> None:
                 bar.set_postfix_str(name[-40:])
                 try:
                     chunks += runtime.ingesting.file(kb_id, name, path.read_bytes(), None, version,
-                                                     user_id=user_id, ttl_seconds=ttl_seconds)
+                                                     user_id=user_id, ttl_seconds=ttl_seconds, acl=acl)
                 except EddiRagError as e:  # unsupported type, unreadable file, rejected document
                     failures.append((name, str(e)))
     click.echo(f"ingested {len(files) - len(failures)} document(s), {chunks} chunks, into {kb_id}")
@@ -300,17 +304,68 @@ def keys() -> None:
 @click.option("--user", default=None, help="Bind the key to a user: it retrieves and ingests as that user.")
 @click.option("--name", default=None, help="A label to recognise the key by.")
 @click.option("--act-for-users", is_flag=True, help="A service key (the agent runtime's): may name any userId.")
+@click.option("--group", "groups", multiple=True, help="A group of the bound user (repeat): its searches read what the group may.")
 @data_dir_option
-def keys_create(tenant, role, user, name, act_for_users, data_dir) -> None:
+def keys_create(tenant, role, user, name, act_for_users, groups, data_dir) -> None:
     """Create a key; its secret is printed once, alone on the last line."""
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
-        info, secret = runtime.keys.create(tenant, role, user, name, act_for_users)
+        info, secret = runtime.keys.create(tenant, role, user, name, act_for_users, groups)
     click.echo(f"created key {info.id} (tenant {info.tenant}, role {info.role}"
                + (f", user {info.user}" if info.user else "") + (", acts for users" if info.actsForUsers else "")
+               + (f", groups {', '.join(info.groups)}" if info.groups else "")
                + "). Its secret, shown only now:")
     click.echo(secret)
+
+
+@main.group()
+def groups() -> None:
+    """The group directory: which groups a user is in, per tenant. A user named by a caller acting for users (the agent
+    runtime, the CLI's --user) reads what their groups may (audience DOCUMENT_ACL); a request never says it."""
+
+
+@groups.command("add")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--user", required=True)
+@click.option("--group", "names", multiple=True, required=True, help="A group (repeat).")
+@data_dir_option
+def groups_add(tenant, user, names, data_dir) -> None:
+    """Add USER to groups."""
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        now = runtime.groups.add(tenant, user, names)
+    click.echo(f"{user} ({tenant}): {', '.join(now) or 'no groups'}")
+
+
+@groups.command("remove")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--user", required=True)
+@click.option("--group", "names", multiple=True, required=True, help="A group (repeat).")
+@data_dir_option
+def groups_remove(tenant, user, names, data_dir) -> None:
+    """Take USER out of groups."""
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        now = runtime.groups.remove(tenant, user, names)
+    click.echo(f"{user} ({tenant}): {', '.join(now) or 'no groups'}")
+
+
+@groups.command("list")
+@click.option("--tenant", default="default", show_default=True)
+@data_dir_option
+def groups_list(tenant, data_dir) -> None:
+    """Every user of the tenant with a group, and their groups."""
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        members = runtime.groups.members(tenant)
+    for user, names in members.items():
+        click.echo(f"{user}: {', '.join(names)}")
+    if not members:
+        click.echo(f"no user of tenant {tenant} is in a group")
 
 
 @keys.command("list")
@@ -376,7 +431,8 @@ def sources_run(kb_id, source_id, data_dir) -> None:
 @click.option("--min-score", type=float, default=None, help="Default: the KB's minScore.")
 @click.option("--where", default=None, callback=lambda ctx, param, value: json_object(value, "--where"),
               help='Metadata filter, e.g. \'{"source": "refunds.md"}\'.')
-@click.option("--user", "user_id", default=None, help="Search as this user: their private chunks and shared ones.")
+@click.option("--user", "user_id", default=None, help="Search as this user: their private chunks and shared ones, and under "
+              "audience OWNER or DOCUMENT_ACL what they may read (their groups from the group directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_json) -> None:
     """Search knowledge base KB_ID and print scored chunks."""

@@ -221,6 +221,9 @@ class RagConfiguration(BaseModel):
     reranker: str = "none"
     rerankerParameters: dict[str, Any] = Field(default_factory=dict)
     rerankCandidates: int = 4
+    audience: str = "AGENT_USERS"  # who may read (retrieval.access): AGENT_USERS, OWNER, DOCUMENT_ACL
+    aclMode: str = "enforce"  # warn: read as AGENT_USERS, count what enforcing would withhold
+    owner: str | None = None  # OWNER's principal (user:<id>), set by the server from who created it
     sources: list[IngestionSource] = Field(default_factory=list)
 
     _disabled: str | None = PrivateAttr(default=None)  # set when the provider reference was resolved to nothing
@@ -375,6 +378,21 @@ def llm_task_errors(data: Any, saving: bool = False) -> list[dict[str, Any]]:
     return errors
 
 
+def _audience_errors(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """An audience the knowledge base can keep: OWNER names its owner; DOCUMENT_ACL needs a store that filters on lists
+    (EDDI's langchain4j layouts hold scalar metadata only)."""
+    audience = data.get("audience", "AGENT_USERS")
+    if audience == "OWNER" and not data.get("owner"):
+        return [{"path": "$.owner", "value": None, "message": "audience OWNER needs an owner (user:<id>): it is set from the "
+                 "verified user who saves the knowledge base; an administrator names it explicitly"}]
+    eddi_table = data.get("storeType") == "pgvector" and "table" in (data.get("storeParameters") or {})
+    if audience == "DOCUMENT_ACL" and ((data.get("storeNamespace") and data.get("storeType") in LANGCHAIN4J_STORES) or eddi_table):
+        return [{"path": "$.audience", "value": audience, "message": "DOCUMENT_ACL needs the store to filter on each chunk's "
+                 "acl list, and EDDI's langchain4j layout (storeNamespace, or pgvector's table) holds scalar metadata only; "
+                 "leave storeNamespace out (the knowledge base gets a store of its own) or choose AGENT_USERS or OWNER"}]
+    return []
+
+
 def validate_rag_configuration(data: Any) -> RagConfiguration:
     """Validate raw JSON against the schema (plus cross-field rules) and build the model."""
     wrong = jsonvalues.problem(data)
@@ -389,6 +407,7 @@ def validate_rag_configuration(data: Any) -> RagConfiguration:
                            "message": f"adopting an EDDI store in place works on {', '.join(LANGCHAIN4J_STORES)} so far, "
                                       f"not on storeType {data.get('storeType', 'in-memory')!r}; leave storeNamespace out "
                                       "(the knowledge base then gets a store of its own, and its documents are ingested again)"})
+        errors += _audience_errors(data)
         size, overlap = data.get("chunkSize", 512), data.get("chunkOverlap", 64)
         if overlap >= size:
             errors.append({

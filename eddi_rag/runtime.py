@@ -19,6 +19,7 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.records.feedback import FeedbackLog
+from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.records.questions import TestQuestions
 from eddi_rag.records.vault import MASTER_KEY_SETTING, SecretVault
 from eddi_rag.records.vector_collections import Collections
@@ -33,7 +34,7 @@ from eddi_rag.state.schema import on_postgresql, open_state
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.stores.ownership import StoreOwnership
-from eddi_rag.verbs.access import GlobalVariables, Keys
+from eddi_rag.verbs.access import GlobalVariables, Groups, Keys
 from eddi_rag.verbs.catalog import Catalog
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
@@ -95,7 +96,9 @@ class Runtime:
         self.documents = Documents(self.knowledge_bases, self.stores, self.generations, self.jobs.let_go)
         self.catalog = Catalog(self.resources, self.knowledge_bases)
         self.saving = Saving(self.resources, self.knowledge_bases, self.documents, self.jobs)
-        self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact)
+        self.groups = Groups(GroupDirectory(self.db))  # the groups of a user named by a caller acting for users
+        self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact,
+                             groups=self.groups.of)
         self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact)
         self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing)
         self.search.explained = self.health.explained

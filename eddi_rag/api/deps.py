@@ -3,15 +3,16 @@ tenant check of /ragstore/rags/{id}/... (who the caller is: ``eddi_rag.auth.http
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 
+from eddi_rag.auth import Principal
 from eddi_rag.auth.http import Admin, Editor, Viewer, principal_of
 from eddi_rag.resource_types import MAX_VERSION
 from eddi_rag.runtime import Runtime
 
-__all__ = ["Admin", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "kb_of_tenant"]
+__all__ = ["Admin", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "kb_of_tenant", "readable"]
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -29,3 +30,12 @@ Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="how many items t
 def kb_of_tenant(id: str, request: Request) -> None:
     """Router dependency for /ragstore/rags/{id}/...: the knowledge base must be the caller's tenant's."""
     get_runtime(request).catalog.own("rags", id, principal_of(request).tenant)
+
+
+def readable(runtime: Runtime, kb_id: str, caller: Principal) -> Any:
+    """What ``caller`` may see of a knowledge base's documents, chunks and counts: everything for a caller who may edit
+    it (it curates the documents and their ACLs: None); else what its own reader may read (retrieval.access; a
+    knowledge base withheld from it: WithheldError, 403)."""
+    if caller.allows("editor"):
+        return None
+    return runtime.search.readable(kb_id, caller.reader_for(None))

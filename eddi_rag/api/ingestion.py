@@ -8,13 +8,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import Field
 
-from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_tenant
+from eddi_rag.api.deps import Admin, Editor, RuntimeDep, Version, Viewer, kb_of_tenant, readable
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import IngestLimit
 from eddi_rag.api.uploads import is_multipart, read_body, read_multipart
+from eddi_rag.common.principals import ACL_PATTERN, PRINCIPAL_PATTERN
 from eddi_rag.verbs.ingesting import PAGE_MAX_WIDTH, PAGE_MIN_WIDTH, PAGE_WIDTH
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["ingestion"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
+
+
+ACL_HELP = ("Who may read the document (a knowledge base with audience DOCUMENT_ACL): principals separated by commas, "
+            "e.g. group:finance,user:bob,deny:user:carol. Without it, a document ingested again keeps its ACL.")
 
 
 class DocumentsRequest(RequestBody):
@@ -29,13 +34,14 @@ INGEST_BODY = {"required": True, "description": "The document: raw text (shown h
 @router.post("/ingest", status_code=202, dependencies=[IngestLimit], openapi_extra={"requestBody": INGEST_BODY})
 async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor, version: Version = 0,
                  documentName: Annotated[str | None, Query(min_length=1, max_length=1000, pattern=r"\S")] = None,
-                 replace: bool = False, kbId: str | None = None):
+                 replace: bool = False, kbId: str | None = None,
+                 acl: Annotated[str | None, Query(max_length=100_000, pattern=ACL_PATTERN, description=ACL_HELP)] = None):
     """A document as the raw body (text, or a file with its Content-Type; ``documentName``'s
     extension helps decide its type; default ``unnamed``), or ``multipart/form-data`` with one or
-    more ``file`` parts (one ingestion each). As in EDDI, an ingestion appends: its chunks land beside
-    those of earlier ingestions of the same name (``documentId`` ``<name>#<ingestionId>``);
+    more ``file`` parts (one ingestion each) and maybe an ``acl`` field. As in EDDI, an ingestion appends: its chunks
+    land beside those of earlier ingestions of the same name (``documentId`` ``<name>#<ingestionId>``);
     ``replace=true`` replaces the document of that name instead (it needs a ``documentName``, or file
-    names). 413 over the upload limit, 415 for an unsupported type."""
+    names). ``acl``: who may read it (docs/permissions.md). 413 over the upload limit, 415 for an unsupported type."""
     if replace and documentName is None and not is_multipart(request):
         raise HTTPException(400, "replace=true needs a documentName: the document whose chunks it replaces")
     version = runtime.knowledge_bases.version(id, version)  # 404 for an unknown config or version, before the body is read
@@ -43,14 +49,15 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     if is_multipart(request):
         with runtime.ingesting.refusals_kept(id, version, "(multipart upload)"):
             uploads = await read_multipart(request, limit, runtime.ingesting.detect)
-        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace))
+        jobs = [(u.name, runtime.ingesting.submit(id, u.name, u.data, version=version, fmt=u.format, replace=replace,
+                                                  acl=acl if acl is not None else u.acl))
                 for u in uploads]
         return {"kbId": id, "ingestions": [{"ingestionId": j.id, "documentName": name, "status": j.status}
                                            for name, j in jobs]}
     name = "unnamed" if documentName is None else documentName
     with runtime.ingesting.refusals_kept(id, version, name):
         data = await read_body(request, limit)
-    job = runtime.ingesting.submit(id, name, data, request.headers.get("content-type"), version, replace=replace)
+    job = runtime.ingesting.submit(id, name, data, request.headers.get("content-type"), version, replace=replace, acl=acl)
     return {"ingestionId": job.id, "kbId": id, "status": job.status}
 
 
@@ -71,7 +78,7 @@ def document_chunks(id: str, runtime: RuntimeDep, caller: Viewer,
                     documentId: Annotated[str, Query(min_length=1, max_length=2000)]) -> dict[str, Any]:
     """One document's chunks in order ({id, position, where, text, enabled}), and whether its file is kept
     (``reparsable``)."""
-    chunks = runtime.documents.chunks(id, documentId, caller.user_id)
+    chunks = runtime.documents.chunks(id, documentId, caller.user_id, readable(runtime, id, caller))
     return {"kbId": id, "documentId": documentId, "chunks": chunks,
             "reparsable": runtime.ingesting.reparsable(id, documentId)}
 
@@ -83,7 +90,7 @@ def page_image(id: str, runtime: RuntimeDep, caller: Viewer, documentId: Annotat
     """Page ``page`` of a PDF or image document as a PNG, to draw its chunks' ``boxes`` on (fractions of the page,
     origin top left). 404 for a document the caller cannot see, a page it does not have, or a format without
     pages; 409 when its file was not kept."""
-    runtime.documents.chunks(id, documentId, caller.user_id)  # 404 unless the caller sees the document
+    runtime.documents.chunks(id, documentId, caller.user_id, readable(runtime, id, caller))  # 404 unless the caller sees it
     image = runtime.ingesting.page_image(id, documentId, page, width)
     return Response(image, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
 
@@ -134,9 +141,22 @@ def cancel_ingestion(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Ed
 
 @router.get("/documents")
 def documents(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    """The KB's documents with their chunk counts: {documents: [{documentId, source, chunks, ingestedAt}], complete};
-    a credential bound to a user sees the shared documents and its own, as its search does."""
-    return runtime.documents.list(id, user_id=caller.user_id)
+    """The KB's documents with their chunk counts: {documents: [{documentId, source, chunks, ingestedAt, acl}], complete};
+    a credential bound to a user sees the shared documents and its own, as its search does; a viewer of a knowledge base
+    whose audience is OWNER or DOCUMENT_ACL sees only what it may read (docs/permissions.md)."""
+    return runtime.documents.list(id, user_id=caller.user_id, readable=readable(runtime, id, caller))
+
+
+class DocumentAcl(RequestBody):
+    acl: list[Annotated[str, Field(max_length=300, pattern=PRINCIPAL_PATTERN)]] = Field(
+        max_length=1000, description="Who may read the document: principals such as group:finance, user:bob, deny:user:carol.")
+
+
+@router.patch("/documents/{document_id:path}")
+def set_document_acl(id: str, document_id: str, body: DocumentAcl, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Who may read one document from now on (``{"acl": ["group:finance", "deny:user:carol"]}``): its chunks' ACL is
+    rewritten at once, without embedding anything again; the next search honours it."""
+    return runtime.documents.set_acl(id, document_id, body.acl)
 
 
 @router.delete("/documents/{document_id:path}")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from eddi_rag.api.deps import Admin, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
@@ -14,14 +14,18 @@ router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route, responses=E
 
 
 class KeyRequest(RequestBody):
-    # a key that acts for users is bound to none
-    model_config = ConfigDict(json_schema_extra={"if": {"properties": {"actsForUsers": {"const": True}}, "required": ["actsForUsers"]},
-                                                 "then": {"properties": {"user": {"type": "null"}}}})
+    # a key that acts for users is bound to none; groups are the bound user's
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        {"if": {"properties": {"actsForUsers": {"const": True}}, "required": ["actsForUsers"]},
+         "then": {"properties": {"user": {"type": "null"}}}},
+        {"if": {"properties": {"groups": {"minItems": 1}}, "required": ["groups"]},
+         "then": {"required": ["user"], "properties": {"user": {"type": "string"}}}}]})
 
     role: Literal["viewer", "editor", "admin"]
     user: str | None = None
     name: str | None = None
     actsForUsers: bool = False
+    groups: list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^,\s][^,]*$")]] = Field(default_factory=list, max_length=100)
 
 
 @router.get("")
@@ -31,7 +35,7 @@ def list_keys(runtime: RuntimeDep, caller: Admin) -> list[dict[str, Any]]:
 
 @router.post("", status_code=201)
 def create_key(body: KeyRequest, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
-    info, secret = runtime.keys.create(caller.tenant, body.role, body.user, body.name, body.actsForUsers)
+    info, secret = runtime.keys.create(caller.tenant, body.role, body.user, body.name, body.actsForUsers, body.groups)
     return {**info.to_json(), "key": secret}
 
 

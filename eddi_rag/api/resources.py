@@ -132,7 +132,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     @router.post("", status_code=201, **written(kind), **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...), adopt: Adopt = False):
-        return _created(runtime.saving.create(kind, data, caller.tenant, adopt=adopting(caller, adopt)), 201, runtime)
+        return _created(runtime.saving.create(kind, data, caller.tenant, adopt=adopting(caller, adopt), who=caller), 201, runtime)
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
@@ -142,7 +142,8 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...), adopt: Adopt = False):
         runtime.catalog.own(kind, id, caller.tenant)
-        return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt)), 200, runtime)
+        return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt), who=caller),
+                        200, runtime)
 
     @router.post("/{id}", status_code=201, **written(kind))
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):

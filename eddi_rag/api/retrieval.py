@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
-from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant, readable
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
@@ -49,8 +49,8 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> d
     sentences match the query best (``matchOffsets``, ``[start, end)`` in ``passage``). A knowledge base that cannot
     answer says why and how to fix it (the doctor's check)."""
     request = SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
-                            user_id=caller.user_for(body.userId), expansion=body.contextExpansion,
-                            max_context_chars=body.maxContextChars)
+                            user_id=caller.user_for(body.userId), reader=caller.reader_for(body.userId),
+                            expansion=body.contextExpansion, max_context_chars=body.maxContextChars)
     with runtime.health.explained(id):
         return runtime.search.run(request).to_json(marked=body.marks)
 
@@ -73,7 +73,7 @@ def context(id: str, body: ContextRequest, request: Request, runtime: RuntimeDep
     ``answer``, also {answer: {text, by: model | extractive, model}}: the server's chat model's answer from it, or
     with none the extractive answer (its sentences that cover the question, with their [Source n])."""
     found = runtime.turns.context(id, body.query, caller.user_for(body.userId), body.maxResults, body.minScore,
-                                  body.contextExpansion, body.maxRagContextChars)
+                                  body.contextExpansion, body.maxRagContextChars, caller.reader_for(body.userId))
     if body.answer:
         found["answer"] = runtime.turns.answered(found["section"], body.query, request.app.state.chat_model)
     return found
@@ -93,7 +93,7 @@ def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer
     """Thumbs up / down on a cited source, stored with the question for review (GET /ragstore/feedback);
     any viewer, for a chunk of this KB its search can see (404 otherwise)."""
     item = runtime.feedback.record(caller.tenant, id, body.query, body.chunkId, body.vote, body.source, body.citation,
-                                   body.comment, caller.user_id)
+                                   body.comment, caller.user_id, readable(runtime, id, caller))
     return item.__dict__
 
 
@@ -101,7 +101,7 @@ def feedback(id: str, body: FeedbackRequest, runtime: RuntimeDep, caller: Viewer
 def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """RAGContext: chunks above minRelevance, empty when their average is below it; cached 5 minutes."""
     request = SearchRequest(id, body.query, k=body.maxChunks, where=body.where, user_id=caller.user_for(body.userId),
-                            expansion=body.contextExpansion)
+                            reader=caller.reader_for(body.userId), expansion=body.contextExpansion)
     with runtime.health.explained(id):
         return runtime.search.retrieve(request, body.minRelevance).to_json()
 

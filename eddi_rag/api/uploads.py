@@ -29,6 +29,7 @@ class Upload:
     name: str
     data: bytes
     format: str
+    acl: str | None = None  # the form's ``acl`` field: who may read it (comma-separated principals)
 
 
 def too_large(what: str, limit: int) -> PayloadTooLargeError:
@@ -61,14 +62,16 @@ def naming(error: Exception, document: str) -> Exception:
 
 
 async def read_multipart(request: Request, limit: int, detect: Callable[[bytes, str | None, str], str]) -> list[Upload]:
-    """Every ``file`` part, each within ``limit`` and of a type ``detect`` reads (the ingesting verb's); any
-    refusal refuses them all (nothing is queued)."""
+    """Every ``file`` part, each within ``limit`` and of a type ``detect`` reads (the ingesting verb's), with the form's
+    ``acl`` field; any refusal refuses them all (nothing is queued)."""
     form = await request.form(max_files=MAX_FILES, max_fields=100)
     try:
         files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
         if not files:
             raise BadUploadError("the multipart body has no 'file' part (send each file as a part named 'file')")
         uploads = []
+        acl = form.get("acl")
+        acl = acl if isinstance(acl, str) else None
         for i, f in enumerate(files):
             if wrong := text_problem(f.filename or "", f"the filename of file part {i + 1}", name=True):
                 raise BadUploadError(wrong)
@@ -84,7 +87,7 @@ async def read_multipart(request: Request, limit: int, detect: Callable[[bytes, 
                 fmt = detect(data, f.content_type, name)
             except ValueError as e:
                 raise naming(type(e)(f"file {name!r}: {e}"), name) from e
-            uploads.append(Upload(name, data, fmt))
+            uploads.append(Upload(name, data, fmt, acl))
         return uploads
     finally:
         await form.close()

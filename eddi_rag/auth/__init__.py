@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eddi_rag.common.principals import NOBODY, Reader
 from eddi_rag.resource_types import DEFAULT_TENANT
 
 __all__ = ["DEFAULT_TENANT", "ROLES", "TRUSTED", "AuthError", "ForbiddenError", "Principal"]
@@ -36,6 +37,8 @@ class Principal:
     user_id: str | None = None  # retrieves as this user; None: shared chunks only (unless acting for users)
     acts_for_users: bool = False  # may name any user (the agent runtime's service credential)
     subject: str = ""  # key id or token subject, for logs
+    groups: tuple[str, ...] = ()  # the bound user's groups, as the credential carries them (a key's, a token's claim)
+    email: str | None = None  # the bound user's e-mail, only when verified (an OIDC token's email_verified)
 
     def allows(self, role: str) -> bool:
         """Whether this credential's role is ``role`` or above (``none``, a token granting none of the roles, never is)."""
@@ -50,6 +53,17 @@ class Principal:
             raise ForbiddenError(f"this credential may not act for user {requested!r}"
                                  + (f" (it is bound to {self.user_id!r})" if self.user_id else ""))
         return self.user_id
+
+    def reader_for(self, requested: str | None) -> Reader:
+        """Whose permissions a search reads with (retrieval.access): the bound user with the credential's groups and
+        verified e-mail; a user named by a credential acting for users, with the group directory's groups; nobody
+        verified otherwise. Never what a request body says about groups."""
+        user = self.user_for(requested)
+        if user is None:
+            return NOBODY
+        if self.user_id is not None and user == self.user_id:
+            return Reader(user, self.groups, self.email)
+        return Reader(user)
 
 
 TRUSTED = Principal(DEFAULT_TENANT, "admin", None, True, "in-process")  # auth off: everything, one tenant

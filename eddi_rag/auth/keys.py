@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -35,6 +37,7 @@ class KeyInfo:
     name: str | None
     createdOn: str
     revokedOn: str | None
+    groups: list[str] = field(default_factory=list)  # the bound user's groups (who may read what: retrieval.access)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -50,19 +53,26 @@ class KeyStore:
         state.migrate(db)
 
     def create(self, tenant: str, role: str, user: str | None = None, name: str | None = None,
-               acts_for_users: bool = False) -> tuple[KeyInfo, str]:
-        """A new key: (its info, the secret — shown once, never stored)."""
+               acts_for_users: bool = False, groups: Sequence[str] = ()) -> tuple[KeyInfo, str]:
+        """A new key: (its info, the secret — shown once, never stored). ``groups``: the bound user's groups, which its
+        searches read with (retrieval.access)."""
         if role not in ROLES:
             raise KeyRequestError(f"role {role!r} is not one of {', '.join(ROLES)}")
         if not tenant or not tenant.strip():
             raise KeyRequestError("tenant is required")
         if acts_for_users and user:
             raise KeyRequestError("a key bound to a user cannot act for other users")
+        groups = list(dict.fromkeys(g.strip() for g in groups))
+        if groups and not user:
+            raise KeyRequestError("groups: a key carries groups only for the user it is bound to; name the user too")
+        if bad := next((g for g in groups if not g or "," in g or len(g) > 200), None) if groups else None:
+            raise KeyRequestError(f"groups: {bad!r} is not a group id (no commas, 1 to 200 characters)")
         key_id = secrets.token_hex(6)
         secret = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.db.execute("INSERT INTO api_keys VALUES (?,?,?,?,?,?,?,?,NULL)",
-                        (key_id, tenant, role, user, int(acts_for_users), name, _hash(secret), now))
+        self.db.execute("INSERT INTO api_keys (id, tenant, role, user_id, acts_for_users, name, hash, created_on, groups) "
+                        "VALUES (?,?,?,?,?,?,?,?,?)",
+                        (key_id, tenant, role, user, int(acts_for_users), name, _hash(secret), now, json.dumps(groups)))
         return self.get(key_id), secret
 
     def get(self, key_id: str) -> KeyInfo:
@@ -74,7 +84,7 @@ class KeyStore:
     @staticmethod
     def _info(r) -> KeyInfo:
         return KeyInfo(r["id"], r["tenant"], r["role"], r["user_id"], bool(r["acts_for_users"]), r["name"],
-                       r["created_on"], r["revoked_on"])
+                       r["created_on"], r["revoked_on"], json.loads(r["groups"] or "[]"))
 
     def list(self, tenant: str | None = None) -> list[KeyInfo]:
         rows = self.db.query("SELECT * FROM api_keys WHERE (? IS NULL OR tenant=?) ORDER BY created_on, id",
@@ -102,4 +112,5 @@ class KeyStore:
         r = rows[0]
         if r["revoked_on"]:
             raise AuthError("this API key was revoked")
-        return Principal(r["tenant"], r["role"], r["user_id"], bool(r["acts_for_users"]), f"key {r['id']}")
+        return Principal(r["tenant"], r["role"], r["user_id"], bool(r["acts_for_users"]), f"key {r['id']}",
+                         tuple(json.loads(r["groups"] or "[]")))

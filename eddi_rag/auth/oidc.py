@@ -7,7 +7,9 @@ path; the highest of eddi-admin / eddi-editor / eddi-viewer, or admin / editor /
 them, e.g. EDDI's eddi-user alone, is who it says but may do nothing here: 403, as EDDI answers),
 ``EDDI_RAG_OIDC_TENANT_CLAIM`` (default ``tenant``; absent: the default tenant),
 ``EDDI_RAG_OIDC_USER_CLAIM`` (default ``sub``), ``EDDI_RAG_OIDC_SERVICE_ROLE`` (default
-``eddi-service``: a token with it acts for users)."""
+``eddi-service``: a token with it acts for users), ``EDDI_RAG_OIDC_GROUPS_CLAIM`` (default ``groups``, Keycloak's and
+Entra's: the user's groups, which its searches read with), ``EDDI_RAG_OIDC_EMAIL_CLAIM`` (default ``email``: the
+user's e-mail, taken only when the token's ``email_verified`` is true)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ class OidcConfig:
     tenant_claim: str = "tenant"
     user_claim: str = "sub"
     service_role: str = "eddi-service"
+    groups_claim: str = "groups"
+    email_claim: str = "email"
 
     @classmethod
     def from_env(cls) -> OidcConfig | None:
@@ -45,7 +49,8 @@ class OidcConfig:
         env = os.environ.get
         return cls(url, env("EDDI_RAG_OIDC_ISSUER"), env("EDDI_RAG_OIDC_AUDIENCE"),
                    env("EDDI_RAG_OIDC_ROLES_CLAIM", "realm_access.roles"), env("EDDI_RAG_OIDC_TENANT_CLAIM", "tenant"),
-                   env("EDDI_RAG_OIDC_USER_CLAIM", "sub"), env("EDDI_RAG_OIDC_SERVICE_ROLE", "eddi-service"))
+                   env("EDDI_RAG_OIDC_USER_CLAIM", "sub"), env("EDDI_RAG_OIDC_SERVICE_ROLE", "eddi-service"),
+                   env("EDDI_RAG_OIDC_GROUPS_CLAIM", "groups"), env("EDDI_RAG_OIDC_EMAIL_CLAIM", "email"))
 
 
 class OidcVerifier:
@@ -73,5 +78,9 @@ class OidcVerifier:
         tenant = _claim(claims, c.tenant_claim) or DEFAULT_TENANT
         user = _claim(claims, c.user_claim)
         service = c.service_role in roles
+        groups = _claim(claims, c.groups_claim) or []
+        groups = [groups] if isinstance(groups, str) else [str(g).lstrip("/") for g in groups if isinstance(g, (str, int))]
+        email = _claim(claims, c.email_claim) if claims.get("email_verified") is True else None  # an unverified one never
         return Principal(str(tenant), granted[-1], None if service else (str(user) if user else None), service,
-                         f"token {claims.get('sub', '?')}")
+                         f"token {claims.get('sub', '?')}", () if service else tuple(groups),
+                         str(email) if email and not service else None)

@@ -170,8 +170,9 @@ REEMBED = "reembed"  # the format of a job that re-embeds a whole knowledge base
 class Progress:
     """What a running job hears from its work (pages/rows parsed, chunks embedded) and asks (was it cancelled?)."""
 
-    def __init__(self, job_id: str, queue: IngestionQueue):
+    def __init__(self, job_id: str, queue: IngestionQueue, acl: list[str] | None = None):
         self.job_id, self.queue = job_id, queue
+        self.acl = acl  # who may read the document it writes (None: the ACL the document had)
 
     def cancelled(self) -> bool:
         """Cancelled, or the worker is stopping (then the job waits for the next start)."""
@@ -228,10 +229,11 @@ class IngestionQueue:
         self._warnings: dict[str, list[str]] = {}  # what a running job wants checked, written when it completes
 
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False,
-               document_id: str | None = None) -> Job:
+               document_id: str | None = None, acl: list[str] | None = None) -> Job:
         """Queue ``body`` as the document named ``document``: its chunks replace that document's, or
         (``append``) land beside them under an id of their own (``<document>#<ingestion id>``), or
-        (``document_id``) replace those of that document (a re-parse)."""
+        (``document_id``) replace those of that document (a re-parse). ``acl``: who may read it (None: the ACL the
+        document had)."""
         waiting = self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?, ?)", WAITING)[0]["n"]
         if waiting >= self.max_queued:
             raise QueueFullError(f"{waiting} ingestions are waiting (at most {self.max_queued}); try again later")
@@ -242,8 +244,9 @@ class IngestionQueue:
         data = body.encode("utf-8") if isinstance(body, str) else body
         with self.db.transaction() as c:  # (the file in a table of its own: the job's row is rewritten at every update)
             c.execute("INSERT INTO ingestion_jobs (id, kb_id, version, document, status, chunks, created_on, updated_on, "
-                      "format, document_id) VALUES (?,?,?,?,?,NULL,?,?,?,?)",
-                      (job.id, kb_id, version, document, PENDING, now, now, fmt, job.document_id))
+                      "format, document_id, acl) VALUES (?,?,?,?,?,NULL,?,?,?,?,?)",
+                      (job.id, kb_id, version, document, PENDING, now, now, fmt, job.document_id,
+                       None if acl is None else json.dumps(acl)))
             c.execute("INSERT INTO ingestion_bodies (id, body) VALUES (?, ?)", (job.id, data))
         self._wake.set()
         job.created = job.updated = now
@@ -421,7 +424,8 @@ class IngestionQueue:
         outcome: Callable[[], Any]
         try:
             chunks = self.run(r["kb_id"], r["version"], r["document_id"] or r["document"], r["document"],
-                              self._body(job_id) or b"", r["format"] or "text", Progress(job_id, self))
+                              self._body(job_id) or b"", r["format"] or "text",
+                              Progress(job_id, self, None if r["acl"] is None else json.loads(r["acl"])))
         except (_Cancelled, ParseCancelledError):
             if job_id in self._cancel:
                 outcome = lambda: self._set(job_id, CANCELLED)  # noqa: E731

@@ -3,7 +3,8 @@
 Every chunk's metadata carries ``source``, ``kbId``, ``document_id``, ``position_in_doc``,
 ``section`` (when the chunking knows it), ``content_hash`` and ``ingestedAt`` (epoch seconds);
 a user-scoped document adds ``user_id`` and ``private: true``; a document with a time to live adds
-``expiresAt`` (epoch seconds) and ``expires: true``. The flags exist because the one filter
+``expiresAt`` (epoch seconds) and ``expires: true``; a document with an ACL adds ``acl`` (who may read it:
+retrieval.access), and one ingested again without an ACL keeps the one it had. The flags exist because the one filter
 language has no "field is missing": retrieval asks for ``private != true OR user_id == me`` and
 ``expires != true OR expiresAt > now``, which every backend can express exactly.
 """
@@ -25,6 +26,7 @@ from eddi_rag.backends.factories import (
     EmbeddingStoreFactory,
     embedding_key,
 )
+from eddi_rag.common.principals import ACL, InvalidAclError, parse_acl
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import SharedBuffers
 from eddi_rag.errors import FILE, EddiRagError
@@ -40,7 +42,7 @@ EMBED_BATCH = 64
 IN_FLIGHT = 2  # slices of EMBED_BATCH texts one ingestion keeps queued for the model at once
 # Metadata keys the pipeline writes; a document's own metadata may not set them.
 RESERVED = frozenset({"kbId", "document_id", "position_in_doc", "section", "content_hash", "ingestedAt",
-                      "user_id", "private", "expiresAt", "expires", DISABLED})
+                      "user_id", "private", "expiresAt", "expires", DISABLED, ACL})
 
 
 class DocumentError(EddiRagError, ValueError):
@@ -59,6 +61,7 @@ class Document:
     ttl_seconds: float | None = None  # default: the KB's ttlSeconds
     expires_at: float | None = None  # epoch seconds; wins over ttl_seconds
     parts: list[Part] | None = None  # a loaded file's pages/slides/rows with their citations (default: the text)
+    acl: list[str] | None = None  # who may read it (retrieval.access); None: the ACL it had (none when new)
 
 
 @dataclass
@@ -121,6 +124,11 @@ def check_document(doc: Document, config: RagConfiguration) -> None:
         raise DocumentError(f"document {doc.document_id!r}: ttl_seconds must be positive, got {ttl}")
     if doc.user_id is not None and (not isinstance(doc.user_id, str) or not doc.user_id):
         raise DocumentError(f"document {doc.document_id!r}: user_id must be a non-empty string")
+    if doc.acl is not None:
+        try:
+            doc.acl = parse_acl(doc.acl)
+        except InvalidAclError as e:
+            raise DocumentError(f"document {doc.document_id!r}: {e}") from e
 
 
 def truncated(parts: list[Part], max_chars: int) -> list[Part]:
@@ -315,7 +323,8 @@ class Ingestor:
         vectors: dict[int, Any] = {i: stored[h] for i, h in enumerate(hashes) if h in stored}
         over = sum(1 for p in pieces if budget.count(p.text) > budget.limit)
         switched_off = {c.text for c in old if c.metadata.get(DISABLED)}  # a curator's: kept by their text
-        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off)
+        acl = next((c.metadata[ACL] for c in old if isinstance(c.metadata.get(ACL), list)), None)
+        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off, acl)
 
     def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()
@@ -324,6 +333,8 @@ class Ingestor:
                                   "document_id": doc.document_id, "ingestedAt": now}
         if doc.user_id is not None:
             common.update(user_id=doc.user_id, private=True)
+        if (acl := doc.acl if doc.acl is not None else plan.acl) is not None:
+            common[ACL] = acl
         ttl = config.ttlSeconds if doc.ttl_seconds is None else doc.ttl_seconds
         expires = doc.expires_at if doc.expires_at is not None else (now + ttl if ttl is not None else None)
         if expires is not None:
@@ -358,3 +369,4 @@ class _Plan:
     over_limit: int
     token_limit: int
     switched_off: set[str] = field(default_factory=set)  # texts of the document's chunks switched off before
+    acl: list[str] | None = None  # the ACL its chunks had (kept when the document comes again without one)

@@ -1,5 +1,7 @@
 """Hand any KnowledgeStore to LangChain: as a ``VectorStore`` (and ``as_retriever()``), or as a
-``BaseRetriever`` with EDDI's ``maxResults``/``minScore`` semantics."""
+``BaseRetriever`` with EDDI's ``maxResults``/``minScore`` semantics; or a knowledge base, searched as every face
+searches it (its search mode, audience and document permissions: ``KnowledgeBaseSearchRetriever``). A store handed
+over whole answers every chunk it holds: give a caller that must not read everything the knowledge base's retriever."""
 
 from __future__ import annotations
 
@@ -101,3 +103,25 @@ class KnowledgeBaseRetriever(BaseRetriever):
             for h in hits
             if h.score >= self.min_score
         ]
+
+
+class KnowledgeBaseSearchRetriever(BaseRetriever):
+    """A knowledge base searched through the search verb (``runtime.search``): its own search mode, reranker and
+    rules, read as ``user_id`` (their private chunks; under audience OWNER or DOCUMENT_ACL, their permissions, groups
+    from the group directory). ``k``, ``min_score``: default the knowledge base's."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    search: Any  # eddi_rag.verbs.search.Search
+    kb_id: str
+    user_id: str | None = None
+    k: int | None = None
+    min_score: float | None = None
+    where: dict[str, Any] | None = None
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
+        from eddi_rag.verbs.search import SearchRequest
+
+        hits = self.search.hits(SearchRequest(self.kb_id, query, k=kwargs.get("k", self.k), min_score=self.min_score,
+                                              where=kwargs.get("where", self.where), user_id=self.user_id))
+        return [Document(id=h.id, page_content=h.text, metadata={**h.metadata, "score": h.score}) for h in hits]

@@ -119,16 +119,18 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         def run() -> dict[str, Any]:
             id = knowledge_base(who, knowledge_base_id)
             user = who.user_for(user_id)
-            hits = runtime.search.hits(SearchRequest(id, query, k=k, where=where, user_id=user))
+            hits = runtime.search.hits(SearchRequest(id, query, k=k, where=where, user_id=user, reader=who.reader_for(user_id)))
             results = [{key: value for key, value in h.to_json().items() if key not in ("similarity", "distance")} for h in hits]
             return {"knowledgeBase": id, "query": query, "results": results}
         return await in_thread(run)
 
     @server.tool()
     async def ingest_document(knowledge_base_id: str, document_name: str, text: str, ctx: Context,
-                              user_id: str | None = None) -> dict[str, Any]:
+                              user_id: str | None = None, acl: list[str] | None = None) -> dict[str, Any]:
         """Add (or replace) a text document in a knowledge base (its id or exact name): chunked, embedded
-        and stored before this returns. ``user_id``: keep it private to that user."""
+        and stored before this returns. ``user_id``: keep it private to that user. ``acl``: who may read it
+        (principals such as "group:finance", "user:bob", "deny:user:carol"; without it, a document ingested again
+        keeps its ACL)."""
         who = caller(ctx, "editor", "ingest")
         text_only(knowledge_base_id=knowledge_base_id, document_name=document_name, text=text, user_id=user_id)
         if not text.strip():
@@ -137,7 +139,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
         def run() -> dict[str, Any]:
             id = knowledge_base(who, knowledge_base_id)
             user = who.user_for(user_id)
-            chunks = runtime.ingesting.text(id, document_name, text, user_id=user)
+            chunks = runtime.ingesting.text(id, document_name, text, user_id=user, acl=acl)
             return {"knowledgeBase": id, "document": document_name, "chunks": chunks}
         return await in_thread(run)
 

@@ -5,10 +5,11 @@ its stored vector when only keyword search found it), so ``minScore`` keeps EDDI
 mode decides which chunks are candidates and in what order they come.
 
 Every search is scoped inside the store's own filter (so k results still come back): chunks of
-another user (``private``) and expired chunks (``expires`` and ``expiresAt`` <= now) are never
-candidates. Then ``maxDistance`` and ``minScore`` drop, and (vector mode) among scores within
-``recencyWindow`` of each other the newest chunk (``ingestedAt``) comes first. A chunk switched off on its
-document's page (``chunk_disabled``) is never a candidate, nor shown around another's hit.
+another user (``private``), expired chunks (``expires`` and ``expiresAt`` <= now) and chunks the reader may not
+read (``retrieval.access``: the knowledge base's audience, each document's acl) are never candidates. Then
+``maxDistance`` and ``minScore`` drop, and (vector mode) among scores within ``recencyWindow`` of each other the
+newest chunk (``ingestedAt``) comes first. A chunk switched off on its document's page (``chunk_disabled``) is never a
+candidate, nor shown around another's hit.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import numpy as np
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.common import metrics
 from eddi_rag.config import RagConfiguration
+from eddi_rag.retrieval.access import EVERYONE, Access, WithheldError
 from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
 from eddi_rag.retrieval.rerankers import Reranker, RerankerFactory
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import DISABLED, KEYWORD_SEARCH, KeywordSearch, KnowledgeStore, SearchHit
+from eddi_rag.stores.base import DISABLED, KEYWORD_SEARCH, LIST_FILTERING, KeywordSearch, KnowledgeStore, SearchHit
 from eddi_rag.stores.filters import value_kind
 from eddi_rag.stores.toolkit import normalise
 
@@ -41,14 +43,22 @@ def visible_to(user_id: str | None) -> dict[str, Any]:
     return {"private": {"$ne": True}} if user_id is None else {"$or": [{"private": {"$ne": True}}, {"user_id": user_id}]}
 
 
-def scope(where: filters.Where, user_id: str | None, now: float) -> filters.Node:
-    """``where`` AND (not private OR this user's) AND (not expiring OR not yet expired), parsed;
-    the caller's ``where`` on its own, so its errors and limits are about what the caller wrote."""
+def scope(where: filters.Where, user_id: str | None, now: float, readable: filters.Node | None = None) -> filters.Node:
+    """``where`` AND (not private OR this user's) AND (not expiring OR not yet expired) AND ``readable`` (what the
+    reader's principals may read: retrieval.access), parsed; the caller's ``where`` on its own, so its errors and
+    limits are about what the caller wrote."""
     mine = visible_to(user_id)
     alive = {"$or": [{"expires": {"$ne": True}}, {"expiresAt": {"$gt": now}}]}
     own, shared, current = filters.node(where), filters.parse(mine), filters.parse(alive)
     assert shared is not None and current is not None and _ENABLED is not None  # non-empty filters
-    return filters.And((shared, current, _ENABLED, *([own] if own else [])))
+    return filters.And((shared, current, _ENABLED, *([readable] if readable else []), *([own] if own else [])))
+
+
+def _lists_filtered(store: KnowledgeStore, config: RagConfiguration, readable: filters.Node | None) -> None:
+    """A store that cannot filter on a document's acl never answers a DOCUMENT_ACL search (nothing is filtered after)."""
+    if readable is not None and LIST_FILTERING not in store.capabilities:
+        raise WithheldError(f"storeType {config.storeType!r} cannot filter on each chunk's acl here, which audience "
+                            f"{config.audience} needs; nothing is read from it")
 
 
 def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[SearchHit]:
@@ -94,9 +104,12 @@ def _age(hit: SearchHit) -> float:
 
 
 class Hits(list):
-    """Search results, best first; ``rerank`` (when a reranker ran) records the order before and after."""
+    """Search results, best first; ``rerank`` (when a reranker ran) records the order before and after; ``access``:
+    what the reader could read (retrieval.access), ``would_withhold``: under aclMode warn, the ids enforcing would drop."""
 
     rerank: dict[str, Any] | None = None
+    access: Access = EVERYONE
+    would_withhold: list[str] = []
 
 
 def rerank(reranker: Reranker, query: str, candidates: list[SearchHit], k: int) -> Hits:
@@ -126,9 +139,11 @@ class Retriever:
         where: dict[str, Any] | None = None,
         user_id: str | None = None,
         vector: list[float] | None = None,
-    ) -> list[SearchHit]:
+        access: Access = EVERYONE,
+    ) -> Hits:
         """``k``, ``min_score``: default the KB's maxResults, minScore. ``vector``: the query's embedding
-        when the caller already has it (one per model per turn); then ``query`` may be blank in vector mode."""
+        when the caller already has it (one per model per turn); then ``query`` may be blank in vector mode.
+        ``access``: what the reader may read (retrieval.access), inside the store's filter."""
         if vector is None and (not query or not query.strip()):
             raise ValueError("query must not be empty")
         k = config.maxResults if k is None else k
@@ -136,7 +151,8 @@ class Retriever:
         if vector is None:
             vector = self.embeddings.for_config(config).embed_query(query)
         store = self.stores.get(kb_id, config)
-        scoped = scope(where, user_id, time.time())  # parsed once, for every store call below
+        _lists_filtered(store, config, access.node)
+        scoped = scope(where, user_id, time.time(), access.node)  # parsed once, for every store call below
         reranker = self.rerankers.for_config(config)
         fetch = k * config.rerankCandidates if reranker is not None else k
         if config.searchMode == "vector":
@@ -146,24 +162,29 @@ class Retriever:
             hits = self._with_keywords(store, config, query, vector, fetch, scoped)
         hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)]
         if reranker is not None:
-            return rerank(reranker, query, hits, k)
-        if config.searchMode == "vector":  # fused orders are not score orders: there, recency has no runs to act on
-            hits = newest_first_among_equals(hits, config.recencyWindow)
-        return Hits(hits)
+            found = rerank(reranker, query, hits, k)
+        else:
+            if config.searchMode == "vector":  # fused orders are not score orders: there, recency has no runs to act on
+                hits = newest_first_among_equals(hits, config.recencyWindow)
+            found = Hits(hits)
+        found.access, found.would_withhold = access, access.counted(kb_id, found)
+        return found
 
     def gather(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
-               user_id: str | None = None) -> list[Passage]:
+               user_id: str | None = None, access: Access = EVERYONE) -> list[Passage]:
         """The passages for ``hits`` before they grow (``expansion.gather``; ``mode``: default the KB's
-        contextExpansion); surrounding chunks in the same user/expiry scope as the search."""
-        return gather(self.stores.get(kb_id, config), hits, mode or config.contextExpansion,
+        contextExpansion); surrounding chunks in the same user/expiry/access scope as the search."""
+        store = self.stores.get(kb_id, config)
+        _lists_filtered(store, config, access.node)
+        return gather(store, hits, mode or config.contextExpansion,
                       neighbors=config.expansionNeighbors, max_chars=config.maxPassageChars,
-                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time()))
+                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time(), access.node))
 
     def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
-                 user_id: str | None = None, total_chars: int | None = None) -> list[Passage]:
+                 user_id: str | None = None, total_chars: int | None = None, access: Access = EVERYONE) -> list[Passage]:
         """The passages that reach the model for ``hits``, one per document, ordered by their best
         hit, grown within ``total_chars`` when given."""
-        return fill(self.gather(kb_id, config, hits, mode, user_id), total_chars)
+        return fill(self.gather(kb_id, config, hits, mode, user_id, access), total_chars)
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
                        k: int, where: filters.Node | None) -> list[SearchHit]:

@@ -259,12 +259,27 @@ def _canonical_places(c: sqlite3.Connection) -> None:
             c.execute("UPDATE store_claims SET place=? WHERE engine=? AND place=? AND kb_id=?", (canonical, engine, place, row[2]))
 
 
+def _principals(c: sqlite3.Connection) -> None:
+    """Version 17: who may read what (retrieval.access): an API key bound to a user carries that user's groups
+    (``api_keys.groups``, a JSON list); the group directory (``group_members``) gives the groups of a user named by a
+    caller acting for users, per tenant; the ACL of the document a queued ingestion writes (``ingestion_jobs.acl``); a
+    knowledge base's per-user or per-group access (``kb_grants``: VIEW, EDIT)."""
+    if "groups" not in _columns(c, "api_keys"):
+        c.execute("ALTER TABLE api_keys ADD COLUMN groups TEXT NOT NULL DEFAULT '[]'")
+    c.execute("""CREATE TABLE IF NOT EXISTS group_members (tenant TEXT NOT NULL, user_id TEXT NOT NULL, group_id TEXT NOT NULL,
+        added_on TEXT NOT NULL, PRIMARY KEY (tenant, user_id, group_id))""")
+    if "acl" not in _columns(c, "ingestion_jobs"):  # who may read the document a queued ingestion writes (JSON)
+        c.execute("ALTER TABLE ingestion_jobs ADD COLUMN acl TEXT")
+    c.execute("""CREATE TABLE IF NOT EXISTS kb_grants (tenant TEXT NOT NULL, kb_id TEXT NOT NULL, principal TEXT NOT NULL,
+        access TEXT NOT NULL, granted_on TEXT NOT NULL, PRIMARY KEY (tenant, kb_id, principal))""")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
-                                                                 _canonical_places)
+                                                                 _canonical_places, _principals)
 LATEST = len(MIGRATIONS)
 
 

@@ -1,15 +1,18 @@
 """What a tenant's administrators and editors keep once for every knowledge base: API keys (who may call;
-admins) and EDDI's global variables (``${vars:…}`` in parameters; editors). Each is the caller's tenant's
+admins), the group directory (which groups a user is in, for whose permissions a search reads with; admins) and
+EDDI's global variables (``${vars:…}`` in parameters; editors). Each is the caller's tenant's
 only: another tenant's key or variable does not exist for it."""
 
 from __future__ import annotations
 
 import builtins
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from eddi_rag.auth import ForbiddenError, Principal
 from eddi_rag.auth.keys import KeyInfo, KeyStore
+from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.resources.variables import VariableNotFoundError, Variables
 
 VAULTED = re.compile(r"\$\{(?:eddi)?vault:")
@@ -20,9 +23,9 @@ class Keys:
         self.keys = keys
 
     def create(self, tenant: str, role: str, user: str | None = None, name: str | None = None,
-               acts_for_users: bool = False) -> tuple[KeyInfo, str]:
-        """A new key of ``tenant``: (its info, the secret: shown once, never stored)."""
-        return self.keys.create(tenant, role, user, name, acts_for_users)
+               acts_for_users: bool = False, groups: Sequence[str] = ()) -> tuple[KeyInfo, str]:
+        """A new key of ``tenant``: (its info, the secret: shown once, never stored); ``groups``: the bound user's."""
+        return self.keys.create(tenant, role, user, name, acts_for_users, groups)
 
     def list(self, tenant: str | None) -> builtins.list[KeyInfo]:
         """``tenant``'s keys (None: every tenant's, for the operator's CLI)."""
@@ -37,6 +40,29 @@ class Keys:
 
     def authenticate(self, key: str) -> Principal:
         return self.keys.authenticate(key)
+
+
+class Groups:
+    """A tenant's group directory (records.groups): the groups of the users its agents' callers name."""
+
+    def __init__(self, directory: GroupDirectory):
+        self.directory = directory
+
+    def of(self, tenant: str, user: str) -> builtins.list[str]:
+        return self.directory.of(tenant, user)
+
+    def set(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
+        """``user``'s groups in ``tenant`` are ``groups`` from now on: the next search reads with them."""
+        return self.directory.set(tenant, user, groups)
+
+    def add(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
+        return self.directory.add(tenant, user, groups)
+
+    def remove(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
+        return self.directory.remove(tenant, user, groups)
+
+    def members(self, tenant: str) -> dict[str, builtins.list[str]]:
+        return self.directory.members(tenant)
 
 
 class GlobalVariables:

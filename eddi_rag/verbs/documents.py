@@ -8,29 +8,35 @@ import builtins
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, overload
+from typing import Any
 
 from eddi_rag.backends.factories import EmbeddingStoreFactory
 from eddi_rag.common import citations
+from eddi_rag.common.principals import ACL, parse_acl
 from eddi_rag.config import RagConfiguration
+from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import DISABLED, visible_to
+from eddi_rag.stores import filters
+from eddi_rag.stores.base import LIST_FILTERING
 from eddi_rag.stores.ownership import StoreOwnership
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 DOCUMENT_SCAN = 20_000  # chunks read to list a KB's documents
 
 
-@overload
-def _seen_by(where: dict[str, Any], user_id: str | None) -> dict[str, Any]: ...
-@overload
-def _seen_by(where: None, user_id: str | None) -> dict[str, Any] | None: ...
-def _seen_by(where: dict[str, Any] | None, user_id: str | None) -> dict[str, Any] | None:
-    """``where`` as ``user_id`` sees it (shared chunks and that user's own); None: every chunk."""
-    if user_id is None:
-        return where
-    return {"$and": [where, visible_to(user_id)]} if where else visible_to(user_id)
+class AclNotKeptError(EddiRagError, ValueError):
+    """A store that cannot keep a document's ACL (EDDI's langchain4j layouts: scalar metadata only; HTTP 409)."""
+    status = 409
+
+
+def _seen_by(where: dict[str, Any] | None, user_id: str | None, readable: filters.Node | None = None) -> filters.Node | None:
+    """``where`` as ``user_id`` sees it (shared chunks and that user's own) and, when given, only what ``readable``
+    allows (retrieval.access: the chunks a reader's principals may read); None: every chunk."""
+    parts = [p for p in (filters.parse(where) if where else None, filters.parse(visible_to(user_id)) if user_id else None,
+                         readable) if p is not None]
+    return None if not parts else parts[0] if len(parts) == 1 else filters.And(tuple(parts))
 
 
 class Documents:
@@ -49,27 +55,30 @@ class Documents:
     def _store(self, kb_id: str, config: RagConfiguration | None = None):
         return self.stores.get(kb_id, config or self.kbs.get(kb_id))
 
-    def list(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None) -> dict[str, Any]:
-        """The KB's documents ({documentId, source, chunks, ingestedAt, user?}); past ``max_chunks``
+    def list(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None,
+             readable: filters.Node | None = None) -> dict[str, Any]:
+        """The KB's documents ({documentId, source, chunks, ingestedAt, user?, acl?}); past ``max_chunks``
         chunks the list is cut: ``complete`` false. ``user_id``: only the shared documents and that
-        user's own, as that user's search sees them."""
+        user's own, as that user's search sees them; ``readable``: only what a reader may read (counts included)."""
         found: dict[str, dict[str, Any]] = {}
-        chunks = self._store(kb_id).get(_seen_by(None, user_id), limit=max_chunks + 1)
+        chunks = self._store(kb_id).get(_seen_by(None, user_id, readable), limit=max_chunks + 1)
         for c in chunks[:max_chunks]:
             m = c.metadata
             doc = found.setdefault(m.get("document_id", "?"), {
                 "documentId": m.get("document_id"), "source": m.get("source"), "chunks": 0, "ingestedAt": m.get("ingestedAt"),
-                **({"userId": m["user_id"]} if "user_id" in m else {})})
+                **({"userId": m["user_id"]} if "user_id" in m else {}),
+                **({"acl": m[ACL]} if isinstance(m.get(ACL), list) else {})})
             doc["chunks"] += 1
             doc["disabled"] = doc.get("disabled", 0) + (1 if m.get(DISABLED) else 0)
         return {"kbId": kb_id, "documents": sorted(found.values(), key=lambda d: str(d["documentId"])),
                 "complete": len(chunks) <= max_chunks}
 
-    def chunks(self, kb_id: str, document_id: str, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
+    def chunks(self, kb_id: str, document_id: str, user_id: str | None = None,
+               readable: filters.Node | None = None) -> builtins.list[dict[str, Any]]:
         """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled; a PDF's or an
         image's also page and boxes: where on the page, ``ingest.boxes``}.
-        404 when the KB holds no such document (that this user may see)."""
-        found = self._store(kb_id).get(_seen_by({"document_id": document_id}, user_id))
+        404 when the KB holds no such document (that this user, or reader, may see)."""
+        found = self._store(kb_id).get(_seen_by({"document_id": document_id}, user_id, readable))
         if not found:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
         found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
@@ -97,11 +106,28 @@ class Documents:
             self.let_go(kb_id, document_id)
         return removed
 
-    def visible(self, kb_id: str, chunk_id: str, user_id: str | None) -> bool:
-        """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's)."""
-        return bool(self._store(kb_id).get(visible_to(user_id), limit=1, ids=[chunk_id]))
+    def visible(self, kb_id: str, chunk_id: str, user_id: str | None, readable: filters.Node | None = None) -> bool:
+        """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's; and what
+        ``readable`` allows)."""
+        return bool(self._store(kb_id).get(_seen_by(visible_to(user_id), None, readable), limit=1, ids=[chunk_id]))
 
-    def delete_where(self, kb_id: str, where: dict[str, Any], config: RagConfiguration | None = None) -> int:
+    def set_acl(self, kb_id: str, document_id: str, acl: Any) -> dict[str, Any]:
+        """Who may read one document from now on (retrieval.access): its chunks' ``acl`` rewritten in one atomic
+        replace, their texts and vectors as they were (nothing is embedded again); the next search honours it."""
+        acl = parse_acl(acl, "acl")
+        config = self.kbs.get(kb_id)
+        store = self._store(kb_id, config)
+        if LIST_FILTERING not in store.capabilities:
+            raise AclNotKeptError(f"knowledge base {kb_id}: storeType {config.storeType!r} in EDDI's layout keeps scalar "
+                                  "metadata only, so a document's ACL cannot be stored there")
+        found = store.get({"document_id": document_id})
+        if not found:
+            raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
+        store.replace({"document_id": document_id}, [replace(c, metadata={**c.metadata, ACL: acl}) for c in found])
+        self.generations.bump(kb_id)  # cached results of this KB are stale
+        return {"kbId": kb_id, "documentId": document_id, "acl": acl, "chunks": len(found)}
+
+    def delete_where(self, kb_id: str, where: filters.Where, config: RagConfiguration | None = None) -> int:
         """Remove the chunks ``where`` matches (``config``: the KB's, when the caller has it already)."""
         removed = self._store(kb_id, config).delete(where=where)
         if removed:

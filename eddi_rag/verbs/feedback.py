@@ -11,13 +11,16 @@ from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.records.feedback import Feedback, FeedbackLog, Vote
 from eddi_rag.records.questions import QuestionError, TestQuestions
 from eddi_rag.resource_types import ResourceNotFoundError
+from eddi_rag.stores import filters
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
 from eddi_rag.verbs.documents import Documents
 
 
-def _visible(documents: Documents, kb_id: str, chunk_id: str, user_id: str | None, field: str = "") -> None:
-    """A vote or a question may name only a chunk of the KB that ``user_id``'s search can find (404 otherwise)."""
-    if not documents.visible(kb_id, chunk_id, user_id):
+def _visible(documents: Documents, kb_id: str, chunk_id: str, user_id: str | None, field: str = "",
+             readable: filters.Node | None = None) -> None:
+    """A vote or a question may name only a chunk of the KB that ``user_id``'s search can find (and ``readable``
+    allows: retrieval.access), 404 otherwise, as for a chunk that does not exist."""
+    if not documents.visible(kb_id, chunk_id, user_id, readable):
         raise ResourceNotFoundError(f"{field}knowledge base {kb_id} has no chunk {chunk_id!r} you can see")
 
 
@@ -26,9 +29,10 @@ class Votes:
         self.log, self.documents = log, documents
 
     def record(self, tenant: str, kb_id: str, question: str, chunk_id: str, vote: Vote, source: str | None = None,
-               citation: str | None = None, comment: str | None = None, user_id: str | None = None) -> Feedback:
+               citation: str | None = None, comment: str | None = None, user_id: str | None = None,
+               readable: filters.Node | None = None) -> Feedback:
         """A thumbs up or down on a cited chunk, kept with the question that found it."""
-        _visible(self.documents, kb_id, chunk_id, user_id)
+        _visible(self.documents, kb_id, chunk_id, user_id, readable=readable)
         return self.log.record(tenant, kb_id, question, chunk_id, vote, source, citation, comment, user_id)
 
     def list(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, limit: int = 200,

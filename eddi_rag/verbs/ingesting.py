@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from eddi_rag.common.jsonvalues import text_problem
+from eddi_rag.common.principals import parse_acl
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest import pages
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
@@ -39,7 +40,7 @@ def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, s
         if fmt == REEMBED:  # every chunk again, with the current configuration's model
             return ingestor.reembed(kb_id, kbs.get(kb_id), progress.embedded)
         return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress.embedded,
-                                    progress.parsed, progress.cancelled, warned=progress.warn, source=name,
+                                    progress.parsed, progress.cancelled, warned=progress.warn, source=name, acl=progress.acl,
                                     metadata={"ingestionId": progress.job_id}).chunks  # every chunk: who wrote it (EDDI's)
     return run
 
@@ -154,7 +155,7 @@ class Ingesting:
             raise NoOriginalError(f"the file of document {document_id!r} was not kept (it was ingested before files were "
                                   "kept, or as chunks): upload it again with replace=true to re-parse it")
         name, data, fmt = kept
-        return self.jobs.submit(kb_id, self.kbs.version(kb_id, 0), name, data, fmt, document_id=document_id)
+        return self.jobs.submit(kb_id, self.kbs.version(kb_id, 0), name, data, fmt, document_id=document_id)  # (its ACL kept)
 
     def reparse_all(self, kb_id: str) -> list[tuple[str, Job]]:
         """Re-parse every document of the KB whose file is kept (after a change of chunking or a loader), one
@@ -162,17 +163,19 @@ class Ingesting:
         return [(d, self.reparse(kb_id, d)) for d in self.jobs.kept_documents(kb_id)]
 
     def submit(self, kb_id: str, document: str, data: bytes, content_type: str | None = None, version: int = 0,
-               fmt: str | None = None, replace: bool = True) -> Job:
+               fmt: str | None = None, replace: bool = True, acl: Any = None) -> Job:
         """Queue a file (or text) as an ingestion job against ``version`` (0: the current one); ``fmt``:
         its type when already detected. ``replace``: its chunks replace those of the document of that
-        name; else they land beside them, as EDDI's ingestions do (``<name>#<ingestion id>``). A file refused
+        name; else they land beside them, as EDDI's ingestions do (``<name>#<ingestion id>``). ``acl``: who may read
+        it (a list or a comma-separated string of principals; None: the ACL the document had). A file refused
         for what it is stays in the history (``refusals_kept``)."""
         version = self.kbs.version(kb_id, version)  # 404 for an unknown config or version
+        acl = None if acl is None else parse_acl(acl)  # (400 naming the entry, before anything is queued)
         with self.refusals_kept(kb_id, version, document):
             if not data.strip():
                 raise DocumentError("the document is empty")
             return self.jobs.submit(kb_id, version, _named(document), data, fmt or detect(data, content_type, document),
-                                    append=not replace)
+                                    append=not replace, acl=acl)
 
     @contextmanager
     def refusals_kept(self, kb_id: str, version: int, name: str) -> Iterator[None]:

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.auth import ForbiddenError, Principal
 from eddi_rag.common.outbound import UnresolvableHostError
 from eddi_rag.common.secrets import SecretNotFoundError
 from eddi_rag.config import ConfigValidationError, RagConfiguration
@@ -46,10 +47,11 @@ class Saving:
         self.source_removed = source_removed
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
-               description: str = "", adopt: bool = False) -> ResourceRef:
+               description: str = "", adopt: bool = False, who: Principal | None = None) -> ResourceRef:
         """Version 1 of a new resource (``id``: keep this one; it must be unused). ``adopt``: the caller, an admin
-        of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership)."""
-        saved = self.kbs.checked(kind, data, tenant)
+        of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership). ``who``: the
+        caller, whose verified user owns a new knowledge base (``owner``) unless an administrator names another."""
+        saved = self.kbs.checked(kind, _with_access(kind, data, None, who), tenant)
         if kind != "rags":
             return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
         id = id or secrets.token_hex(12)
@@ -62,17 +64,21 @@ class Saving:
             raise
 
     def update(self, kind: str, id: str, version: int, data: Any, tenant: str = DEFAULT_TENANT,
-               adopt: bool = False) -> ResourceRef:
-        """A new version; ``version`` must be the current one (VersionConflictError otherwise)."""
-        return self._update_checked(kind, id, version, self.kbs.checked(kind, data, tenant), tenant, adopt)
+               adopt: bool = False, who: Principal | None = None) -> ResourceRef:
+        """A new version; ``version`` must be the current one (VersionConflictError otherwise). A knowledge base's
+        ``audience``, ``aclMode`` and ``owner`` left out are kept (an EDDI client, which knows none of them, never
+        opens a knowledge base to everyone by saving it); only an administrator changes the owner."""
+        before = self._config(id) if kind == "rags" else None
+        return self._update_checked(kind, id, version, self.kbs.checked(kind, _with_access(kind, data, before, who), tenant),
+                                    tenant, adopt)
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
-        saved = self.kbs.checked(kind, data, tenant)
         try:
             current = self.resources.current_version(kind, id, tenant=tenant)
         except ResourceNotFoundError:
-            return self.create(kind, saved, tenant, id)
+            return self.create(kind, data, tenant, id)
+        saved = self.kbs.checked(kind, _with_access(kind, data, self._config(id) if kind == "rags" else None, None), tenant)
         if self.resources.read(kind, id, current) == saved:
             return ResourceRef(kind, id, current)
         return self._update_checked(kind, id, current, saved, tenant)
@@ -185,6 +191,29 @@ class Saving:
         self.resources.delete(kind, id, version, permanent)
         if kind == "rags" and permanent:
             self.documents.ownership.release(id)
+
+
+ACCESS_FIELDS = {"audience": "AGENT_USERS", "aclMode": "enforce", "owner": None}  # who may read, and their defaults
+
+
+def _with_access(kind: str, data: Any, before: RagConfiguration | None, who: Principal | None) -> Any:
+    """``data`` of a knowledge base with who may read it settled: what an update leaves out is kept from ``before``;
+    a new one is owned by ``who``'s verified user unless it names an owner; only an administrator names another owner
+    (ForbiddenError naming ``$.owner``)."""
+    if kind != "rags" or not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for field, default in ACCESS_FIELDS.items():
+        if field not in out and before is not None and getattr(before, field) != default:
+            out[field] = getattr(before, field)
+    current = before.owner if before is not None else None
+    mine = f"user:{who.user_id}" if who is not None and who.user_id else None
+    if who is not None and not who.allows("admin") and "owner" in data and data["owner"] != current \
+            and not (current is None and data["owner"] == mine):
+        raise ForbiddenError("$.owner: only an administrator of the tenant names another owner of a knowledge base")
+    if before is None and out.get("owner") is None and mine is not None:
+        out["owner"] = mine
+    return out
 
 
 def own_store(data: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,10 +19,12 @@ from cachetools import TTLCache
 
 from eddi_rag.backends.factories import EmbeddingModelFactory
 from eddi_rag.config import RagConfiguration
-from eddi_rag.retrieval import marks
+from eddi_rag.retrieval import access, marks
+from eddi_rag.retrieval.access import Access, Reader, WithheldError
 from eddi_rag.retrieval.expansion import Passage
 from eddi_rag.retrieval.generations import KbGenerations
-from eddi_rag.retrieval.retriever import Retriever, order_rule
+from eddi_rag.retrieval.retriever import Hits, Retriever, order_rule
+from eddi_rag.stores import filters
 from eddi_rag.stores.base import SearchHit, StoreUnavailableError
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS, RESULT_TTL_SECONDS, InvalidQueryError, RAGContext, RetrievedChunk, VectorDBUnavailableError
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -42,6 +44,7 @@ class SearchRequest:
     min_score: float | None = None  # minScore, 0..1 ((cosine + 1) / 2)
     where: dict[str, Any] | None = None  # a metadata filter
     user_id: str | None = None  # shared chunks and this user's own
+    reader: Reader | None = None  # whose permissions it reads with (retrieval.access); None: user_id's, groups from the directory
     expansion: str | None = None  # contextExpansion: none, neighbors, section
     max_context_chars: int | None = None  # the passages grow within this budget
     mode: str | None = None  # searchMode: vector, keyword, hybrid (the KB's fusion), rrf or weighted (hybrid fused so)
@@ -101,8 +104,12 @@ class SearchResult:
 class Search:
     def __init__(self, kbs: KnowledgeBases, embeddings: EmbeddingModelFactory, retriever: Retriever,
                  generations: KbGenerations, redact: Callable[[str], str] = lambda s: s,
-                 ttl_seconds: float = RESULT_TTL_SECONDS, timer: Callable[[], float] = time.monotonic):
+                 ttl_seconds: float = RESULT_TTL_SECONDS, timer: Callable[[], float] = time.monotonic,
+                 groups: Callable[[str, str], Sequence[str]] = lambda tenant, user: ()):
+        """``groups(tenant, user)``: the group directory's groups of a user (a reader named by a caller acting for
+        users: retrieval.access)."""
         self.kbs, self.embeddings, self.retriever, self.generations, self.redact = kbs, embeddings, retriever, generations, redact
+        self.groups = groups
         self._cache: TTLCache = TTLCache(1024, ttl_seconds, timer=timer)
         # a failed search explained (the health verb's ``explained``, wired in by the Runtime)
         self.explained: Callable[[str], AbstractContextManager[None]] = lambda kb_id: nullcontext()
@@ -122,24 +129,40 @@ class Search:
                                     f"{' with a reranker' if reranked else ''} needs its text")
         return config
 
+    def access(self, request_kb: str, config: RagConfiguration, reader: Reader) -> Access:
+        """What ``reader`` may read of the knowledge base (WithheldError: nothing)."""
+        return access.access(request_kb, config.audience, config.aclMode, config.owner, reader,
+                             lambda user: self.groups(config.tenant, user))
+
+    def readable(self, kb_id: str, reader: Reader) -> filters.Node | None:
+        """The filter of what ``reader`` may read of the knowledge base (None: all of it; WithheldError: nothing), for
+        what shows its documents, chunks and counts."""
+        return self.access(kb_id, self.kbs.get(kb_id), reader).node
+
+    def _reader(self, request: SearchRequest) -> Reader:
+        return request.reader if request.reader is not None else Reader(request.user_id)
+
     def hits(self, request: SearchRequest) -> list[SearchHit]:
         """The scored chunks alone (no passages)."""
         config = self._config(request)
         return self._hits(request, config)
 
-    def _hits(self, request: SearchRequest, config: RagConfiguration, min_score: float | None = None) -> list[SearchHit]:
+    def _hits(self, request: SearchRequest, config: RagConfiguration, min_score: float | None = None,
+              readable: Access | None = None) -> Hits:
+        readable = readable if readable is not None else self.access(request.kb_id, config, self._reader(request))
         return self.retriever.search(request.kb_id, config, request.query, k=request.k,
                                      min_score=request.min_score if min_score is None else min_score,
-                                     where=request.where, user_id=request.user_id, vector=request.vector)
+                                     where=request.where, user_id=request.user_id, vector=request.vector, access=readable)
 
     def in_turn(self, kb_id: str, config: RagConfiguration, query: str, vector: list[float] | None, k: int,
-                min_score: float, user_id: str | None) -> list[SearchHit]:
+                min_score: float, user_id: str | None, reader: Reader | None = None) -> Hits:
         """A knowledge base searched for an LLM task's turn (the LlmTask hook, which embedded ``query`` once per model
         for every KB of the turn): ``config`` is the version the agent's workflow names, resolved. The request passes
         the same checks as every search, and a failure that is not its own comes with the doctor's reason and fix
         (``explained``), as on REST."""
         # (a turn's text may be a long message, or a topic that grew: its start is what a model embeds anyway)
-        request = SearchRequest(kb_id, query[:MAX_QUERY_CHARS], vector, k=k, min_score=min_score, user_id=user_id)
+        request = SearchRequest(kb_id, query[:MAX_QUERY_CHARS], vector, k=k, min_score=min_score, user_id=user_id,
+                                reader=reader)
         if wrong := request.problems():
             raise InvalidQueryError("; ".join(wrong))
         with self.explained(kb_id):
@@ -150,7 +173,7 @@ class Search:
         config = self._config(request)
         hits = self._hits(request, config)
         passages = self.retriever.passages(request.kb_id, config, hits, request.expansion, request.user_id,
-                                           request.max_context_chars)
+                                           request.max_context_chars, hits.access)
         return SearchResult(request, config, hits, passages)
 
     def found(self, kb_id: str, question: str) -> list[dict[str, Any]]:
@@ -168,10 +191,11 @@ class Search:
             raise InvalidQueryError(f"minRelevance must be within [0, 1], got {min_relevance}")
         request = replace(request, k=5 if request.k is None else request.k, min_score=0.0)
         config = self._config(request)
+        readable = self.access(request.kb_id, config, self._reader(request))  # (before the cache: a withheld reader gets nothing)
         shown = {**config.to_json(), "disabled": config.embedding_disabled}
         key = (request.kb_id, self.generations.get(request.kb_id), json.dumps(shown, sort_keys=True, default=str),
                json.dumps([request.query, request.vector, request.k, request.where, request.user_id, request.expansion],
-                          sort_keys=True), min_relevance)
+                          sort_keys=True), min_relevance, readable.principals)
         with self._lock:
             hit = self._cache.get(key)
         if hit is not None:
@@ -179,12 +203,13 @@ class Search:
         if request.vector is None:
             request = replace(request, vector=self.embeddings.for_config(config).embed_query(request.query))
         try:
-            hits = self._hits(request, config)
+            hits = self._hits(request, config, readable=readable)
             avg = sum(h.score for h in hits) / len(hits) if hits else 0.0
             meets = bool(hits) and avg >= min_relevance
             kept = [h for h in hits if meets and h.score >= min_relevance]
-            passages = self.retriever.passages(request.kb_id, config, kept, request.expansion, request.user_id)
-        except ValueError:
+            passages = self.retriever.passages(request.kb_id, config, kept, request.expansion, request.user_id,
+                                               access=readable)
+        except (ValueError, WithheldError):
             raise  # a bad filter or a dimension mismatch: the request's or the configuration's fault
         except StoreUnavailableError as e:
             raise VectorDBUnavailableError(str(e)) from e

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eddi_rag.common.principals import Reader
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task, invoke_chat
@@ -42,16 +43,16 @@ class Turns:
 
     def context(self, kb_id: str, query: str, user_id: str | None = None, max_results: int | None = None,
                 min_score: float | None = None, expansion: str | None = None,
-                max_chars: int | None = 20000) -> dict[str, Any]:
+                max_chars: int | None = 20000, reader: Reader | None = None) -> dict[str, Any]:
         """What one LLM task referencing this KB alone would inject for ``query``: {section (None:
-        nothing passed), sources, trace}."""
+        nothing passed), sources, trace, withheld}; ``reader``: whose permissions (default: ``user_id``'s)."""
         version = self.kbs.version(kb_id)
         config = self.kbs.get(kb_id, version)
         task = LlmTaskRag.model_validate({"knowledgeBases": [KnowledgeBaseRef(name=config.name, maxResults=max_results, minScore=min_score)],
                                           "contextExpansion": expansion, "maxRagContextChars": max_chars})
-        found = self.llm_task.provider.retrieve(task, [DiscoveredKb(kb_id, version, config)], query, user_id)
+        found = self.llm_task.provider.retrieve(task, [DiscoveredKb(kb_id, version, config)], query, user_id, reader=reader)
         return {"kbId": kb_id, "query": query, "section": RELEVANT_CONTEXT + found.context if found.context else None,
-                "sources": found.sources, "trace": found.trace}
+                "sources": found.sources, "trace": found.trace, **({"withheld": True} if found.withheld else {})}
 
     @staticmethod
     def answered(section: str | None, query: str, chat_model: Any = None) -> dict[str, Any]:

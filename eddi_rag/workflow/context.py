@@ -12,6 +12,7 @@ from eddi_rag.backends.factories import embedding_key
 from eddi_rag.common import citations
 from eddi_rag.config import LlmTaskRag, RagConfiguration
 from eddi_rag.retrieval import expansion
+from eddi_rag.retrieval.access import EVERYONE, Access, Reader, WithheldError
 from eddi_rag.retrieval.retriever import Retriever
 from eddi_rag.stores.base import Chunk, SearchHit
 from eddi_rag.workflow.traversal import DiscoveredKb
@@ -35,6 +36,7 @@ class RagResult:
     trace: list[dict[str, Any]] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)  # what each [Source n] label stands for
     searched: bool = False  # at least one knowledge base answered
+    withheld: list[str] = field(default_factory=list)  # knowledge bases whose audience withheld them from this reader
 
 
 def select_knowledge_bases(task: LlmTaskRag, discovered: list[DiscoveredKb]) -> list[KbSelection]:
@@ -147,8 +149,8 @@ def cap(text: str, limit: int | None) -> str:
     return text[:limit] + f"\n[... context truncated at {limit} characters ...]"
 
 
-# search(kb_id, config, query, vector, k, min_score, user_id) -> hits: the search verb's ``in_turn``
-TurnSearch = Callable[[str, RagConfiguration, str, list[float], int, float, "str | None"], list[SearchHit]]
+# search(kb_id, config, query, vector, k, min_score, user_id, reader) -> hits: the search verb's ``in_turn``
+TurnSearch = Callable[[str, RagConfiguration, str, list[float], int, float, "str | None", "Reader | None"], list[SearchHit]]
 
 
 class RagContextProvider:
@@ -172,17 +174,20 @@ class RagContextProvider:
                     vectors[key] = e
         return vectors
 
-    def _search(self, sel: KbSelection, query: str, vector: Any, user_id: str | None) -> list[SearchHit]:
+    def _search(self, sel: KbSelection, query: str, vector: Any, user_id: str | None, reader: Reader | None) -> list[SearchHit]:
         if isinstance(vector, Exception):
             raise vector
-        return self.search(sel.kb.id, sel.kb.config, query, vector, sel.max_results, sel.min_score, user_id)
+        return self.search(sel.kb.id, sel.kb.config, query, vector, sel.max_results, sel.min_score, user_id, reader)
 
     def retrieve(self, task: LlmTaskRag, discovered: list[DiscoveredKb], query: str,
-                 user_id: str | None = None, strategy: str = "raw", agent_id: str | None = None) -> RagResult:
+                 user_id: str | None = None, strategy: str = "raw", agent_id: str | None = None,
+                 reader: Reader | None = None) -> RagResult:
         """Search the selected KBs in parallel (a slow store does not hold up the others), then
         merge their hits by score and keep the best ``max(maxResults)``; the trace keeps workflow
         order and marks which chunks were injected. A KB naming a vault secret ``agent_id`` is not granted is
-        left out (a trace error naming the secret)."""
+        left out (a trace error naming the secret). ``reader``: whose permissions the KBs are read with (default:
+        ``user_id``'s, groups from the directory); a KB whose audience withholds it from the reader gives nothing and
+        traces ``{kb, kbId, withheld}`` (retrieval.access)."""
         trace: list[dict[str, Any]] = []
         results: list[tuple[str, list[SearchHit]]] = []
         selections = select_knowledge_bases(task, discovered)
@@ -200,19 +205,24 @@ class RagContextProvider:
             return RagResult(None, trace)
         vectors = self._embed_once_per_model(selections, query)
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(selections)), thread_name_prefix="eddi-rag-kb") as pool:
-            futures = [pool.submit(self._search, s, query, vectors[embedding_key(s.kb.config)], user_id)
+            futures = [pool.submit(self._search, s, query, vectors[embedding_key(s.kb.config)], user_id, reader)
                        for s in selections]
-        answered = []
+        answered, withheld, readable = [], [], {}
         for sel, future in zip(selections, futures):
             cfg = sel.kb.config
             try:
                 hits = future.result()
+            except WithheldError as e:  # nothing of it reaches the model, and the trace says why (never what exists)
+                trace.append({"kb": cfg.name, "kbId": sel.kb.id, "withheld": str(e)})
+                withheld.append(cfg.name)
+                continue
             except Exception as e:  # noqa: BLE001 - one failing KB never silences the others
                 error = self.redact(f"{type(e).__name__}: {e}")
                 log.warning("knowledge base %r failed: %s", cfg.name, error)
                 trace.append({"kb": cfg.name, "error": error})
                 continue
             answered.append(sel)
+            readable[cfg.name] = getattr(hits, "access", EVERYONE)
             trace.append({
                 "kb": cfg.name,
                 "kbId": sel.kb.id,
@@ -228,6 +238,7 @@ class RagContextProvider:
                     {"id": h.id, "score": round(h.score, 6), "source": h.metadata.get("source")} for h in hits
                 ],
                 **({"rerank": rerank} if (rerank := getattr(hits, "rerank", None)) else {}),
+                **({"wouldWithhold": would} if (would := getattr(hits, "would_withhold", None)) else {}),
             })
             results.append((cfg.name, hits))
         if task.contextMerge == "workflow":  # EDDI's: each KB's own hits, KB after KB in workflow order
@@ -235,8 +246,8 @@ class RagContextProvider:
         else:
             passages = merge(results, max((s.max_results for s in answered), default=0))
         if not passages:
-            return RagResult(None, trace, searched=bool(answered))
-        passages = self._expand(passages, answered, task.contextExpansion, user_id, trace, task.maxRagContextChars)
+            return RagResult(None, trace, searched=bool(answered), withheld=withheld)
+        passages = self._expand(passages, answered, task.contextExpansion, user_id, trace, task.maxRagContextChars, readable)
         context, sources, _ = format_context(passages, task.maxRagContextChars, task.sourceLabels)
         injected = {hit for s in sources for hit in s.get("hits", [s["chunkId"]])}
         for entry in trace:
@@ -245,10 +256,10 @@ class RagContextProvider:
             entry_sources = [s for s in sources if s["kb"] == entry["kb"] and "span" in s]
             if entry_sources:  # what was injected around the hits: replayable by chunk position
                 entry["passages"] = [{"n": s["n"], "hits": s["hits"], "span": s["span"]} for s in entry_sources]
-        return RagResult(context, trace, sources, searched=True)
+        return RagResult(context, trace, sources, searched=True, withheld=withheld)
 
     def _expand(self, passages: list[Passage], answered: list[KbSelection], mode: str | None, user_id: str | None,
-                trace: list[dict[str, Any]], max_chars: int | None) -> list[Passage]:
+                trace: list[dict[str, Any]], max_chars: int | None, readable: dict[str, Access]) -> list[Passage]:
         """Each KB's merged hits become passages (contextExpansion of the task, else of the KB): one
         per document, at the rank of its best hit; then they grow, best first, within the context
         budget (``maxRagContextChars``, less room for the labels) so that no hit is crowded out.
@@ -264,7 +275,7 @@ class RagContextProvider:
                 out += [(rank[(cfg.name, h.id)], Passage(cfg.name, h)) for h in hits]
                 continue
             try:
-                gathered = self.retriever.gather(sel.kb.id, cfg, hits, mode, user_id)
+                gathered = self.retriever.gather(sel.kb.id, cfg, hits, mode, user_id, readable[cfg.name])
             except Exception as e:  # noqa: BLE001 - the search answered; the bare hits still help
                 error = self.redact(f"{type(e).__name__}: {e}")
                 log.warning("knowledge base %r: context expansion failed: %s", cfg.name, error)

@@ -31,6 +31,8 @@ from eddi_rag.workflow.traversal import DiscoveredKb, Discovery, WorkflowTravers
 log = logging.getLogger(__name__)
 
 RELEVANT_CONTEXT = "## Relevant Context:\n"  # the header the passages are injected under
+WITHHELD = ("## Retrieval Withheld:\nKnowledge base(s) {} could not be read for this conversation's user (it has no "
+            "verified user, or that user may not read them). Do not guess what they hold; if the question needs them, say so.")
 
 
 @dataclass
@@ -154,7 +156,7 @@ class LlmTaskHook:
                 log.info("task %s searches with the %s query strategy", tid, strategy)
                 memory.data.pop(f"rag:miss:{tid}", None)  # a miss of an earlier turn
                 found = self.provider.retrieve(rag, discovery.knowledge_bases, search_text, memory.user_id, strategy,
-                                              memory.agent_id)
+                                              memory.agent_id, memory.reader)
                 searched = found.searched
                 if found.trace:
                     memory.set(f"rag:trace:{tid}", found.trace)
@@ -172,6 +174,8 @@ class LlmTaskHook:
                     missed = True
                     if rag.noRelevantContextMessage:
                         system += "\n\n" + RELEVANT_CONTEXT + rag.noRelevantContextMessage
+                if found.withheld:  # the model knows it was not shown them, so it does not answer as if it had been
+                    system += "\n\n" + WITHHELD.format(", ".join(repr(name) for name in found.withheld))
             except Exception as e:  # noqa: BLE001 - RAG never breaks the turn
                 metrics.RAG_TURNS.labels("error").inc()
                 log.warning("RAG failed for task %s: %s", tid, self.provider.redact(str(e)))

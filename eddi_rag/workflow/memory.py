@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from eddi_rag.common.principals import Reader
 from eddi_rag.workflow.memory_kb import EmbedCallback, SavedItem
 
 
@@ -15,6 +16,7 @@ class ConversationMemory:
     agent_version: int = 0
     user_input: str | None = None
     user_id: str | None = None  # retrieval only returns this user's private chunks (and shared ones)
+    reader: Reader | None = None  # whose permissions retrieval reads with; None: user_id's, groups from the directory
     history: list[tuple[str, str]] = field(default_factory=list)  # (role, text): "user" | "assistant"
     data: dict[str, Any] = field(default_factory=dict)
     conversation_id: str | None = None

@@ -1,0 +1,208 @@
+"""Who may read what (docs/permissions.md): a knowledge base's audience and its documents' ACLs, enforced inside each
+store's query on every backend the tests serve, failing closed (no verified user, no ACL, an error resolving groups),
+an ACL changed without embedding again, and the reference meaning checked against random ACLs and principals."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eddi_rag.common.principals import InvalidAclError, Reader, parse_acl
+from eddi_rag.config import ConfigValidationError
+from eddi_rag.resource_types import resource_uri
+from eddi_rag.retrieval.access import WithheldError, access, readable_by
+from eddi_rag.stores import filters
+from eddi_rag.verbs.search import SearchRequest
+from eddi_rag.workflow.memory import ConversationMemory
+from tests.support.kbs import make_kb
+from tests.support.marks import engines
+
+SERVED = {"pgvector": "pgvector_params", "typesense": "typesense_params", "chroma": "chroma_params",
+          "elasticsearch": "elasticsearch_params"}
+DOCS = {  # document: (text, acl)
+    "budget.md": ("The finance budget for Q3 is 4.2 million euros, approved by the board.", ["group:finance"]),
+    "salaries.md": ("The finance salary bands for 2027 rise by three percent.", ["group:finance", "deny:user:carol"]),
+    "handbook.md": ("The staff handbook: the finance office is on the second floor.", ["public"]),
+    "unlabelled.md": ("A finance memo nobody gave readers to.", None),
+}
+GROUPS = {"alice": ["finance"], "carol": ["finance"], "bob": ["sales"]}
+
+
+@pytest.fixture(params=engines("in-memory", "sqlite", "sqlite-vec", "qdrant", "pgvector", "chroma", "typesense",
+                               "elasticsearch", served=tuple(SERVED)))
+def acl_kb(request):
+    """A DOCUMENT_ACL knowledge base on the backend under test holding DOCS, and the runtime; GROUPS in its directory."""
+    params = request.getfixturevalue(SERVED[request.param]) if request.param in SERVED else {}
+    if request.param == "qdrant":
+        params = {"path": ":memory:"}
+    runtime = request.getfixturevalue("runtime")
+    mode = "vector" if request.param == "chroma" else "hybrid"
+    kb = make_kb(runtime, "people", storeType=request.param, storeParameters=params, minScore=0, maxResults=10,
+                 searchMode=mode, audience="DOCUMENT_ACL")
+    for doc, (text, acl) in DOCS.items():
+        runtime.ingest(kb, doc, text, acl=acl)
+    for user, groups in GROUPS.items():
+        runtime.groups.set("default", user, groups)
+    return runtime, kb
+
+
+def read(runtime, kb, user, query="finance budget and salaries") -> list[str]:
+    return sorted({h.metadata["source"] for h in runtime.search.hits(SearchRequest(kb, query, user_id=user))})
+
+
+def test_each_reader_gets_what_their_groups_may_read_inside_the_store(acl_kb):
+    runtime, kb = acl_kb
+    assert read(runtime, kb, "alice") == ["budget.md", "handbook.md", "salaries.md"]
+    assert read(runtime, kb, "carol") == ["budget.md", "handbook.md"]  # denied by name
+    assert read(runtime, kb, "bob") == ["handbook.md"]
+    assert read(runtime, kb, "mallory") == ["handbook.md"]  # a verified user in no group: public only
+    with pytest.raises(WithheldError, match="no verified user"):
+        read(runtime, kb, None)
+    passages = runtime.search.run(SearchRequest(kb, "finance", user_id="bob", expansion="neighbors")).passages
+    assert {c.metadata["source"] for p in passages for c in [*p.hits, *p.chunks]} == {"handbook.md"}  # nothing joins
+
+
+def test_an_acl_changed_by_patch_is_honoured_by_the_next_search_without_embedding(acl_kb):
+    runtime, kb = acl_kb
+    assert "budget.md" in read(runtime, kb, "alice")
+    store = runtime.stores.get(kb, runtime.knowledge_bases.get(kb))
+    before = {c.id: list(c.vector) for c in store.get({"document_id": "budget.md"})}
+    done = runtime.documents.set_acl(kb, "budget.md", ["group:hr"])
+    assert done["acl"] == ["group:hr"] and done["chunks"] == len(before)
+    assert "budget.md" not in read(runtime, kb, "alice")
+    assert {c.id: list(c.vector) for c in store.get({"document_id": "budget.md"})} == before  # the same vectors
+    runtime.groups.add("default", "bob", ["hr"])
+    assert read(runtime, kb, "bob") == ["budget.md", "handbook.md"]  # the directory, read at the next search
+
+
+def test_a_turn_with_no_verified_user_is_withheld_and_the_model_told(acl_kb):
+    runtime, kb = acl_kb
+    agent = runtime.resources.create("agents", {"workflows": [runtime.resources.create("workflows", {"workflowSteps": [
+        {"type": "eddi://ai.labs.rag", "config": {"uri": resource_uri("rags", kb, 1)}}]}).uri]}).id
+    task = {"id": "answer", "enableWorkflowRag": True}
+    scheduled = ConversationMemory(agent, user_input="What is the finance budget?")  # a scheduled turn: no user
+    turn = runtime.llm_task.execute(scheduled, task, None)
+    trace = scheduled.get("rag:trace:answer")
+    assert trace == [{"kb": "people", "kbId": kb, "withheld": trace[0]["withheld"]}] and "no verified user" in trace[0]["withheld"]
+    assert "## Retrieval Withheld:" in turn.system_message and "## Relevant Context:" not in turn.system_message
+    assert scheduled.get("rag:context:answer") is None
+    alice = ConversationMemory(agent, user_input="What is the finance budget?", user_id="alice")
+    turn = runtime.llm_task.execute(alice, task, None)
+    assert "4.2 million" in turn.system_message and "Withheld" not in turn.system_message
+    bob = ConversationMemory(agent, user_input="What is the finance budget?", user_id="bob")
+    turn = runtime.llm_task.execute(bob, task, None)
+    assert "4.2 million" not in turn.system_message and "salary" not in turn.system_message
+    assert {c["source"] for c in bob.get("rag:trace:answer")[0]["chunks"]} <= {"handbook.md"}
+
+
+# --- in process: the rules themselves ---------------------------------------------------------------------------
+
+def test_owner_reads_alone_and_an_error_resolving_groups_withholds(runtime):
+    kb = make_kb(runtime, "mine", minScore=0, audience="OWNER", owner="user:alice")
+    runtime.ingest(kb, "notes.md", "My private travel notes about Vienna.")
+    assert [h.metadata["source"] for h in runtime.query(kb, "Vienna", user_id="alice")] == ["notes.md"]
+    for stranger in ("bob", None):
+        with pytest.raises(WithheldError):
+            runtime.query(kb, "Vienna", user_id=stranger)
+
+    def broken(tenant, user):
+        raise OSError("the directory is down")
+
+    acl = make_kb(runtime, "acl", minScore=0, audience="DOCUMENT_ACL")
+    runtime.ingest(acl, "open.md", "Vienna is open to all.", acl=["public"])
+    runtime.search.groups = broken
+    with pytest.raises(WithheldError, match="groups could not be resolved"):
+        runtime.query(acl, "Vienna", user_id="alice")
+    assert runtime.search.hits(SearchRequest(acl, "Vienna", reader=Reader("alice", ()))) != []  # a key's own groups
+
+
+def test_warn_mode_reads_everything_and_counts_what_enforcing_would_withhold(runtime):
+    from eddi_rag.retrieval.access import WITHHELD
+
+    kb = make_kb(runtime, "warned", minScore=0, audience="DOCUMENT_ACL", aclMode="warn")
+    runtime.ingest(kb, "open.md", "Vienna trains leave hourly.", acl=["public"])
+    runtime.ingest(kb, "closed.md", "Vienna budget for trains.", acl=["group:finance"])
+    before = WITHHELD.labels("warn")._value.get()
+    hits = runtime.search.hits(SearchRequest(kb, "Vienna trains", user_id="bob"))
+    assert sorted(h.metadata["source"] for h in hits) == ["closed.md", "open.md"]
+    assert [h.id for h in hits if h.metadata["source"] == "closed.md"] == hits.would_withhold
+    assert WITHHELD.labels("warn")._value.get() == before + 1
+    assert len(runtime.search.hits(SearchRequest(kb, "Vienna trains"))) == 2  # no user: read, all counted
+
+
+def test_saving_keeps_who_may_read_and_refuses_what_cannot_hold(runtime):
+    with pytest.raises(ConfigValidationError, match=r"\$\.owner: audience OWNER needs an owner"):
+        make_kb(runtime, "x", audience="OWNER")
+    with pytest.raises(ConfigValidationError, match=r"\$\.audience: DOCUMENT_ACL needs the store to filter"):
+        make_kb(runtime, "x", storeType="pgvector", storeParameters={"url": "postgresql://localhost/x", "table": "t"},
+                audience="DOCUMENT_ACL")
+    with pytest.raises(ConfigValidationError, match=r"audience"):
+        make_kb(runtime, "x", audience="EVERYONE")
+    kb = make_kb(runtime, "kept", audience="DOCUMENT_ACL", aclMode="warn")
+    runtime.saving.update("rags", kb, 1, {"name": "kept", "embeddingProvider": "local", "storeType": "sqlite"})  # EDDI's body
+    config = runtime.knowledge_bases.get(kb)
+    assert (config.audience, config.aclMode) == ("DOCUMENT_ACL", "warn")  # never opened to everyone by leaving it out
+
+
+def test_an_acl_is_a_list_of_principals_and_a_bad_one_names_its_entry(runtime):
+    assert parse_acl("group:finance, user:bob,deny:user:carol,group:finance") == ["group:finance", "user:bob", "deny:user:carol"]
+    for wrong, where in (("finance", r"acl\[0\]"), (["public", "role:x"], r"acl\[1\]"), (["deny:deny:user:x"], r"acl\[0\]"),
+                         (3, "acl: an ACL is a list")):
+        with pytest.raises(InvalidAclError, match=where):
+            parse_acl(wrong)
+    kb = make_kb(runtime, "acl", audience="DOCUMENT_ACL")
+    with pytest.raises(ValueError, match=r"document 'a.md': acl\[0\]"):
+        runtime.ingest(kb, "a.md", "text", acl=["finance"])
+    assert runtime.documents.list(kb)["documents"] == []  # nothing half-written
+
+
+def test_a_document_ingested_again_without_an_acl_keeps_it(runtime):
+    kb = make_kb(runtime, "again", audience="DOCUMENT_ACL", minScore=0)
+    runtime.ingest(kb, "a.md", "Vienna version one.", acl=["group:finance"])
+    runtime.ingest(kb, "a.md", "Vienna version two.")
+    assert runtime.documents.list(kb)["documents"][0]["acl"] == ["group:finance"]
+    runtime.ingest(kb, "a.md", "Vienna version three.", acl=[])
+    assert "acl" not in runtime.documents.list(kb)["documents"][0] or runtime.documents.list(kb)["documents"][0]["acl"] == []
+
+
+# --- the reference meaning, against random ACLs and principal sets ------------------------------------------------
+
+_principal = st.sampled_from(["public", "link:organization", "user:alice", "user:bob", "group:finance", "group:hr",
+                              "email:a@example.org"])
+_acl = st.one_of(st.none(), st.lists(st.one_of(_principal, _principal.map(lambda p: "deny:" + p)), max_size=5))
+
+
+def _meaning(acl: list[str] | None, held: set[str]) -> bool:
+    """What an ACL means, said once more in plain Python: a grant held and no deny of a held principal."""
+    if acl is None:
+        return False
+    grants = {p for p in acl if not p.startswith("deny:")}
+    denies = {p[5:] for p in acl if p.startswith("deny:")}
+    return bool(grants & held) and not denies & held
+
+
+@settings(max_examples=150, deadline=None)
+@given(acl=_acl, user=st.sampled_from(["alice", "bob", "zed"]), groups=st.lists(st.sampled_from(["finance", "hr", "x"]), max_size=2),
+       email=st.sampled_from([None, "a@example.org"]))
+def test_random_acls_and_principals_mean_what_the_reference_says(acl, user, groups, email):
+    reader = Reader(user, tuple(groups), email)
+    node = access("kb", "DOCUMENT_ACL", "enforce", None, reader, lambda u: ()).node
+    meta = {} if acl is None else {"acl": acl}
+    assert node == readable_by(reader.principals())
+    assert filters.matches(node, meta) == _meaning(acl, set(reader.principals()))
+
+
+@settings(max_examples=40, deadline=None)
+@given(acls=st.lists(_acl, min_size=1, max_size=8), user=st.sampled_from(["alice", "bob"]),
+       groups=st.lists(st.sampled_from(["finance", "hr"]), max_size=2))
+def test_random_acls_through_the_embedded_store_match_the_reference(acls, user, groups):
+    from eddi_rag.stores.base import Chunk, StoreContext
+    from eddi_rag.stores.embedded.memory import InMemoryStore
+
+    store = InMemoryStore("kb", {}, StoreContext())
+    store.upsert([Chunk(f"c{i}", "t", {} if acl is None else {"acl": acl}, [1.0, float(i)]) for i, acl in enumerate(acls)])
+    held = Reader(user, tuple(groups)).principals()
+    expected = sorted(f"c{i}" for i, acl in enumerate(acls) if _meaning(acl, set(held)))
+    assert sorted(c.id for c in store.get(readable_by(held))) == expected
+    assert sorted(h.id for h in store.search([1.0, 0.0], 100, readable_by(held))) == expected
