@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eddi_rag.auth.keys import KeyStore
+from eddi_rag.auth.oidc import OidcConfig
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.common.blas import limit_blas_threads
 from eddi_rag.common.outbound import OutboundPolicy
@@ -100,7 +101,8 @@ class Runtime:
         self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact,
                              groups=self.groups.of)
         self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact)
-        self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing)
+        self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing,
+                             lambda: self.keys.any() or OidcConfig.from_env() is not None)
         self.search.explained = self.health.explained
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.knowledge_bases.resolve_embedding)

@@ -30,6 +30,8 @@ OURS = [
                  {"id": "site", "name": "Site", "type": "web", "web": {"startUrl": "https://docs.example.com/",
                                                                         "userAgent": "AcmeDocsBot/2.1 (+k9XqZ2mW7vB4nL8t)",
                                                                         "pathPrefix": "/v3/Zq8RwX2kP9mL4vT7"}}]},
+    {"name": "finance", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${vault:k}"}, "storeType": "in-memory",
+     "audience": "OWNER", "aclMode": "warn", "owner": "user:alice"},  # EDDI has no audience yet: in the notes
 ]
 
 
@@ -56,6 +58,7 @@ def test_every_export_of_ours_passes_eddis_rules_and_comes_back_as_it_was(tmp_pa
         notes = json.loads(exported[NOTES])
         (entry,) = notes["leftOut"]
         assert entry["file"] == RAG and (entry.get("replaced") or entry.get("sources"))
+        assert not {"audience", "aclMode", "owner"} & set(written)
         if config["embeddingProvider"] == "local":  # EDDI's nearest: the same model, served by Ollama
             assert (written["embeddingProvider"], written["embeddingParameters"]) == ("ollama", {"model": "all-minilm"})
         again = import_agent_export(runtime.resources, zipped(exported), checked=runtime.knowledge_bases.checked)

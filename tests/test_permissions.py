@@ -206,3 +206,89 @@ def test_random_acls_through_the_embedded_store_match_the_reference(acls, user, 
     expected = sorted(f"c{i}" for i, acl in enumerate(acls) if _meaning(acl, set(held)))
     assert sorted(c.id for c in store.get(readable_by(held))) == expected
     assert sorted(h.id for h in store.search([1.0, 0.0], 100, readable_by(held))) == expected
+
+
+# --- every face, as bob ------------------------------------------------------------------------------------------
+
+SECRET = "4.2 million"
+
+
+@pytest.mark.integration
+def test_every_face_as_bob_finds_no_trace_of_alices_finance_chunks(tmp_path):
+    """REST, MCP, the CLI, Python, LangChain, the hook and the Manager, as bob (group sales): nothing of the finance
+    documents, their chunk ids or their counts; alice (group finance) reads them through the same doors."""
+    import anyio
+    from click.testing import CliRunner
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.cli import main
+    from eddi_rag.interop.langchain import KnowledgeBaseSearchRetriever
+    from eddi_rag.runtime import Runtime
+    from tests.support.browser import serving
+    from tests.test_mcp import http_client, payload
+
+    runtime = Runtime(tmp_path)
+    kb = make_kb(runtime, "people", audience="DOCUMENT_ACL", minScore=0, maxResults=5)
+    runtime.ingest(kb, "budget.md", f"The finance budget for Q3 is {SECRET} euros, approved by the board.", acl=["group:finance"])
+    runtime.ingest(kb, "handbook.md", "The staff handbook: the finance office is on the second floor.", acl=["public"])
+    runtime.groups.set("default", "bob", ["sales"])
+    runtime.groups.set("default", "alice", ["finance"])
+    hidden = [c.id for c in runtime.stores.get(kb, runtime.knowledge_bases.get(kb)).get({"document_id": "budget.md"})]
+    runtime.feedback.record("default", kb, "what is the budget?", hidden[0], "up", "budget.md", "budget.md", None, "alice")
+    _, bob = runtime.keys.create("default", "viewer", user="bob", groups=["sales"])
+    _, alice = runtime.keys.create("default", "viewer", user="alice", groups=["finance"])
+    _, service = runtime.keys.create("default", "viewer", acts_for_users=True)
+    llm = runtime.resources.create("llm", {"tasks": [{"id": "answer", "type": "openai", "enableWorkflowRag": True}]}).uri
+    agent = runtime.resources.create("agents", {"workflows": [runtime.resources.create("workflows", {"workflowSteps": [
+        {"type": "eddi://ai.labs.rag", "config": {"uri": resource_uri("rags", kb, 1)}},
+        {"type": "eddi://ai.labs.llm", "config": {"uri": llm}}]}).uri]}).id
+
+    def clean(text: str, where: str) -> None:
+        assert SECRET not in text and "budget.md" not in text and not any(i in text for i in hidden), where
+
+    client = TestClient(create_app(runtime))
+    as_bob, as_service = {"Authorization": f"Bearer {bob}"}, {"Authorization": f"Bearer {service}"}
+    base = f"/ragstore/rags/{kb}"
+    ask = {"query": "finance budget"}
+    for method, path, body in [("POST", "/query", ask), ("POST", "/retrieve", {**ask, "minRelevance": 0}),
+                               ("POST", "/context", {**ask, "answer": True}), ("GET", "/documents", None),
+                               ("GET", "/health", None), ("GET", "/verdict", None), ("GET", "/doctor", None)]:
+        r = client.request(method, base + path, json=body, headers=as_bob)
+        assert r.status_code == 200, (path, r.text)
+        clean(r.text, path)
+    assert client.get(f"{base}/health", headers=as_bob).json()["details"]["documents"] == 1  # its own count
+    assert client.get(f"{base}/chunks", params={"documentId": "budget.md"}, headers=as_bob).status_code == 404
+    vote = {"query": "budget", "chunkId": hidden[0], "vote": "down"}
+    assert client.post(f"{base}/feedback", json=vote, headers=as_bob).status_code == 404
+    for path in ("/ragstore/feedback", "/ragstore/feedback/export.csv", "/metrics"):
+        clean(client.get(path, headers=as_bob).text, path)
+    assert client.get(f"{base}/questions", headers=as_bob).status_code == 403
+    turn = client.post(f"/agentstore/agents/{agent}/turn", json={"message": "What is the finance budget?", "userId": "bob"},
+                       headers=as_service)
+    clean(turn.text, "a REST turn for bob")
+    for path in (f"/ui/kbs/{kb}/documents", f"/ui/kbs/{kb}/try", "/ui"):
+        clean(client.get(path, headers=as_bob).text, path)
+    # alice, through the same doors
+    assert SECRET in client.post(f"{base}/query", json=ask, headers={"Authorization": f"Bearer {alice}"}).text
+    assert SECRET in client.post(f"/agentstore/agents/{agent}/turn", json={"message": "finance budget?", "userId": "alice"},
+                                 headers=as_service).text
+
+    async def mcp(url: str, key: str) -> dict:
+        async with http_client(url, key) as mcp_client:
+            return payload(await mcp_client.call_tool("search_knowledge_base", {"knowledge_base_id": kb, "query": "finance budget"}))
+
+    with serving(create_app(runtime)) as url:
+        clean(str(anyio.run(mcp, url, bob)), "MCP")
+        assert SECRET in str(anyio.run(mcp, url, alice))
+
+    clean(str([h.to_json() for h in runtime.query(kb, "finance budget", user_id="bob")]), "Python")
+    retriever = KnowledgeBaseSearchRetriever(search=runtime.search, kb_id=kb, user_id="bob")
+    clean(str(retriever.invoke("finance budget")), "LangChain")
+    assert SECRET in str(KnowledgeBaseSearchRetriever(search=runtime.search, kb_id=kb, user_id="alice").invoke("finance budget"))
+    clean(str(runtime.turn(agent, "What is the finance budget?", user_id="bob")), "the hook")
+    runtime.close()
+    cli = CliRunner().invoke(main, ["query", kb, "finance budget", "--user", "bob", "--json", "--data-dir", str(tmp_path)])
+    assert cli.exit_code == 0, cli.output
+    clean(cli.output, "CLI")
+    assert SECRET in CliRunner().invoke(main, ["query", kb, "finance budget", "--user", "alice", "--data-dir", str(tmp_path)]).output

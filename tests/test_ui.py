@@ -223,3 +223,33 @@ def test_sources_preview_run_history_and_purge(browser, server, tmp_path, monkey
     assert runtime.sources.documents(kb, "handbook") == []  # EDDI's purge: the state goes, the document stays
     browser.refresh()
     has_text(browser, "#documents", "lockers.md")
+
+
+def test_a_documents_readers_are_shown_changed_and_try_it_asks_as_a_user(browser, server):
+    """The document page shows who may read it and an editor changes it; Try it as a user (an administrator: auth is
+    off here, every caller is one) shows what that user gets and what is withheld from them."""
+    from tests.support.kbs import make_kb
+
+    url, runtime = server
+    kb = make_kb(runtime, "Finance", audience="DOCUMENT_ACL", minScore=0, maxResults=5)
+    runtime.ingest(kb, "budget.md", "The finance budget for Q3 is 4.2 million euros.", acl=["group:finance"])
+    runtime.ingest(kb, "handbook.md", "The finance office is on the second floor.", acl=["public"])
+    runtime.groups.set("default", "alice", ["finance"])
+    browser.get(f"{url}/ui/kbs/{kb}/document?d=budget.md")
+    assert has_text(browser, "#acl-now", "group:finance").text == "group:finance"
+    field = browser.find_element(By.ID, "acl-input")
+    field.clear()
+    field.send_keys("group:finance, deny:user:alice" + Keys.ENTER)
+    has_text(browser, "#acl-status", "Saved")
+    assert runtime.documents.chunks(kb, "budget.md")[0]["acl"] == ["group:finance", "deny:user:alice"]
+    screenshot(browser, "document-readers")
+
+    browser.get(f"{url}/ui/kbs/{kb}/try")
+    visible(browser, "#user").send_keys("alice")
+    visible(browser, "#question").send_keys("What is the finance budget?" + Keys.ENTER)
+    withheld = has_text(browser, "#withheld", "budget.md")
+    assert "Withheld from alice (1)" in withheld.text and "deny:user:alice" in withheld.text
+    assert [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".hit .citation")] == ["handbook.md"]
+    assert "4.2 million" not in browser.find_element(By.ID, "context").text
+    screenshot(browser, "try-it-as-a-user")
+    no_page_errors(browser)

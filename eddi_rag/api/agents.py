@@ -28,4 +28,5 @@ def turn(id: str, body: TurnRequest, request: Request, runtime: RuntimeDep, call
     """{systemMessage, messages, knowledgeBases, memory (rag:trace / rag:context / rag:citations...), answer}."""
     return runtime.turns.turn(id, body.message, caller.user_for(body.userId), body.taskId, request.app.state.chat_model,
                         # another tenant's agent: 404; its references are read in the caller's tenant
-                        tenant=caller.tenant, properties=body.properties, context=body.context)
+                        tenant=caller.tenant, properties=body.properties, context=body.context,
+                        reader=caller.reader_for(body.userId))

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 
-from eddi_rag.auth import Principal
+from eddi_rag.auth import ForbiddenError, Principal
 from eddi_rag.auth.http import Admin, Editor, Viewer, principal_of
 from eddi_rag.resource_types import MAX_VERSION
 from eddi_rag.runtime import Runtime
 
-__all__ = ["Admin", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "kb_of_tenant", "readable"]
+__all__ = ["Admin", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "curators_only", "kb_of_tenant", "readable"]
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -39,3 +39,10 @@ def readable(runtime: Runtime, kb_id: str, caller: Principal) -> Any:
     if caller.allows("editor"):
         return None
     return runtime.search.readable(kb_id, caller.reader_for(None))
+
+
+def curators_only(runtime: Runtime, kb_id: str, caller: Principal, what: str) -> None:
+    """``what`` of a knowledge base that reads by permissions (audience OWNER or DOCUMENT_ACL) is its editors' alone: it
+    shows chunks whatever their ACL (ForbiddenError, 403, for anyone else)."""
+    if not caller.allows("editor") and runtime.knowledge_bases.get(kb_id).audience != "AGENT_USERS":
+        raise ForbiddenError(f"{what} of knowledge base {kb_id}, which reads by permissions, are for its editors")

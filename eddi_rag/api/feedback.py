@@ -9,9 +9,10 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import Field
 
-from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, curators_only, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
+from eddi_rag.auth import Principal
 
 kb_router = APIRouter(prefix="/ragstore/rags/{id}", tags=["feedback"], dependencies=[Depends(kb_of_tenant)], route_class=Route,
                       responses=ERROR_RESPONSES)
@@ -23,8 +24,8 @@ feedback_router = APIRouter(tags=["feedback"], route_class=Route, responses=ERRO
 def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, vote: Literal["up", "down"] | None = None,
                   limit: int = Query(200, ge=1, le=1000), reviewed: bool | None = None) -> list[dict[str, Any]]:
     """Citation feedback of the caller's tenant, newest first (``vote=down``: what to review;
-    ``reviewed=false``: not yet marked reviewed)."""
-    return runtime.feedback.list(caller.tenant, kbId, vote, limit, reviewed)
+    ``reviewed=false``: not yet marked reviewed); a viewer sees, of knowledge bases that read by permissions, its own."""
+    return runtime.feedback.list(caller.tenant, kbId, vote, limit, reviewed, seen_by=_seen_by(caller))
 
 
 @feedback_router.get("/ragstore/feedback/export.csv", response_class=Response,
@@ -32,8 +33,14 @@ def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, 
 def feedback_csv(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None,
                  vote: Literal["up", "down"] | None = None) -> Response:
     """The votes as CSV, for a spreadsheet."""
-    return Response(runtime.feedback.csv(caller.tenant, kbId, vote), media_type="text/csv; charset=utf-8",
+    return Response(runtime.feedback.csv(caller.tenant, kbId, vote, seen_by=_seen_by(caller)), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": 'attachment; filename="feedback.csv"'})
+
+
+def _seen_by(caller: Principal) -> str | None:
+    """Whose votes on knowledge bases that read by permissions a caller sees: every vote for an editor (None), else
+    its own user's (a user-less viewer: none)."""
+    return None if caller.allows("editor") else (caller.user_id or "")
 
 
 class Review(RequestBody):
@@ -54,7 +61,9 @@ class TestQuestion(RequestBody):
 
 @kb_router.get("/questions")
 def questions(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
-    """The knowledge base's saved test questions, each with its baseline (the passages it found when accepted)."""
+    """The knowledge base's saved test questions, each with its baseline (the passages it found when accepted); of a
+    knowledge base that reads by permissions, for its editors."""
+    curators_only(runtime, id, caller, "the test questions")
     return runtime.questions.list(caller.tenant, id)
 
 
@@ -68,6 +77,7 @@ def add_question(id: str, body: TestQuestion, runtime: RuntimeDep, caller: Edito
 @kb_router.post("/question-runs", dependencies=[QueryLimit])
 def run_questions(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Every saved question searched now, beside its baseline: which answers' passages changed."""
+    curators_only(runtime, id, caller, "the test questions")
     with runtime.health.explained(id):
         return runtime.questions.run(caller.tenant, id)
 

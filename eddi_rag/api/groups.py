@@ -10,14 +10,15 @@ from pydantic import Field
 
 from eddi_rag.api.deps import Admin, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
+from eddi_rag.common.principals import ID_PATTERN
 
 router = APIRouter(prefix="/ragstore/groups", tags=["permissions"], route_class=Route, responses=ERROR_RESPONSES)
 
-UserId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^,\s][^,]*$")]
+UserId = Annotated[str, Path(min_length=1, max_length=200, pattern=ID_PATTERN)]
 
 
 class Membership(RequestBody):
-    groups: list[Annotated[str, Field(max_length=200, pattern=r"^[^,\s][^,]*$")]] = Field(max_length=1000)
+    groups: list[Annotated[str, Field(max_length=200, pattern=ID_PATTERN)]] = Field(max_length=1000)
 
 
 @router.get("")

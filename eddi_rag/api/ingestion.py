@@ -76,10 +76,10 @@ class ChunkSwitch(RequestBody):
 @router.get("/chunks")
 def document_chunks(id: str, runtime: RuntimeDep, caller: Viewer,
                     documentId: Annotated[str, Query(min_length=1, max_length=2000)]) -> dict[str, Any]:
-    """One document's chunks in order ({id, position, where, text, enabled}), and whether its file is kept
-    (``reparsable``)."""
+    """One document's chunks in order ({id, position, where, text, enabled}), who may read it (``acl``), and whether its
+    file is kept (``reparsable``)."""
     chunks = runtime.documents.chunks(id, documentId, caller.user_id, readable(runtime, id, caller))
-    return {"kbId": id, "documentId": documentId, "chunks": chunks,
+    return {"kbId": id, "documentId": documentId, "chunks": chunks, "acl": chunks[0].get("acl"),
             "reparsable": runtime.ingesting.reparsable(id, documentId)}
 
 

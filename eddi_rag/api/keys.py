@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field
 
 from eddi_rag.api.deps import Admin, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
+from eddi_rag.common.principals import ID_PATTERN
 
 router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -25,7 +26,7 @@ class KeyRequest(RequestBody):
     user: str | None = None
     name: str | None = None
     actsForUsers: bool = False
-    groups: list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^,\s][^,]*$")]] = Field(default_factory=list, max_length=100)
+    groups: list[Annotated[str, Field(min_length=1, max_length=200, pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=100)
 
 
 @router.get("")

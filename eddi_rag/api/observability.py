@@ -39,7 +39,8 @@ class RuntimeCollector(Collector):
         for state, count in self.runtime.ingesting.job_counts().items():
             jobs.add_metric([state], count)
         yield jobs
-        chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base (unreachable stores left out).",
+        chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base (unreachable stores, and those read by "
+                                   "permissions, left out).",
                                    labels=["kb", "name", "store"])
         for kb_id, name, store_type, count in self.runtime.health.chunk_counts():
             chunks.add_metric([kb_id, name, store_type], count)

@@ -11,6 +11,7 @@ from pydantic import Field
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant, readable
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
+from eddi_rag.retrieval.access import WithheldError
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
 from eddi_rag.verbs.search import SearchRequest
 
@@ -44,15 +45,24 @@ class RetrieveRequest(RequestBody):
 
 @router.post("/query", dependencies=[QueryLimit])
 def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    """Scored chunks and their passages; ``userId`` only for credentials acting for users (a
+    """Scored chunks and their passages; ``userId`` only for credentials acting for users and administrators (a
     credential bound to a user always searches as that user); ``marks``: each result also says which of its
     sentences match the query best (``matchOffsets``, ``[start, end)`` in ``passage``). A knowledge base that cannot
-    answer says why and how to fix it (the doctor's check)."""
+    answer says why and how to fix it (the doctor's check). An administrator asking as ``userId`` a knowledge base
+    that reads by permissions also gets what is withheld from that user (``withheld``: {id, source, acl}; Try it)."""
     request = SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
-                            user_id=caller.user_for(body.userId), reader=caller.reader_for(body.userId),
+                            user_id=caller.searcher(body.userId), reader=caller.reader_for(body.userId),
                             expansion=body.contextExpansion, max_context_chars=body.maxContextChars)
     with runtime.health.explained(id):
-        return runtime.search.run(request).to_json(marked=body.marks)
+        if body.userId is None or not caller.allows("admin"):
+            return runtime.search.run(request).to_json(marked=body.marks)
+        try:
+            found = runtime.search.run(request).to_json(marked=body.marks)
+        except WithheldError as e:  # the administrator sees why, and what the user would not get
+            found = {"kbId": id, "query": body.query, "results": [], "passages": [], "withheldReason": str(e)}
+        hidden = runtime.search.withheld(request, [r["id"] for r in found["results"]])
+        return {**found, "withheld": [{"id": h.id, "source": h.metadata.get("source"), "acl": h.metadata.get("acl")}
+                                      for h in hidden]}
 
 
 class ContextRequest(RequestBody):
@@ -72,7 +82,7 @@ def context(id: str, body: ContextRequest, request: Request, runtime: RuntimeDep
     """{section: "## Relevant Context:\n..." exactly as injected (null: nothing passed), sources, trace}; with
     ``answer``, also {answer: {text, by: model | extractive, model}}: the server's chat model's answer from it, or
     with none the extractive answer (its sentences that cover the question, with their [Source n])."""
-    found = runtime.turns.context(id, body.query, caller.user_for(body.userId), body.maxResults, body.minScore,
+    found = runtime.turns.context(id, body.query, caller.searcher(body.userId), body.maxResults, body.minScore,
                                   body.contextExpansion, body.maxRagContextChars, caller.reader_for(body.userId))
     if body.answer:
         found["answer"] = runtime.turns.answered(found["section"], body.query, request.app.state.chat_model)
@@ -108,16 +118,19 @@ def retrieve(id: str, body: RetrieveRequest, runtime: RuntimeDep, caller: Viewer
 
 @router.get("/health")
 def kb_health(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    return runtime.health.of(id)
+    """The store's health; a viewer of a knowledge base that reads by permissions counts only what it may read."""
+    return runtime.health.of(id, readable(runtime, id, caller))
 
 
 @router.get("/doctor")
 def kb_doctor(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
-    """``eddi-rag doctor`` for this KB: every check, [{check, ok, level, detail, fix}]."""
-    return [c.to_json() for c in runtime.health.checks(id)]
+    """``eddi-rag doctor`` for this KB: every check, [{check, ok, level, detail, fix}] (a viewer of a knowledge base
+    that reads by permissions: without what counts or names its chunks)."""
+    checks = runtime.health.checks(id) if caller.allows("editor") else runtime.health.reader_checks(id)
+    return [c.to_json() for c in checks]
 
 
 @router.get("/verdict")
 def kb_verdict(id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """One verdict from the doctor's checks: {status: ok | warning | failed, check, detail, fix, problems, checks}."""
-    return runtime.health.verdict(id)
+    return runtime.health.verdict(id, curator=caller.allows("editor"))

@@ -54,11 +54,19 @@ class Principal:
                                  + (f" (it is bound to {self.user_id!r})" if self.user_id else ""))
         return self.user_id
 
+    def searcher(self, requested: str | None) -> str | None:
+        """The user a search reads as: ``user_for``'s, and for an administrator of the tenant also any user it names
+        (the Manager's Try it "as" a user: what that user gets and what is withheld); an administrator still ingests
+        as its own user only."""
+        if requested is not None and self.allows("admin"):
+            return requested
+        return self.user_for(requested)
+
     def reader_for(self, requested: str | None) -> Reader:
         """Whose permissions a search reads with (retrieval.access): the bound user with the credential's groups and
         verified e-mail; a user named by a credential acting for users, with the group directory's groups; nobody
         verified otherwise. Never what a request body says about groups."""
-        user = self.user_for(requested)
+        user = self.searcher(requested)
         if user is None:
             return NOBODY
         if self.user_id is not None and user == self.user_id:

@@ -62,11 +62,13 @@ class KeyStore:
             raise KeyRequestError("tenant is required")
         if acts_for_users and user:
             raise KeyRequestError("a key bound to a user cannot act for other users")
-        groups = list(dict.fromkeys(g.strip() for g in groups))
+        groups = list(dict.fromkeys(groups))
         if groups and not user:
             raise KeyRequestError("groups: a key carries groups only for the user it is bound to; name the user too")
-        if bad := next((g for g in groups if not g or "," in g or len(g) > 200), None) if groups else None:
-            raise KeyRequestError(f"groups: {bad!r} is not a group id (no commas, 1 to 200 characters)")
+        if bad := next((g for g in groups if not g or "," in g or len(g) > 200 or g[0] == " "
+                        or any(ord(ch) < 32 or ord(ch) == 127 for ch in g)), None):
+            raise KeyRequestError(f"groups: {bad!r} is not a group id (1 to 200 characters, no commas, no control "
+                                  "characters, not starting with a space)")
         key_id = secrets.token_hex(6)
         secret = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")

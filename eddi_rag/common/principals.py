@@ -13,10 +13,11 @@ from eddi_rag.errors import EddiRagError
 ACL = "acl"  # the metadata field of a chunk holding its document's ACL
 DENY = "deny:"
 MAX_ENTRIES = 1_000  # principals in one ACL (Onyx caps its lists at the same)
-_ONE = r"(?:deny:)?(?:public|link:organization|(?:user|group|email):[^\s,][^,]{0,253})"
+_ONE = r"(?:deny:)?(?:public|link:organization|(?:user|group|email):[^ ,\x00-\x1f\x7f][^,\x00-\x1f\x7f]{0,253})"
+ID_PATTERN = r"^[^, \x00-\x1f\x7f][^,\x00-\x1f\x7f]*$"  # a user or group id: no comma, no control character
 PRINCIPAL_PATTERN = f"^{_ONE}$"  # one entry of an ACL (JSON Schema pattern)
 ACL_PATTERN = rf"^\s*{_ONE}(?:\s*,\s*{_ONE})*\s*$"  # an ACL as one comma-separated string (a query parameter, a form field)
-_PRINCIPAL = re.compile(r"^(?:public|link:organization|(?:user|group|email):[^\s,][^,]{0,253})$")
+_PRINCIPAL = re.compile(r"^(?:public|link:organization|(?:user|group|email):[^ ,\x00-\x1f\x7f][^,\x00-\x1f\x7f]{0,253})$")
 
 
 class InvalidAclError(EddiRagError, ValueError):

@@ -3,6 +3,7 @@ vote is stored with the question that found the source, so negative ones can be 
 
 from __future__ import annotations
 
+import builtins
 import csv
 import io
 import secrets
@@ -90,12 +91,13 @@ class FeedbackLog:
                         (int(item.reviewed), item.note, item.reviewedOn, tenant, id))
         return asdict(item)
 
-    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None) -> str:
-        """The votes as CSV (``CSV_COLUMNS``), newest first, for a spreadsheet."""
+    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None,
+            items: builtins.list[dict[str, Any]] | None = None) -> str:
+        """The votes as CSV (``CSV_COLUMNS``), newest first, for a spreadsheet (``items``: these, already listed)."""
         out = io.StringIO()
         writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        for item in self.list(tenant, kb_id, vote, limit=100_000):
+        for item in self.list(tenant, kb_id, vote, limit=100_000) if items is None else items:
             writer.writerow({k: _cell(v) for k, v in item.items()})
         return out.getvalue()
 

@@ -21,10 +21,11 @@ class GroupRequestError(EddiRagError, ValueError):
 
 
 def _checked(name: str, what: str) -> str:
-    value = name.strip() if isinstance(name, str) else ""
-    if not value or "," in value or len(value) > 200:
-        raise GroupRequestError(f"{what} {name!r} is not an id: 1 to 200 characters, no commas")
-    return value
+    if not isinstance(name, str) or not name or "," in name or len(name) > 200 or name[0] == " " \
+            or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise GroupRequestError(f"{what} {name!r} is not an id: 1 to 200 characters, no commas, no control characters, "
+                                "not starting with a space")
+    return name
 
 
 class GroupDirectory:
@@ -55,7 +56,7 @@ class GroupDirectory:
         return self.set(tenant, user, [*self.of(tenant, user), *groups])
 
     def remove(self, tenant: str, user: str, groups: Sequence[str]) -> list[str]:
-        gone = {g.strip() for g in groups}
+        gone = set(groups)
         return self.set(tenant, user, [g for g in self.of(tenant, user) if g not in gone])
 
     def members(self, tenant: str) -> dict[str, list[str]]:

@@ -75,8 +75,8 @@ class Documents:
 
     def chunks(self, kb_id: str, document_id: str, user_id: str | None = None,
                readable: filters.Node | None = None) -> builtins.list[dict[str, Any]]:
-        """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled; a PDF's or an
-        image's also page and boxes: where on the page, ``ingest.boxes``}.
+        """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled, acl (who may
+        read it, when it says); a PDF's or an image's also page and boxes: where on the page, ``ingest.boxes``}.
         404 when the KB holds no such document (that this user, or reader, may see)."""
         found = self._store(kb_id).get(_seen_by({"document_id": document_id}, user_id, readable))
         if not found:
@@ -84,6 +84,7 @@ class Documents:
         found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
         return [{"id": c.id, "position": c.metadata.get("position_in_doc"), "where": citations.within(c.metadata),
                  "source": c.metadata.get("source"), "text": c.text, "enabled": not c.metadata.get(DISABLED),
+                 **({"acl": c.metadata[ACL]} if isinstance(c.metadata.get(ACL), list) else {}),
                  **citations.place(c.metadata)} for c in found]
 
     def enable(self, kb_id: str, chunk_id: str, enabled: bool, user_id: str | None = None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from eddi_rag.workflow.traversal import workflow_steps
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
 NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
 OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3")  # source types EDDI lacks
+OUR_ACCESS_FIELDS = ("audience", "aclMode", "owner")  # who may read (docs/permissions.md): EDDI has no such field yet
 _SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "token", "accesstoken",
                  "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}
 _SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "credential", "credentials", "authorization")
@@ -185,6 +186,9 @@ def eddi_compatible(data: dict[str, Any], where: str) -> tuple[dict[str, Any], d
     if isinstance(strategy, str) and strategy.strip() and strategy.strip().lower() not in EDDI_CHUNKING:
         replaced["chunkStrategy"] = strategy
         out["chunkStrategy"] = "recursive"
+    for field in OUR_ACCESS_FIELDS:  # EDDI reads every knowledge base as AGENT_USERS until its audience ships (#798)
+        if field in data:
+            replaced[field] = out.pop(field)
     return {k: v for k, v in out.items() if v is not None}, {k: v for k, v in replaced.items()}
 
 
@@ -244,7 +248,9 @@ def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = N
     if left_out:
         files[NOTES] = {"note": "What EDDI would refuse is left out of these RagConfigurations (sources of types EDDI does "
                                 "not have: a folder on the server, a sitemap) or written as EDDI's nearest value "
-                                "(replaced: the values here), so EDDI imports them; eddi-rag's import puts them back.",
+                                "(replaced: the values here), so EDDI imports them; eddi-rag's import puts them back. "
+                                "EDDI has no audience yet: it reads every knowledge base as AGENT_USERS (everyone who "
+                                "may talk to the agent), whatever audience is replaced here.",
                         "leftOut": left_out}
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -11,6 +11,7 @@ from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.records.feedback import Feedback, FeedbackLog, Vote
 from eddi_rag.records.questions import QuestionError, TestQuestions
 from eddi_rag.resource_types import ResourceNotFoundError
+from eddi_rag.retrieval.access import AGENT_USERS
 from eddi_rag.stores import filters
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
 from eddi_rag.verbs.documents import Documents
@@ -36,15 +37,29 @@ class Votes:
         return self.log.record(tenant, kb_id, question, chunk_id, vote, source, citation, comment, user_id)
 
     def list(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, limit: int = 200,
-             reviewed: bool | None = None) -> builtins.list[dict[str, Any]]:
-        """The tenant's votes, newest first (``reviewed=False``: not yet marked reviewed)."""
-        return self.log.list(tenant, kb_id, vote, limit, reviewed)
+             reviewed: bool | None = None, seen_by: str | None = None) -> builtins.list[dict[str, Any]]:
+        """The tenant's votes, newest first (``reviewed=False``: not yet marked reviewed). ``seen_by``: a viewer's user
+        ("" for none), who sees of the knowledge bases that read by permissions only its own votes (a vote names a
+        chunk, its source and the question that found it)."""
+        items = self.log.list(tenant, kb_id, vote, limit, reviewed)
+        if seen_by is None:
+            return items
+        open_kbs: dict[str, bool] = {}
+
+        def shown(item: dict[str, Any]) -> bool:
+            if item["kbId"] not in open_kbs:
+                try:
+                    open_kbs[item["kbId"]] = self.documents.kbs.get(item["kbId"]).audience == AGENT_USERS
+                except Exception:  # noqa: BLE001 - a knowledge base gone or unreadable: its votes stay its editors'
+                    open_kbs[item["kbId"]] = False
+            return open_kbs[item["kbId"]] or (bool(seen_by) and item["userId"] == seen_by)
+        return [item for item in items if shown(item)]
 
     def review(self, tenant: str, id: str, reviewed: bool | None = None, note: str | None = None) -> dict[str, Any]:
         return self.log.review(tenant, id, reviewed, note)
 
-    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None) -> str:
-        return self.log.csv(tenant, kb_id, vote)
+    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, seen_by: str | None = None) -> str:
+        return self.log.csv(tenant, kb_id, vote, self.list(tenant, kb_id, vote, 100_000, seen_by=seen_by))
 
 
 class Questions:

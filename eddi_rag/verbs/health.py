@@ -8,16 +8,18 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag.backends import registry
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
+from eddi_rag.common.principals import ACL, DENY
 from eddi_rag.common.secrets import REDACTED, SecretNotFoundError, SecretResolver, redacted_paths, resolve_parameters
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceStore
+from eddi_rag.retrieval.access import AGENT_USERS, OWNER
 from eddi_rag.stores.base import DimensionMismatchError
 from eddi_rag.stores.ownership import UNVERIFIED
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -34,7 +36,9 @@ def embedding_status(config: RagConfiguration) -> dict[str, Any]:
 
 
 VAULTED = re.compile(r"\$\{(?:eddi)?vault:([^}]+)\}")  # a vault reference named in a secrets error
-CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions")
+CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "acl")
+ACL_SCAN = 20_000  # chunks read to count those without an ACL
+COUNTING = ("store", "documents", "ingestions", "acl")  # checks whose details count or name chunks and documents
 
 
 @dataclass
@@ -77,20 +81,31 @@ class KnowledgeBaseNotReadyError(EddiRagError):
         return {"error": str(self), "kbId": self.kb_id, "check": self.check, "detail": self.detail, "fix": self.fix}
 
 
+def _granted(acl: Any) -> bool:
+    """Whether an ACL grants anyone (holds a principal that is no deny)."""
+    return isinstance(acl, list) and any(isinstance(p, str) and not p.startswith(DENY) for p in acl)
+
+
 class Health:
     def __init__(self, kbs: KnowledgeBases, stores: EmbeddingStoreFactory, resources: ResourceStore,
                  embeddings: EmbeddingModelFactory, resolver: SecretResolver,
-                 failing: Callable[[str], list[str]] = lambda kb_id: []):
-        """``failing(kb_id)``: the documents whose latest ingestion failed."""
+                 failing: Callable[[str], list[str]] = lambda kb_id: [], authenticated: Callable[[], bool] = lambda: True):
+        """``failing(kb_id)``: the documents whose latest ingestion failed; ``authenticated()``: whether the server asks
+        every caller who it is (a key exists, or OIDC is configured)."""
         self.kbs, self.stores, self.resources, self.embeddings, self.resolver = kbs, stores, resources, embeddings, resolver
-        self.redact, self.failing = resolver.redact, failing
+        self.redact, self.failing, self.authenticated = resolver.redact, failing, authenticated
 
-    def of(self, kb_id: str) -> dict[str, Any]:
-        """{status, timestamp, storeType, error?, details, embedding} of a KB."""
+    def of(self, kb_id: str, readable: Any = None) -> dict[str, Any]:
+        """{status, timestamp, storeType, error?, details, embedding} of a KB; ``readable``: a reader's filter
+        (retrieval.access), whose count replaces the store's (and its size is left out)."""
         config = self.kbs.get(kb_id)
         timestamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         try:
-            report = self.stores.get(kb_id, config).health()
+            store = self.stores.get(kb_id, config)
+            report = store.health()
+            if readable is not None and report["status"] == "ok":
+                report["details"].pop("storage_bytes", None)
+                report["details"]["documents"] = store.count(readable)
         except Exception as e:  # noqa: BLE001 - unreachable, missing secret, missing extra...
             report = {"status": "error", "error": f"{type(e).__name__}: {e}", "details": {}}
         result = {"status": report["status"], "timestamp": timestamp, "storeType": config.storeType,
@@ -100,11 +115,14 @@ class Health:
         return result
 
     def chunk_counts(self) -> list[tuple[str, str, str, int]]:
-        """(KB id, name, store type, chunks) of every knowledge base whose store answers."""
+        """(KB id, name, store type, chunks) of every knowledge base whose store answers, but those that read by
+        permissions (audience OWNER or DOCUMENT_ACL: their counts are their editors', in Health)."""
         out = []
         for kb_id in self.resources.ids("rags"):
             try:
                 config = self.kbs.get(kb_id)
+                if config.audience != AGENT_USERS:
+                    continue
                 out.append((kb_id, config.name, config.storeType, self.stores.get(kb_id, config).count()))
             except Exception as e:  # noqa: BLE001 - an unreachable store is health's business, not the count's
                 log.debug("no chunk count for %s: %s", kb_id, self.redact(str(e)))
@@ -156,7 +174,7 @@ class Health:
             provider = add("provider", False, str(e), "install the extra named in the message")
         secrets = self._secrets(data, config, add)
         if not (provider and secrets):  # nothing further can be reached without them
-            return skip("embeddings", "store", "dimensions", "documents", "ingestions",
+            return skip("embeddings", "store", "dimensions", "documents", "ingestions", "acl",
                         because="provider" if not provider else "secrets")
         embeds = not config.embedding_disabled  # probed below, once the store answers
         if not embeds:
@@ -166,7 +184,7 @@ class Health:
         health = self.of(kb_id)
         if health["status"] != "ok":
             add("store", False, health.get("error", "unhealthy"), "start the store or fix storeParameters")
-            return skip("dimensions", "documents", "ingestions", because="store")
+            return skip("dimensions", "documents", "ingestions", "acl", because="store")
         chunks = health["details"].get("documents", 0)
         add("store", True, f"reachable, {chunks} chunk{'' if chunks == 1 else 's'}")
         stored_dim = health["details"].get("dimension")
@@ -197,7 +215,35 @@ class Health:
                 "open Documents: see why, retry, replace the file or remove it", level="warning")
         else:
             add("ingestions", True, "none failed")
+        self._acl(kb_id, config, add)
         return out
+
+    def _acl(self, kb_id: str, config: RagConfiguration, add: Callable[..., bool]) -> None:
+        """Who may read it: under DOCUMENT_ACL, the chunks no one may read (no ACL, or one without a grant); a knowledge
+        base that reads by permissions on a server that asks nobody who they are."""
+        if config.audience == AGENT_USERS:
+            add("acl", True, "everyone who may talk to its agents reads it (audience AGENT_USERS)")
+            return
+        if not self.authenticated():
+            add("acl", True, f"audience {config.audience} on a server with auth off: every caller is trusted and a userId "
+                "is taken as said", "create an API key or configure OIDC before relying on permissions (docs/permissions.md)",
+                level="warning")
+            return
+        if config.audience == OWNER:
+            add("acl", True, f"read by its owner {config.owner} alone")
+            return
+        chunks = self.stores.get(kb_id, config).get(limit=ACL_SCAN + 1)
+        unread = [c for c in chunks[:ACL_SCAN] if not _granted(c.metadata.get(ACL))]
+        scanned = f" (of the first {ACL_SCAN:,})" if len(chunks) > ACL_SCAN else ""
+        if unread:
+            documents = sorted({str(c.metadata.get("document_id")) for c in unread})
+            shown = ", ".join(documents[:3]) + (f" and {len(documents) - 3} more" if len(documents) > 3 else "")
+            add("acl", True, f"{len(unread)} chunk(s){scanned} of {len(documents)} document(s) have no reader: {shown}"
+                f"{'; aclMode warn reads them all meanwhile' if config.aclMode == 'warn' else ''}",
+                "give each its readers: PATCH …/documents/{documentId} {\"acl\": [...]} (its Documents page), or ingest it "
+                "again with acl=", level="warning")
+        else:
+            add("acl", True, f"every chunk{scanned} has a reader (audience DOCUMENT_ACL, aclMode {config.aclMode})")
 
     def _secrets(self, data: dict[str, Any], config: RagConfiguration, add: Callable[..., bool]) -> bool:
         if scrubbed := list(redacted_paths(data)):
@@ -286,10 +332,19 @@ class Health:
         return KnowledgeBaseNotReadyError(kb_id, name, "search", self.redact(f"{type(error).__name__}: {error}"),
                                           "try again; if it keeps failing, open Health for this knowledge base", 503)
 
-    def verdict(self, kb_id: str) -> dict[str, Any]:
-        """One verdict from every check (``verdict``), with the checks."""
-        checks = self.checks(kb_id)
+    def verdict(self, kb_id: str, curator: bool = True) -> dict[str, Any]:
+        """One verdict from every check (``verdict``), with the checks; not ``curator`` (a viewer of a knowledge base
+        that reads by permissions): what the checks say of its chunks and documents is for its editors."""
+        checks = self.checks(kb_id) if curator else self.reader_checks(kb_id)
         return {**verdict(checks), "checks": [c.to_json() for c in checks]}
+
+    def reader_checks(self, kb_id: str) -> list[Check]:
+        """``checks`` as a viewer sees them: of a knowledge base whose audience is OWNER or DOCUMENT_ACL, the details
+        that count or name its chunks and documents are left out (a count is a side channel)."""
+        checks = self.checks(kb_id)
+        if self.kbs.get(kb_id).audience == AGENT_USERS:
+            return checks
+        return [replace(c, detail="shown to its editors", fix="") if c.check in COUNTING else c for c in checks]
 
     def all_checks(self) -> list[Check]:
         """``checks`` of every knowledge base."""

@@ -139,6 +139,15 @@ class Search:
         what shows its documents, chunks and counts."""
         return self.access(kb_id, self.kbs.get(kb_id), reader).node
 
+    def withheld(self, request: SearchRequest, got: Sequence[str]) -> list[SearchHit]:
+        """What the knowledge base's audience withholds from ``request``'s reader for its question: the hits of the same
+        search read by everyone that are not among ``got`` (the reader's); for an administrator's Try it "as" a user."""
+        config = self._config(request)
+        if config.audience == access.AGENT_USERS:
+            return []
+        mine = set(got)
+        return [h for h in self._hits(request, config, readable=access.EVERYONE) if h.id not in mine]
+
     def _reader(self, request: SearchRequest) -> Reader:
         return request.reader if request.reader is not None else Reader(request.user_id)
 
@@ -168,18 +177,20 @@ class Search:
         with self.explained(kb_id):
             return self._hits(request, config)
 
-    def run(self, request: SearchRequest) -> SearchResult:
-        """Scored chunks and the passages that reach the model for them."""
+    def run(self, request: SearchRequest, readable: Access | None = None) -> SearchResult:
+        """Scored chunks and the passages that reach the model for them (``readable``: default what the request's
+        reader may read)."""
         config = self._config(request)
-        hits = self._hits(request, config)
+        hits = self._hits(request, config, readable=readable)
         passages = self.retriever.passages(request.kb_id, config, hits, request.expansion, request.user_id,
                                            request.max_context_chars, hits.access)
         return SearchResult(request, config, hits, passages)
 
     def found(self, kb_id: str, question: str) -> list[dict[str, Any]]:
         """What a search of ``question`` finds now, passage by passage: {citation, document, chunks, hits, text}
-        (test questions)."""
-        result = self.run(SearchRequest(kb_id, question))
+        (test questions: the editors' tool, reading the whole knowledge base whatever its audience; a face shows them to
+        its editors alone when the knowledge base reads by permissions)."""
+        result = self.run(SearchRequest(kb_id, question), access.EVERYONE)
         return [{"citation": p.label, "document": p.best.metadata.get("document_id"),
                  "chunks": [c.id for c in p.chunks] or [h.id for h in p.hits], "hits": [h.id for h in p.hits],
                  "text": p.text or p.best.text} for p in result.passages]

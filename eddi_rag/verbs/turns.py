@@ -20,12 +20,13 @@ class Turns:
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
              chat_model: Any = None, tenant: str | None = None, properties: dict[str, Any] | None = None,
-             context: dict[str, Any] | None = None) -> dict[str, Any]:
+             context: dict[str, Any] | None = None, reader: Reader | None = None) -> dict[str, Any]:
         """The whole system message, the messages, the memory entries written, and the answer when a
         chat model is given (None: everything up to the model call). ``tenant``: the caller's (another
-        tenant's agent is not found); every reference is resolved in the agent's tenant."""
+        tenant's agent is not found); every reference is resolved in the agent's tenant. ``reader``: whose permissions
+        its knowledge bases are read with (default: ``user_id``'s, groups from the group directory)."""
         memory = ConversationMemory(agent_id=agent_id, user_input=message, user_id=user_id, on_save=self.remembering.current,
-                                    properties=properties or {}, context=context or {})
+                                    properties=properties or {}, context=context or {}, reader=reader)
         result = self.run(memory, task, chat_model, tenant)
         return {"agentId": agent_id, "taskId": result.task_id, "systemMessage": result.system_message,
                 "messages": [{"role": m.type, "content": m.content} for m in result.messages],

@@ -810,6 +810,27 @@ function onPage(kb, documentId, page, boxes, place) {
   return box;
 }
 
+// Who may read the document (audience DOCUMENT_ACL): shown to everyone who sees it, changed by an editor at once
+// (PATCH …/documents/{id}: its chunks' ACL rewritten, nothing embedded again).
+function showAcl(kb, acl) {
+  const box = $("#doc-acl");
+  if (!box) return;
+  const shown = el("p", { id: "acl-now" }, acl && acl.length ? acl.join(", ") : "No one: this document has no ACL (under audience DOCUMENT_ACL nobody reads it).");
+  if (!CAN_EDIT()) { box.replaceChildren(shown); return; }
+  const input = el("input", { id: "acl-input", value: (acl || []).join(", "), placeholder: "group:finance, user:bob, deny:user:carol",
+    "aria-label": "Who may read this document" });
+  const status = el("span", { id: "acl-status", role: "status", class: "muted" });
+  const form = el("form", { class: "ask", id: "acl-form", onsubmit: async (e) => {
+    e.preventDefault();
+    const entries = input.value.split(",").map((p) => p.trim()).filter(Boolean);
+    const r = await api("PATCH", kbUrl(kb.id, `/documents/${encodeURIComponent(kb.document)}`), { acl: entries });
+    if (!r.ok) { status.textContent = problem(r); return; }
+    shown.textContent = r.data.acl.length ? r.data.acl.join(", ") : "No one: this document has no ACL.";
+    status.textContent = `Saved on its ${r.data.chunks} chunk${r.data.chunks === 1 ? "" : "s"}: the next search honours it.`;
+  } }, el("div", { class: "grow" }, input), el("button", { type: "submit", class: "primary" }, "Save readers"), status);
+  box.replaceChildren(shown, form);
+}
+
 async function initDocument() {
   const kb = kbData();
   const box = $("#doc-chunks");
@@ -822,6 +843,7 @@ async function initDocument() {
     if (last && last.warnings && last.warnings.length) {
       box.before(el("div", { class: "notice", id: "doc-warnings" }, el("b", {}, "After the last ingestion: "), last.warnings.join(" ")));
     }
+    showAcl(kb, r.data.acl);
     const reparse = $("#reparse");
     if (reparse) {
       reparse.disabled = !r.data.reparsable;
@@ -988,7 +1010,14 @@ function initTry() {
     if (!query.ok || !context.ok) { out.replaceChildren(el("p", { class: "error" }, problem(query.ok ? context : query))); return; }
     const results = query.data.results;
     const answer = context.data.answer;
+    const withheld = query.data.withheld;  // an administrator asking as a user: what that user does not get
     out.replaceChildren(
+      withheld ? el("section", { class: "card", "aria-labelledby": "withheld-h", id: "withheld" },
+        el("h2", { id: "withheld-h" }, `Withheld from ${common.userId} (${withheld.length})`),
+        query.data.withheldReason ? el("p", { class: "notice" }, query.data.withheldReason) : "",
+        withheld.length ? el("ul", {}, withheld.map((w) => el("li", {}, w.source || w.id, " ",
+          el("span", { class: "muted" }, w.acl ? `readers: ${w.acl.join(", ")}` : "no readers: its document has no ACL"))))
+          : el("p", { class: "muted" }, "Nothing: this user gets every chunk the question finds.")) : "",
       answer ? el("section", { class: "card", "aria-labelledby": "reply-h" }, el("h2", { id: "reply-h" }, "Answer"),
         el("p", { class: "muted", id: "reply-by" }, answer.by === "extractive"
           ? "Extractive: no language model on this server, so the context's sentences that cover the question, with their [Source n]."
