@@ -141,6 +141,7 @@ class SourceSettings(BaseModel):
     costPerThousandSegments: float | None = None
     tombstoneAfterMissedRuns: int = 2
     timeBudgetMinutes: int = 10
+    acl: list[str] | None = None  # who may read what it brings, unless the source says per document (retrieval.access)
 
 
 BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3")  # a source of these types has the block of its name

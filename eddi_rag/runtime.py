@@ -20,6 +20,7 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.records.feedback import FeedbackLog
+from eddi_rag.records.grants import KbGrants
 from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.records.questions import TestQuestions
 from eddi_rag.records.vault import MASTER_KEY_SETTING, SecretVault
@@ -35,7 +36,7 @@ from eddi_rag.state.schema import on_postgresql, open_state
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.stores.ownership import StoreOwnership
-from eddi_rag.verbs.access import GlobalVariables, Groups, Keys
+from eddi_rag.verbs.access import GlobalVariables, Grants, Groups, Keys
 from eddi_rag.verbs.catalog import Catalog
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
@@ -97,7 +98,9 @@ class Runtime:
         self.documents = Documents(self.knowledge_bases, self.stores, self.generations, self.jobs.let_go)
         self.catalog = Catalog(self.resources, self.knowledge_bases)
         self.saving = Saving(self.resources, self.knowledge_bases, self.documents, self.jobs)
-        self.groups = Groups(GroupDirectory(self.db))  # the groups of a user named by a caller acting for users
+        directory = GroupDirectory(self.db)
+        self.groups = Groups(directory)  # the groups of a user named by a caller acting for users
+        self.grants = Grants(KbGrants(self.db), directory)  # who may reach a knowledge base beyond tenant roles
         self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact,
                              groups=self.groups.of)
         self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact)

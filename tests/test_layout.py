@@ -112,7 +112,7 @@ def test_no_two_folders_import_each_other():
 # the LangChain adapter wraps and third parties implement). BY_DESIGN names what may do otherwise, and why.
 # (``sources`` is the source sync engine itself: every face calls it, and its rules live in it.)
 VERBS = {"vault", "knowledge_bases", "catalog", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
-         "feedback", "questions", "keys", "groups", "variables", "collections",
+         "feedback", "questions", "keys", "groups", "grants", "variables", "collections",
          "close", "start_work", "stop_work", "readiness", "state_dialect"}
 BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state")
 CONTRACTS = {"eddi_rag.stores.base"}

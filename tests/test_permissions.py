@@ -292,3 +292,68 @@ def test_every_face_as_bob_finds_no_trace_of_alices_finance_chunks(tmp_path):
     assert cli.exit_code == 0, cli.output
     clean(cli.output, "CLI")
     assert SECRET in CliRunner().invoke(main, ["query", kb, "finance budget", "--user", "alice", "--data-dir", str(tmp_path)]).output
+
+
+@pytest.mark.integration
+def test_a_sources_default_acl_reaches_each_document_and_a_change_rewrites_them_without_embedding(runtime, tmp_path,
+                                                                                                   monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (docs / "budget.md").write_text("# Budget\n\nThe finance budget for Q3 is 4.2 million euros.\n")
+    source = {"name": "Finance", "folder": {"path": str(docs)}, "settings": {"acl": ["group:finance"]}}
+    kb = make_kb(runtime, "finance", minScore=0, audience="DOCUMENT_ACL", sources=[source])
+    runtime.groups.set("default", "alice", ["finance"])
+    assert runtime.sources.run(kb, "finance").added == 1
+    assert read(runtime, kb, "alice", "budget") == ["budget.md"] and read(runtime, kb, "bob", "budget") == []
+    runtime.saving.update("rags", kb, 1, {"name": "finance", "embeddingProvider": "local", "storeType": "sqlite",
+                                          "minScore": 0, "sources": [{**source, "settings": {"acl": ["group:hr"]}}]})
+    rerun = runtime.sources.run(kb, "finance")
+    assert (rerun.updated, rerun.embedded) == (1, 0)  # the readers changed, the text did not: nothing embedded
+    assert read(runtime, kb, "alice", "budget") == []
+    with pytest.raises(ConfigValidationError, match=r"settings.*acl"):
+        make_kb(runtime, "bad", sources=[{**source, "settings": {"acl": ["finance"]}}])
+
+
+def test_a_knowledge_base_shared_with_named_users_and_groups_is_theirs_alone(tmp_path):
+    """Per-resource access, as EDDI's sharing: VIEW reads it, EDIT also changes it, on top of tenant roles; a knowledge
+    base with no grant is the tenant's; the tenant's administrators and the agent runtime's credential (VIEW) pass."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+
+    runtime = Runtime(tmp_path)
+    keys = {"admin": runtime.keys.create("default", "admin")[1],
+            "alice": runtime.keys.create("default", "editor", user="alice", groups=["finance"])[1],
+            "bob": runtime.keys.create("default", "editor", user="bob")[1],
+            "carol": runtime.keys.create("default", "viewer", user="carol")[1],
+            "service": runtime.keys.create("default", "viewer", acts_for_users=True)[1]}
+    runtime.groups.set("default", "carol", ["auditors"])
+    client = TestClient(create_app(runtime))
+
+    def as_(who: str) -> dict:
+        return {"Authorization": f"Bearer {keys[who]}"}
+
+    kb = make_kb(runtime, "ledger", minScore=0)
+    base = f"/ragstore/rags/{kb}"
+    ask = {"query": "ledger"}
+    assert client.post(f"{base}/query", json=ask, headers=as_("bob")).status_code == 200  # no grant: the tenant's
+    shared = client.put(f"{base}/grants", headers=as_("admin"), json={"grants": [
+        {"principal": "group:finance", "access": "EDIT"}, {"principal": "group:auditors", "access": "VIEW"}]})
+    assert shared.status_code == 200 and shared.json()["grants"] == {"group:auditors": "VIEW", "group:finance": "EDIT"}
+    assert client.put(f"{base}/grants", headers=as_("alice"), json={"grants": []}).status_code == 403  # admins share
+    for who, query, ingest in (("alice", 200, 202), ("carol", 200, 403), ("bob", 403, 403), ("service", 200, 403)):
+        assert client.post(f"{base}/query", json=ask, headers=as_(who)).status_code == query, who
+        r = client.post(f"{base}/ingest", content=b"ledger entry", headers={**as_(who), "Content-Type": "text/plain"},
+                        params={"documentName": "l.md"})
+        assert r.status_code == ingest, (who, r.text)
+    assert client.get(f"{base}", headers=as_("bob")).status_code == 403
+    assert kb not in client.get("/ragstore/rags/descriptors", headers=as_("bob")).text
+    assert kb in client.get("/ragstore/rags/descriptors", headers=as_("carol")).text
+    assert "ledger" not in client.get("/ui", headers=as_("bob")).text
+    with pytest.raises(ValueError, match=r"grants\[0\].principal"):
+        runtime.grants.set("default", kb, [{"principal": "finance", "access": "VIEW"}])
+    assert client.put(f"{base}/grants", headers=as_("admin"), json={"grants": []}).json()["grants"] == {}
+    assert client.post(f"{base}/query", json=ask, headers=as_("bob")).status_code == 200  # the tenant's again
+    runtime.close()

@@ -27,9 +27,17 @@ Version = Annotated[int, Query(ge=0, le=MAX_VERSION, description="a version numb
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="how many items to skip")]
 
 
+READS = frozenset({"query", "retrieve", "context", "feedback", "question-runs"})  # POSTs that only read a knowledge base
+
+
 def kb_of_tenant(id: str, request: Request) -> None:
-    """Router dependency for /ragstore/rags/{id}/...: the knowledge base must be the caller's tenant's."""
-    get_runtime(request).catalog.own("rags", id, principal_of(request).tenant)
+    """Router dependency for /ragstore/rags/{id}/...: the knowledge base must be the caller's tenant's, and when it is
+    shared with named users and groups, the caller among them (VIEW to read it, EDIT to change it)."""
+    runtime, caller = get_runtime(request), principal_of(request)
+    runtime.catalog.own("rags", id, caller.tenant)
+    route = getattr(request.scope.get("route"), "path", "")
+    reads = request.method in ("GET", "HEAD") or route.rsplit("/", 1)[-1] in READS
+    runtime.grants.check(caller, id, "VIEW" if reads else "EDIT")
 
 
 def readable(runtime: Runtime, kb_id: str, caller: Principal) -> Any:

@@ -1,16 +1,19 @@
-"""The group directory of the caller's tenant (admin): which groups each user is in, read by searches of a user named
-by a credential acting for users (the agent runtime's), under audience DOCUMENT_ACL (docs/permissions.md)."""
+"""Who is who and who may reach what, in the caller's tenant (docs/permissions.md): the group directory (admin: which
+groups each user is in, read by searches of a user named by a credential acting for users, under audience
+DOCUMENT_ACL) and a knowledge base's grants (VIEW or EDIT per user or group, on top of tenant roles)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path
 from pydantic import Field
 
-from eddi_rag.api.deps import Admin, RuntimeDep
+from eddi_rag.api.deps import Admin, Editor, RuntimeDep, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.common.principals import ID_PATTERN
+
+GRANTEE_PATTERN = r"^(user|group):[^, \x00-\x1f\x7f][^,\x00-\x1f\x7f]*$"
 
 router = APIRouter(prefix="/ragstore/groups", tags=["permissions"], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -36,3 +39,29 @@ def groups_of(user: UserId, runtime: RuntimeDep, caller: Admin) -> dict[str, Any
 def set_groups(user: UserId, body: Membership, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
     """``user``'s groups are these from now on (the next search reads with them)."""
     return {"user": user, "groups": runtime.groups.set(caller.tenant, user, body.groups)}
+
+
+kb_router = APIRouter(prefix="/ragstore/rags/{id}", tags=["permissions"], dependencies=[Depends(kb_of_tenant)],
+                      route_class=Route, responses=ERROR_RESPONSES)
+
+
+class Grant(RequestBody):
+    principal: str = Field(max_length=300, pattern=GRANTEE_PATTERN)
+    access: Literal["VIEW", "EDIT"]
+
+
+class Sharing(RequestBody):
+    grants: list[Grant] = Field(max_length=1000)
+
+
+@kb_router.get("/grants")
+def grants(id: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Who the knowledge base is shared with ({principal: VIEW | EDIT}); empty: the tenant's roles alone decide."""
+    return {"kbId": id, "grants": runtime.grants.of(caller.tenant, id)}
+
+
+@kb_router.put("/grants")
+def share(id: str, body: Sharing, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
+    """Share the knowledge base with these users and groups alone (VIEW: query it, read its documents; EDIT: also
+    ingest and change it), on top of their tenant roles; an empty list gives it back to the whole tenant."""
+    return {"kbId": id, "grants": runtime.grants.set(caller.tenant, id, [g.model_dump() for g in body.grants])}

@@ -18,7 +18,7 @@ from eddi_rag.auth import Principal
 from eddi_rag.auth.http import check_role
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
-from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef
+from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef, parse_uri
 
 
 def _created(ref: ResourceRef, status: int = 201, runtime: Any = None) -> Response:
@@ -125,10 +125,17 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
                 raise too_large("the document", request.app.state.max_upload_bytes)
             return runtime.ingesting.preview(body.configuration, caller.tenant, body.documentName, data, text=body.text is not None)
 
+    def shared(runtime: Any, caller: Principal, id: str, need: str) -> None:
+        """A knowledge base shared with named users and groups (grants) is reachable by them alone."""
+        if kind == "rags":
+            runtime.grants.check(caller, id, need)
+
     @router.get("/descriptors")
     def descriptors(runtime: RuntimeDep, caller: Viewer, filter: str = "", index: Offset = 0,
                     limit: int = Query(20, ge=1, le=1000)):
-        return [d.to_json() for d in runtime.catalog.page(kind, caller.tenant, filter, index, limit)]
+        """One page of descriptors (a knowledge base shared with others than the caller is left out of it)."""
+        found = runtime.catalog.page(kind, caller.tenant, filter, index, limit)
+        return [d.to_json() for d in found if kind != "rags" or runtime.grants.may(caller, parse_uri(d.resource).id, "VIEW")]
 
     @router.post("", status_code=201, **written(kind), **body)
     def create(runtime: RuntimeDep, caller: Editor, data: dict[str, Any] = Body(...), adopt: Adopt = False):
@@ -136,23 +143,28 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
-        return runtime.catalog.read(kind, id, version, caller.tenant)
+        data = runtime.catalog.read(kind, id, version, caller.tenant)
+        shared(runtime, caller, id, "VIEW")
+        return data
 
     @router.put("/{id}", **written(kind), **body)
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...), adopt: Adopt = False):
         runtime.catalog.own(kind, id, caller.tenant)
+        shared(runtime, caller, id, "EDIT")
         return _created(runtime.saving.update(kind, id, version, data, caller.tenant, adopt=adopting(caller, adopt), who=caller),
                         200, runtime)
 
     @router.post("/{id}", status_code=201, **written(kind))
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
         runtime.catalog.own(kind, id, caller.tenant)
+        shared(runtime, caller, id, "VIEW")
         return _created(runtime.saving.duplicate(kind, id, version), 201, runtime)
 
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):
         runtime.catalog.own(kind, id, caller.tenant)
+        shared(runtime, caller, id, "EDIT")
         runtime.saving.delete(kind, id, version, permanent)
         return Response(status_code=200)
 

@@ -17,6 +17,7 @@ class Item:
     document_id: str  # the store's document id
     name: str  # what citations show; its extension helps decide the type
     fetch: Callable[[], tuple[bytes, str | None]]  # the bytes and their Content-Type
+    acl: list[str] | None = None  # who may read it, as its source says (a connector's own); None: the source's default
 
 
 def holding(body: bytes, content_type: str | None = None) -> Callable[[], tuple[bytes, str | None]]:

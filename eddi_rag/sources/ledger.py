@@ -19,10 +19,11 @@ from eddi_rag.state.sqlite import StateDatabase
 ADD, UPDATE, UNCHANGED = "add", "update", "unchanged"
 
 
-def digest(config: RagConfiguration, source: IngestionSource, data: bytes) -> str:
-    """Equal for equal bytes that would be chunked and embedded the same way."""
+def digest(config: RagConfiguration, source: IngestionSource, data: bytes, acl: list[str] | None = None) -> str:
+    """Equal for equal bytes that would be chunked and embedded the same way, read by the same ``acl`` (a document
+    whose readers changed is written again: its chunks keep their vectors)."""
     how = json.dumps([embedding_key(config), config.chunkStrategy, config.chunkSize, config.chunkOverlap,
-                      source.settings.maxContentLength])
+                      source.settings.maxContentLength, *([acl] if acl is not None else [])])
     return hashlib.sha256(how.encode() + b"\0" + data).hexdigest()
 
 

@@ -223,14 +223,15 @@ class SourceSync:
         sid = source.effective_id
         try:
             data, content_type = item.fetch()
-            hashed = digest(config, source, data)
+            acl = item.acl if item.acl is not None else source.settings.acl
+            hashed = digest(config, source, data, acl)
             what = classify(known, hashed)
             if what == UNCHANGED:
                 run.unchanged += 1
                 self.ledger.seen(kb_id, sid, item.document_id)
                 return
             fmt = detect(data, content_type, item.name)
-            report = self.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, source=item.name,
+            report = self.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, source=item.name, acl=acl,
                                                metadata={"sourceId": sid}, max_chars=source.settings.maxContentLength)
         except Exception as e:  # noqa: BLE001 - one document's failure is recorded, the run goes on
             reason = self.redact(str(e) or type(e).__name__)

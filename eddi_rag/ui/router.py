@@ -102,6 +102,8 @@ def _list_page(request: Request, filter: str = "", message: str = "", error: str
     rows = []
     for d in runtime.knowledge_bases.every(caller.tenant, filter):
         id = kb_id_of(d.resource)
+        if not runtime.grants.may(caller, id, "VIEW"):
+            continue
         config = runtime.catalog.read("rags", id)
         rows.append({"id": id, "name": d.name, "storeType": config.get("storeType", "in-memory"),
                      "provider": (f"provider {config['embeddingProviderId']}" if config.get("embeddingProviderId")
@@ -234,6 +236,7 @@ def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict
     runtime = runtime_of(request)
     version = runtime.catalog.current_version("rags", id, caller.tenant)
     config = runtime.catalog.read("rags", id, version)
+    runtime.grants.check(caller, id, "VIEW")  # a knowledge base shared with named users and groups: theirs
     return caller, runtime, {"id": id, "name": config.get("name", id), "version": version}, config
 
 

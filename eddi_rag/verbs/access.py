@@ -12,6 +12,7 @@ from typing import Any
 
 from eddi_rag.auth import ForbiddenError, Principal
 from eddi_rag.auth.keys import KeyInfo, KeyStore
+from eddi_rag.records.grants import EDIT, VIEW, KbGrants
 from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.resources.variables import VariableNotFoundError, Variables
 
@@ -63,6 +64,42 @@ class Groups:
 
     def members(self, tenant: str) -> dict[str, builtins.list[str]]:
         return self.directory.members(tenant)
+
+
+class Grants:
+    """Who may reach one knowledge base (records.grants): VIEW or EDIT per user or group, on top of tenant roles."""
+
+    def __init__(self, grants: KbGrants, groups: GroupDirectory):
+        self.grants, self.groups = grants, groups
+
+    def of(self, tenant: str, kb_id: str) -> dict[str, str]:
+        return self.grants.of(tenant, kb_id)
+
+    def set(self, tenant: str, kb_id: str, grants: Sequence[dict[str, Any]]) -> dict[str, str]:
+        return self.grants.set(tenant, kb_id, grants)
+
+    def may(self, caller: Principal, kb_id: str, need: str) -> bool:
+        try:
+            self.check(caller, kb_id, need)
+        except ForbiddenError:
+            return False
+        return True
+
+    def check(self, caller: Principal, kb_id: str, need: str) -> None:
+        """ForbiddenError unless ``caller`` may ``need`` (VIEW or EDIT) the knowledge base: a knowledge base without
+        grants is its tenant's (roles alone); with grants, a tenant administrator, the agent runtime's credential (VIEW:
+        it reads for the users its knowledge bases' audience decides on), or a principal granted that (EDIT implies VIEW)."""
+        granted = self.grants.of(caller.tenant, kb_id)
+        if not granted or caller.allows("admin") or (caller.acts_for_users and need == VIEW):
+            return
+        held = {f"user:{caller.user_id}"} if caller.user_id else set()
+        if caller.user_id:
+            held |= {f"group:{g}" for g in (*caller.groups, *self.groups.of(caller.tenant, caller.user_id))}
+        access = {granted[p] for p in held if p in granted}
+        if EDIT in access or (need == VIEW and VIEW in access):
+            return
+        raise ForbiddenError(f"knowledge base {kb_id} is shared with named users and groups; this credential "
+                             f"{'is not among them' if not access else 'may only view it'} (it needs {need})")
 
 
 class GlobalVariables:
