@@ -212,9 +212,10 @@ def signing():
         yield private, other, server
 
 
-def token(key, roles=("eddi-editor",), tenant="acme", sub="u-123", aud=AUDIENCE, iss=ISSUER, exp=300, kid="k1") -> str:
+def token(key, roles=("eddi-editor",), tenant="acme", sub="u-123", aud=AUDIENCE, iss=ISSUER, exp=300, kid="k1",
+          **more) -> str:
     claims = {"sub": sub, "iss": iss, "aud": aud, "exp": int(time.time()) + exp, "tenant": tenant,
-              "realm_access": {"roles": list(roles)}}
+              "realm_access": {"roles": list(roles)}, **more}
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
 
 
@@ -244,6 +245,27 @@ def test_oidc_tokens_verified_against_the_jwks(oidc_client):
     for roles in [("offline_access",), ("eddi-user",), ("eddi-approver", "eddi-user")]:  # valid, but no role here
         r = c.get(f"{BASE}/descriptors", headers=as_(token(c.private, roles=roles)))
         assert r.status_code == 403 and "none of the roles" in r.json()["error"], (roles, r.json())  # EDDI: 403
+
+
+def test_an_oidc_readers_groups_come_from_its_claim_and_its_email_only_when_verified(oidc_client):
+    """Who may read what (docs/permissions.md): a token's groups claim (Keycloak's, with its leading slash) are the
+    reader's groups; its e-mail counts only with email_verified true; nothing a request body says counts."""
+    c = oidc_client
+    runtime = c.app.state.runtime
+    kb = kb_id(c.post(BASE, json={**KB, "audience": "DOCUMENT_ACL"}, headers=as_(token(c.private))))
+    runtime.ingest(kb, "budget.md", "The finance budget is 4.2 million.", acl=["group:finance"])
+    runtime.ingest(kb, "mail.md", "Ann's finance payslip is ready.", acl=["email:ann@example.org"])
+    ask = {"query": "finance budget payslip", "maxResults": 5}
+
+    def read(**claims) -> set[str]:
+        r = c.post(f"{BASE}/{kb}/query", json=ask, headers=as_(token(c.private, roles=("eddi-viewer",), sub="ann", **claims)))
+        assert r.status_code == 200, r.text
+        return {h["source"] for h in r.json()["results"]}
+
+    assert read(groups=["/finance"]) == {"budget.md"}
+    assert read(groups=["/sales"], email="ann@example.org", email_verified=True) == {"mail.md"}
+    assert read(email="ann@example.org", email_verified=False) == set()
+    assert read(email="ann@example.org") == set()  # no email_verified: not taken
 
 
 @pytest.mark.integration
