@@ -325,6 +325,14 @@ def groups() -> None:
     runtime, the CLI's --user) reads what their groups may (audience DOCUMENT_ACL); a request never says it."""
 
 
+def _membership(change: str, tenant: str, user: str, names: tuple[str, ...], data_dir: str | None) -> None:
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        now = getattr(runtime.groups, change)(tenant, user, names)
+    click.echo(f"{user} ({tenant}): {', '.join(now) or 'no groups'}")
+
+
 @groups.command("add")
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--user", required=True)
@@ -332,11 +340,7 @@ def groups() -> None:
 @data_dir_option
 def groups_add(tenant, user, names, data_dir) -> None:
     """Add USER to groups."""
-    from eddi_rag.runtime import Runtime
-
-    with Runtime(data_dir) as runtime:
-        now = runtime.groups.add(tenant, user, names)
-    click.echo(f"{user} ({tenant}): {', '.join(now) or 'no groups'}")
+    _membership("add", tenant, user, names, data_dir)
 
 
 @groups.command("remove")
@@ -346,11 +350,7 @@ def groups_add(tenant, user, names, data_dir) -> None:
 @data_dir_option
 def groups_remove(tenant, user, names, data_dir) -> None:
     """Take USER out of groups."""
-    from eddi_rag.runtime import Runtime
-
-    with Runtime(data_dir) as runtime:
-        now = runtime.groups.remove(tenant, user, names)
-    click.echo(f"{user} ({tenant}): {', '.join(now) or 'no groups'}")
+    _membership("remove", tenant, user, names, data_dir)
 
 
 @groups.command("list")

@@ -357,3 +357,21 @@ def test_a_knowledge_base_shared_with_named_users_and_groups_is_theirs_alone(tmp
     assert client.put(f"{base}/grants", headers=as_("admin"), json={"grants": []}).json()["grants"] == {}
     assert client.post(f"{base}/query", json=ask, headers=as_("bob")).status_code == 200  # the tenant's again
     runtime.close()
+
+
+def test_the_cli_fills_the_group_directory_and_binds_a_keys_groups(tmp_path):
+    from click.testing import CliRunner
+
+    from eddi_rag.cli import main
+
+    data = ["--data-dir", str(tmp_path)]
+    run = CliRunner().invoke
+    assert "alice (default): finance, hr" in run(main, ["groups", "add", "--user", "alice", "--group", "hr", "--group", "finance", *data]).output
+    assert "alice (default): finance" in run(main, ["groups", "remove", "--user", "alice", "--group", "hr", *data]).output
+    assert "alice: finance" in run(main, ["groups", "list", *data]).output
+    made = run(main, ["keys", "create", "--tenant", "default", "--role", "viewer", "--user", "alice", "--group", "finance", *data])
+    assert "groups finance" in made.output
+    refused = run(main, ["keys", "create", "--tenant", "default", "--role", "viewer", "--group", "finance", *data])
+    assert refused.exit_code != 0 and "name the user too" in refused.output
+    bad = run(main, ["ingest", "kb", str(tmp_path), "--acl", "finance", *data])
+    assert bad.exit_code != 0 and "--acl[0]" in bad.output

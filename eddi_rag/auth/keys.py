@@ -14,6 +14,7 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.auth import ROLES, AuthError, Principal
+from eddi_rag.common.principals import not_an_id
 from eddi_rag.errors import EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
 
@@ -65,8 +66,7 @@ class KeyStore:
         groups = list(dict.fromkeys(groups))
         if groups and not user:
             raise KeyRequestError("groups: a key carries groups only for the user it is bound to; name the user too")
-        if bad := next((g for g in groups if not g or "," in g or len(g) > 200 or g[0] == " "
-                        or any(ord(ch) < 32 or ord(ch) == 127 for ch in g)), None):
+        if bad := next((g for g in groups if not_an_id(g)), None):
             raise KeyRequestError(f"groups: {bad!r} is not a group id (1 to 200 characters, no commas, no control "
                                   "characters, not starting with a space)")
         key_id = secrets.token_hex(6)

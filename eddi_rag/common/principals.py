@@ -25,6 +25,13 @@ class InvalidAclError(EddiRagError, ValueError):
     status = 400
 
 
+def not_an_id(name: object) -> bool:
+    """Whether ``name`` cannot be a user or group id: 1 to 200 characters, no comma, no control character, not starting
+    with a space (what ``ID_PATTERN`` says)."""
+    return (not isinstance(name, str) or not name or len(name) > 200 or "," in name or name[0] == " "
+            or any(ord(ch) < 32 or ord(ch) == 127 for ch in name))
+
+
 def parse_acl(value: Any, path: str = "acl") -> list[str]:
     """``value`` as an ACL: a list (or a comma-separated string) of principals ``user:<id>``, ``group:<id>``,
     ``email:<address>``, ``public``, ``link:organization``, each maybe ``deny:``-prefixed; duplicates dropped, order

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from eddi_rag import state
+from eddi_rag.common.principals import not_an_id
 from eddi_rag.errors import EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
 
@@ -21,8 +22,7 @@ class GroupRequestError(EddiRagError, ValueError):
 
 
 def _checked(name: str, what: str) -> str:
-    if not isinstance(name, str) or not name or "," in name or len(name) > 200 or name[0] == " " \
-            or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+    if not_an_id(name):
         raise GroupRequestError(f"{what} {name!r} is not an id: 1 to 200 characters, no commas, no control characters, "
                                 "not starting with a space")
     return name

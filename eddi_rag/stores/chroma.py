@@ -27,7 +27,7 @@ from chromadb.errors import NotFoundError
 from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import COLLECTIONS, LIST_FILTERING, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, SearchHit, StoreContext, StoreHealth
-from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, normalise, overfetch, parameters_schema
+from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, normalise, overfetch, parameters_schema, string_lists
 
 META = "__eddi_meta"
 LISTS = "__eddi_list_"  # + a field: the strings of a list-valued field, for $contains
@@ -80,7 +80,7 @@ def _number(value: Any) -> Any:
 
 def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     flat = {k: _number(v) for k, v in metadata.items() if isinstance(v, (str, int, float, bool)) and k != META}
-    lists = {LISTS + k: strings for k, v in metadata.items() if isinstance(v, list) and (strings := [e for e in v if isinstance(e, str)])}
+    lists = {LISTS + k: strings for k, strings in string_lists(metadata).items() if strings}  # (Chroma refuses an empty list)
     return {**flat, **lists, META: json.dumps(metadata)}
 
 

@@ -33,7 +33,17 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
-from eddi_rag.stores.toolkit import TYPED_FIELDS, OverwriteThenPrune, check_dimension, check_vectors, engine_name, parameters_schema, query_vector, typed_fields
+from eddi_rag.stores.toolkit import (
+    TYPED_FIELDS,
+    OverwriteThenPrune,
+    check_dimension,
+    check_vectors,
+    engine_name,
+    parameters_schema,
+    query_vector,
+    string_lists,
+    typed_fields,
+)
 
 _PAGE = 1000
 _LISTS = {"lists": {"path_match": "m_list.*", "mapping": {"type": "keyword"}}}
@@ -77,9 +87,8 @@ def to_elasticsearch(node: filters.Node | None) -> dict[str, Any]:
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
-    lists = {k: [e for e in v if isinstance(e, str)] for k, v in chunk.metadata.items() if isinstance(v, list)}
     return {"chunk_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
-            **typed_fields(chunk.metadata), "m_list": lists}
+            **typed_fields(chunk.metadata), "m_list": string_lists(chunk.metadata)}
 
 
 class ElasticsearchStore(OverwriteThenPrune):

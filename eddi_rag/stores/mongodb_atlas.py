@@ -35,7 +35,17 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
-from eddi_rag.stores.toolkit import TYPED_FIELDS, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, typed_fields
+from eddi_rag.stores.toolkit import (
+    TYPED_FIELDS,
+    check_dimension,
+    check_vectors,
+    engine_name,
+    overfetch,
+    parameters_schema,
+    query_vector,
+    string_lists,
+    typed_fields,
+)
 
 
 def collection_name(kb_id: str) -> str:
@@ -119,9 +129,8 @@ def hits_from(documents: list[dict[str, Any]]) -> list[SearchHit]:
 
 
 def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
-    lists = {k: [e for e in v if isinstance(e, str)] for k, v in chunk.metadata.items() if isinstance(v, list)}
     return {"_id": chunk.id, "text": chunk.text, "metadata": chunk.metadata, "embedding": vector,
-            **typed_fields(chunk.metadata), "m_list": lists}
+            **typed_fields(chunk.metadata), "m_list": string_lists(chunk.metadata)}
 
 
 class MongoAtlasStore:

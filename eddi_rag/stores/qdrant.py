@@ -39,7 +39,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
-from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector
+from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, string_lists
 
 _NAMESPACE = uuid.UUID("6f1f6a52-7a3c-4a0e-9d0e-0c2f5f1b6e11")
 _NEVER = models.FieldCondition(key="t.__never__", match=models.MatchValue(value="never"))
@@ -53,9 +53,8 @@ def collection_name(kb_id: str) -> str:
 
 def _payload(chunk: Chunk) -> dict[str, Any]:
     typed = {k: v for k, v in chunk.metadata.items() if filters.value_kind(v) is not None}
-    lists = {k: [e for e in v if isinstance(e, str)] for k, v in chunk.metadata.items() if isinstance(v, list)}
     return {"id": chunk.id, "text": chunk.text, "metadata": chunk.metadata,
-            "m": typed, "t": {k: filters.value_kind(v) for k, v in typed.items()}, "l": lists}
+            "m": typed, "t": {k: filters.value_kind(v) for k, v in typed.items()}, "l": string_lists(chunk.metadata)}
 
 
 def _native(node: filters.Node) -> bool:

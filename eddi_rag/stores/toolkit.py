@@ -29,6 +29,12 @@ def typed_fields(metadata: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def string_lists(metadata: dict[str, Any]) -> dict[str, list[str]]:
+    """The strings of each list-valued field (a document's ``acl``), for an engine's array field that answers
+    ``$containsAny`` / ``$containsNone``; kept apart from the scalar fields, so the scalar operators never see a list."""
+    return {k: [e for e in v if isinstance(e, str)] for k, v in metadata.items() if isinstance(v, list)}
+
+
 class OverwriteThenPrune:
     """``replace`` for engines without transactions: validate everything first, write the new
     chunks (overwriting equal ids), then delete the old ones that were not overwritten. A

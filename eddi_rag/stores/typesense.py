@@ -37,7 +37,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
-from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector
+from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, string_lists
 
 _TYPED = {"string": "m_str__", "number": "m_num__", "bool": "m_bool__"}
 _SAFE_FIELD = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -154,8 +154,7 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
     for k, v in chunk.metadata.items():
         if filters.value_kind(v) is not None and _SAFE_FIELD.match(k):
             doc[_TYPED[filters.scalar_kind(v)] + k] = float(v) if filters.value_kind(v) == "number" else v
-        elif isinstance(v, list) and _SAFE_FIELD.match(k) and (strings := [e for e in v if isinstance(e, str)]):
-            doc["m_list__" + k] = strings
+    doc.update({"m_list__" + k: strings for k, strings in string_lists(chunk.metadata).items() if strings and _SAFE_FIELD.match(k)})
     return doc
 
 
