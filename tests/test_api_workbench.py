@@ -98,7 +98,7 @@ def test_context_is_the_section_an_llm_task_would_inject_and_feedback_is_kept_fo
 def test_doctor_reports_each_check_with_its_fix(client):
     kb = make_kb(client, "Rail", storeType="pgvector", storeParameters={"url": "${env:NO_SUCH_VARIABLE_HERE}"})
     checks = {c["check"]: c for c in client.get(f"{BASE}/{kb}/doctor").json()}
-    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions"]
+    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "acl"]
     secrets = checks["secrets"]  # every check is shown: what needs the secret is skipped, not hidden
     assert secrets["level"] == "failed" and "NO_SUCH_VARIABLE_HERE" in secrets["detail"] and secrets["fix"]
     assert {checks[c]["level"] for c in ("embeddings", "store", "dimensions", "documents")} == {"skipped"}

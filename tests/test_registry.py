@@ -19,7 +19,8 @@ def test_a_third_party_store_registers_through_an_entry_point(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
 
     assert "acme" in registry.store_types()
-    assert registry.describe(registry.STORES, "acme")["capabilities"] == ["collections", "keyword_search", "metadata_filtering", "search"]
+    assert registry.describe(registry.STORES, "acme")["capabilities"] == ["collections", "keyword_search", "list_filtering",
+                                                                         "metadata_filtering", "search"]
     kb = runtime.resources.create("rags", runtime.validate_rag({"name": "kb", "embeddingProvider": "local", "storeType": "acme"}).to_json()).id
     runtime.ingest(kb, "a.md", "Acme anvils are heavy.")
     assert runtime.query(kb, "anvil weight", min_score=0)[0].metadata["source"] == "a.md"
