@@ -215,3 +215,29 @@ def test_a_string_equality_is_answered_from_its_sorted_index_as_the_table_grows_
             mask = table.select(node)
             assert sorted(table.id_of(r) for r in np.flatnonzero(mask)) == want
     assert len(table) == len(live) and compactions
+
+
+def test_a_selective_filter_asked_again_searches_a_contiguous_copy_exactly_and_never_a_stale_one():
+    """A reader's ACL names a tenth of the rows, query after query: the second time its rows' vectors are copied
+    contiguous and searched exactly (what the graph would have to walk wide for); a write invalidates the copy."""
+    rng = np.random.default_rng(3)
+    table = rows_module.RowTable("exact")
+    matrix = rng.standard_normal((4000, 16)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    table.add([f"r{i:04d}" for i in range(4000)], matrix, [{"acl": [f"group:g{i % 10}"]} for i in range(4000)])
+    node = filters.parse({"acl": {"$containsAny": ["group:g0"]}})
+    q = matrix[10]
+
+    def exact(qv: np.ndarray) -> list[str]:
+        allowed = [i for i in range(table.n) if table.ids[i] is not None and i % 10 == 0]
+        sims = table.vectors[allowed] @ qv
+        return [table.ids[allowed[j]] for j in np.argsort(-sims, kind="stable")[:5]]
+
+    first = [table.ids[r] for r, _ in table.search(q, 5, node)]
+    assert not any(entry[2] is not None for entry in table._subsets.values())  # asked once: remembered, not copied
+    second = [table.ids[r] for r, _ in table.search(q, 5, node)]
+    assert any(entry[2] is not None for entry in table._subsets.values())
+    assert first == second == exact(q) and first[0] == "r0010"
+    table.add(["r0010"], (-matrix[10])[None, :], [{"acl": ["group:g0"]}])  # the best row turns away
+    table.search(q, 5, node)
+    assert [table.ids[r] for r, _ in table.search(q, 5, node)] == exact(q) and "r0010" not in exact(q)
