@@ -375,3 +375,28 @@ def test_the_cli_fills_the_group_directory_and_binds_a_keys_groups(tmp_path):
     assert refused.exit_code != 0 and "name the user too" in refused.output
     bad = run(main, ["ingest", "kb", str(tmp_path), "--acl", "finance", *data])
     assert bad.exit_code != 0 and "--acl[0]" in bad.output
+
+
+def test_the_keyword_index_decides_who_may_read_inside_its_query_and_keeps_bm25(tmp_path):
+    """The sqlite store's tantivy index holds each chunk's acl: a reader's grants and denies are part of tantivy's query
+    (a reader of a tenth is not handed the other nine tenths first), and the BM25 of what passes is unchanged."""
+    from eddi_rag.state.sqlite import Database
+    from eddi_rag.stores.base import Chunk, StoreContext
+    from eddi_rag.stores.embedded.sqlite import SqliteStore
+
+    store = SqliteStore("kb", {}, StoreContext(Database(tmp_path / "s.db"), tmp_path))
+    store.upsert([Chunk(f"c{i:03d}", f"vienna night train number {i}" + " vienna" * (i % 3), {"acl": [f"group:g{i % 10}"]},
+                        [1.0, float(i)]) for i in range(200)])
+    everyone = {h.id: h.bm25 for h in store.keyword_search("vienna train", 200)}
+    reader = readable_by(Reader("alice", ("g0",)).principals())
+    mine = store.keyword_search("vienna train", 5, where=reader)
+    assert {h.id for h in mine} <= {i for i in everyone if int(i[1:]) % 10 == 0}
+    assert sorted((h.bm25 for h in mine), reverse=True) == sorted((everyone[i] for i in everyone if int(i[1:]) % 10 == 0),
+                                                                  reverse=True)[:5]
+    assert all(h.bm25 == pytest.approx(everyone[h.id]) for h in mine) and len(mine) == 5
+    searched = []
+    index = store._cache.keywords
+    original = index.search
+    index.search = lambda *a, **kw: searched.append(a) or original(*a, **kw)
+    store.keyword_search("vienna train", 5, where=reader)
+    assert len(searched) == 1  # one round: tantivy was asked for the reader's chunks only

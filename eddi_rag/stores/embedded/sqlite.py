@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from eddi_rag.common.principals import ACL
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
@@ -44,7 +45,7 @@ from eddi_rag.stores.embedded.ann import Hnsw
 from eddi_rag.stores.embedded.keywords import KeywordIndex
 from eddi_rag.stores.embedded.memory import INDEX_PARAMETERS
 from eddi_rag.stores.embedded.rows import RowTable
-from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
+from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector, string_lists
 
 
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
@@ -83,6 +84,23 @@ def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str,
         return (sql if node.op == "$in" else f"NOT {sql}"), [x for _, ps in parts for x in ps]
     op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
     return typed(node.value, op)
+
+
+def _acl_of(node: filters.Node | None) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """What ``node`` requires of a chunk's ``acl``, as the keyword index can ask it: (one of these, none of these) from
+    the ``$containsAny`` / ``$containsNone`` conditions an And requires (None: no such condition). Only ever less than
+    ``node`` asks (one ``$containsAny`` of several): the rows' exact filter decides after."""
+    holding: tuple[str, ...] | None = None
+    lacking: tuple[str, ...] = ()
+    for part in node.children if isinstance(node, filters.And) else [node] if node is not None else []:
+        if isinstance(part, filters.And):
+            inner_holding, inner_lacking = _acl_of(part)
+            holding, lacking = holding if holding is not None else inner_holding, lacking + inner_lacking
+        elif isinstance(part, filters.Compare) and part.field == ACL and part.op == "$containsAny" and holding is None:
+            holding = part.value
+        elif isinstance(part, filters.Compare) and part.field == ACL and part.op == "$containsNone":
+            lacking += part.value
+    return holding, lacking
 
 
 _SCHEMA = [
@@ -281,7 +299,8 @@ class SqliteStore:
             if matrix is not None:
                 table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
             if cache.keywords is not None and cache.keywords_generation == cache.generation:  # kept current
-                cache.keywords.write([id for id in gone if id is not None], [(ch.id, ch.text) for ch in chunks])
+                cache.keywords.write([id for id in gone if id is not None],
+                                     [(ch.id, ch.text, string_lists(ch.metadata).get("acl", [])) for ch in chunks])
                 cache.keywords_generation = generation
             cache.generation = generation
         return len(rows)
@@ -353,12 +372,16 @@ class SqliteStore:
         with cache.table.lock:
             table = self._table(self.db)
             if cache.keywords is None or cache.keywords_generation != cache.generation:
-                rows = self.db.query("SELECT id, text FROM kb_chunks WHERE kb=?", (self.kb_id,))
-                cache.keywords, cache.keywords_generation = KeywordIndex((r["id"], r["text"]) for r in rows), cache.generation
+                rows = self.db.query("SELECT id, text, CASE json_type(metadata, '$.acl') WHEN 'array' THEN json_extract(metadata, "
+                                     "'$.acl') END AS acl FROM kb_chunks WHERE kb=?", (self.kb_id,))
+                cache.keywords = KeywordIndex((r["id"], r["text"], [e for e in json.loads(r["acl"]) if isinstance(e, str)]
+                                               if r["acl"] else []) for r in rows)
+                cache.keywords_generation = cache.generation
             allowed = table.select(node)
+            holding, lacking = _acl_of(node)  # decided in tantivy's query too: the candidates are the reader's
             n = k if allowed is None else 2 * k
             while True:
-                ranked = cache.keywords.search(text, n)
+                ranked = cache.keywords.search(text, n, holding, lacking)
                 picked = [(id, score) for id, score in ranked
                           if id in table.row_of and (allowed is None or allowed[table.row_of[id]])][:k]
                 if len(picked) >= k or len(ranked) < n:
