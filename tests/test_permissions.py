@@ -400,3 +400,20 @@ def test_the_keyword_index_decides_who_may_read_inside_its_query_and_keeps_bm25(
     index.search = lambda *a, **kw: searched.append(a) or original(*a, **kw)
     store.keyword_search("vienna train", 5, where=reader)
     assert len(searched) == 1  # one round: tantivy was asked for the reader's chunks only
+
+
+def test_an_engine_answering_beyond_the_acl_still_fails_closed(runtime, monkeypatch):
+    """Found on Chroma once in a full run (a chunk with no ACL came back for bob): what an engine answers is checked
+    again against the reader's ACL, its hits and the chunks around them, so an engine's slip withholds, never leaks."""
+    from eddi_rag.stores.embedded.memory import InMemoryStore
+
+    kb = make_kb(runtime, "slips", storeType="in-memory", minScore=0, audience="DOCUMENT_ACL", contextExpansion="neighbors")
+    runtime.ingest(kb, "open.md", "Vienna trains leave hourly.", acl=["public"])
+    runtime.ingest(kb, "closed.md", "Vienna budget is secret.", acl=["group:finance"])
+    runtime.ingest(kb, "none.md", "Vienna memo without readers.")
+    search, get = InMemoryStore.search, InMemoryStore.get
+    monkeypatch.setattr(InMemoryStore, "search", lambda self, vector, k, where=None: search(self, vector, k))  # ignores it
+    monkeypatch.setattr(InMemoryStore, "get", lambda self, where=None, **kw: get(self, None, **kw))
+    result = runtime.search.run(SearchRequest(kb, "Vienna", user_id="bob", mode="vector"))
+    assert [h.metadata["source"] for h in result.hits] == ["open.md"]
+    assert {c.metadata["source"] for p in result.passages for c in [*p.hits, *p.chunks]} == {"open.md"}

@@ -150,7 +150,7 @@ def group_by_document(hits: list[SearchHit]) -> list[list[SearchHit]]:
 
 
 def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors: int = 4, max_chars: int = 12000,
-           overlap: int = 0, where: filters.Where = None) -> list[Passage]:
+           overlap: int = 0, where: filters.Where = None, recheck: filters.Node | None = None) -> list[Passage]:
     """One passage per document among ``hits`` (ordered by their best hit), holding its hits' chunks
     and, as ``candidates``, the chunks it may grow by, best first. ``where`` scopes the chunks
     fetched around the hits (the same user and expiry scope as the search)."""
@@ -168,7 +168,8 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
         own = filters.node(where)
         assert around is not None  # a non-empty filter
         scoped = filters.And((around, own)) if own else around
-        fetched = {c.id: c for c in store.get(where=scoped)} if document else {}
+        fetched = {c.id: c for c in store.get(where=scoped) if recheck is None or filters.matches(recheck, c.metadata)} \
+            if document else {}
         chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
         candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
         reached = max((_position(c) for c in fetched.values()), default=None)

@@ -160,7 +160,8 @@ class Retriever:
                 hits = store.search(vector, fetch, where=scoped)
         else:
             hits = self._with_keywords(store, config, query, vector, fetch, scoped)
-        hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)]
+        hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)
+                and (access.node is None or filters.matches(access.node, h.metadata))]  # (the engine's answer, checked again)
         if reranker is not None:
             found = rerank(reranker, query, hits, k)
         else:
@@ -178,7 +179,7 @@ class Retriever:
         _lists_filtered(store, config, access.node)
         return gather(store, hits, mode or config.contextExpansion,
                       neighbors=config.expansionNeighbors, max_chars=config.maxPassageChars,
-                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time(), access.node))
+                      overlap=config.chunkOverlap, where=scope(None, user_id, time.time(), access.node), recheck=access.node)
 
     def passages(self, kb_id: str, config: RagConfiguration, hits: list[SearchHit], mode: str | None = None,
                  user_id: str | None = None, total_chars: int | None = None, access: Access = EVERYONE) -> list[Passage]:
