@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from eddi_rag.common.principals import InvalidAclError, Reader, parse_acl
 from eddi_rag.config import ConfigValidationError
-from eddi_rag.resource_types import resource_uri
+from eddi_rag.resource_types import ResourceNotFoundError, resource_uri
 from eddi_rag.retrieval.access import WithheldError, access, readable_by
 from eddi_rag.stores import filters
 from eddi_rag.verbs.search import SearchRequest
@@ -404,7 +404,8 @@ def test_the_keyword_index_decides_who_may_read_inside_its_query_and_keeps_bm25(
 
 def test_an_engine_answering_beyond_the_acl_still_fails_closed(runtime, monkeypatch):
     """Found on Chroma once in a full run (a chunk with no ACL came back for bob): what an engine answers is checked
-    again against the reader's ACL, its hits and the chunks around them, so an engine's slip withholds, never leaks."""
+    again against the reader's ACL, its hits and the chunks around them, and the document pages' lists, so an engine's
+    slip withholds, never leaks."""
     from eddi_rag.stores.embedded.memory import InMemoryStore
 
     kb = make_kb(runtime, "slips", storeType="in-memory", minScore=0, audience="DOCUMENT_ACL", contextExpansion="neighbors")
@@ -417,3 +418,11 @@ def test_an_engine_answering_beyond_the_acl_still_fails_closed(runtime, monkeypa
     result = runtime.search.run(SearchRequest(kb, "Vienna", user_id="bob", mode="vector"))
     assert [h.metadata["source"] for h in result.hits] == ["open.md"]
     assert {c.metadata["source"] for p in result.passages for c in [*p.hits, *p.chunks]} == {"open.md"}
+    bob = readable_by(Reader("bob", ()).principals())
+    assert [d["documentId"] for d in runtime.documents.list(kb, readable=bob)["documents"]] == ["open.md"]
+    monkeypatch.undo()
+    opened, unlabelled = (runtime.documents.chunks(kb, doc)[0]["id"] for doc in ("open.md", "none.md"))
+    monkeypatch.setattr(InMemoryStore, "get", lambda self, where=None, **kw: get(self, None, **kw))
+    assert runtime.documents.visible(kb, opened, None, bob) and not runtime.documents.visible(kb, unlabelled, None, bob)
+    with pytest.raises(ResourceNotFoundError):  # the Manager's and REST's document pages: the same re-check
+        runtime.documents.chunks(kb, "none.md", readable=bob)

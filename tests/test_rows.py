@@ -234,10 +234,38 @@ def test_a_selective_filter_asked_again_searches_a_contiguous_copy_exactly_and_n
         return [table.ids[allowed[j]] for j in np.argsort(-sims, kind="stable")[:5]]
 
     first = [table.ids[r] for r, _ in table.search(q, 5, node)]
-    assert not any(entry[2] is not None for entry in table._subsets.values())  # asked once: remembered, not copied
+    assert not any(entry.vectors is not None for entry in table._subsets.values())  # asked once: remembered, not copied
     second = [table.ids[r] for r, _ in table.search(q, 5, node)]
-    assert any(entry[2] is not None for entry in table._subsets.values())
+    assert any(entry.vectors is not None for entry in table._subsets.values())
     assert first == second == exact(q) and first[0] == "r0010"
     table.add(["r0010"], (-matrix[10])[None, :], [{"acl": ["group:g0"]}])  # the best row turns away
     table.search(q, 5, node)
     assert [table.ids[r] for r, _ in table.search(q, 5, node)] == exact(q) and "r0010" not in exact(q)
+
+
+def test_a_large_subset_asked_again_and_again_gets_a_graph_of_its_own_and_loses_it_at_a_write(monkeypatch):
+    """The third time a large reader's rows are searched, a graph of just those rows is built in the background (the
+    exact copy answers meanwhile); it then answers as the exact scan does, and a write drops it with the copy."""
+    monkeypatch.setattr(rows_module, "SUBSET_GRAPH_FROM", 200)
+    rng = np.random.default_rng(5)
+    table = rows_module.RowTable("hnsw")
+    matrix = rng.standard_normal((3000, 16)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    table.add([f"r{i:04d}" for i in range(3000)], matrix, [{"acl": [f"group:g{i % 10}"]} for i in range(3000)])
+    node = filters.parse({"acl": {"$containsAny": ["group:g0"]}})
+
+    def exact(qv: np.ndarray) -> list[str]:
+        allowed = [i for i in range(table.n) if table.ids[i] is not None and i % 10 == 0]
+        sims = table.vectors[allowed] @ qv
+        return [table.ids[allowed[j]] for j in np.argsort(-sims, kind="stable")[:5]]
+
+    for _ in range(3):
+        assert [table.ids[r] for r, _ in table.search(matrix[20], 5, node)] == exact(matrix[20])
+    table.settle(timeout=60)
+    (subset,) = table._subsets.values()
+    assert subset.graph is not None and subset.graph.size == 300
+    for i in range(0, 3000, 150):
+        assert [table.ids[r] for r, _ in table.search(matrix[i], 5, node)] == exact(matrix[i])
+    table.remove([table.row_of["r0020"]])
+    assert "r0020" not in [table.ids[r] for r, _ in table.search(matrix[20], 5, node)]
+    assert all(s.graph is None for s in table._subsets.values())

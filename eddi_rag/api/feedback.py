@@ -25,7 +25,7 @@ def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, 
                   limit: int = Query(200, ge=1, le=1000), reviewed: bool | None = None) -> list[dict[str, Any]]:
     """Citation feedback of the caller's tenant, newest first (``vote=down``: what to review;
     ``reviewed=false``: not yet marked reviewed); a viewer sees, of knowledge bases that read by permissions, its own."""
-    return runtime.feedback.list(caller.tenant, kbId, vote, limit, reviewed, seen_by=_seen_by(caller))
+    return runtime.feedback.list(caller.tenant, kbId, vote, limit, reviewed, seen_by=_whose_votes(caller))
 
 
 @feedback_router.get("/ragstore/feedback/export.csv", response_class=Response,
@@ -33,11 +33,11 @@ def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, 
 def feedback_csv(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None,
                  vote: Literal["up", "down"] | None = None) -> Response:
     """The votes as CSV, for a spreadsheet."""
-    return Response(runtime.feedback.csv(caller.tenant, kbId, vote, seen_by=_seen_by(caller)), media_type="text/csv; charset=utf-8",
+    return Response(runtime.feedback.csv(caller.tenant, kbId, vote, seen_by=_whose_votes(caller)), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": 'attachment; filename="feedback.csv"'})
 
 
-def _seen_by(caller: Principal) -> str | None:
+def _whose_votes(caller: Principal) -> str | None:
     """Whose votes on knowledge bases that read by permissions a caller sees: every vote for an editor (None), else
     its own user's (a user-less viewer: none)."""
     return None if caller.allows("editor") else (caller.user_id or "")

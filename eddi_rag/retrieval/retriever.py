@@ -15,6 +15,7 @@ candidate, nor shown around another's hit.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -109,7 +110,7 @@ class Hits(list):
 
     rerank: dict[str, Any] | None = None
     access: Access = EVERYONE
-    would_withhold: list[str] = []
+    would_withhold: Sequence[str] = ()  # (a list once set: the ids)
 
 
 def rerank(reranker: Reranker, query: str, candidates: list[SearchHit], k: int) -> Hits:

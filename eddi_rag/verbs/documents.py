@@ -19,7 +19,7 @@ from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.retriever import DISABLED, visible_to
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import LIST_FILTERING
+from eddi_rag.stores.base import LIST_FILTERING, Chunk
 from eddi_rag.stores.ownership import StoreOwnership
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
@@ -37,6 +37,12 @@ def _seen_by(where: dict[str, Any] | None, user_id: str | None, readable: filter
     parts = [p for p in (filters.parse(where) if where else None, filters.parse(visible_to(user_id)) if user_id else None,
                          readable) if p is not None]
     return None if not parts else parts[0] if len(parts) == 1 else filters.And(tuple(parts))
+
+
+def _checked(chunks: builtins.list[Chunk], node: filters.Node | None, readable: filters.Node | None) -> builtins.list[Chunk]:
+    """The chunks an engine returned for ``node``, checked again with the reference evaluator when a reader's
+    ``readable`` is part of it: an engine's slip (a chunk without an ACL let through) hides a chunk, never shows it."""
+    return chunks if readable is None else [c for c in chunks if filters.matches(node, c.metadata)]
 
 
 class Documents:
@@ -61,7 +67,8 @@ class Documents:
         chunks the list is cut: ``complete`` false. ``user_id``: only the shared documents and that
         user's own, as that user's search sees them; ``readable``: only what a reader may read (counts included)."""
         found: dict[str, dict[str, Any]] = {}
-        chunks = self._store(kb_id).get(_seen_by(None, user_id, readable), limit=max_chunks + 1)
+        node = _seen_by(None, user_id, readable)
+        chunks = _checked(self._store(kb_id).get(node, limit=max_chunks + 1), node, readable)
         for c in chunks[:max_chunks]:
             m = c.metadata
             doc = found.setdefault(m.get("document_id", "?"), {
@@ -78,7 +85,8 @@ class Documents:
         """One document's chunks in order: {id, position, where (page, section, rows...), text, enabled, acl (who may
         read it, when it says); a PDF's or an image's also page and boxes: where on the page, ``ingest.boxes``}.
         404 when the KB holds no such document (that this user, or reader, may see)."""
-        found = self._store(kb_id).get(_seen_by({"document_id": document_id}, user_id, readable))
+        node = _seen_by({"document_id": document_id}, user_id, readable)
+        found = _checked(self._store(kb_id).get(node), node, readable)
         if not found:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
         found.sort(key=lambda c: c.metadata.get("position_in_doc", 0))
@@ -110,7 +118,8 @@ class Documents:
     def visible(self, kb_id: str, chunk_id: str, user_id: str | None, readable: filters.Node | None = None) -> bool:
         """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's; and what
         ``readable`` allows)."""
-        return bool(self._store(kb_id).get(_seen_by(visible_to(user_id), None, readable), limit=1, ids=[chunk_id]))
+        node = _seen_by(visible_to(user_id), None, readable)
+        return bool(_checked(self._store(kb_id).get(node, limit=1, ids=[chunk_id]), node, readable))
 
     def set_acl(self, kb_id: str, document_id: str, acl: Any) -> dict[str, Any]:
         """Who may read one document from now on (retrieval.access): its chunks' ``acl`` rewritten in one atomic

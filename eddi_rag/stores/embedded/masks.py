@@ -224,9 +224,15 @@ class MetadataColumns:
 
     def _compare(self, c: Compare, rows: Rows, size: int) -> np.ndarray:
         if c.op in CONTAINS:
-            full = np.zeros(self.n, dtype=bool)
-            full[self._holding(c)] = True
-            return full[rows] if c.op == "$containsAny" else ~full[rows]
+            holding = self._holding(c)
+            if isinstance(rows, slice):
+                hit = np.zeros(self.n, dtype=bool)
+                hit[holding] = True
+                hit = hit[rows]
+            else:  # a few candidates (a document's chunks): looked up in the sorted rows, not a mask of every row
+                at = np.minimum(np.searchsorted(holding, rows), max(len(holding) - 1, 0))
+                hit = holding[at] == rows if len(holding) else np.zeros(size, dtype=bool)
+            return hit if c.op == "$containsAny" else ~hit
         col = self._columns.get(c.field)
         if col is None:  # no row has the field: only the negations match
             return np.full(size, c.op in ("$ne", "$nin"), dtype=bool)
