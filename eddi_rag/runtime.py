@@ -121,6 +121,7 @@ class Runtime:
         self.notes = NotesStore(self.db)
         self.sources = SourceSync(self.db, self.knowledge_bases, self.ingestor, self.documents, self.outbound, redact, self.resolver)
         self.saving.source_removed = self.sources.forget_source
+        self.saving.kb_gone = self.grants.forget
         self.saving.claim_existing()
         self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db)
         self.collections = VectorCollections(Collections(self.db, self.stores))

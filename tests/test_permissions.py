@@ -356,6 +356,9 @@ def test_a_knowledge_base_shared_with_named_users_and_groups_is_theirs_alone(tmp
         runtime.grants.set("default", kb, [{"principal": "finance", "access": "VIEW"}])
     assert client.put(f"{base}/grants", headers=as_("admin"), json={"grants": []}).json()["grants"] == {}
     assert client.post(f"{base}/query", json=ask, headers=as_("bob")).status_code == 200  # the tenant's again
+    runtime.grants.set("default", kb, [{"principal": "group:finance", "access": "VIEW"}])
+    runtime.saving.delete("rags", kb, permanent=True)
+    assert runtime.grants.of("default", kb) == {}  # deleted for good: its grants with it
     runtime.close()
 
 

@@ -78,6 +78,10 @@ class Grants:
     def set(self, tenant: str, kb_id: str, grants: Sequence[dict[str, Any]]) -> dict[str, str]:
         return self.grants.set(tenant, kb_id, grants)
 
+    def forget(self, kb_id: str) -> None:
+        """A knowledge base deleted for good: its grants go (an id used again starts with none)."""
+        self.grants.forget(kb_id)
+
     def may(self, caller: Principal, kb_id: str, need: str) -> bool:
         try:
             self.check(caller, kb_id, need)

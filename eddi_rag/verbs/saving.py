@@ -40,11 +40,13 @@ log = logging.getLogger(__name__)
 
 class Saving:
     def __init__(self, resources: ResourceStore, kbs: KnowledgeBases, documents: Documents, jobs: IngestionQueue,
-                 source_removed: Callable[[str, RagConfiguration, str, bool], None] = lambda *a: None):
+                 source_removed: Callable[[str, RagConfiguration, str, bool], None] = lambda *a: None,
+                 kb_gone: Callable[[str], None] = lambda kb_id: None):
         """``source_removed(kb_id, config before, source id, its chunks too)``: forget a source's state and files
-        (SourceSync.forget_source)."""
+        (SourceSync.forget_source); ``kb_gone(kb_id)``: forget what else is kept of a knowledge base deleted for good
+        (its grants: KbGrants.forget)."""
         self.resources, self.kbs, self.documents, self.jobs = resources, kbs, documents, jobs
-        self.source_removed = source_removed
+        self.source_removed, self.kb_gone = source_removed, kb_gone
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
                description: str = "", adopt: bool = False, who: Principal | None = None) -> ResourceRef:
@@ -191,6 +193,7 @@ class Saving:
         self.resources.delete(kind, id, version, permanent)
         if kind == "rags" and permanent:
             self.documents.ownership.release(id)
+            self.kb_gone(id)
 
 
 ACCESS_FIELDS = {"audience": "AGENT_USERS", "aclMode": "enforce", "owner": None}  # who may read, and their defaults

@@ -39,8 +39,9 @@ EXACT_BELOW = 2_000  # fewer candidate rows (after the filter) are answered by t
 # searched exactly; 10,000 of 100,000 rows then cost 0.4 ms against 5 ms for the graph walked wide enough for them.
 SUBSETS_BYTES = 256 * 2**20  # the copies kept, least recently used dropped first
 # A copy this large (of a table searched through its graph) gets a graph of its own: 10,194 rows of 384 floats are 16 MB
-# read by each exact search, 2 to 2.5 ms through Search.run at 100k chunks, against 0.3 ms for a graph of them.
-SUBSET_GRAPH_FROM = 4_000
+# read by each exact search, 2 to 2.5 ms through Search.run at 100k chunks, against 0.3 ms for a graph of them (built in
+# about a second); below, the exact scan, as for any filter selecting so few.
+SUBSET_GRAPH_FROM = EXACT_BELOW
 _BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eddi-rag-subset-graph")  # one build at a time
 
 
@@ -275,12 +276,22 @@ class RowTable:
         ties broken by id."""
         if self.dim is None or k <= 0 or not len(self):
             return []
-        mask = self.select(node)
-        selected = self.n if mask is None else int(mask.sum())
+        rows = None if node is None else self._narrowed(node)  # (a reader's ACL: its rows, without a mask of all)
+        mask: np.ndarray | None = None
+        if rows is None:
+            mask = self._scanned(node)
+            selected = self.n if mask is None else int(mask.sum())
+            if mask is not None and selected * 4 < self.n:
+                rows = np.flatnonzero(mask)
+        else:
+            selected = len(rows)
         if not selected:
             return []
-        if mask is not None and selected * 4 < self.n and (subset := self._subset(mask)) is not None:
+        if rows is not None and selected * 4 < self.n and (subset := self._subset(rows)) is not None:
             return self._search_subset(subset, q, k)
+        if rows is not None and mask is None:
+            mask = np.zeros(self.n, dtype=bool)
+            mask[rows] = True
         if self.uses_hnsw() and selected >= EXACT_BELOW:
             fetch = min(selected, k + 5)  # more than k, so ties at the cut are broken by id
             found = self.graph().search(q, fetch, None if mask is None else self._bits(node, mask), selected / self.n)
@@ -298,11 +309,10 @@ class RowTable:
         sims = vectors @ q
         return [(int(rows[i]), float(sims[i])) for i in top_k(sims, _IdsOf(self.ids, rows), k)]
 
-    def _subset(self, mask: np.ndarray) -> _Subset | None:
-        """What is kept for a selective ``mask`` seen before at this version: the first sight only remembers it (a
-        filter asked once is searched as before), the second copies its vectors, the third of a large one starts
-        building its graph; None until the copy is made."""
-        rows = np.flatnonzero(mask)
+    def _subset(self, rows: np.ndarray) -> _Subset | None:
+        """What is kept for a selective filter's ``rows`` (ascending) seen before at this version: the first sight only
+        remembers them (a filter asked once is searched as before), the second copies their vectors, the third of many
+        starts building their graph; None until the copy is made."""
         key = hash(rows.tobytes())
         with self.lock:
             known = self._subsets.get(key)
