@@ -318,14 +318,14 @@ def test_source_previews_and_run_history_are_bounded_from_python_as_from_rest(tm
     runtime = Runtime(tmp_path / "data")
     kb = runtime.saving.create("rags", {**KB, "sources": [{"name": "docs", "folder": {"path": str(tmp_path / "docs")}}]}).id
     release, held = threading.Event(), threading.Barrier(MAX_PREVIEWS + 1)
-    listing = runtime.sources.listing
+    context = runtime.sources.context  # (what a connector is handed before it lists)
 
-    def slow_listing(*args, **kwargs):
+    def slow_context(*args, **kwargs):
         held.wait(30)
         release.wait(30)
-        return listing(*args, **kwargs)
+        return context(*args, **kwargs)
 
-    monkeypatch.setattr(runtime.sources, "listing", slow_listing)
+    monkeypatch.setattr(runtime.sources, "context", slow_context)
     previews = [threading.Thread(target=runtime.sources.preview, args=(kb, "docs")) for _ in range(MAX_PREVIEWS)]
     for thread in previews:
         thread.start()
@@ -338,7 +338,7 @@ def test_source_previews_and_run_history_are_bounded_from_python_as_from_rest(tm
         release.set()
         for thread in previews:
             thread.join(30)
-        monkeypatch.setattr(runtime.sources, "listing", listing)
+        monkeypatch.setattr(runtime.sources, "context", context)
         assert runtime.sources.preview(kb, "docs")["add"]
         runtime.sources.run(kb, "docs")
         assert len(client.get(f"/ragstore/rags/{kb}/sources/docs/runs", params={"limit": 10_000}).json()) == 1

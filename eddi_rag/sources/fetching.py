@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 import zlib
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
+
+from eddi_rag.common.outbound import OutboundPolicy
 
 USER_AGENT = "eddi-rag"
 MAX_PAGE_BYTES = 20 * 1024 * 1024
@@ -89,3 +92,11 @@ def locs(data: bytes) -> tuple[str, list[str]]:
     else:
         raise ValueError(f"not a sitemap: the root element is <{kind}>")
     return kind, found[:MAX_SITEMAP_URLS]
+
+
+def page(outbound: OutboundPolicy, url: str, max_bytes: int = MAX_PAGE_BYTES) -> Callable[[], tuple[bytes, str | None]]:
+    """The fetch of one page, through the outbound guard's client, carried out when called."""
+    def read() -> tuple[bytes, str | None]:
+        with outbound.client() as client:
+            return fetch(client, url, max_bytes=max_bytes)
+    return read

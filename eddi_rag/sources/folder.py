@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from eddi_rag.common.paths import folder_roots, in_folder_roots
-from eddi_rag.config import FolderSource
+from eddi_rag.config import FolderSource, IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed
 
 
 class FolderNotAllowedError(EddiRagError, ValueError):
@@ -63,3 +64,19 @@ def listing(source_id: str, spec: FolderSource, max_bytes: int | None = None) ->
                 continue
             out.items.append(item(source_id, folder, rel, max_bytes))
     return out
+
+
+class FolderConnector:
+    type = "folder"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.folder is not None  # the schema: a source has the block of its type
+        check_folder(source.folder.path)  # a folder we may not read is a 400 now, not a FAILED run later
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        assert source.folder is not None
+        return feed(listing(source.effective_id, source.folder, ctx.max_bytes), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        assert source.folder is not None
+        return item(source.effective_id, check_folder(source.folder.path), name, ctx.max_bytes)

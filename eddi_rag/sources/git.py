@@ -23,10 +23,11 @@ from urllib.parse import unquote, urlsplit
 
 from eddi_rag.common import paths
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.config import GitSource
+from eddi_rag.config import GitSource, IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, holding, selected
+from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
 from eddi_rag.sources.folder import check_folder
 
 GIT_ENVIRONMENT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:file", "GIT_CONFIG_NOSYSTEM": "1"}
@@ -141,3 +142,20 @@ def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolic
     if wanted > len(out.items):
         out.notes.append(f"{wanted - len(out.items)} file(s) that are not UTF-8 text were skipped (GitLoader reads text only)")
     return out
+
+
+class GitConnector:
+    type = "git"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.git is not None
+        check_url(source.git.url, ctx.outbound)
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        assert source.git is not None
+        sid = source.effective_id
+        return feed(listing(sid, source.git, working_copy(ctx.data_dir, ctx.kb_id, sid, source.git.url), ctx.outbound,
+                            ctx.max_bytes), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        return listed_again(self, ctx, source, document_id, name)

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.config import S3Source
+from eddi_rag.config import IngestionSource, S3Source
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
 
 
 class S3SourceError(EddiRagError, ValueError):
@@ -69,3 +70,18 @@ def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbo
             "" if signed else ": the listing was unsigned (no accessKeyId / secretAccessKey), and a private bucket, or "
                               "one that refuses anonymous listing, shows nothing to it; give the source its keys"))
     return out
+
+
+class S3Connector:
+    type = "s3"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.s3 is not None
+        ctx.outbound.check(endpoint(source.s3))
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        assert source.s3 is not None
+        return feed(listing(source.effective_id, source.s3, ctx.resolve, ctx.outbound), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        return listed_again(self, ctx, source, document_id, name)

@@ -10,9 +10,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from eddi_rag.common.outbound import OutboundBlockedError
-from eddi_rag.config import SitemapSource
+from eddi_rag.config import IngestionSource, SitemapSource
 from eddi_rag.sources import Item, Listing, selected
-from eddi_rag.sources.fetching import fetch, locs, same_site
+from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed
+from eddi_rag.sources.fetching import fetch, locs, page, same_site
 
 MAX_NESTING = 3
 
@@ -45,3 +46,19 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
             break
         out.items.append(Item(url, url, page(url)))
     return out
+
+
+class SitemapConnector:
+    type = "sitemap"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        pass  # the schema checks the URL; the outbound guard checks each request
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        assert source.sitemap is not None
+        limit = source.settings.maxBytesPerPage
+        with ctx.outbound.client() as client:  # the sitemaps now; each page when the sink reads it
+            return feed(listing(source.effective_id, source.sitemap, client, lambda url: page(ctx.outbound, url, limit)), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        return Item(document_id, name, page(ctx.outbound, document_id, source.settings.maxBytesPerPage))

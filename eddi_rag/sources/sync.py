@@ -35,7 +35,9 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
-from eddi_rag.sources import Item, Listing, fetching, folder, git, s3, sitemap, upload, web
+from eddi_rag.sources import Item, Listing, upload
+from eddi_rag.sources.base import SourceContext, feed
+from eddi_rag.sources.connectors import connector
 from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, classify, digest, reconcile
 from eddi_rag.sources.runs import COMPLETED, FAILED, PURGE, Run, SourceBusyError, SourceRuns
 from eddi_rag.sources.uploaded import UploadedFiles
@@ -86,51 +88,11 @@ class SourceSync:
             raise SourceNotFoundError(f"knowledge base {kb_id!r} has no source {source_id!r} (its sources: {known})")
         return config, source
 
-    def listing(self, kb_id: str, source: IngestionSource, deadline: float | None = None) -> Listing:
-        sid, kind = source.effective_id, source.type
-        if kind == "upload":
-            return self.files.listing(kb_id, sid)
-        if kind == "folder":
-            assert source.folder is not None  # the schema: a source has the block of its type
-            return folder.listing(sid, source.folder, max_upload_bytes())
-        if kind == "git":
-            assert source.git is not None
-            return git.listing(sid, source.git, git.working_copy(self.kbs.data_dir, kb_id, sid, source.git.url), self.outbound,
-                               max_upload_bytes())
-        if kind == "s3":
-            assert source.s3 is not None
-            tenant = self.kbs.resources.tenant_of("rags", kb_id)
-            return s3.listing(sid, source.s3, lambda value: self.resolver.resolve(value, tenant), self.outbound)
-        with self.outbound.client() as client:
-            if kind == "web":
-                assert source.web is not None
-                return web.listing(sid, source.web, client, source.settings.maxBytesPerPage, deadline)
-            assert source.sitemap is not None
-            return sitemap.listing(sid, source.sitemap, client, self._fetch_url(source))  # pages are fetched later
-
-    def _fetch_url(self, source: IngestionSource):
-        def page(url: str):
-            def fetch() -> tuple[bytes, str | None]:
-                with self.outbound.client() as client:
-                    return fetching.fetch(client, url, max_bytes=source.settings.maxBytesPerPage)
-            return fetch
-        return page
-
-    def _item(self, kb_id: str, source: IngestionSource, document_id: str, name: str) -> Item:
-        """A document of the source fetched alone (retries)."""
-        if source.type == "folder":
-            assert source.folder is not None
-            return folder.item(source.effective_id, folder.check_folder(source.folder.path), name, max_upload_bytes())
-        if source.type in ("upload", "git", "s3"):  # listed again: the one document found in it
-            listed = self.files.listing(kb_id, source.effective_id) if source.type == "upload" else self.listing(kb_id, source)
-            return next((i for i in listed.items if i.document_id == document_id), Item(document_id, name, self._gone(name)))
-        return Item(document_id, name, self._fetch_url(source)(document_id))
-
-    @staticmethod
-    def _gone(name: str):
-        def fetch() -> tuple[bytes, str | None]:
-            raise upload.FileNotFoundInSourceError(f"{name}: the file is no longer in the source")
-        return fetch
+    def context(self, kb_id: str, deadline: float | None = None) -> SourceContext:
+        """What a connector of ``kb_id``'s sources may use (sources.base)."""
+        tenant = self.kbs.resources.tenant_of("rags", kb_id)
+        return SourceContext(kb_id, tenant, self.kbs.data_dir, self.outbound, lambda value: self.resolver.resolve(value, tenant),
+                             self.files, max_upload_bytes(), deadline)
 
     # -- runs -------------------------------------------------------------------------------
     def _runnable(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
@@ -141,10 +103,10 @@ class SourceSync:
         return config, source
 
     def start(self, kb_id: str, source_id: str) -> Run:
-        """Begin a run and carry it out on a background thread; returns it RUNNING (409: busy or disabled)."""
+        """Begin a run and carry it out on a background thread; returns it RUNNING (409: busy or disabled; 400: a
+        configuration its connector refuses, now rather than as a FAILED run later)."""
         config, source = self._runnable(kb_id, source_id)
-        if source.folder is not None:
-            folder.check_folder(source.folder.path)  # a folder we may not read is a 400 now, not a FAILED run later
+        connector(source.type).validate(self.context(kb_id), source)
         run = self.run_records.begin(kb_id, source.effective_id, "run")
         threading.Thread(target=self._carry_out, args=(kb_id, config, source, run, None), daemon=True,
                          name=f"eddi-rag-source-{source.effective_id}").start()
@@ -163,7 +125,8 @@ class SourceSync:
                   and (document_id is None or r["document_id"] == document_id)]
         if document_id is not None and not failed:
             raise SourceNotFoundError(f"source {sid!r} has no failed document {document_id!r}")
-        items = [self._item(kb_id, source, r["document_id"], r["name"]) for r in failed]
+        ctx, kind = self.context(kb_id), connector(source.type)
+        items = [kind.one(ctx, source, r["document_id"], r["name"]) for r in failed]
         return self._carry_out(kb_id, config, source, self.run_records.begin(kb_id, sid, "retry"), items)
 
     def _carry_out(self, kb_id: str, config: RagConfiguration, source: IngestionSource, run: Run,
@@ -171,23 +134,15 @@ class SourceSync:
         sid, settings = source.effective_id, source.settings
         deadline = time.monotonic() + settings.timeBudgetMinutes * 60
         try:
-            listed = Listing(items, complete=False) if items is not None else self.listing(kb_id, source, deadline)
-            run.seen, run.stopReason = len(listed.items), listed.stopped
-            run.message = "; ".join(listed.notes) or None
-            known = self.ledger.known(kb_id, sid)
-            for failure in listed.failures:
-                run.failed += 1
-                run.failures.append(failure)
-            for item in listed.items:
-                if time.monotonic() > deadline:
-                    run.stopReason = f"timeBudgetMinutes ({settings.timeBudgetMinutes}) reached"
-                elif run.embedded >= settings.maxSegmentsPerRun:
-                    run.stopReason = f"maxSegmentsPerRun ({settings.maxSegmentsPerRun}) reached"
-                if run.stopReason:
-                    break  # what is left is neither ingested nor missing: nothing is concluded
-                self._one(kb_id, config, source, item, known.get(item.document_id), run)
-            if listed.complete and run.stopReason is None:
-                self._reconcile(kb_id, config, source, {i.document_id for i in listed.items}, run)
+            sink = _Ingesting(self, kb_id, config, source, run, deadline)
+            if items is not None:  # a retry: these documents, concluding nothing about the others
+                ended = feed(Listing(items, complete=False), sink)
+            else:
+                ended = connector(source.type).sync(self.context(kb_id, deadline), source, None, sink)
+            run.stopReason = run.stopReason or ended.stopped
+            run.message = "; ".join(ended.notes) or None
+            if ended.complete and run.stopReason is None:
+                self._reconcile(kb_id, config, source, sink.listed, run)
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("source %s of %s failed: %s", sid, kb_id, e)
@@ -264,24 +219,17 @@ class SourceSync:
     def _preview(self, kb_id: str, source_id: str) -> dict[str, Any]:
         config, source = self.source(kb_id, source_id)
         sid = source.effective_id
-        listed = self.listing(kb_id, source, time.monotonic() + 120)
         known = self.ledger.known(kb_id, sid)
-        plan: dict[str, Any] = {"add": [], "update": [], "unchanged": [], "delete": [], "failures": list(listed.failures),
-                                "complete": listed.complete, "notes": listed.notes}
-        for item in listed.items:
-            try:
-                data, _ = item.fetch()
-            except Exception as e:  # noqa: BLE001
-                plan["failures"].append({"document": item.document_id, "reason": str(e) or type(e).__name__})
-                continue
-            plan[classify(known.get(item.document_id), digest(config, source, data))].append(item.document_id)
-        if listed.complete:
-            plan["delete"] = reconcile(known, {i.document_id for i in listed.items}, source.settings.tombstoneAfterMissedRuns).gone
-        return {"runId": None, "sourceId": sid, "outcome": "PREVIEW", "documentsSeen": len(listed.items),
+        sink = _Previewing(config, source, known)
+        ended = connector(source.type).sync(self.context(kb_id, time.monotonic() + 120), source, None, sink)
+        plan = {**sink.plan, "complete": ended.complete, "notes": ended.notes}
+        if ended.complete:
+            plan["delete"] = reconcile(known, sink.listed, source.settings.tombstoneAfterMissedRuns).gone
+        return {"runId": None, "sourceId": sid, "outcome": "PREVIEW", "documentsSeen": len(sink.listed),
                 "documentsIngested": len(plan["add"]) + len(plan["update"]), "documentsUnchanged": len(plan["unchanged"]),
                 "documentsSkipped": 0, "documentsFailed": len(plan["failures"]), "documentsTombstoned": len(plan["delete"]),
-                "segmentsStored": 0, "costUsd": None, "replaceUnsupported": False, "tombstoningSkipped": not listed.complete,
-                "stopReason": next(iter(listed.notes), None), "message": "; ".join(listed.notes) or None, **plan}
+                "segmentsStored": 0, "costUsd": None, "replaceUnsupported": False, "tombstoningSkipped": not ended.complete,
+                "stopReason": next(iter(ended.notes), None), "message": "; ".join(ended.notes) or None, **plan}
 
     def runs(self, kb_id: str, source_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The run history, newest first: ``limit`` runs, at most MAX_RUNS_LISTED."""
@@ -326,3 +274,68 @@ class SourceSync:
             self.kb_documents.delete_where(kb_id, {"document_id": document_id}, config)
             self.ledger.forget(kb_id, source_id, document_id)
         return len(document_ids)
+
+
+class _Ingesting:
+    """The sink of a run: each document ingested (or counted unchanged) as the connector names it, until a limit."""
+
+    def __init__(self, sync: SourceSync, kb_id: str, config: RagConfiguration, source: IngestionSource, run: Run,
+                 deadline: float):
+        self.sync, self.kb_id, self.config, self.source, self.run, self.deadline = sync, kb_id, config, source, run, deadline
+        self.known = sync.ledger.known(kb_id, source.effective_id)
+        self.listed: set[str] = set()
+
+    def document(self, item: Item) -> bool:
+        run, settings = self.run, self.source.settings
+        run.seen += 1  # (named by the source: a stop below leaves it neither ingested nor missing)
+        if time.monotonic() > self.deadline:
+            run.stopReason = f"timeBudgetMinutes ({settings.timeBudgetMinutes}) reached"
+        elif run.embedded >= settings.maxSegmentsPerRun:
+            run.stopReason = f"maxSegmentsPerRun ({settings.maxSegmentsPerRun}) reached"
+        if run.stopReason:
+            return False  # what is left is neither ingested nor missing: nothing is concluded
+        self.listed.add(item.document_id)
+        self.sync._one(self.kb_id, self.config, self.source, item, self.known.get(item.document_id), run)
+        return True
+
+    def unchanged(self, document_id: str) -> None:
+        self.run.seen += 1
+        self.run.unchanged += 1
+        self.listed.add(document_id)
+        self.sync.ledger.seen(self.kb_id, self.source.effective_id, document_id)
+
+    def deleted(self, document_id: str) -> None:
+        self.run.deleted += self.sync._remove(self.kb_id, self.config, self.source.effective_id, [document_id])
+
+    def error(self, document_id: str, reason: str) -> None:
+        self.run.failed += 1
+        self.run.failures.append({"document": document_id, "reason": reason})
+
+
+class _Previewing:
+    """The sink of a preview: what a run would do with each document, reading it but writing nothing."""
+
+    def __init__(self, config: RagConfiguration, source: IngestionSource, known: dict[str, Any]):
+        self.config, self.source, self.known = config, source, known
+        self.listed: set[str] = set()
+        self.plan: dict[str, Any] = {"add": [], "update": [], "unchanged": [], "delete": [], "failures": []}
+
+    def document(self, item: Item) -> bool:
+        self.listed.add(item.document_id)
+        try:
+            data, _ = item.fetch()
+        except Exception as e:  # noqa: BLE001
+            self.plan["failures"].append({"document": item.document_id, "reason": str(e) or type(e).__name__})
+            return True
+        self.plan[classify(self.known.get(item.document_id), digest(self.config, self.source, data))].append(item.document_id)
+        return True
+
+    def unchanged(self, document_id: str) -> None:
+        self.listed.add(document_id)
+        self.plan["unchanged"].append(document_id)
+
+    def deleted(self, document_id: str) -> None:
+        self.plan["delete"].append(document_id)
+
+    def error(self, document_id: str, reason: str) -> None:
+        self.plan["failures"].append({"document": document_id, "reason": reason})

@@ -12,18 +12,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.config import UploadSource
+from eddi_rag.config import IngestionSource, UploadSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, Listing
+from eddi_rag.sources.base import FileNotFoundInSourceError, Sink, SourceContext, SyncEnd, feed, listed_again
 from eddi_rag.state.sqlite import StateDatabase
 
 
 class FileRefusedError(EddiRagError, ValueError):
     status = 400
-
-
-class FileNotFoundInSourceError(EddiRagError, LookupError):
-    status = 404
 
 
 def clean_name(name: str | None) -> str:
@@ -103,3 +100,16 @@ class Files:
         """Every file the source holds (complete: the files are all here)."""
         return Listing([Item(document_id(source_id, f["fileName"]), f["fileName"], self._read(kb_id, source_id, f["fileId"]))
                         for f in self.list(kb_id, source_id)])
+
+
+class UploadConnector:
+    type = "upload"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        pass  # its limits are checked as files come
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        return feed(ctx.files.listing(ctx.kb_id, source.effective_id), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        return listed_again(self, ctx, source, document_id, name)

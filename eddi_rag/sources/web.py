@@ -17,9 +17,10 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import httpx
 
 from eddi_rag.common.outbound import OutboundBlockedError
-from eddi_rag.config import WebSource
+from eddi_rag.config import IngestionSource, WebSource
 from eddi_rag.sources import Item, Listing, path_glob, selected
-from eddi_rag.sources.fetching import MAX_PAGE_BYTES, USER_AGENT, PageGoneError, fetch, locs, same_site
+from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed
+from eddi_rag.sources.fetching import MAX_PAGE_BYTES, USER_AGENT, PageGoneError, fetch, locs, page, same_site
 
 MAX_SITEMAPS = 20  # sitemaps read per crawl, indexes included (EDDI's bound)
 MAX_SITEMAP_PAGES = 5000
@@ -151,3 +152,18 @@ def listing(source_id: str, spec: WebSource, client: httpx.Client, max_bytes: in
     if out.failures:
         out.notes.append(f"{len(out.failures)} page(s) could not be fetched")
     return out
+
+
+class WebConnector:
+    type = "web"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        pass  # the schema checks the URL; the outbound guard checks each request
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        assert source.web is not None
+        with ctx.outbound.client() as client:
+            return feed(listing(source.effective_id, source.web, client, source.settings.maxBytesPerPage, ctx.deadline), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        return Item(document_id, name, page(ctx.outbound, document_id, source.settings.maxBytesPerPage))

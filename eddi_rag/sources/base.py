@@ -1,0 +1,124 @@
+"""The one protocol every kind of source implements, in the spirit of EDDI's ``SourceConnector`` (labsai/EDDI PR #798):
+a connector has a ``type``, checks its configuration (``validate``), and syncs the source into a ``Sink`` that is told,
+document by document, what the source holds (``document``), what it knows did not change (``unchanged``), what it says
+was deleted (``deleted``, a delta feed's explicit delete) and what it could not read (``error``). The sync engine
+(``sources.sync``) is the sink that ingests; a preview is a sink that only looks.
+
+A sync that saw every document of the source ends ``complete`` (the documents it did not name are gone: deletion by
+absence); one cut short at a limit, or a delta, concludes nothing about what it did not name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.config import IngestionSource
+from eddi_rag.errors import EddiRagError
+from eddi_rag.sources import Item, Listing
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What a connector may use, for one knowledge base: where its files live, the outbound guard every endpoint
+    passes, vault references resolved in the knowledge base's tenant, an upload source's files, and when to stop."""
+
+    kb_id: str
+    tenant: str
+    data_dir: Path | None
+    outbound: OutboundPolicy
+    resolve: Any  # Callable[[Any], Any]: a value with its ${vault:…} references resolved in the tenant
+    files: Any  # sources.upload.Files: what upload sources hold
+    max_bytes: int | None = None  # a document over this many bytes is refused before it is read
+    deadline: float | None = None  # time.monotonic() by which a listing stops (timeBudgetMinutes)
+
+
+class Sink(Protocol):
+    def document(self, item: Item) -> bool:
+        """A document of the source, new or changed as far as the connector knows; False: stop (a limit reached)."""
+
+    def unchanged(self, document_id: str) -> None:
+        """A document the source says did not change since the cursor (nothing is read)."""
+
+    def deleted(self, document_id: str) -> None:
+        """A document the source says was deleted (a delta feed's explicit delete)."""
+
+    def error(self, document_id: str, reason: str) -> None:
+        """A document the connector could not read; the others go on."""
+
+
+@dataclass
+class SyncEnd:
+    """How a sync ended: ``complete`` when every document of the source was named (the rest are gone), ``stopped``
+    the limit that cut it short, ``notes`` why it is not complete, ``cursor`` where the next sync resumes (None: a
+    full listing again)."""
+
+    complete: bool = True
+    stopped: str | None = None
+    notes: list[str] = field(default_factory=list)
+    cursor: str | None = None
+
+
+class SourceConnector(Protocol):
+    type: str  # the source's "type"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        """Raise an error naming the field when ``source`` cannot be synced (a folder outside the roots, a URL the
+        outbound guard refuses); cheap: no document is read."""
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        """Tell ``sink`` what the source holds (from ``cursor``, when the connector keeps one)."""
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        """One document fetched alone (a retry of a failed one)."""
+
+
+def feed(listing: Listing, sink: Sink) -> SyncEnd:
+    """A whole listing told to ``sink``: its failures, then its documents until the sink stops."""
+    for failure in listing.failures:
+        sink.error(failure["document"], failure["reason"])
+    for item in listing.items:
+        if not sink.document(item):
+            return SyncEnd(False, listing.stopped, listing.notes)
+    return SyncEnd(listing.complete, listing.stopped, listing.notes)
+
+
+class FileNotFoundInSourceError(EddiRagError, LookupError):
+    status = 404
+
+
+def gone(name: str) -> Item:
+    """A document its source no longer holds: reading it fails, naming it."""
+    def fetch() -> tuple[bytes, str | None]:
+        raise FileNotFoundInSourceError(f"{name}: the file is no longer in the source")
+    return Item(name, name, fetch)
+
+
+class _Finder:
+    """A sink that looks for one document and stops there."""
+
+    def __init__(self, document_id: str):
+        self.document_id, self.found = document_id, cast(Item | None, None)
+
+    def document(self, item: Item) -> bool:
+        if item.document_id == self.document_id:
+            self.found = item
+        return self.found is None
+
+    def unchanged(self, document_id: str) -> None:
+        pass
+
+    def deleted(self, document_id: str) -> None:
+        pass
+
+    def error(self, document_id: str, reason: str) -> None:
+        pass
+
+
+def listed_again(connector: SourceConnector, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+    """``one`` for a connector whose documents cannot be fetched alone: the source listed again, up to the document."""
+    finder = _Finder(document_id)
+    connector.sync(ctx, source, None, finder)
+    return finder.found or replace(gone(name), document_id=document_id)

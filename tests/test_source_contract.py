@@ -1,0 +1,206 @@
+"""Every source connector through the contract suite (eddi_rag.testing.SourceContract), against what it reads for real:
+a folder, the upload store's database, a Git repository made with git, a website and a sitemap on 127.0.0.1, moto's
+S3 server on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from eddi_rag.common.outbound import OutboundPolicy
+from eddi_rag.config import IngestionSource, UploadSource
+from eddi_rag.sources.base import SourceContext
+from eddi_rag.sources.connectors import CONNECTORS, connector
+from eddi_rag.sources.upload import Files, file_id
+from eddi_rag.state.sqlite import Database
+from eddi_rag.testing import SourceContract
+from tests.support.site import Site
+
+
+def context(tmp_path: Path, **kw) -> SourceContext:
+    return SourceContext("kb", "default", tmp_path / "data", OutboundPolicy.from_env(), lambda value: value,
+                         Files(Database(tmp_path / "state.db")), **kw)
+
+
+def source(kind: str, **block) -> IngestionSource:
+    return IngestionSource.model_validate({"name": "Docs", "type": kind, **({kind: block} if block else {})})
+
+
+class FolderWorld:
+    def __init__(self, tmp_path: Path):
+        self.root = tmp_path / "docs"
+        self.root.mkdir()
+        self.connector, self.source, self.ctx = connector("folder"), source("folder", path=str(self.root)), context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        (self.root / name).write_text(text)
+
+    def remove(self, name: str) -> None:
+        (self.root / name).unlink()
+
+
+class UploadWorld:
+    def __init__(self, tmp_path: Path):
+        self.connector, self.source, self.ctx = connector("upload"), source("upload"), context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.ctx.files.store("kb", "docs", UploadSource(), name, text.encode(), "text/markdown")
+
+    def remove(self, name: str) -> None:
+        self.ctx.files.delete("kb", "docs", file_id(name))
+
+
+class GitWorld:
+    def __init__(self, tmp_path: Path):
+        self.repo = tmp_path / "repo"
+        self.repo.mkdir()
+        self.git("init", "-q", "-b", "main")
+        self.git("commit", "-q", "--allow-empty", "-m", "start")
+        self.connector, self.source = connector("git"), source("git", url=self.repo.as_uri())
+        self.ctx = context(tmp_path)
+
+    def git(self, *args: str) -> None:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(self.repo.parent)}
+        subprocess.run(["git", *args], cwd=self.repo, env=env, check=True, capture_output=True)
+
+    def put(self, name: str, text: str) -> None:
+        (self.repo / name).write_text(text)
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", f"put {name}")
+
+    def remove(self, name: str) -> None:
+        self.git("rm", "-q", name)
+        self.git("commit", "-q", "-m", f"remove {name}")
+
+
+class WebWorld:
+    """A site whose home page links each document."""
+
+    def __init__(self, site: Site, tmp_path: Path):
+        self.site, self.names = site, []
+        self.connector = connector("web")
+        self.source = source("web", startUrl=f"{site.url}/", maxDepth=1, requestDelayMs=0)
+        self.ctx = context(tmp_path)
+        self._home()
+
+    def _home(self) -> None:
+        self.site.html("/", "Home", "<p>Index</p>", [f"/{n}.html" for n in self.names])
+
+    def put(self, name: str, text: str) -> None:
+        self.site.html(f"/{name}.html", name, f"<p>{text}</p>")
+        self.names = [*dict.fromkeys([*self.names, name])]
+        self._home()
+
+    def remove(self, name: str) -> None:
+        del self.site.pages[f"/{name}.html"]
+        self.names.remove(name)
+        self._home()
+
+
+class SitemapWorld:
+    def __init__(self, site: Site, tmp_path: Path):
+        self.site, self.names = site, []
+        self.connector, self.source = connector("sitemap"), source("sitemap", url=f"{site.url}/sitemap.xml")
+        self.ctx = context(tmp_path)
+        self._map()
+
+    def _map(self) -> None:
+        urls = "".join(f"<url><loc>{self.site.url}/{n}</loc></url>" for n in self.names)
+        body = f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'
+        self.site.pages["/sitemap.xml"] = ("application/xml", body.encode())
+
+    def put(self, name: str, text: str) -> None:
+        self.site.pages[f"/{name}"] = ("text/markdown", text.encode())
+        self.names = [*dict.fromkeys([*self.names, name])]
+        self._map()
+
+    def remove(self, name: str) -> None:
+        del self.site.pages[f"/{name}"]
+        self.names.remove(name)
+        self._map()
+
+
+class S3World:
+    def __init__(self, endpoint: str, tmp_path: Path):
+        import boto3
+
+        self.bucket = f"b-{tmp_path.name[-20:].lower().replace('_', '-')}".strip("-")
+        self.s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                               aws_secret_access_key="test")
+        self.s3.create_bucket(Bucket=self.bucket)
+        self.connector = connector("s3")
+        self.source = source("s3", bucket=self.bucket, prefix="docs/", endpointUrl=endpoint, accessKeyId="test",
+                             secretAccessKey="test")
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=f"docs/{name}", Body=text.encode())
+
+    def remove(self, name: str) -> None:
+        self.s3.delete_object(Bucket=self.bucket, Key=f"docs/{name}")
+
+
+def test_every_source_type_has_a_connector_in_the_contract():
+    from eddi_rag.config import SOURCE_TYPES
+
+    assert sorted(CONNECTORS) == sorted(SOURCE_TYPES) == sorted(
+        k.removeprefix("Test").removesuffix("Connector").lower() for k in globals() if k.endswith("Connector") and k.startswith("Test"))
+
+
+class TestFolderConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+        return FolderWorld(tmp_path)
+
+
+class TestUploadConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path):
+        return UploadWorld(tmp_path)
+
+
+@pytest.mark.integration
+class TestGitConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path, monkeypatch):
+        monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+        return GitWorld(tmp_path)
+
+
+@pytest.mark.integration
+class TestWebConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path):
+        with Site() as site:
+            yield WebWorld(site, tmp_path)
+
+
+@pytest.mark.integration
+class TestSitemapConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path):
+        with Site() as site:
+            yield SitemapWorld(site, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.mark.integration
+class TestS3Connector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path, s3_endpoint):
+        return S3World(s3_endpoint, tmp_path)
