@@ -152,3 +152,13 @@ def test_the_extractive_answer_covers_each_part_of_the_question():
               "[Source 3: care.md]\nRun it every month.\n")
     answer = extractive_answer(system, "What does descaling the EX-9 remove, and how often should it run?", 2)
     assert answer == "Descaling the EX-9 removes limescale from its boiler. [Source 1] Run it every month. [Source 3]"
+
+
+def test_the_local_models_threads_come_from_the_environment_and_a_bad_value_is_named(monkeypatch):
+    monkeypatch.setenv("EDDI_RAG_LLM_THREADS", "3")
+    assert SmolLM2ChatModel().threads == 3
+    monkeypatch.delenv("EDDI_RAG_LLM_THREADS")
+    assert 1 <= SmolLM2ChatModel().threads <= 4
+    monkeypatch.setenv("EDDI_RAG_LLM_THREADS", "0")
+    with pytest.raises(ValueError, match="EDDI_RAG_LLM_THREADS must be a whole number of threads, 1 or more, got '0'"):
+        SmolLM2ChatModel()
