@@ -230,6 +230,22 @@ def test_an_incomplete_crawl_deletes_nothing(runtime, site):
 
 
 @pytest.mark.integration
+def test_a_source_that_held_documents_and_lists_none_deletes_nothing_until_it_can_be_read(runtime, site):
+    """The start page answers 404 one day: the crawl lists nothing, complete, and would remove every page after two
+    runs; the source cannot be read now, so nothing is deleted and the run says why. Once it answers, it concludes."""
+    kb = web_kb(runtime, {"web": {"startUrl": site.url + "/", "maxDepth": 1}})
+    assert runtime.sources.run(kb, "site").added == 3
+    home = site.pages.pop("/")
+    for _ in range(3):
+        run = runtime.sources.run(kb, "site")
+        assert (run.status, run.seen, run.deleted) == ("COMPLETED", 0, 0)
+        assert "listed no document where it held 3, and cannot be read now" in run.message and "nothing was deleted" in run.message
+    assert {d["documentId"] for d in runtime.documents.list(kb)["documents"]} == {site.url + p for p in ("/", "/a.html", "/b.html")}
+    site.pages["/"] = home
+    assert runtime.sources.run(kb, "site").unchanged == 3
+
+
+@pytest.mark.integration
 def test_sitemap_and_preview(runtime, site):
     site.pages["/sitemap.xml"] = ("application/xml", f"""<?xml version="1.0" encoding="UTF-8"?>
         <sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">

@@ -201,3 +201,41 @@ def test_a_git_source_reads_nothing_outside_the_roots_and_no_file_over_the_limit
     assert run.added == 1 and [f["document"] for f in run.failures] == ["huge.md"]
     assert "over the limit of 1,048,576" in run.failures[0]["reason"] and "EDDI_RAG_MAX_UPLOAD_MB" in run.failures[0]["reason"]
     runtime.close()
+
+
+def test_a_git_source_resumes_from_its_cursor_relists_after_a_force_push_and_can_be_reset(tmp_path, repo):
+    """The cursor is the commit a run listed: the next run reads only what changed since and deletes what was removed
+    (the rest named unchanged, unread);
+    a history rewritten under it (a force-push) lists the branch in full; reset-cursor asks for a full listing."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+
+    runtime = Runtime(tmp_path / "data")
+    kb = kb_with(runtime, {"type": "git", "git": {"url": repo.as_uri(), "exclude": ["build.md"]}})
+    first = runtime.sources.run(kb, "docs")
+    assert (first.seen, first.added) == (2, 2) and runtime.sources.cursor(kb, "docs")
+    (repo / "guide.md").write_text(GUIDE.replace("80 degrees", "75 degrees"))
+    git(repo, "rm", "-q", "notes/trains.txt")
+    (repo / "new.md").write_text("# New\n\nA new page.")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "second")
+    delta = runtime.sources.run(kb, "docs")
+    assert (delta.added, delta.updated, delta.deleted, delta.unchanged) == (1, 1, 1, 0)  # only what the commit touched
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/new.md"}
+    quiet = runtime.sources.run(kb, "docs")  # nothing committed since: named unchanged, nothing read
+    assert (quiet.unchanged, quiet.added, quiet.updated, quiet.embedded) == (2, 0, 0, 0)
+    git(repo, "reset", "-q", "--hard", "HEAD~1")  # the history rewritten: the cursor's commit is gone from it
+    (repo / "other.md").write_text("# Other\n\nAnother page.")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "rewritten")
+    relisted = runtime.sources.run(kb, "docs")
+    assert relisted.status == "COMPLETED" and "the cursor was no longer valid" in relisted.message
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/notes/trains.txt", "docs/other.md"}  # new.md: gone with it
+    with TestClient(create_app(runtime)) as client:
+        base = f"/ragstore/rags/{kb}/sources/docs"
+        assert client.get(f"{base}/cursor").json()["cursor"] == runtime.sources.cursor(kb, "docs") is not None
+        assert client.post(f"{base}/reset-cursor").json() == {"status": "reset", "sourceId": "docs"}
+        assert client.get(f"{base}/cursor").json() == {"sourceId": "docs", "cursor": None}
+    assert runtime.sources.run(kb, "docs").unchanged == 3  # listed in full, each read and found as it was
+    runtime.close()

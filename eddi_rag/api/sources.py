@@ -1,7 +1,7 @@
 """Sources of a knowledge base, with EDDI's verbs and bodies: run (202 ``{status: "started", sourceId}``),
 preview (its IngestionReport), runs (its IngestionRun, ``limit`` 20, at most 200), purge (forgets the
 source's state and keeps its chunks: ``{status: "purged", sourceId}``), the files of an upload source; and
-ours: the source's documents, retry."""
+ours: the source's documents, retry, its change cursor (read, reset)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,19 @@ def preview(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict
     """What a run would do now, embedding nothing: EDDI's IngestionReport, and the documents behind each count
     (``add``, ``update``, ``unchanged``, ``delete``, ``failures``); 429 beyond three previews at once."""
     return runtime.sources.preview(id, sourceId)
+
+
+@router.post("/reset-cursor")
+def reset_cursor(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """The next run lists the source in full instead of resuming from its change cursor (``{status: "reset",
+    sourceId}``; what was ingested stays). 409 while a run holds the source."""
+    return runtime.sources.reset_cursor(id, sourceId)
+
+
+@router.get("/cursor")
+def cursor(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """Where the source's next run resumes: ``{sourceId, cursor}`` (null: it lists the source in full)."""
+    return {"sourceId": sourceId, "cursor": runtime.sources.cursor(id, sourceId)}
 
 
 @router.get("/runs")

@@ -68,8 +68,13 @@ class SourceConnector(Protocol):
         """Raise an error naming the field when ``source`` cannot be synced (a folder outside the roots, a URL the
         outbound guard refuses); cheap: no document is read."""
 
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        """Raise, saying why, unless the source can be read now (its folder, its start page, its sitemap): asked when
+        a source that held documents lists none, which deletes nothing until this passes."""
+
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        """Tell ``sink`` what the source holds (from ``cursor``, when the connector keeps one)."""
+        """Tell ``sink`` what the source holds (from ``cursor``, when the connector keeps one; CursorExpiredError,
+        before the sink is told anything, when the source no longer knows it)."""
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         """One document fetched alone (a retry of a failed one)."""
@@ -83,6 +88,12 @@ def feed(listing: Listing, sink: Sink) -> SyncEnd:
         if not sink.document(item):
             return SyncEnd(False, listing.stopped, listing.notes)
     return SyncEnd(listing.complete, listing.stopped, listing.notes)
+
+
+class CursorExpiredError(EddiRagError, LookupError):
+    """A connector's cursor the source no longer knows (an expired delta token, a commit no longer in the branch): the
+    sync engine lists the source in full instead, which is not an error."""
+    status = 409
 
 
 class FileNotFoundInSourceError(EddiRagError, LookupError):

@@ -6,6 +6,7 @@ folder when saved and run, and each file's real path (symlinks resolved) when li
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from eddi_rag.common.paths import folder_roots, in_folder_roots
@@ -72,6 +73,10 @@ class FolderConnector:
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.folder is not None  # the schema: a source has the block of its type
         check_folder(source.folder.path)  # a folder we may not read is a 400 now, not a FAILED run later
+
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.folder is not None
+        os.listdir(check_folder(source.folder.path))  # (an unmounted or unreadable folder raises)
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         assert source.folder is not None

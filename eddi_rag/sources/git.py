@@ -27,7 +27,7 @@ from eddi_rag.config import GitSource, IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
 from eddi_rag.sources import Item, Listing, holding, selected
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
+from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, feed, listed_again
 from eddi_rag.sources.folder import check_folder
 
 GIT_ENVIRONMENT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:file", "GIT_CONFIG_NOSYSTEM": "1"}
@@ -113,16 +113,23 @@ def _updated(path: Path, spec: GitSource) -> None:
 def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolicy, max_bytes: int | None = None) -> Listing:
     """The branch's files of a supported type (text), each its own document ``<source id>/<path>``; one over
     ``max_bytes`` is listed as a failure, never read."""
-    from langchain_community.document_loaders import GitLoader
-
     check_url(spec.url, outbound)
     _updated(path, spec)
+    return _files(source_id, spec, path, max_bytes)
+
+
+def _files(source_id: str, spec: GitSource, path: Path, max_bytes: int | None, only: set[str] | None = None) -> Listing:
+    """The working copy's files as documents (``only``: of these paths alone)."""
+    from langchain_community.document_loaders import GitLoader
+
     wanted = 0
     out = Listing()
 
     def chosen(file_path: str) -> bool:
         nonlocal wanted
         rel = Path(file_path).relative_to(path).as_posix()
+        if only is not None and rel not in only:
+            return False
         if not (Path(rel).suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude)):
             return False
         if os.path.islink(file_path):  # a link in the repository may point anywhere on the server: never followed
@@ -145,17 +152,49 @@ def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolic
 
 
 class GitConnector:
+    """The cursor is the commit a sync listed: the next one reads only the files changed since (``git diff`` from it to
+    the branch's head), says the files removed deleted, and names the others unchanged without reading them (``git
+    ls-tree``). A cursor no longer in the branch's history (a force-push) lists the branch in full."""
+
     type = "git"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.git is not None
         check_url(source.git.url, ctx.outbound)
 
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        self.validate(ctx, source)  # (the listing fetched the branch: it was read)
+
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.git is not None
-        sid = source.effective_id
-        return feed(listing(sid, source.git, working_copy(ctx.data_dir, ctx.kb_id, sid, source.git.url), ctx.outbound,
-                            ctx.max_bytes), sink)
+        from git import GitCommandError, Repo
+
+        spec, sid = source.git, source.effective_id
+        assert spec is not None
+        path = working_copy(ctx.data_dir, ctx.kb_id, sid, spec.url)
+        check_url(spec.url, ctx.outbound)
+        _updated(path, spec)
+        repo = Repo(path)
+        head = repo.head.commit.hexsha  # the baseline, taken before anything is read
+        if cursor is None:
+            ended = feed(_files(sid, spec, path, ctx.max_bytes), sink)
+            ended.cursor = head
+            return ended
+        try:
+            repo.git.merge_base("--is-ancestor", cursor, head)
+            changes = repo.git.diff("--name-status", "--no-renames", "-z", cursor, head).split("\0")
+        except GitCommandError as e:
+            raise CursorExpiredError(f"commit {cursor[:12]} is no longer in the history of {spec.branch!r}") from e
+        changed: set[str] = set()
+        for status, rel in zip(changes[0::2], changes[1::2]):
+            if status.startswith("D"):
+                sink.deleted(f"{sid}/{rel}")
+            else:
+                changed.add(rel)
+        for rel in repo.git.ls_tree("-r", "--name-only", "-z", head).split("\0"):  # the rest: named, not read
+            if rel and rel not in changed and Path(rel).suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude):
+                sink.unchanged(f"{sid}/{rel}")
+        ended = feed(_files(sid, spec, path, ctx.max_bytes, changed), sink) if changed else SyncEnd()
+        return SyncEnd(ended.complete, ended.stopped, ended.notes, head)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return listed_again(self, ctx, source, document_id, name)

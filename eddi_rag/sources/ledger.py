@@ -80,9 +80,28 @@ class SourceLedger:
         self.db.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=? AND document_id=?",
                         (kb_id, source_id, document_id))
 
+    def cursor(self, kb_id: str, source_id: str) -> str | None:
+        """Where the source's next sync resumes (None: a full listing)."""
+        rows = self.db.query("SELECT cursor FROM source_cursors WHERE kb_id=? AND source_id=?", (kb_id, source_id))
+        return rows[0]["cursor"] if rows else None
+
+    def advance(self, kb_id: str, source_id: str, cursor: str | None) -> None:
+        """The next sync resumes from ``cursor`` (None: with a full listing); called once a run's work is recorded."""
+        if cursor is None:
+            self.reset_cursor(kb_id, source_id)
+            return
+        self.db.execute("INSERT INTO source_cursors (kb_id, source_id, cursor, updated_at) VALUES (?,?,?,?) "
+                        "ON CONFLICT(kb_id, source_id) DO UPDATE SET cursor=excluded.cursor, updated_at=excluded.updated_at",
+                        (kb_id, source_id, cursor, fleet.now()))
+
+    def reset_cursor(self, kb_id: str, source_id: str) -> None:
+        self.db.execute("DELETE FROM source_cursors WHERE kb_id=? AND source_id=?", (kb_id, source_id))
+
     def purged(self, kb_id: str, source_id: str) -> None:
-        """Forget every document of the source, and mark the purge: complete runs miss it like a vanished document."""
+        """Forget every document of the source, and mark the purge: complete runs miss it like a vanished document
+        (the cursor goes too: the next run lists everything)."""
         with self.db.transaction() as conn:
+            conn.execute("DELETE FROM source_cursors WHERE kb_id=? AND source_id=?", (kb_id, source_id))
             conn.execute("DELETE FROM source_documents WHERE kb_id=? AND source_id=?", (kb_id, source_id))
             conn.execute("INSERT INTO source_purges (kb_id, source_id, purged_at, missed) VALUES (?,?,?,0) "
                          "ON CONFLICT(kb_id, source_id) DO UPDATE SET purged_at=excluded.purged_at, missed=0",
@@ -102,5 +121,5 @@ class SourceLedger:
     def forget_source(self, kb_id: str, source_id: str) -> None:
         """Everything recorded of the source, and its kept files; its run history stays."""
         with self.db.transaction() as conn:
-            for table in ("source_documents", "source_purges", "source_files"):
+            for table in ("source_documents", "source_purges", "source_files", "source_cursors"):
                 conn.execute(f"DELETE FROM {table} WHERE kb_id=? AND source_id=?", (kb_id, source_id))

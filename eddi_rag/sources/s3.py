@@ -79,6 +79,9 @@ class S3Connector:
         assert source.s3 is not None
         ctx.outbound.check(endpoint(source.s3))
 
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        self.validate(ctx, source)  # (the listing itself raises when the bucket cannot be listed)
+
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         assert source.s3 is not None
         return feed(listing(source.effective_id, source.s3, ctx.resolve, ctx.outbound), sink)

@@ -54,6 +54,10 @@ class SitemapConnector:
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # the schema checks the URL; the outbound guard checks each request
 
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.sitemap is not None
+        page(ctx.outbound, source.sitemap.url)()  # the sitemap answers 2xx
+
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         assert source.sitemap is not None
         limit = source.settings.maxBytesPerPage

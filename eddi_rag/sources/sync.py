@@ -36,7 +36,7 @@ from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.sources import Item, Listing, upload
-from eddi_rag.sources.base import SourceContext, feed
+from eddi_rag.sources.base import CursorExpiredError, SourceContext, SyncEnd, feed
 from eddi_rag.sources.connectors import connector
 from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, classify, digest, reconcile
 from eddi_rag.sources.runs import COMPLETED, FAILED, PURGE, Run, SourceBusyError, SourceRuns
@@ -138,11 +138,13 @@ class SourceSync:
             if items is not None:  # a retry: these documents, concluding nothing about the others
                 ended = feed(Listing(items, complete=False), sink)
             else:
-                ended = connector(source.type).sync(self.context(kb_id, deadline), source, None, sink)
+                ended = self._synced(kb_id, source, sink, deadline)
             run.stopReason = run.stopReason or ended.stopped
             run.message = "; ".join(ended.notes) or None
             if ended.complete and run.stopReason is None:
                 self._reconcile(kb_id, config, source, sink.listed, run)
+            if items is None and run.stopReason is None:  # its work recorded: the next run resumes past it
+                self.ledger.advance(kb_id, sid, ended.cursor)
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("source %s of %s failed: %s", sid, kb_id, e)
@@ -153,14 +155,36 @@ class SourceSync:
         self.run_records.finish(run)
         return run
 
+    def _synced(self, kb_id: str, source: IngestionSource, sink: Any, deadline: float | None) -> SyncEnd:
+        """The source synced into ``sink`` from its cursor; a cursor the source no longer knows lists it in full."""
+        sid, kind, ctx = source.effective_id, connector(source.type), self.context(kb_id, deadline)
+        cursor = self.ledger.cursor(kb_id, sid)
+        try:
+            return kind.sync(ctx, source, cursor, sink)
+        except CursorExpiredError as e:
+            if cursor is None:
+                raise
+            ended = kind.sync(ctx, source, None, sink)
+            ended.notes.insert(0, f"the cursor was no longer valid ({e}): the source was listed in full")
+            return ended
+
     def _reconcile(self, kb_id: str, config: RagConfiguration, source: IngestionSource, listed: set[str], run: Run) -> None:
         """After a complete run: count a miss for each known document the listing lacks, remove those missed
-        ``tombstoneAfterMissedRuns`` times; the purge marker likewise, which sweeps what no run wrote since."""
+        ``tombstoneAfterMissedRuns`` times; the purge marker likewise, which sweeps what no run wrote since. A source
+        that held documents and lists none deletes nothing unless its connector can read it now (check_access)."""
         sid, limit = source.effective_id, source.settings.tombstoneAfterMissedRuns
         known = self.ledger.known(kb_id, sid)
+        if known and not listed:
+            try:
+                connector(source.type).check_access(self.context(kb_id), source)
+            except Exception as e:  # noqa: BLE001 - whatever it is, nothing is concluded from an empty listing
+                note = self.redact(f"listed no document where it held {len(known)}, and cannot be read now "
+                                   f"({type(e).__name__}: {e}): nothing was deleted")
+                run.message = "; ".join(filter(None, (run.message, note)))
+                return
         found = reconcile(known, listed, limit)
         self.ledger.missed(kb_id, sid, found.missed)
-        run.deleted = self._remove(kb_id, config, sid, found.gone)
+        run.deleted += self._remove(kb_id, config, sid, found.gone)
         marker = self.ledger.purge_missed(kb_id, sid)
         if marker is None or run.failed:  # a document not read may still have only its old chunks
             return
@@ -221,7 +245,7 @@ class SourceSync:
         sid = source.effective_id
         known = self.ledger.known(kb_id, sid)
         sink = _Previewing(config, source, known)
-        ended = connector(source.type).sync(self.context(kb_id, time.monotonic() + 120), source, None, sink)
+        ended = self._synced(kb_id, source, sink, time.monotonic() + 120)
         plan = {**sink.plan, "complete": ended.complete, "notes": ended.notes}
         if ended.complete:
             plan["delete"] = reconcile(known, sink.listed, source.settings.tombstoneAfterMissedRuns).gone
@@ -240,6 +264,22 @@ class SourceSync:
         _, source = self.source(kb_id, source_id)
         return [{"documentId": r["document_id"], "name": r["name"], "status": r["status"], "reason": r["reason"],
                  "updatedAt": r["updated_at"], "missedRuns": r["missed"]} for r in self.ledger.known(kb_id, source.effective_id).values()]
+
+    def reset_cursor(self, kb_id: str, source_id: str) -> dict[str, Any]:
+        """The source's next run lists it in full instead of resuming from its cursor (the cursor is forgotten; what
+        was ingested stays). 409 while a run holds the source."""
+        _, source = self.source(kb_id, source_id)
+        sid = source.effective_id
+        claim = self.run_records.begin(kb_id, sid, PURGE)
+        try:
+            self.ledger.reset_cursor(kb_id, sid)
+        finally:
+            self.run_records.end_claim(claim)
+        return {"status": "reset", "sourceId": sid}
+
+    def cursor(self, kb_id: str, source_id: str) -> str | None:
+        _, source = self.source(kb_id, source_id)
+        return self.ledger.cursor(kb_id, source.effective_id)
 
     def purge(self, kb_id: str, source_id: str) -> dict[str, Any]:
         """Forget what the source ingested, keeping its chunks (EDDI's purge): the next run ingests everything
@@ -300,9 +340,10 @@ class _Ingesting:
 
     def unchanged(self, document_id: str) -> None:
         self.run.seen += 1
-        self.run.unchanged += 1
         self.listed.add(document_id)
-        self.sync.ledger.seen(self.kb_id, self.source.effective_id, document_id)
+        if document_id in self.known:  # (one never ingested, such as a file its loader skips, is no news)
+            self.run.unchanged += 1
+            self.sync.ledger.seen(self.kb_id, self.source.effective_id, document_id)
 
     def deleted(self, document_id: str) -> None:
         self.run.deleted += self.sync._remove(self.kb_id, self.config, self.source.effective_id, [document_id])
@@ -332,7 +373,8 @@ class _Previewing:
 
     def unchanged(self, document_id: str) -> None:
         self.listed.add(document_id)
-        self.plan["unchanged"].append(document_id)
+        if document_id in self.known:
+            self.plan["unchanged"].append(document_id)
 
     def deleted(self, document_id: str) -> None:
         self.plan["delete"].append(document_id)

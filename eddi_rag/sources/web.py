@@ -160,6 +160,10 @@ class WebConnector:
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # the schema checks the URL; the outbound guard checks each request
 
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.web is not None
+        page(ctx.outbound, source.web.startUrl, source.settings.maxBytesPerPage)()  # the start page answers 2xx
+
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         assert source.web is not None
         with ctx.outbound.client() as client:

@@ -274,12 +274,18 @@ def _principals(c: sqlite3.Connection) -> None:
         access TEXT NOT NULL, granted_on TEXT NOT NULL, PRIMARY KEY (tenant, kb_id, principal))""")
 
 
+def _source_cursors(c: sqlite3.Connection) -> None:
+    """Version 18: where each source's next sync resumes (sources.base: a connector's change cursor)."""
+    c.execute("""CREATE TABLE IF NOT EXISTS source_cursors (kb_id TEXT NOT NULL, source_id TEXT NOT NULL, cursor TEXT NOT NULL,
+        updated_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id))""")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
-                                                                 _canonical_places, _principals)
+                                                                 _canonical_places, _principals, _source_cursors)
 LATEST = len(MIGRATIONS)
 
 

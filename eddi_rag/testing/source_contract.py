@@ -69,9 +69,9 @@ def token() -> str:
     return f"token{uuid.uuid4().hex[:12]}"
 
 
-def synced(world: World, sink: Recorder | None = None) -> tuple[Recorder, SyncEnd]:
+def synced(world: World, sink: Recorder | None = None, cursor: str | None = None) -> tuple[Recorder, SyncEnd]:
     sink = sink or Recorder()
-    return sink, world.connector.sync(world.ctx, world.source, None, sink)
+    return sink, world.connector.sync(world.ctx, world.source, cursor, sink)
 
 
 def holding(sink: Recorder, word: str) -> list[str]:
@@ -130,3 +130,24 @@ class SourceContract:
         (id,) = holding(sink, a)
         alone = world.connector.one(world.ctx, world.source, id, sink.items[id].name)
         assert alone.document_id == id and alone.fetch()[0] == sink.documents[id]
+
+    def test_from_its_cursor_a_sync_names_what_changed_and_deletes_what_went(self, world):
+        """A connector that keeps a cursor resumes from it: the changed document named, the removed one said deleted,
+        the untouched one not read again (said unchanged, or left out of a sync that is then not complete). One that
+        keeps none lists in full every time."""
+        a, b, c, changed = token(), token(), token(), token()
+        for name, word in (("a.md", a), ("b.md", b), ("c.md", c)):
+            world.put(name, f"# {name}\n\nText {word}.\n")
+        first, ended = synced(world)
+        world.put("a.md", f"# a.md\n\nChanged {changed}.\n")
+        world.remove("b.md")
+        second, delta = synced(world, cursor=ended.cursor)
+        if ended.cursor is None:
+            assert delta.complete and holding(second, c) == holding(first, c) and holding(second, b) == []
+            return
+        assert delta.cursor not in (None, ended.cursor)
+        assert holding(second, changed) == holding(first, a) and holding(second, c) == []
+        assert holding(first, c)[0] in second.unchanged_ids or not delta.complete
+        assert second.deleted_ids == holding(first, b)
+        quiet, after = synced(world, cursor=delta.cursor)  # nothing changed since
+        assert quiet.named == [] and quiet.deleted_ids == [] and after.cursor == delta.cursor
