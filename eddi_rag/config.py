@@ -138,6 +138,7 @@ class SourceSettings(BaseModel):
     maxContentLength: int = 100_000
     maxBytesPerPage: int = 5 * 1024 * 1024
     maxSegmentsPerRun: int = 20_000
+    maxSegmentsPerMonth: int | None = None  # chunks the source's runs may embed in a calendar month (UTC); None: no cap
     costPerThousandSegments: float | None = None
     tombstoneAfterMissedRuns: int = 2
     timeBudgetMinutes: int = 10

@@ -154,6 +154,29 @@ def test_settings_budgets_cost_and_content_length(runtime, tmp_path, monkeypatch
         assert runtime.sources.run(capped, "docs").deleted == 0
 
 
+def test_a_monthly_cap_stops_runs_across_the_month_and_the_preview_estimates_both_caps(runtime, tmp_path, monkeypatch):
+    """maxSegmentsPerMonth counts what the source's runs embedded since the first of the month (UTC): a run stops at it
+    as at maxSegmentsPerRun; a preview counts the chunks a run would embed now (reusing stored vectors costs nothing)
+    and says whether they fit, with their cost."""
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n\nThe {name} document.")
+    capped = runtime.resources.create("rags", kb([{"name": "docs", "folder": {"path": str(tmp_path)},
+                                                   "settings": {"maxSegmentsPerMonth": 2, "costPerThousandSegments": 2.0}}],
+                                                 chunkStrategy="recursive")).id
+    estimate = runtime.sources.preview(capped, "docs")["estimate"]
+    assert estimate == {"segmentsToEmbed": 3, "maxSegmentsPerRun": 20000, "embeddedThisMonth": 0, "maxSegmentsPerMonth": 2,
+                        "withinCaps": False, "costUsd": 0.006}
+    first = runtime.sources.run(capped, "docs")
+    assert (first.added, first.embedded) == (2, 2) and first.stopReason.startswith("maxSegmentsPerMonth (2) reached: 2 chunks")
+    second = runtime.sources.run(capped, "docs")  # the month's budget is spent: the next run stops before embedding
+    assert (second.added, second.embedded, second.unchanged) == (0, 0, 0) and second.stopReason.startswith("maxSegmentsPerMonth")
+    assert runtime.sources.preview(capped, "docs")["estimate"]["embeddedThisMonth"] == 2
+    (tmp_path / "c.md").unlink()
+    for _ in range(3):  # a stopped run concludes nothing about what is gone
+        assert runtime.sources.run(capped, "docs").deleted == 0
+
+
 def test_eddis_verbs_bodies(client, tmp_path, monkeypatch):
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
     (tmp_path / "a.md").write_text("# A\n\nAlpha.")

@@ -227,6 +227,16 @@ class Ingestor:
                    "if it should stay out of answers")
         return report
 
+    def estimate(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
+                 max_chars: int | None = None, source: str | None = None) -> int:
+        """How many chunks ingesting this file now would embed (the others reuse stored vectors), embedding and storing
+        nothing: a source's preview, against its caps. Raises as ``ingest_file`` would before anything is stored."""
+        parts = parse(fmt, data, source or document, fit_spec(config), self.limits, ocr=ocr_spec(config))
+        if max_chars is not None:
+            parts = truncated(parts, max_chars)
+        doc = Document(document, "\n\n".join(p.text for p in parts), parts=parts, source=source)
+        return len(self._plan(kb_id, config, self.stores.get(kb_id, config), doc, len(data)).todo)
+
     def readable(self, config: RagConfiguration, name: str, data: bytes, content_type: str | None) -> None:
         """Raise UnsupportedFileTypeError or UnreadableDocumentError unless the file parses to some text (an
         upload source's file is read when it arrives, not refused at every run)."""

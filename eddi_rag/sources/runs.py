@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag.errors import EddiRagError
@@ -135,6 +136,13 @@ class SourceRuns:
              json.dumps(run.failures), run.error, run.embedded, run.seen, run.segments, run.stopReason, run.costUsd,
              run.message, run.runId))
         self.leases.release(run.runId)
+
+    def embedded_this_month(self, kb_id: str, source_id: str, but: str | None = None) -> int:
+        """Chunks the source's runs (``but`` this one) embedded since the start of the calendar month (UTC)."""
+        month = datetime.now(timezone.utc).strftime("%Y-%m-01T00:00:00")
+        rows = self.db.query("SELECT COALESCE(SUM(embedded), 0) AS n FROM source_runs WHERE kb_id=? AND source_id=? AND "
+                             "started_at >= ? AND run_id <> ?", (kb_id, source_id, month, but or ""))
+        return int(rows[0]["n"])
 
     def history(self, kb_id: str, source_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The source's runs, newest first: ``limit`` of them, at most MAX_RUNS_LISTED; a run whose process died

@@ -244,7 +244,7 @@ class SourceSync:
         config, source = self.source(kb_id, source_id)
         sid = source.effective_id
         known = self.ledger.known(kb_id, sid)
-        sink = _Previewing(config, source, known)
+        sink = _Previewing(self, kb_id, config, source, known)
         ended = self._synced(kb_id, source, sink, time.monotonic() + 120)
         plan = {**sink.plan, "complete": ended.complete, "notes": ended.notes}
         if ended.complete:
@@ -253,7 +253,19 @@ class SourceSync:
                 "documentsIngested": len(plan["add"]) + len(plan["update"]), "documentsUnchanged": len(plan["unchanged"]),
                 "documentsSkipped": 0, "documentsFailed": len(plan["failures"]), "documentsTombstoned": len(plan["delete"]),
                 "segmentsStored": 0, "costUsd": None, "replaceUnsupported": False, "tombstoningSkipped": not ended.complete,
-                "stopReason": next(iter(ended.notes), None), "message": "; ".join(ended.notes) or None, **plan}
+                "stopReason": next(iter(ended.notes), None), "message": "; ".join(ended.notes) or None, **plan,
+                "estimate": self._estimate(kb_id, source, sink.to_embed)}
+
+    def _estimate(self, kb_id: str, source: IngestionSource, to_embed: int) -> dict[str, Any]:
+        """A preview's chunks to embed against the source's caps (and their cost, when it has a price)."""
+        settings = source.settings
+        month = self.run_records.embedded_this_month(kb_id, source.effective_id)
+        monthly = settings.maxSegmentsPerMonth
+        left = settings.maxSegmentsPerRun if monthly is None else min(settings.maxSegmentsPerRun, max(0, monthly - month))
+        return {"segmentsToEmbed": to_embed, "maxSegmentsPerRun": settings.maxSegmentsPerRun,
+                "embeddedThisMonth": month, "maxSegmentsPerMonth": monthly, "withinCaps": to_embed <= left,
+                "costUsd": None if settings.costPerThousandSegments is None
+                else round(to_embed / 1000 * settings.costPerThousandSegments, 6)}
 
     def runs(self, kb_id: str, source_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The run history, newest first: ``limit`` runs, at most MAX_RUNS_LISTED."""
@@ -324,14 +336,20 @@ class _Ingesting:
         self.sync, self.kb_id, self.config, self.source, self.run, self.deadline = sync, kb_id, config, source, run, deadline
         self.known = sync.ledger.known(kb_id, source.effective_id)
         self.listed: set[str] = set()
+        monthly = source.settings.maxSegmentsPerMonth
+        self.month = 0 if monthly is None else sync.run_records.embedded_this_month(kb_id, source.effective_id, run.runId)
 
     def document(self, item: Item) -> bool:
         run, settings = self.run, self.source.settings
         run.seen += 1  # (named by the source: a stop below leaves it neither ingested nor missing)
+        monthly = settings.maxSegmentsPerMonth
         if time.monotonic() > self.deadline:
             run.stopReason = f"timeBudgetMinutes ({settings.timeBudgetMinutes}) reached"
         elif run.embedded >= settings.maxSegmentsPerRun:
             run.stopReason = f"maxSegmentsPerRun ({settings.maxSegmentsPerRun}) reached"
+        elif monthly is not None and self.month + run.embedded >= monthly:
+            run.stopReason = (f"maxSegmentsPerMonth ({monthly}) reached: {self.month + run.embedded:,} chunks embedded by "
+                              "this source's runs this month (UTC)")
         if run.stopReason:
             return False  # what is left is neither ingested nor missing: nothing is concluded
         self.listed.add(item.document_id)
@@ -354,21 +372,29 @@ class _Ingesting:
 
 
 class _Previewing:
-    """The sink of a preview: what a run would do with each document, reading it but writing nothing."""
+    """The sink of a preview: what a run would do with each document, reading it (and chunking what it would ingest,
+    to count the chunks to embed) but embedding and writing nothing."""
 
-    def __init__(self, config: RagConfiguration, source: IngestionSource, known: dict[str, Any]):
-        self.config, self.source, self.known = config, source, known
+    def __init__(self, sync: SourceSync, kb_id: str, config: RagConfiguration, source: IngestionSource, known: dict[str, Any]):
+        self.sync, self.kb_id, self.config, self.source, self.known = sync, kb_id, config, source, known
         self.listed: set[str] = set()
         self.plan: dict[str, Any] = {"add": [], "update": [], "unchanged": [], "delete": [], "failures": []}
+        self.to_embed = 0
 
     def document(self, item: Item) -> bool:
         self.listed.add(item.document_id)
         try:
-            data, _ = item.fetch()
+            data, content_type = item.fetch()
+            acl = item.acl if item.acl is not None else self.source.settings.acl
+            what = classify(self.known.get(item.document_id), digest(self.config, self.source, data, acl))
+            if what != UNCHANGED:
+                self.to_embed += self.sync.ingestor.estimate(self.kb_id, self.config, item.document_id, data,
+                                                             detect(data, content_type, item.name),
+                                                             self.source.settings.maxContentLength, item.name)
         except Exception as e:  # noqa: BLE001
             self.plan["failures"].append({"document": item.document_id, "reason": str(e) or type(e).__name__})
             return True
-        self.plan[classify(self.known.get(item.document_id), digest(self.config, self.source, data))].append(item.document_id)
+        self.plan[what].append(item.document_id)
         return True
 
     def unchanged(self, document_id: str) -> None:
