@@ -259,3 +259,39 @@ def test_a_run_under_way_at_shutdown_reads_cancelled(tmp_path, monkeypatch):
     with Runtime(data) as again:
         (run,) = again.sources.runs(kb_, "docs")
         assert (run["runId"], run["status"]) == (held.runId, "CANCELLED")
+
+
+def test_a_version_the_source_gives_saves_reading_and_what_it_says_of_a_document_reaches_its_chunks(runtime, tmp_path,
+                                                                                                   monkeypatch):
+    """An upload source's files carry their SHA-256 as version: a run over files that did not change reads none of
+    them (a new file, or a new chunking, reads them again). A connector's url and metadata land on the chunks."""
+    from dataclasses import replace
+
+    from eddi_rag.config import UploadSource
+    from eddi_rag.sources.folder import FolderConnector
+
+    kb_ = runtime.resources.create("rags", kb([{"name": "docs", "type": "upload"}], chunkStrategy="recursive")).id
+    files = runtime.sources.files
+    files.store(kb_, "docs", UploadSource(), "a.md", b"# A\n\nAlpha.", "text/markdown")
+    reads: list[str] = []
+    original = files._read
+    monkeypatch.setattr(files, "_read", lambda k, s, fid: (lambda fetch: lambda: reads.append(fid) or fetch())(original(k, s, fid)))
+    assert (runtime.sources.run(kb_, "docs").added, len(reads)) == (1, 1)
+    again = runtime.sources.run(kb_, "docs")
+    assert (again.unchanged, len(reads)) == (1, 1)  # not read
+    files.store(kb_, "docs", UploadSource(), "a.md", b"# A\n\nAlpha, changed.", "text/markdown")
+    assert (runtime.sources.run(kb_, "docs").updated, len(reads)) == (1, 2)
+    runtime.saving.update("rags", kb_, 1, kb([{"name": "docs", "type": "upload"}], chunkStrategy="recursive", chunkSize=300))
+    assert (runtime.sources.run(kb_, "docs").updated, len(reads)) == (1, 3)  # another chunking: read and written again
+
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "b.md").write_text("# B\n\nBeta.")
+    sync = FolderConnector.sync
+    monkeypatch.setattr(FolderConnector, "sync", lambda self, ctx, source, cursor, sink: sync(self, ctx, source, cursor, type(
+        "Told", (), {"document": lambda _, item: sink.document(replace(item, url="https://wiki.example.com/b", metadata={
+            "author": "ann", "sourceId": "not this"})), "unchanged": lambda _, i: sink.unchanged(i),
+            "deleted": lambda _, i: sink.deleted(i), "error": lambda _, i, r: sink.error(i, r)})()))
+    folder_kb = runtime.resources.create("rags", kb([{"name": "docs", "folder": {"path": str(tmp_path)}}])).id
+    runtime.sources.run(folder_kb, "docs")
+    (chunk,) = runtime.stores.get(folder_kb, runtime.rag_config(folder_kb)).get(None)
+    assert (chunk.metadata["url"], chunk.metadata["author"], chunk.metadata["sourceId"]) == ("https://wiki.example.com/b", "ann", "docs")

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 
 @dataclass
@@ -18,6 +19,10 @@ class Item:
     name: str  # what citations show; its extension helps decide the type
     fetch: Callable[[], tuple[bytes, str | None]]  # the bytes and their Content-Type
     acl: list[str] | None = None  # who may read it, as its source says (a connector's own); None: the source's default
+    version: str | None = None  # the source's token for this version (an ETag, a content hash): equal means unchanged, unread
+    url: str | None = None  # where a reader opens it (a citation's link), kept on its chunks as ``url``
+    media_type: str | None = None  # its type as the source says, when its fetch gives none
+    metadata: dict[str, Any] = field(default_factory=dict)  # more the source says of it, kept on its chunks
 
 
 def holding(body: bytes, content_type: str | None = None) -> Callable[[], tuple[bytes, str | None]]:

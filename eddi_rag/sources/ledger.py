@@ -57,14 +57,17 @@ class SourceLedger:
         rows = self.db.query("SELECT * FROM source_documents WHERE kb_id=? AND source_id=?", (kb_id, source_id))
         return {r["document_id"]: r for r in rows}
 
-    def record(self, kb_id: str, source_id: str, item: Item, digest: str | None, reason: str | None) -> None:
-        """``item`` ingested (``reason`` None) or failed for ``reason``, with the hash of what is stored of it."""
+    def record(self, kb_id: str, source_id: str, item: Item, digest: str | None, reason: str | None,
+               version: str | None = None) -> None:
+        """``item`` ingested (``reason`` None) or failed for ``reason``, with the hash of what is stored of it (and the
+        digest of its version token, when its source gave one)."""
         self.db.execute(
-            "INSERT INTO source_documents (kb_id, source_id, document_id, name, hash, status, reason, updated_at, missed) "
-            "VALUES (?,?,?,?,?,?,?,?,0) ON CONFLICT(kb_id, source_id, document_id) "
+            "INSERT INTO source_documents (kb_id, source_id, document_id, name, hash, status, reason, updated_at, missed, "
+            "version) VALUES (?,?,?,?,?,?,?,?,0,?) ON CONFLICT(kb_id, source_id, document_id) "
             "DO UPDATE SET name=excluded.name, hash=excluded.hash, status=excluded.status, reason=excluded.reason, "
-            "updated_at=excluded.updated_at, missed=0",
-            (kb_id, source_id, item.document_id, item.name, digest, "failed" if reason else "ok", reason, fleet.now()))
+            "updated_at=excluded.updated_at, missed=0, version=excluded.version",
+            (kb_id, source_id, item.document_id, item.name, digest, "failed" if reason else "ok", reason, fleet.now(),
+             version))
 
     def seen(self, kb_id: str, source_id: str, document_id: str) -> None:
         """Listed again, unchanged: no longer missed."""

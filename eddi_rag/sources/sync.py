@@ -200,26 +200,36 @@ class SourceSync:
 
     def _one(self, kb_id: str, config: RagConfiguration, source: IngestionSource, item: Item, known: Any, run: Run) -> None:
         sid = source.effective_id
+        acl = item.acl if item.acl is not None else source.settings.acl
+        version = None if item.version is None else digest(config, source, b"version\0" + item.version.encode(), acl)
+        if version is not None and known is not None and known["status"] == "ok" and known["version"] == version:
+            run.unchanged += 1  # the source says so: not even read
+            self.ledger.seen(kb_id, sid, item.document_id)
+            return
         try:
             data, content_type = item.fetch()
-            acl = item.acl if item.acl is not None else source.settings.acl
+            content_type = content_type or item.media_type
             hashed = digest(config, source, data, acl)
             what = classify(known, hashed)
             if what == UNCHANGED:
                 run.unchanged += 1
-                self.ledger.seen(kb_id, sid, item.document_id)
+                if version is not None and known["version"] != version:  # read this once more: next time, not at all
+                    self.ledger.record(kb_id, sid, item, hashed, None, version)
+                else:
+                    self.ledger.seen(kb_id, sid, item.document_id)
                 return
             fmt = detect(data, content_type, item.name)
             report = self.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, source=item.name, acl=acl,
-                                               metadata={"sourceId": sid}, max_chars=source.settings.maxContentLength)
+                                               metadata={**item.metadata, **({"url": item.url} if item.url else {}),
+                                                         "sourceId": sid}, max_chars=source.settings.maxContentLength)
         except Exception as e:  # noqa: BLE001 - one document's failure is recorded, the run goes on
             reason = self.redact(str(e) or type(e).__name__)
             # the hash of the version still stored (None: nothing stored yet) stays, marked failed
-            self.ledger.record(kb_id, sid, item, known["hash"] if known is not None else None, reason)
+            self.ledger.record(kb_id, sid, item, known["hash"] if known is not None else None, reason)  # (no version: read again)
             run.failed += 1
             run.failures.append({"document": item.document_id, "reason": reason})
             return
-        self.ledger.record(kb_id, sid, item, hashed, None)  # only now: its chunks are stored
+        self.ledger.record(kb_id, sid, item, hashed, None, version)  # only now: its chunks are stored
         run.embedded += report.embedded
         run.segments += report.chunks
         if what == ADD:

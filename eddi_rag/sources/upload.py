@@ -98,8 +98,8 @@ class Files:
 
     def listing(self, kb_id: str, source_id: str) -> Listing:
         """Every file the source holds (complete: the files are all here)."""
-        return Listing([Item(document_id(source_id, f["fileName"]), f["fileName"], self._read(kb_id, source_id, f["fileId"]))
-                        for f in self.list(kb_id, source_id)])
+        return Listing([Item(document_id(source_id, f["fileName"]), f["fileName"], self._read(kb_id, source_id, f["fileId"]),
+                             version=f["sha256"], media_type=f["contentType"]) for f in self.list(kb_id, source_id)])
 
 
 class UploadConnector:

@@ -275,7 +275,10 @@ def _principals(c: sqlite3.Connection) -> None:
 
 
 def _source_cursors(c: sqlite3.Connection) -> None:
-    """Version 18: where each source's next sync resumes (sources.base: a connector's change cursor)."""
+    """Version 18: where each source's next sync resumes (sources.base: a connector's change cursor), and the version
+    token a source gave each document (``source_documents.version``: a digest of it, as ``hash`` is of the bytes)."""
+    if "version" not in _columns(c, "source_documents"):
+        c.execute("ALTER TABLE source_documents ADD COLUMN version TEXT")
     c.execute("""CREATE TABLE IF NOT EXISTS source_cursors (kb_id TEXT NOT NULL, source_id TEXT NOT NULL, cursor TEXT NOT NULL,
         updated_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id))""")
 
