@@ -122,6 +122,19 @@ class S3Source(BaseModel):
     exclude: list[str] = Field(default_factory=list)
 
 
+class GcsSource(BaseModel):
+    """The objects under a prefix of a Google Cloud Storage bucket (``sources/gcs.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    bucket: str
+    prefix: str = ""
+    endpointUrl: str | None = None  # another endpoint of the JSON API (an emulator); absent: Google's
+    credentials: str | None = None  # a secret reference to a service account's JSON key; absent: anonymous requests
+    projectId: str | None = None
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the name under the prefix
+    exclude: list[str] = Field(default_factory=list)
+
+
 class UploadSource(BaseModel):
     """How much a ``type: upload`` source may hold (EDDI's ``upload`` block)."""
     model_config = ConfigDict(extra="ignore")
@@ -145,8 +158,8 @@ class SourceSettings(BaseModel):
     acl: list[str] | None = None  # who may read what it brings, unless the source says per document (retrieval.access)
 
 
-BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3")  # a source of these types has the block of its name
-SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3")
+BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs")  # a source of these types has the block of its name
+SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs")
 
 
 class IngestionSource(BaseModel):
@@ -165,6 +178,7 @@ class IngestionSource(BaseModel):
     sitemap: SitemapSource | None = None
     git: GitSource | None = None
     s3: S3Source | None = None
+    gcs: GcsSource | None = None
     upload: UploadSource = Field(default_factory=UploadSource)
     settings: SourceSettings = Field(default_factory=SourceSettings)
 

@@ -1,6 +1,6 @@
 """Every source connector through the contract suite (eddi_rag.testing.SourceContract), against what it reads for real:
 a folder, the upload store's database, a Git repository made with git, a website and a sitemap on 127.0.0.1, moto's
-S3 server on loopback."""
+S3 server and gcp-storage-emulator's GCS JSON API on loopback."""
 
 from __future__ import annotations
 
@@ -144,6 +144,25 @@ class S3World:
         self.s3.delete_object(Bucket=self.bucket, Key=f"docs/{name}")
 
 
+class GcsWorld:
+    def __init__(self, endpoint: str, tmp_path: Path):
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        self.bucket = f"b-{tmp_path.name[-20:].lower().replace('_', '-')}".strip("-")
+        self.gcs = storage.Client(project="t", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint})
+        self.gcs.create_bucket(self.bucket)
+        self.connector = connector("gcs")
+        self.source = source("gcs", bucket=self.bucket, prefix="docs/", endpointUrl=endpoint)
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.gcs.bucket(self.bucket).blob(f"docs/{name}").upload_from_string(text.encode(), content_type="text/markdown")
+
+    def remove(self, name: str) -> None:
+        self.gcs.bucket(self.bucket).blob(f"docs/{name}").delete()
+
+
 def test_every_source_type_has_a_connector_in_the_contract():
     from eddi_rag.config import SOURCE_TYPES
 
@@ -204,3 +223,25 @@ class TestS3Connector(SourceContract):
     @pytest.fixture
     def world(self, tmp_path, s3_endpoint):
         return S3World(s3_endpoint, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def gcs_endpoint():
+    import socket
+
+    from gcp_storage_emulator.server import create_server
+
+    with socket.socket() as probe:  # a free port on loopback
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.mark.integration
+class TestGcsConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path, gcs_endpoint):
+        return GcsWorld(gcs_endpoint, tmp_path)

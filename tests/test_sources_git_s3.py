@@ -1,6 +1,6 @@
-"""Git and S3 sources, through LangChain's loaders, reconciled like the folder source: added, changed,
+"""Git and S3 sources (through LangChain's loaders) and GCS, reconciled like the folder source: added, changed,
 unchanged, deleted. Against real servers: a Git repository made with the git command, moto's S3 server
-on loopback."""
+on loopback, gcp-storage-emulator's GCS JSON API on loopback."""
 
 from __future__ import annotations
 
@@ -238,4 +238,57 @@ def test_a_git_source_resumes_from_its_cursor_relists_after_a_force_push_and_can
         assert client.post(f"{base}/reset-cursor").json() == {"status": "reset", "sourceId": "docs"}
         assert client.get(f"{base}/cursor").json() == {"sourceId": "docs", "cursor": None}
     assert runtime.sources.run(kb, "docs").unchanged == 3  # listed in full, each read and found as it was
+    runtime.close()
+
+
+@pytest.fixture
+def gcs_server():
+    import socket
+
+    from gcp_storage_emulator.server import create_server
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+def test_a_gcs_bucket_is_kept_in_sync_and_an_unchanged_object_is_not_downloaded(tmp_path, gcs_server, monkeypatch):
+    """Against gcp-storage-emulator (GCS's JSON API on loopback): added, changed, unchanged, deleted; an object whose
+    ETag did not change is not downloaded again; a key that is no service account's names the field."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    gcs = storage.Client(project="t", credentials=AnonymousCredentials(), client_options={"api_endpoint": gcs_server})
+    bucket = gcs.create_bucket("handbook")
+    bucket.blob("docs/guide.md").upload_from_string(GUIDE.encode(), content_type="text/markdown")
+    bucket.blob("docs/report.pdf").upload_from_string(files.pdf(["Revenue grew by 12 percent."]), content_type="application/pdf")
+    bucket.blob("docs/old/trains.txt").upload_from_string(b"Night trains leave Vienna at 22:00.")
+    bucket.blob("other/elsewhere.md").upload_from_string(b"# Not under the prefix")
+    runtime = Runtime(tmp_path / "data")
+    kb = kb_with(runtime, {"type": "gcs", "gcs": {"bucket": "handbook", "prefix": "docs", "endpointUrl": gcs_server}})
+    run = runtime.sources.run(kb, "docs")
+    assert (run.status, run.added, run.failed) == ("COMPLETED", 3, 0)
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf", "docs/old/trains.txt"}
+
+    downloads: list[str] = []
+    original = storage.Blob.download_as_bytes
+    monkeypatch.setattr(storage.Blob, "download_as_bytes", lambda self, *a, **kw: downloads.append(self.name) or original(self, *a, **kw))
+    bucket.blob("docs/guide.md").upload_from_string(GUIDE.replace("25 seconds", "30 seconds").encode())
+    bucket.blob("docs/old/trains.txt").delete()
+    changed = runtime.sources.run(kb, "docs")
+    assert (changed.updated, changed.unchanged, changed.deleted) == (1, 1, 1) and downloads == ["docs/guide.md"]
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf"}
+
+    monkeypatch.setenv("EDDI_VAULT_GCS_KEY", '{"type": "not a service account"}')
+    keyed = kb_with(runtime, {"type": "gcs", "gcs": {"bucket": "handbook", "endpointUrl": gcs_server,
+                                                     "credentials": "${eddivault:GCS_KEY}"}})
+    failed = runtime.sources.run(keyed, "docs")
+    assert failed.status == "FAILED" and "gcs.credentials: not a service account's JSON key" in failed.error
+    with pytest.raises(ConfigValidationError) as metadata:
+        kb_with(runtime, {"type": "gcs", "gcs": {"bucket": "docs", "endpointUrl": "http://169.254.169.254/"}})
+    assert metadata.value.errors[0]["path"] == "$.sources[0].gcs.endpointUrl"
     runtime.close()

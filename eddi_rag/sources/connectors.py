@@ -5,6 +5,7 @@ from __future__ import annotations
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources.base import SourceConnector
 from eddi_rag.sources.folder import FolderConnector
+from eddi_rag.sources.gcs import GcsConnector
 from eddi_rag.sources.git import GitConnector
 from eddi_rag.sources.s3 import S3Connector
 from eddi_rag.sources.sitemap import SitemapConnector
@@ -12,7 +13,7 @@ from eddi_rag.sources.upload import UploadConnector
 from eddi_rag.sources.web import WebConnector
 
 CONNECTORS: dict[str, SourceConnector] = {c.type: c for c in (
-    WebConnector(), UploadConnector(), FolderConnector(), SitemapConnector(), GitConnector(), S3Connector())}
+    WebConnector(), UploadConnector(), FolderConnector(), SitemapConnector(), GitConnector(), S3Connector(), GcsConnector())}
 
 
 class UnknownSourceTypeError(EddiRagError, ValueError):
