@@ -30,8 +30,10 @@ logging.Logger.manager.loggerDict = _LoggersSnapshot(logging.Logger.manager.logg
 # depends on the run); what they once found stays as explicit cases (FILTERS in eddi_rag.testing).
 # (eddi_rag.testing, which holds them, is imported after this file.) Fresh examples:
 # EDDI_RAG_HYPOTHESIS=random ./scripts/test -k random
-settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
-settings.register_profile("random", database=None, print_blob=True)
+# No deadline: Hypothesis's 200 ms per example is a wall-clock assertion, and on 2 busy cores an example of the markdown
+# chunker once took 257 ms (a FlakyFailure in a full run); what a property test asserts is what the code does.
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True, deadline=None)
+settings.register_profile("random", database=None, print_blob=True, deadline=None)
 settings.load_profile(os.environ.get("EDDI_RAG_HYPOTHESIS", "deterministic"))
 
 
