@@ -135,6 +135,19 @@ class GcsSource(BaseModel):
     exclude: list[str] = Field(default_factory=list)
 
 
+class AzureBlobSource(BaseModel):
+    """The blobs under a prefix of an Azure Blob Storage container (``sources/azure_blob.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    accountUrl: str  # https://<account>.blob.core.windows.net (or an emulator's http://host:port/<account>)
+    container: str
+    prefix: str = ""
+    accountKey: str | None = None  # a secret reference to the account's key; or sasToken; neither: anonymous
+    sasToken: str | None = None
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the name under the prefix
+    exclude: list[str] = Field(default_factory=list)
+
+
 class UploadSource(BaseModel):
     """How much a ``type: upload`` source may hold (EDDI's ``upload`` block)."""
     model_config = ConfigDict(extra="ignore")
@@ -158,8 +171,8 @@ class SourceSettings(BaseModel):
     acl: list[str] | None = None  # who may read what it brings, unless the source says per document (retrieval.access)
 
 
-BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs")  # a source of these types has the block of its name
-SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs")
+BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs", "azureBlob")  # a source of these types has the block of its name
+SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs", "azureBlob")
 
 
 class IngestionSource(BaseModel):
@@ -179,6 +192,7 @@ class IngestionSource(BaseModel):
     git: GitSource | None = None
     s3: S3Source | None = None
     gcs: GcsSource | None = None
+    azureBlob: AzureBlobSource | None = None
     upload: UploadSource = Field(default_factory=UploadSource)
     settings: SourceSettings = Field(default_factory=SourceSettings)
 

@@ -1,11 +1,12 @@
 """Every source connector through the contract suite (eddi_rag.testing.SourceContract), against what it reads for real:
 a folder, the upload store's database, a Git repository made with git, a website and a sitemap on 127.0.0.1, moto's
-S3 server and gcp-storage-emulator's GCS JSON API on loopback."""
+S3 server, gcp-storage-emulator's GCS JSON API and Azurite's Blob Storage on loopback."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -163,10 +164,32 @@ class GcsWorld:
         self.gcs.bucket(self.bucket).blob(f"docs/{name}").delete()
 
 
+class AzureBlobWorld:
+    def __init__(self, account_url: str, tmp_path: Path):
+        from azure.core.credentials import AzureNamedKeyCredential
+        from azure.storage.blob import BlobServiceClient
+
+        from tests.support.azurite import ACCOUNT, KEY
+
+        name = f"c{uuid.uuid4().hex[:20]}"  # (letters and digits: Azure's container names)
+        service = BlobServiceClient(account_url, credential=AzureNamedKeyCredential(ACCOUNT, KEY))
+        self.container = service.create_container(name)
+        self.connector = connector("azureBlob")
+        self.source = source("azureBlob", accountUrl=account_url, container=name, prefix="docs/", accountKey=KEY)
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.container.upload_blob(f"docs/{name}", text.encode(), overwrite=True)
+
+    def remove(self, name: str) -> None:
+        self.container.delete_blob(f"docs/{name}")
+
+
 def test_every_source_type_has_a_connector_in_the_contract():
     from eddi_rag.config import SOURCE_TYPES
 
-    assert sorted(CONNECTORS) == sorted(SOURCE_TYPES) == sorted(
+    assert sorted(CONNECTORS) == sorted(SOURCE_TYPES)
+    assert sorted(k.lower() for k in CONNECTORS) == sorted(  # (azureBlob's class: TestAzureblobConnector)
         k.removeprefix("Test").removesuffix("Connector").lower() for k in globals() if k.endswith("Connector") and k.startswith("Test"))
 
 
@@ -245,3 +268,18 @@ class TestGcsConnector(SourceContract):
     @pytest.fixture
     def world(self, tmp_path, gcs_endpoint):
         return GcsWorld(gcs_endpoint, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def azure_account():
+    from tests.support.azurite import azurite
+
+    with azurite() as account_url:
+        yield account_url
+
+
+@pytest.mark.integration
+class TestAzureblobConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path, azure_account):
+        return AzureBlobWorld(azure_account, tmp_path)

@@ -1,6 +1,6 @@
-"""Git and S3 sources (through LangChain's loaders) and GCS, reconciled like the folder source: added, changed,
+"""Git and S3 sources (through LangChain's loaders), GCS and Azure Blob, reconciled like the folder source: added, changed,
 unchanged, deleted. Against real servers: a Git repository made with the git command, moto's S3 server
-on loopback, gcp-storage-emulator's GCS JSON API on loopback."""
+on loopback, gcp-storage-emulator's GCS JSON API and Azurite's Blob Storage on loopback."""
 
 from __future__ import annotations
 
@@ -291,4 +291,41 @@ def test_a_gcs_bucket_is_kept_in_sync_and_an_unchanged_object_is_not_downloaded(
     with pytest.raises(ConfigValidationError) as metadata:
         kb_with(runtime, {"type": "gcs", "gcs": {"bucket": "docs", "endpointUrl": "http://169.254.169.254/"}})
     assert metadata.value.errors[0]["path"] == "$.sources[0].gcs.endpointUrl"
+    runtime.close()
+
+
+def test_an_azure_container_is_kept_in_sync_with_its_key_from_the_vault(tmp_path, monkeypatch):
+    """Against Azurite (npm, on loopback): added, changed, unchanged (its ETag: not downloaded), deleted; the account key
+    from the vault; a container that cannot be listed fails the run naming it; a metadata address is refused at save."""
+    from azure.core.credentials import AzureNamedKeyCredential
+    from azure.storage.blob import BlobClient, BlobServiceClient
+
+    from tests.support.azurite import ACCOUNT, KEY, azurite
+
+    with azurite() as account_url:
+        box = BlobServiceClient(account_url, credential=AzureNamedKeyCredential(ACCOUNT, KEY)).create_container("handbook")
+        box.upload_blob("docs/guide.md", GUIDE.encode())
+        box.upload_blob("docs/report.pdf", files.pdf(["Revenue grew by 12 percent."]))
+        box.upload_blob("docs/old/trains.txt", b"Night trains leave Vienna at 22:00.")
+        box.upload_blob("other/elsewhere.md", b"# Not under the prefix")
+        monkeypatch.setenv("EDDI_VAULT_AZURE_KEY", KEY)  # the default tenant's vault
+        runtime = Runtime(tmp_path / "data")
+        kb = kb_with(runtime, {"type": "azureBlob", "azureBlob": {"accountUrl": account_url, "container": "handbook",
+                                                                  "prefix": "docs/", "accountKey": "${eddivault:AZURE_KEY}"}})
+        run = runtime.sources.run(kb, "docs")
+        assert (run.status, run.added, run.failed) == ("COMPLETED", 3, 0), run.error
+        assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf", "docs/old/trains.txt"}
+        downloads: list[str] = []
+        original = BlobClient.download_blob
+        monkeypatch.setattr(BlobClient, "download_blob", lambda self, *a, **kw: downloads.append(self.blob_name) or original(self, *a, **kw))
+        box.upload_blob("docs/guide.md", GUIDE.replace("25 seconds", "30 seconds").encode(), overwrite=True)
+        box.delete_blob("docs/old/trains.txt")
+        changed = runtime.sources.run(kb, "docs")
+        assert (changed.updated, changed.unchanged, changed.deleted) == (1, 1, 1) and downloads == ["docs/guide.md"]
+        anonymous = kb_with(runtime, {"type": "azureBlob", "azureBlob": {"accountUrl": account_url, "container": "handbook"}})
+        refused = runtime.sources.run(anonymous, "docs")  # a private container: no anonymous listing
+        assert refused.status == "FAILED" and "azureBlob: cannot list handbook/" in refused.error
+    with pytest.raises(ConfigValidationError) as metadata:
+        kb_with(runtime, {"type": "azureBlob", "azureBlob": {"accountUrl": "http://169.254.169.254/x", "container": "docs"}})
+    assert metadata.value.errors[0]["path"] == "$.sources[0].azureBlob.accountUrl"
     runtime.close()

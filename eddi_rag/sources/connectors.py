@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eddi_rag.errors import EddiRagError
+from eddi_rag.sources.azure_blob import AzureBlobConnector
 from eddi_rag.sources.base import SourceConnector
 from eddi_rag.sources.folder import FolderConnector
 from eddi_rag.sources.gcs import GcsConnector
@@ -13,7 +14,8 @@ from eddi_rag.sources.upload import UploadConnector
 from eddi_rag.sources.web import WebConnector
 
 CONNECTORS: dict[str, SourceConnector] = {c.type: c for c in (
-    WebConnector(), UploadConnector(), FolderConnector(), SitemapConnector(), GitConnector(), S3Connector(), GcsConnector())}
+    WebConnector(), UploadConnector(), FolderConnector(), SitemapConnector(), GitConnector(), S3Connector(), GcsConnector(),
+    AzureBlobConnector())}
 
 
 class UnknownSourceTypeError(EddiRagError, ValueError):

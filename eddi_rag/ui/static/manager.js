@@ -203,8 +203,9 @@ function mapEditor(common, value, readonly) {
 
 const SOURCE_WHERE = { web: ["web", "startUrl", "https://docs.example.com/"], sitemap: ["sitemap", "url", "https://docs.example.com/sitemap.xml"],
   folder: ["folder", "path", "/srv/handbook"], git: ["git", "url", "https://git.example.com/docs.git"],
-  s3: ["s3", "bucket", "handbook-bucket"], gcs: ["gcs", "bucket", "handbook-bucket"], upload: [null, null, ""] };
-const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket" };
+  s3: ["s3", "bucket", "handbook-bucket"], gcs: ["gcs", "bucket", "handbook-bucket"],
+  azureBlob: ["azureBlob", "container", "handbook"], upload: [null, null, ""] };
+const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket", azureBlob: "Container" };
 
 // Each source as a card: name, type, where (URL or folder), schedule, on/off; every other field it has is kept.
 function sourcesEditor(common, value, readonly) {
@@ -724,7 +725,8 @@ function renderSources(kb) {
     const show = (node) => out.replaceChildren(node);
     const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.startUrl}` : s.sitemap ? `sitemap ${s.sitemap.url}` :
       s.git ? `git ${s.git.url} (${s.git.branch || "main"})` : s.s3 ? `s3://${s.s3.bucket}/${s.s3.prefix || ""}` :
-      s.gcs ? `gs://${s.gcs.bucket}/${s.gcs.prefix || ""}` : s.type === "upload" ? "uploaded files" : "source";
+      s.gcs ? `gs://${s.gcs.bucket}/${s.gcs.prefix || ""}` :
+      s.azureBlob ? `${s.azureBlob.accountUrl} ${s.azureBlob.container}/${s.azureBlob.prefix || ""}` : s.type === "upload" ? "uploaded files" : "source";
     const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
       show(el("p", { class: "muted" }, "…"));

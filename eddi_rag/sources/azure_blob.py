@@ -1,0 +1,100 @@
+"""An Azure Blob Storage container: the blobs under a prefix (azure-storage-blob), each its own document
+``<source id>/<name under the prefix>``, selected by include/exclude globs on that name. A blob's ETag is its version:
+a blob whose ETag did not change since the last run is not downloaded again.
+
+``accountKey`` or ``sasToken`` is a secret reference resolved in the knowledge base's tenant; with neither, requests
+are anonymous (a public container): the server's own Azure credentials are never used. ``accountUrl`` is checked by
+the outbound guard. A blob over the upload limit (``EDDI_RAG_MAX_UPLOAD_MB``) is listed as a failure, never read."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from eddi_rag.config import AzureBlobSource, IngestionSource
+from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest.loaders import EXTENSIONS
+from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
+
+
+class AzureBlobSourceError(EddiRagError, ValueError):
+    status = 400
+
+
+def account_name(url: str) -> str:
+    """The storage account an account URL names: its host's first label, or (an emulator's path-style URL on an
+    address or localhost) its first path segment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        ipaddress.ip_address(host)
+        path_style = True
+    except ValueError:
+        path_style = host == "localhost"
+    return parts.path.strip("/").split("/")[0] if path_style else host.split(".")[0]
+
+
+def container(spec: AzureBlobSource, resolve: Callable[[Any], Any]) -> Any:
+    """A client of the container, signed with the account key or the SAS token when the source names one."""
+    from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
+    from azure.storage.blob import ContainerClient
+
+    key = resolve(spec.accountKey) if spec.accountKey else None
+    sas = resolve(spec.sasToken) if spec.sasToken else None
+    credential: Any = AzureNamedKeyCredential(account_name(spec.accountUrl), key) if key else AzureSasCredential(sas) if sas else None
+    return ContainerClient(spec.accountUrl.rstrip("/"), spec.container, credential=credential)
+
+
+def _reader(client: Any, name: str, content_type: str | None) -> Callable[[], tuple[bytes, str | None]]:
+    return lambda: (client.download_blob(name).readall(), content_type)
+
+
+def listing(source_id: str, spec: AzureBlobSource, resolve: Callable[[Any], Any], max_bytes: int | None = None) -> Listing:
+    from azure.core.exceptions import AzureError
+
+    prefix = spec.prefix.strip("/")
+    prefix = f"{prefix}/" if prefix else ""
+    client = container(spec, resolve)
+    out = Listing()
+    try:
+        for blob in client.list_blobs(name_starts_with=prefix or None):
+            rel = blob.name[len(prefix):]
+            if not rel or PurePosixPath(rel).suffix.lower() not in EXTENSIONS or not selected(rel, spec.include, spec.exclude):
+                continue
+            if max_bytes is not None and (blob.size or 0) > max_bytes:
+                out.failures.append({"document": rel, "reason": f"{blob.size:,} bytes, over the limit of {max_bytes:,} "
+                                                                "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
+                continue
+            content_type = blob.content_settings.content_type if blob.content_settings else None
+            content_type = None if content_type == "application/octet-stream" else content_type  # (no type said)
+            out.items.append(Item(f"{source_id}/{rel}", rel, _reader(client, blob.name, content_type), version=blob.etag,
+                                  media_type=content_type))
+    except AzureError as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise AzureBlobSourceError(f"azureBlob: cannot list {spec.container}/{prefix} at {spec.accountUrl}: {reason}") from e
+    return out
+
+
+class AzureBlobConnector:
+    type = "azureBlob"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.azureBlob is not None
+        ctx.outbound.check(source.azureBlob.accountUrl)
+
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.azureBlob is not None
+        self.validate(ctx, source)
+        container(source.azureBlob, ctx.resolve).get_container_properties()  # (raises when it cannot be read)
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        assert source.azureBlob is not None
+        ctx.outbound.check(source.azureBlob.accountUrl)
+        return feed(listing(source.effective_id, source.azureBlob, ctx.resolve, ctx.max_bytes), sink)
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        return listed_again(self, ctx, source, document_id, name)

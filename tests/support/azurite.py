@@ -1,0 +1,44 @@
+"""Azurite, Microsoft's Azure Storage emulator (installed from npm by scripts/azurite), serving Blob Storage on a
+loopback port for one test module, in memory; its well-known development account and key."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ACCOUNT = "devstoreaccount1"
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # Azurite's documented key
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def azurite() -> Iterator[str]:
+    """The account URL (``http://127.0.0.1:<port>/devstoreaccount1``) of an Azurite blob service, stopped afterwards."""
+    command = subprocess.run([str(ROOT / "scripts" / "azurite")], check=True, capture_output=True, text=True).stdout.strip()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([command, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+                                "--silent", "--skipApiVersionCheck", "--loose"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"Azurite did not start on port {port}") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/{ACCOUNT}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
