@@ -10,7 +10,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import PurePosixPath
 from typing import Any
+
+from eddi_rag.ingest.loaders import EXTENSIONS
 
 
 @dataclass
@@ -42,6 +45,26 @@ class Listing:
         """The listing ends at a limit: incomplete, and the run says which."""
         self.complete, self.stopped = False, reason
         self.notes.append(reason)
+
+
+def folder_prefix(prefix: str) -> str:
+    """A bucket's or container's prefix as a folder: ``""`` or ``"a/b/"``."""
+    prefix = prefix.strip("/")
+    return f"{prefix}/" if prefix else ""
+
+
+def object_taken(out: Listing, name: str, prefix: str, size: int | None, include: list[str], exclude: list[str],
+                 max_bytes: int | None) -> str | None:
+    """The name under ``prefix`` of a stored object a listing takes: a supported type that the globs select, within
+    ``max_bytes`` (one over it is put in ``out``'s failures, never read); None: left out."""
+    rel = name[len(prefix):]
+    if not rel or PurePosixPath(rel).suffix.lower() not in EXTENSIONS or not selected(rel, include, exclude):
+        return None
+    if max_bytes is not None and (size or 0) > max_bytes:
+        out.failures.append({"document": rel, "reason": f"{size:,} bytes, over the limit of {max_bytes:,} "
+                                                        "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
+        return None
+    return rel
 
 
 def selected(path: str, include: list[str], exclude: list[str]) -> bool:

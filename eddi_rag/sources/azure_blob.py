@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
-from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
 from eddi_rag.config import AzureBlobSource, IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.loaders import EXTENSIONS
-from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources import Item, Listing, folder_prefix, object_taken
 from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
 
 
@@ -56,18 +54,13 @@ def _reader(client: Any, name: str, content_type: str | None) -> Callable[[], tu
 def listing(source_id: str, spec: AzureBlobSource, resolve: Callable[[Any], Any], max_bytes: int | None = None) -> Listing:
     from azure.core.exceptions import AzureError
 
-    prefix = spec.prefix.strip("/")
-    prefix = f"{prefix}/" if prefix else ""
+    prefix = folder_prefix(spec.prefix)
     client = container(spec, resolve)
     out = Listing()
     try:
         for blob in client.list_blobs(name_starts_with=prefix or None):
-            rel = blob.name[len(prefix):]
-            if not rel or PurePosixPath(rel).suffix.lower() not in EXTENSIONS or not selected(rel, spec.include, spec.exclude):
-                continue
-            if max_bytes is not None and (blob.size or 0) > max_bytes:
-                out.failures.append({"document": rel, "reason": f"{blob.size:,} bytes, over the limit of {max_bytes:,} "
-                                                                "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
+            rel = object_taken(out, blob.name, prefix, blob.size, spec.include, spec.exclude, max_bytes)
+            if rel is None:
                 continue
             content_type = blob.content_settings.content_type if blob.content_settings else None
             content_type = None if content_type == "application/octet-stream" else content_type  # (no type said)

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import PurePosixPath
 from typing import Any
 
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.config import GcsSource, IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.ingest.loaders import EXTENSIONS
-from eddi_rag.sources import Item, Listing, selected
+from eddi_rag.sources import Item, Listing, folder_prefix, object_taken
 from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
 
 GOOGLE = "https://storage.googleapis.com"
@@ -60,18 +58,12 @@ def listing(source_id: str, spec: GcsSource, resolve: Callable[[Any], Any], outb
     from google.api_core.exceptions import GoogleAPIError
 
     outbound.check(endpoint(spec))
-    prefix = spec.prefix.strip("/")
-    prefix = f"{prefix}/" if prefix else ""
+    prefix = folder_prefix(spec.prefix)
     out = Listing()
     try:
         for blob in client(spec, resolve).list_blobs(spec.bucket, prefix=prefix or None):
-            rel = blob.name[len(prefix):]
-            if not rel or rel.endswith("/") or PurePosixPath(rel).suffix.lower() not in EXTENSIONS \
-                    or not selected(rel, spec.include, spec.exclude):
-                continue
-            if max_bytes is not None and (blob.size or 0) > max_bytes:
-                out.failures.append({"document": rel, "reason": f"{blob.size:,} bytes, over the limit of {max_bytes:,} "
-                                                                "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
+            rel = object_taken(out, blob.name, prefix, blob.size, spec.include, spec.exclude, max_bytes)
+            if rel is None:
                 continue
             out.items.append(Item(f"{source_id}/{rel}", rel, _reader(blob), version=blob.etag, media_type=blob.content_type))
     except GoogleAPIError as e:

@@ -290,14 +290,7 @@ class SourceSync:
     def reset_cursor(self, kb_id: str, source_id: str) -> dict[str, Any]:
         """The source's next run lists it in full instead of resuming from its cursor (the cursor is forgotten; what
         was ingested stays). 409 while a run holds the source."""
-        _, source = self.source(kb_id, source_id)
-        sid = source.effective_id
-        claim = self.run_records.begin(kb_id, sid, PURGE)
-        try:
-            self.ledger.reset_cursor(kb_id, sid)
-        finally:
-            self.run_records.end_claim(claim)
-        return {"status": "reset", "sourceId": sid}
+        return {"status": "reset", "sourceId": self._while_held(kb_id, source_id, self.ledger.reset_cursor)}
 
     def cursor(self, kb_id: str, source_id: str) -> str | None:
         _, source = self.source(kb_id, source_id)
@@ -307,14 +300,19 @@ class SourceSync:
         """Forget what the source ingested, keeping its chunks (EDDI's purge): the next run ingests everything
         it finds again; what it no longer finds is swept after ``tombstoneAfterMissedRuns`` complete runs.
         409 while a run holds the source."""
+        return {"status": "purged", "sourceId": self._while_held(kb_id, source_id, self.ledger.purged)}
+
+    def _while_held(self, kb_id: str, source_id: str, change: Callable[[str, str], None]) -> str:
+        """``change(kb_id, source id)`` to the ledger while no run may start (a PURGE claim; 409 while a run holds the
+        source); returns the source's id."""
         _, source = self.source(kb_id, source_id)
         sid = source.effective_id
         claim = self.run_records.begin(kb_id, sid, PURGE)
         try:
-            self.ledger.purged(kb_id, sid)
+            change(kb_id, sid)
         finally:
             self.run_records.end_claim(claim)
-        return {"status": "purged", "sourceId": sid}
+        return sid
 
     def remove_documents(self, kb_id: str, source_id: str) -> int:
         """Take every document of the source out of the knowledge base and forget them; returns how many
