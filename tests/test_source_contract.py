@@ -18,6 +18,7 @@ from eddi_rag.sources.connectors import CONNECTORS, connector
 from eddi_rag.sources.upload import Files, file_id
 from eddi_rag.state.sqlite import Database
 from eddi_rag.testing import SourceContract
+from tests.support.object_stores import ACCOUNT, KEY, azurite, gcs_emulator, moto_s3
 from tests.support.site import Site
 
 
@@ -169,7 +170,6 @@ class AzureBlobWorld:
         from azure.core.credentials import AzureNamedKeyCredential
         from azure.storage.blob import BlobServiceClient
 
-        from tests.support.azurite import ACCOUNT, KEY
 
         name = f"c{uuid.uuid4().hex[:20]}"  # (letters and digits: Azure's container names)
         service = BlobServiceClient(account_url, credential=AzureNamedKeyCredential(ACCOUNT, KEY))
@@ -232,13 +232,8 @@ class TestSitemapConnector(SourceContract):
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 @pytest.mark.integration
@@ -250,17 +245,8 @@ class TestS3Connector(SourceContract):
 
 @pytest.fixture(scope="module")
 def gcs_endpoint():
-    import socket
-
-    from gcp_storage_emulator.server import create_server
-
-    with socket.socket() as probe:  # a free port on loopback
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with gcs_emulator() as endpoint:
+        yield endpoint
 
 
 @pytest.mark.integration
@@ -272,8 +258,6 @@ class TestGcsConnector(SourceContract):
 
 @pytest.fixture(scope="module")
 def azure_account():
-    from tests.support.azurite import azurite
-
     with azurite() as account_url:
         yield account_url
 

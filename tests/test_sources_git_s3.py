@@ -15,6 +15,7 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.knowledge_bases import ConfigValidationError
 from tests.support import files
 from tests.support.kbs import make_kb
+from tests.support.object_stores import gcs_emulator, moto_s3
 
 pytestmark = pytest.mark.integration
 
@@ -92,13 +93,8 @@ def test_a_git_source_is_refused_where_a_folder_source_would_be(tmp_path, repo, 
 
 @pytest.fixture
 def s3_server():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 def test_an_s3_bucket_is_kept_in_sync_object_by_object(tmp_path, s3_server, monkeypatch):
@@ -243,17 +239,8 @@ def test_a_git_source_resumes_from_its_cursor_relists_after_a_force_push_and_can
 
 @pytest.fixture
 def gcs_server():
-    import socket
-
-    from gcp_storage_emulator.server import create_server
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    with gcs_emulator() as endpoint:
+        yield endpoint
 
 
 def test_a_gcs_bucket_is_kept_in_sync_and_an_unchanged_object_is_not_downloaded(tmp_path, gcs_server, monkeypatch):
@@ -300,7 +287,7 @@ def test_an_azure_container_is_kept_in_sync_with_its_key_from_the_vault(tmp_path
     from azure.core.credentials import AzureNamedKeyCredential
     from azure.storage.blob import BlobClient, BlobServiceClient
 
-    from tests.support.azurite import ACCOUNT, KEY, azurite
+    from tests.support.object_stores import ACCOUNT, KEY, azurite
 
     with azurite() as account_url:
         box = BlobServiceClient(account_url, credential=AzureNamedKeyCredential(ACCOUNT, KEY)).create_container("handbook")
