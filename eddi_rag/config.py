@@ -148,6 +148,35 @@ class AzureBlobSource(BaseModel):
     exclude: list[str] = Field(default_factory=list)
 
 
+class SharePointSource(BaseModel):
+    """The files of SharePoint Online or OneDrive document libraries, through Microsoft Graph (``sources/sharepoint.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    tenantId: str  # the Entra tenant (its id or domain)
+    clientId: str  # the app registration's application id
+    clientSecret: str  # a secret reference to its client secret
+    sites: list[str] = Field(min_length=1)  # site ids, or host:/sites/path
+    drives: list[str] = Field(default_factory=list)  # document libraries by name; none: every one of each site
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the file's name
+    exclude: list[str] = Field(default_factory=list)
+    permissions: bool = True  # each file read by whom Graph says; false: settings.acl
+    graphUrl: str = "https://graph.microsoft.com"
+    loginUrl: str = "https://login.microsoftonline.com"
+
+
+class ImapSource(BaseModel):
+    """The mails of a mailbox's folders, over IMAP (``sources/imap.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    host: str
+    port: int = 993
+    useTls: bool = True  # IMAP over TLS (993); false: plain IMAP (143), for a server on a trusted network
+    username: str
+    password: str | None = None  # a secret reference
+    folders: list[str] = Field(default_factory=lambda: ["INBOX"], min_length=1)
+    senders: list[str] = Field(default_factory=list)  # addresses or @domains whose mails are kept; none: every mail
+
+
 class UploadSource(BaseModel):
     """How much a ``type: upload`` source may hold (EDDI's ``upload`` block)."""
     model_config = ConfigDict(extra="ignore")
@@ -169,10 +198,11 @@ class SourceSettings(BaseModel):
     tombstoneAfterMissedRuns: int = 2
     timeBudgetMinutes: int = 10
     acl: list[str] | None = None  # who may read what it brings, unless the source says per document (retrieval.access)
+    permissionSyncMinutes: int = 15  # a source that keeps permissions: how often they are listed again (0: only on request)
 
 
-BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs", "azureBlob")  # a source of these types has the block of its name
-SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs", "azureBlob")
+BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "imap")  # a source of these types has the block of its name
+SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "imap")
 
 
 class IngestionSource(BaseModel):
@@ -193,6 +223,8 @@ class IngestionSource(BaseModel):
     s3: S3Source | None = None
     gcs: GcsSource | None = None
     azureBlob: AzureBlobSource | None = None
+    sharepoint: SharePointSource | None = None
+    imap: ImapSource | None = None
     upload: UploadSource = Field(default_factory=UploadSource)
     settings: SourceSettings = Field(default_factory=SourceSettings)
 

@@ -119,7 +119,8 @@ class Runtime:
         self.pipeline = RagPipeline(self.search, self.ingesting)
         # the rest of the state
         self.notes = NotesStore(self.db)
-        self.sources = SourceSync(self.db, self.knowledge_bases, self.ingestor, self.documents, self.outbound, redact, self.resolver)
+        self.sources = SourceSync(self.db, self.knowledge_bases, self.ingestor, self.documents, self.outbound, redact, self.resolver,
+                                  directory)
         self.saving.source_removed = self.sources.forget_source
         self.saving.kb_gone = self.grants.forget
         self.saving.claim_existing()

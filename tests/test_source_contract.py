@@ -1,6 +1,7 @@
 """Every source connector through the contract suite (eddi_rag.testing.SourceContract), against what it reads for real:
 a folder, the upload store's database, a Git repository made with git, a website and a sitemap on 127.0.0.1, moto's
-S3 server, gcp-storage-emulator's GCS JSON API and Azurite's Blob Storage on loopback."""
+S3 server, gcp-storage-emulator's GCS JSON API, Azurite's Blob Storage and Dovecot's IMAP on loopback; SharePoint through a fake of
+Microsoft Graph's JSON (tests/support/fake_graph.py), the one that cannot run here."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from eddi_rag.sources.connectors import CONNECTORS, connector
 from eddi_rag.sources.upload import Files, file_id
 from eddi_rag.state.sqlite import Database
 from eddi_rag.testing import SourceContract
+from tests.support.dovecot import PASSWORD, USER, Mailbox, dovecot
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
 from tests.support.object_stores import ACCOUNT, KEY, azurite, gcs_emulator, moto_s3
 from tests.support.site import Site
 
@@ -185,6 +188,53 @@ class AzureBlobWorld:
         self.container.delete_blob(f"docs/{name}")
 
 
+class SharePointWorld:
+    def __init__(self, graph: FakeGraph, tmp_path: Path):
+        self.graph = graph
+        site = graph.site("/sites/hr", "HR")
+        self.drive = graph.drive(site)
+        self.connector = connector("sharepoint")
+        self.source = source("sharepoint", tenantId=TENANT, clientId=CLIENT_ID, clientSecret=CLIENT_SECRET,
+                             sites=["contoso.sharepoint.com:/sites/hr"], graphUrl=graph.url, loginUrl=graph.url)
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.graph.put(self.drive, name, text.encode(), permissions=[{"grantedToV2": {"group": {"id": "g-hr"}}}])
+
+    def remove(self, name: str) -> None:
+        self.graph.remove(self.drive, name)
+
+
+class ImapWorld:
+    """A folder of a real Dovecot mailbox: a document is a mail whose subject is its name; changing it replaces the
+    mail by one with the same Message-ID (an edited draft)."""
+
+    def __init__(self, box: Mailbox, tmp_path: Path):
+        self.imap, self.folder = box.client(), f"F{uuid.uuid4().hex[:10]}"
+        self.imap.create_folder(self.folder)
+        self.connector = connector("imap")
+        self.source = source("imap", host=box.host, port=box.port, useTls=False, username=USER, password=PASSWORD,
+                             folders=[self.folder])
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        from email.message import EmailMessage
+
+        self.remove(name, missing_ok=True)
+        mail = EmailMessage()
+        mail["From"], mail["To"], mail["Subject"], mail["Message-ID"] = "bob@example.com", USER, name, f"<{name}@test>"
+        mail.set_content(text)
+        self.imap.append(self.folder, mail.as_bytes())
+
+    def remove(self, name: str, missing_ok: bool = False) -> None:
+        self.imap.select_folder(self.folder)
+        found = self.imap.search(["HEADER", "Message-ID", f"<{name}@test>"])
+        assert found or missing_ok
+        if found:
+            self.imap.delete_messages(found)
+            self.imap.expunge()
+
+
 def test_every_source_type_has_a_connector_in_the_contract():
     from eddi_rag.config import SOURCE_TYPES
 
@@ -267,3 +317,24 @@ class TestAzureblobConnector(SourceContract):
     @pytest.fixture
     def world(self, tmp_path, azure_account):
         return AzureBlobWorld(azure_account, tmp_path)
+
+
+@pytest.mark.integration
+class TestSharepointConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path):
+        with FakeGraph(page_size=2) as graph:
+            yield SharePointWorld(graph, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def mailbox():
+    with dovecot() as box:
+        yield box
+
+
+@pytest.mark.integration
+class TestImapConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path, mailbox):
+        return ImapWorld(mailbox, tmp_path)

@@ -1,7 +1,7 @@
 """Sources of a knowledge base, with EDDI's verbs and bodies: run (202 ``{status: "started", sourceId}``),
 preview (its IngestionReport), runs (its IngestionRun, ``limit`` 20, at most 200), purge (forgets the
 source's state and keeps its chunks: ``{status: "purged", sourceId}``), the files of an upload source; and
-ours: the source's documents, retry, its change cursor (read, reset)."""
+ours: the source's documents, retry, its change cursor (read, reset), a permission sync."""
 
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ def preview(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict
     """What a run would do now, embedding nothing: EDDI's IngestionReport, and the documents behind each count
     (``add``, ``update``, ``unchanged``, ``delete``, ``failures``); 429 beyond three previews at once."""
     return runtime.sources.preview(id, sourceId)
+
+
+@router.post("/sync-permissions", status_code=202)
+def sync_permissions(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """List again who may read each document of a source that keeps its own permissions (sharepoint), and rewrite
+    the chunks' ACLs that changed, without reading or embedding anything; follow it in ``runs`` (kind
+    ``permissions``). 400 for a source whose documents are read by ``settings.acl``; 409 while the source is held."""
+    started = runtime.sources.start_permissions(id, sourceId)
+    return {"status": "started", "sourceId": started.sourceId, "runId": started.runId}
 
 
 @router.post("/reset-cursor")

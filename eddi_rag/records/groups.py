@@ -39,18 +39,34 @@ class GroupDirectory:
             "SELECT group_id FROM group_members WHERE tenant=? AND user_id=? ORDER BY group_id", (tenant, user))]
 
     def set(self, tenant: str, user: str, groups: Sequence[str]) -> list[str]:
-        """``user``'s groups are ``groups`` from now on (one transaction: a reader never sees half of it)."""
+        """``user``'s groups are ``groups`` from now on (one transaction: a reader never sees half of it), besides the
+        memberships a source's permission sync keeps (``synced``), which change at the source."""
         user = _checked(user, "user")
         wanted = list(dict.fromkeys(_checked(g, "group") for g in groups))
         if len(wanted) > MAX_GROUPS:
             raise GroupRequestError(f"groups: at most {MAX_GROUPS:,} per user, got {len(wanted):,}")
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self.db.transaction() as c:
-            c.execute("DELETE FROM group_members WHERE tenant=? AND user_id=?", (tenant, user))
+            c.execute("DELETE FROM group_members WHERE tenant=? AND user_id=? AND origin=''", (tenant, user))
             for group in wanted:
-                c.execute("INSERT INTO group_members (tenant, user_id, group_id, added_on) VALUES (?,?,?,?)",
-                          (tenant, user, group, now))
+                c.execute("INSERT INTO group_members (tenant, user_id, group_id, added_on) VALUES (?,?,?,?) "
+                          "ON CONFLICT (tenant, user_id, group_id) DO NOTHING", (tenant, user, group, now))
         return self.of(tenant, user)
+
+    def synced(self, tenant: str, origin: str, memberships: dict[str, list[str]]) -> int:
+        """The memberships ``origin`` (a source's permission sync) says, in place of the ones it said before, in one
+        transaction; one the operator also set stays the operator's. Returns how many it keeps now."""
+        now, kept = datetime.now(timezone.utc).isoformat(timespec="seconds"), 0
+        with self.db.transaction() as c:
+            c.execute("DELETE FROM group_members WHERE tenant=? AND origin=?", (tenant, origin))
+            for user, groups in memberships.items():
+                if not_an_id(user):
+                    continue  # (a user id no reader can have: nothing to keep)
+                for group in dict.fromkeys(g for g in groups if not not_an_id(g)):
+                    kept += c.execute("INSERT INTO group_members (tenant, user_id, group_id, added_on, origin) "
+                                      "VALUES (?,?,?,?,?) ON CONFLICT (tenant, user_id, group_id) DO NOTHING",
+                                      (tenant, user, group, now, origin)).rowcount
+        return kept
 
     def add(self, tenant: str, user: str, groups: Sequence[str]) -> list[str]:
         return self.set(tenant, user, [*self.of(tenant, user), *groups])

@@ -80,6 +80,32 @@ class SourceConnector(Protocol):
         """One document fetched alone (a retry of a failed one)."""
 
 
+@dataclass
+class Permissions:
+    """What a source's permission listing says now: who may read each document asked about (``[]``: nobody, such as
+    a document the source no longer has), and which groups each user is in, from the source's directory."""
+
+    acls: dict[str, list[str]] = field(default_factory=dict)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    failures: list[dict[str, str]] = field(default_factory=list)  # {document, reason}: left as they were
+
+
+class PermissionSource(Protocol):
+    """A connector whose source keeps its own permissions, listed apart from the documents (issue 44: synced on their
+    own schedule, without reading or embedding anything again)."""
+
+    def keeps_permissions(self, source: IngestionSource) -> bool:
+        """Whether this source's documents are read by whom the source says (its configuration may turn it off)."""
+
+    def permissions(self, ctx: SourceContext, source: IngestionSource, document_ids: list[str]) -> Permissions:
+        """Who may read each of ``document_ids`` now, and the groups of the users the source's directory knows."""
+
+
+def keeps_permissions(connector: SourceConnector, source: IngestionSource) -> bool:
+    keeps = getattr(connector, "keeps_permissions", None)
+    return bool(keeps and keeps(source))
+
+
 def feed(listing: Listing, sink: Sink) -> SyncEnd:
     """A whole listing told to ``sink``: its failures, then its documents until the sink stops."""
     for failure in listing.failures:

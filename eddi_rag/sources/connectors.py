@@ -8,14 +8,16 @@ from eddi_rag.sources.base import SourceConnector
 from eddi_rag.sources.folder import FolderConnector
 from eddi_rag.sources.gcs import GcsConnector
 from eddi_rag.sources.git import GitConnector
+from eddi_rag.sources.imap import ImapConnector
 from eddi_rag.sources.s3 import S3Connector
+from eddi_rag.sources.sharepoint import SharePointConnector
 from eddi_rag.sources.sitemap import SitemapConnector
 from eddi_rag.sources.upload import UploadConnector
 from eddi_rag.sources.web import WebConnector
 
 CONNECTORS: dict[str, SourceConnector] = {c.type: c for c in (
     WebConnector(), UploadConnector(), FolderConnector(), SitemapConnector(), GitConnector(), S3Connector(), GcsConnector(),
-    AzureBlobConnector())}
+    AzureBlobConnector(), SharePointConnector(), ImapConnector())}
 
 
 class UnknownSourceTypeError(EddiRagError, ValueError):

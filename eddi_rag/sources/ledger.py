@@ -27,6 +27,11 @@ def digest(config: RagConfiguration, source: IngestionSource, data: bytes, acl: 
     return hashlib.sha256(how.encode() + b"\0" + data).hexdigest()
 
 
+def acl_json(acl: list[str] | None) -> str:
+    """An ACL as the ledger keeps it: comparable as text."""
+    return json.dumps(acl)
+
+
 def classify(known: Any, digest: str) -> str:
     """What a listed document's bytes (as ``digest``) mean beside its record ``known`` (None: never ingested):
     ADD, UPDATE, or UNCHANGED (ingested fine with these very bytes)."""
@@ -58,16 +63,21 @@ class SourceLedger:
         return {r["document_id"]: r for r in rows}
 
     def record(self, kb_id: str, source_id: str, item: Item, digest: str | None, reason: str | None,
-               version: str | None = None) -> None:
+               version: str | None = None, acl: list[str] | None = None) -> None:
         """``item`` ingested (``reason`` None) or failed for ``reason``, with the hash of what is stored of it (and the
-        digest of its version token, when its source gave one)."""
+        digest of its version token, when its source gave one; and the ACL its chunks were written with)."""
         self.db.execute(
             "INSERT INTO source_documents (kb_id, source_id, document_id, name, hash, status, reason, updated_at, missed, "
-            "version) VALUES (?,?,?,?,?,?,?,?,0,?) ON CONFLICT(kb_id, source_id, document_id) "
+            "version, acl) VALUES (?,?,?,?,?,?,?,?,0,?,?) ON CONFLICT(kb_id, source_id, document_id) "
             "DO UPDATE SET name=excluded.name, hash=excluded.hash, status=excluded.status, reason=excluded.reason, "
-            "updated_at=excluded.updated_at, missed=0, version=excluded.version",
+            "updated_at=excluded.updated_at, missed=0, version=excluded.version, acl=excluded.acl",
             (kb_id, source_id, item.document_id, item.name, digest, "failed" if reason else "ok", reason, fleet.now(),
-             version))
+             version, None if reason else acl_json(acl)))
+
+    def set_acl(self, kb_id: str, source_id: str, document_id: str, acl: list[str] | None) -> None:
+        """The document's chunks were rewritten with ``acl`` (and nothing else)."""
+        self.db.execute("UPDATE source_documents SET acl=? WHERE kb_id=? AND source_id=? AND document_id=?",
+                        (acl_json(acl), kb_id, source_id, document_id))
 
     def seen(self, kb_id: str, source_id: str, document_id: str) -> None:
         """Listed again, unchanged: no longer missed."""

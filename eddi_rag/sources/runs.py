@@ -23,6 +23,7 @@ from eddi_rag.state.sqlite import StateDatabase
 
 RUNNING, COMPLETED, FAILED, CANCELLED = "RUNNING", "COMPLETED", "FAILED", "CANCELLED"
 PURGE = "purge"  # the claim a purge or a file delete takes; not listed among the runs
+PERMISSIONS = "permissions"  # a permission sync: who may read each document, as the source says now
 MAX_RUNS_LISTED = 200  # a longer history is asked for in vain: it reads as this many
 
 
@@ -143,6 +144,12 @@ class SourceRuns:
         rows = self.db.query("SELECT COALESCE(SUM(embedded), 0) AS n FROM source_runs WHERE kb_id=? AND source_id=? AND "
                              "started_at >= ? AND run_id <> ?", (kb_id, source_id, month, but or ""))
         return int(rows[0]["n"])
+
+    def last_started(self, kb_id: str, source_id: str, kind: str) -> str | None:
+        """When the source's newest run of ``kind`` started (None: never)."""
+        rows = self.db.query("SELECT MAX(started_at) AS at FROM source_runs WHERE kb_id=? AND source_id=? AND kind=?",
+                             (kb_id, source_id, kind))
+        return rows[0]["at"] if rows else None
 
     def history(self, kb_id: str, source_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """The source's runs, newest first: ``limit`` of them, at most MAX_RUNS_LISTED; a run whose process died

@@ -1,5 +1,6 @@
 """Scheduled source runs: every ``interval`` seconds, each enabled source whose ``cron`` (UTC; ``schedule``,
-our older spelling) fired since the last look is started (skipped, with a log line, when a run of it is still under way). Runs
+our older spelling) fired since the last look is started (skipped, with a log line, when a run of it is still under way),
+and each source keeping its own permissions has them synced every ``settings.permissionSyncMinutes``. Runs
 missed while the server was down are not made up; the next fire time runs as usual.
 
 One scheduler looks in a fleet: the process holding the state database's ``scheduler`` role (on PostgreSQL an
@@ -11,11 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from croniter import croniter
 
-from eddi_rag.sources.runs import SourceBusyError
+from eddi_rag.sources.base import keeps_permissions
+from eddi_rag.sources.connectors import connector
+from eddi_rag.sources.runs import PERMISSIONS, SourceBusyError
 from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -51,13 +54,35 @@ class SourceScheduler:
                     out.append((kb_id, source.effective_id))
         return out
 
+    def due_permissions(self, now: datetime) -> list[tuple[str, str]]:
+        """(kb id, source id) of every source keeping its own permissions whose last permission sync started
+        ``settings.permissionSyncMinutes`` ago or more (one that never ran: once it has documents)."""
+        out = []
+        for d in self.kbs.every(None):
+            kb_id = d.resource.split("/")[-1].split("?")[0]
+            try:
+                config = self.kbs.get(kb_id)
+            except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
+                continue
+            for source in config.sources:
+                minutes, sid = source.settings.permissionSyncMinutes, source.effective_id
+                if not (source.enabled and minutes and keeps_permissions(connector(source.type), source)):
+                    continue
+                last = self.sources.run_records.last_started(kb_id, sid, PERMISSIONS)
+                if last is None and not self.sources.ledger.known(kb_id, sid):
+                    continue
+                if last is None or datetime.fromisoformat(last).replace(tzinfo=timezone.utc) + timedelta(minutes=minutes) <= now:
+                    out.append((kb_id, sid))
+        return out
+
     def tick(self, now: datetime | None = None) -> list[str]:
-        """Start the due runs; returns their run ids."""
+        """Start the due runs and permission syncs; returns their run ids."""
         now = now or datetime.now(timezone.utc)
         started = []
-        for kb_id, source_id in self.due(now):
+        due = [(self.sources.start, kb, sid) for kb, sid in self.due(now)]
+        for start, kb_id, source_id in due + [(self.sources.start_permissions, kb, sid) for kb, sid in self.due_permissions(now)]:
             try:
-                started.append(self.sources.start(kb_id, source_id).runId)
+                started.append(start(kb_id, source_id).runId)
             except SourceBusyError as e:
                 log.info("scheduled run skipped: %s", e)
             except Exception as e:  # noqa: BLE001 - one source's problem never stops the others

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from eddi_rag import state
 from eddi_rag.common.outbound import OutboundPolicy
@@ -35,15 +35,17 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.records.groups import GroupDirectory
+from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.sources import Item, Listing, upload
-from eddi_rag.sources.base import CursorExpiredError, SourceContext, SyncEnd, feed
+from eddi_rag.sources.base import CursorExpiredError, PermissionSource, SourceContext, SyncEnd, feed, keeps_permissions
 from eddi_rag.sources.connectors import connector
-from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, classify, digest, reconcile
-from eddi_rag.sources.runs import COMPLETED, FAILED, PURGE, Run, SourceBusyError, SourceRuns
+from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, acl_json, classify, digest, reconcile
+from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, Run, SourceBusyError, SourceRuns
 from eddi_rag.sources.uploaded import UploadedFiles
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
-from eddi_rag.verbs.documents import Documents
+from eddi_rag.verbs.documents import AclNotKeptError, Documents
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,10 @@ class SourceNotFoundError(EddiRagError, LookupError):
 MAX_PREVIEWS = 3  # previews under way at once in this process (EDDI's bound)
 
 
+class NoPermissionsError(EddiRagError, ValueError):
+    status = 400
+
+
 class TooManyPreviewsError(EddiRagError, RuntimeError):
     status = 429
 
@@ -64,9 +70,11 @@ class TooManyPreviewsError(EddiRagError, RuntimeError):
 
 class SourceSync:
     def __init__(self, db: StateDatabase, kbs: KnowledgeBases, ingestor: Ingestor, documents: Documents, outbound: OutboundPolicy,
-                 redact: Callable[[str], str] = lambda s: s, resolver: SecretResolver | None = None):
+                 redact: Callable[[str], str] = lambda s: s, resolver: SecretResolver | None = None,
+                 groups: GroupDirectory | None = None):
         self.db, self.kbs, self.ingestor, self.kb_documents, self.outbound, self.redact = \
             db, kbs, ingestor, documents, outbound, redact
+        self.groups = groups  # where a source's group memberships go (its permission sync)
         self.resolver = resolver or SecretResolver()
         self.files = upload.Files(db)
         self.run_records = SourceRuns(db, redact)  # runs and their leases
@@ -201,11 +209,16 @@ class SourceSync:
     def _one(self, kb_id: str, config: RagConfiguration, source: IngestionSource, item: Item, known: Any, run: Run) -> None:
         sid = source.effective_id
         acl = item.acl if item.acl is not None else source.settings.acl
-        version = None if item.version is None else digest(config, source, b"version\0" + item.version.encode(), acl)
+        version = None if item.version is None else digest(config, source, b"version\0" + item.version.encode())
         if version is not None and known is not None and known["status"] == "ok" and known["version"] == version:
-            run.unchanged += 1  # the source says so: not even read
-            self.ledger.seen(kb_id, sid, item.document_id)
-            return
+            if known["acl"] == acl_json(acl):
+                run.unchanged += 1  # the source says so: not even read
+                self.ledger.seen(kb_id, sid, item.document_id)
+                return
+            if self._relabelled(kb_id, sid, item.document_id, acl):  # only who may read it changed
+                run.updated += 1
+                self.ledger.seen(kb_id, sid, item.document_id)
+                return
         try:
             data, content_type = item.fetch()
             content_type = content_type or item.media_type
@@ -214,7 +227,7 @@ class SourceSync:
             if what == UNCHANGED:
                 run.unchanged += 1
                 if version is not None and known["version"] != version:  # read this once more: next time, not at all
-                    self.ledger.record(kb_id, sid, item, hashed, None, version)
+                    self.ledger.record(kb_id, sid, item, hashed, None, version, acl)
                 else:
                     self.ledger.seen(kb_id, sid, item.document_id)
                 return
@@ -229,13 +242,76 @@ class SourceSync:
             run.failed += 1
             run.failures.append({"document": item.document_id, "reason": reason})
             return
-        self.ledger.record(kb_id, sid, item, hashed, None, version)  # only now: its chunks are stored
+        self.ledger.record(kb_id, sid, item, hashed, None, version, acl)  # only now: its chunks are stored
         run.embedded += report.embedded
         run.segments += report.chunks
         if what == ADD:
             run.added += 1
         else:
             run.updated += 1
+
+    def _relabelled(self, kb_id: str, source_id: str, document_id: str, acl: list[str] | None) -> bool:
+        """The document's chunks rewritten with ``acl``, their texts and vectors as they were; False where the store
+        cannot (EDDI's layout keeps no lists, or no chunks are stored): it is read and written again instead."""
+        try:
+            self.kb_documents.set_acl(kb_id, document_id, acl if acl is not None else [])
+        except (AclNotKeptError, ResourceNotFoundError):
+            return False
+        self.ledger.set_acl(kb_id, source_id, document_id, acl)
+        return True
+
+    # -- permissions kept by the source ------------------------------------------------------
+    def start_permissions(self, kb_id: str, source_id: str) -> Run:
+        """A permission sync on a background thread; returns it RUNNING (409 while the source is held)."""
+        config, source, kind = self._permission_source(kb_id, source_id)
+        run = self.run_records.begin(kb_id, source.effective_id, PERMISSIONS)
+        threading.Thread(target=self._permissions, args=(kb_id, source, kind, run), daemon=True,
+                         name=f"eddi-rag-permissions-{source.effective_id}").start()
+        return run
+
+    def sync_permissions(self, kb_id: str, source_id: str) -> Run:
+        """Who may read each document the source brought, as the source says now, written to the chunks' ACLs without
+        reading or embedding anything (a document the source no longer lists: nobody); and the group directory's
+        memberships from the source's groups. A run of kind ``permissions`` in the source's history."""
+        config, source, kind = self._permission_source(kb_id, source_id)
+        return self._permissions(kb_id, source, kind, self.run_records.begin(kb_id, source.effective_id, PERMISSIONS))
+
+    def _permission_source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource, PermissionSource]:
+        config, source = self._runnable(kb_id, source_id)
+        kind = connector(source.type)
+        if not keeps_permissions(kind, source):
+            raise NoPermissionsError(f"source {source.effective_id!r} ({source.type}) keeps no permissions of its own: its "
+                                     "documents are read by settings.acl")
+        return config, source, cast(PermissionSource, kind)
+
+    def _permissions(self, kb_id: str, source: IngestionSource, kind: PermissionSource, run: Run) -> Run:
+        sid = source.effective_id
+        try:
+            known = {d: r for d, r in self.ledger.known(kb_id, sid).items() if r["hash"] is not None}
+            found = kind.permissions(self.context(kb_id, time.monotonic() + source.settings.timeBudgetMinutes * 60),
+                                     source, sorted(known))
+            failed = {f["document"] for f in found.failures}
+            for document_id, row in known.items():
+                if document_id in failed:
+                    continue
+                run.seen += 1
+                acl = found.acls.get(document_id, [])
+                if row["acl"] == acl_json(acl):
+                    run.unchanged += 1
+                elif self._relabelled(kb_id, sid, document_id, acl):
+                    run.updated += 1
+            run.failed, run.failures = len(found.failures), found.failures
+            if self.groups is not None:
+                tenant = self.kbs.resources.tenant_of("rags", kb_id)
+                kept = self.groups.synced(tenant, f"source:{kb_id}/{sid}", found.groups)
+                run.message = f"{kept} group memberships of {len(found.groups)} users from the source"
+            run.status = COMPLETED
+        except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
+            log.warning("permission sync of source %s of %s failed: %s", sid, kb_id, e)
+            run.status, run.error = FAILED, self.redact(f"{type(e).__name__}: {e}")
+        run.finishedAt = fleet.now()
+        self.run_records.finish(run)
+        return run
 
     # -- what a run would do, history, purge, files ------------------------------------------
     def preview(self, kb_id: str, source_id: str) -> dict[str, Any]:

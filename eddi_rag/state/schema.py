@@ -283,12 +283,24 @@ def _source_cursors(c: sqlite3.Connection) -> None:
         updated_at TEXT NOT NULL, PRIMARY KEY (kb_id, source_id))""")
 
 
+def _synced_permissions(c: sqlite3.Connection) -> None:
+    """Version 19: who may read each document a source brought, as it was written to its chunks
+    (``source_documents.acl``, JSON; NULL: the source's default), so a permission sync rewrites only what changed; and
+    whose each group membership is (``group_members.origin``: '' the operator's, ``source:<kb>/<source>`` a source's
+    permission sync, replaced at its next one)."""
+    if "acl" not in _columns(c, "source_documents"):
+        c.execute("ALTER TABLE source_documents ADD COLUMN acl TEXT")
+    if "origin" not in _columns(c, "group_members"):
+        c.execute("ALTER TABLE group_members ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
-                                                                 _canonical_places, _principals, _source_cursors)
+                                                                 _canonical_places, _principals, _source_cursors,
+                                                                 _synced_permissions)
 LATEST = len(MIGRATIONS)
 
 

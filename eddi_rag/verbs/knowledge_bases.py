@@ -205,7 +205,9 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
                           ("git.url", source.git.url if source.git and not source.git.url.startswith("file:") else None),
                           ("s3.endpointUrl", source.s3.endpointUrl if source.s3 else None),
                           ("gcs.endpointUrl", source.gcs.endpointUrl if source.gcs else None),
-                          ("azureBlob.accountUrl", source.azureBlob.accountUrl if source.azureBlob else None)):
+                          ("azureBlob.accountUrl", source.azureBlob.accountUrl if source.azureBlob else None),
+                          ("sharepoint.graphUrl", source.sharepoint.graphUrl if source.sharepoint else None),
+                          ("sharepoint.loginUrl", source.sharepoint.loginUrl if source.sharepoint else None)):
             if url is not None:
                 try:
                     OutboundPolicy.check_static(url)

@@ -204,8 +204,10 @@ function mapEditor(common, value, readonly) {
 const SOURCE_WHERE = { web: ["web", "startUrl", "https://docs.example.com/"], sitemap: ["sitemap", "url", "https://docs.example.com/sitemap.xml"],
   folder: ["folder", "path", "/srv/handbook"], git: ["git", "url", "https://git.example.com/docs.git"],
   s3: ["s3", "bucket", "handbook-bucket"], gcs: ["gcs", "bucket", "handbook-bucket"],
-  azureBlob: ["azureBlob", "container", "handbook"], upload: [null, null, ""] };
-const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket", azureBlob: "Container" };
+  azureBlob: ["azureBlob", "container", "handbook"], sharepoint: ["sharepoint", "sites", "contoso.sharepoint.com:/sites/hr"],
+  imap: ["imap", "host", "imap.example.com"],
+  upload: [null, null, ""] };
+const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket", azureBlob: "Container", sharepoint: "Sites", imap: "Mail server" };
 
 // Each source as a card: name, type, where (URL or folder), schedule, on/off; every other field it has is kept.
 function sourcesEditor(common, value, readonly) {
@@ -220,7 +222,7 @@ function sourcesEditor(common, value, readonly) {
         const fresh = card({ ...readSource(node), type: e.target.value });
         node.replaceWith(fresh);
       } }, Object.keys(SOURCE_WHERE).map((t) => el("option", { selected: t === type }, t)))),
-      key ? el("label", {}, SOURCE_WHERE_LABEL[block] || "URL", el("input", { class: "src-where", value: (src[block] || {})[key] || "", placeholder: SOURCE_WHERE[type][2], disabled: readonly })) : el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page."),
+      key ? el("label", {}, SOURCE_WHERE_LABEL[block] || "URL", el("input", { class: "src-where", value: [].concat((src[block] || {})[key] || []).join(", "), placeholder: SOURCE_WHERE[type][2], disabled: readonly })) : el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page."),
       el("label", {}, "Schedule (cron, optional)", el("input", { class: "src-cron", value: src.cron || src.schedule || "", placeholder: "0 3 * * *", disabled: readonly })),
       el("label", { class: "check" }, el("input", { type: "checkbox", class: "src-enabled", checked: src.enabled !== false, disabled: readonly }), " enabled"),
       readonly ? "" : el("button", { type: "button", class: "link danger", onclick: () => node.remove() }, "Remove this source"));
@@ -238,7 +240,8 @@ function readSource(node) {
   const [block, key] = SOURCE_WHERE[type];
   const out = { ...node.source, name: $(".src-name", node).value.trim(), type, enabled: $(".src-enabled", node).checked };
   for (const t of Object.keys(SOURCE_WHERE)) if (SOURCE_WHERE[t][0] && t !== type) delete out[SOURCE_WHERE[t][0]];
-  if (block) out[block] = { ...(node.source[block] || {}), [key]: $(".src-where", node).value.trim() };
+  const where = $(".src-where", node)?.value.trim() || "";
+  if (block) out[block] = { ...(node.source[block] || {}), [key]: block === "sharepoint" ? where.split(/\s*,\s*/).filter(Boolean) : where };
   const cron = $(".src-cron", node).value.trim();
   delete out.schedule;
   if (cron) out.cron = cron; else delete out.cron;
@@ -726,7 +729,9 @@ function renderSources(kb) {
     const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.startUrl}` : s.sitemap ? `sitemap ${s.sitemap.url}` :
       s.git ? `git ${s.git.url} (${s.git.branch || "main"})` : s.s3 ? `s3://${s.s3.bucket}/${s.s3.prefix || ""}` :
       s.gcs ? `gs://${s.gcs.bucket}/${s.gcs.prefix || ""}` :
-      s.azureBlob ? `${s.azureBlob.accountUrl} ${s.azureBlob.container}/${s.azureBlob.prefix || ""}` : s.type === "upload" ? "uploaded files" : "source";
+      s.azureBlob ? `${s.azureBlob.accountUrl} ${s.azureBlob.container}/${s.azureBlob.prefix || ""}` :
+      s.sharepoint ? `SharePoint ${(s.sharepoint.sites || []).join(", ")}` :
+      s.imap ? `mail ${s.imap.username}@${s.imap.host} ${(s.imap.folders || ["INBOX"]).join(", ")}` : s.type === "upload" ? "uploaded files" : "source";
     const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
       show(el("p", { class: "muted" }, "…"));

@@ -1,0 +1,190 @@
+"""A mailbox over IMAP (IMAPClient): each mail of the folders named is a document, read by the mail loader with its
+attachments (cited ``INBOX/Quarterly report.eml > report.pdf, page 2``), its id a digest of its ``Message-ID`` (a mail
+replaced by one with the same Message-ID, such as an edited draft, keeps its id), its version its UIDVALIDITY and UID
+(a mail never changes under one UID: one already ingested is not downloaded again).
+
+The cursor is, per folder, its UIDVALIDITY and the UIDs seen with their documents: a later sync asks only for the
+UIDs (``UID SEARCH ALL``), reads the headers of the new ones, says deleted the documents whose UIDs are gone and
+unchanged the rest. A folder whose UIDVALIDITY changed (the server renumbered it) lists the mailbox in full again.
+``senders`` keeps only mails from those addresses (``a@example.com``) or domains (``@example.com``); none: every mail.
+The password is a secret reference resolved in the knowledge base's tenant; the host passes the outbound guard."""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from email.parser import BytesHeaderParser
+from email.policy import default as email_policy
+from typing import Any
+
+from eddi_rag.config import ImapSource, IngestionSource
+from eddi_rag.errors import EddiRagError
+from eddi_rag.sources import Item, holding
+from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd
+
+HEADERS = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID FROM SUBJECT)]"
+BATCH = 500  # UIDs per FETCH of headers
+
+
+class ImapSourceError(EddiRagError, ValueError):
+    status = 400
+
+
+def _connect(ctx: SourceContext, spec: ImapSource) -> Any:
+    from imapclient import IMAPClient
+    from imapclient.exceptions import IMAPClientError
+
+    ctx.outbound.check_host(spec.host, spec.port, "imap.host")
+    password = ctx.resolve(spec.password) if spec.password else ""
+    try:
+        client = IMAPClient(spec.host, port=spec.port, ssl=spec.useTls, timeout=30)
+    except OSError as e:
+        raise ImapSourceError(f"imap: cannot connect to {spec.host}:{spec.port} ({type(e).__name__}: {e})") from None
+    try:
+        client.login(spec.username, password)
+    except IMAPClientError as e:
+        client.shutdown()
+        raise ImapSourceError(f"imap: {spec.host} refused the login of {spec.username!r}: {e}") from None
+    return client
+
+
+def _sender_allowed(sender: str, senders: list[str]) -> bool:
+    if not senders:
+        return True
+    address = email.utils.parseaddr(sender)[1].lower()
+    domain = address.rpartition("@")[2]
+    return any(address == s.lower() or s.lower().lstrip("@") == domain for s in senders)
+
+
+def _document_id(source_id: str, folder: str, message_id: str, validity: int, uid: int) -> str:
+    key = message_id.strip() or f"uid:{validity}:{uid}"
+    return f"{source_id}/{folder}/{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+def _title(subject: str) -> str:
+    return re.sub(r"[/\\\x00-\x1f]+", " ", subject).strip()[:120] or "(no subject)"
+
+
+class ImapConnector:
+    type = "imap"
+
+    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.imap is not None
+        ctx.outbound.check_host(source.imap.host, source.imap.port, "imap.host")
+
+    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
+        assert source.imap is not None
+        client = _connect(ctx, source.imap)
+        try:
+            for folder in source.imap.folders:
+                client.select_folder(folder, readonly=True)
+        finally:
+            client.logout()
+
+    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
+        spec = source.imap
+        assert spec is not None
+        before = _folders(cursor)
+        if before is not None and sorted(before) != sorted(spec.folders):
+            raise CursorExpiredError("the source's folders changed since the cursor")
+        client = _connect(ctx, spec)
+        after: dict[str, Any] = {}
+        try:
+            for folder in spec.folders:
+                seen = self._folder(ctx, client, source, folder, (before or {}).get(folder), sink)
+                if seen is None:
+                    return SyncEnd(False, None, ["the sink stopped the sync"], None)
+                after[folder] = seen
+        finally:
+            client.logout()
+        return SyncEnd(True, cursor=json.dumps({"folders": after}, sort_keys=True))
+
+    def _folder(self, ctx: SourceContext, client: Any, source: IngestionSource, folder: str, before: dict[str, Any] | None,
+                sink: Sink) -> dict[str, Any] | None:
+        """Tell ``sink`` one folder's mails (from ``before``, its part of the cursor); returns its part of the next
+        cursor, None when the sink stopped."""
+        spec, sid = source.imap, source.effective_id
+        assert spec is not None
+        try:
+            validity = int(client.select_folder(folder, readonly=True)[b"UIDVALIDITY"])
+        except Exception as e:  # noqa: BLE001 - the server's word on the folder
+            raise ImapSourceError(f"imap.folders: cannot open {folder!r}: {e}") from None
+        if before is not None and before.get("validity") != validity:
+            raise CursorExpiredError(f"folder {folder!r} was renumbered (UIDVALIDITY {before.get('validity')} → {validity})")
+        known: dict[str, str] = dict((before or {}).get("seen", {}))
+        current = sorted(int(u) for u in client.search("ALL"))
+        new = [u for u in current if str(u) not in known]
+        found: dict[int, tuple[str, str, int]] = {}  # uid: (document id or "" when left out, subject, size)
+        for start in range(0, len(new), BATCH):
+            fetched = client.fetch(new[start:start + BATCH], [HEADERS, "RFC822.SIZE"])
+            for uid, data in fetched.items():
+                head = BytesHeaderParser(policy=email_policy).parsebytes(
+                    next((v for k, v in data.items() if k.startswith(b"BODY[HEADER")), b""))
+                taken = _sender_allowed(str(head.get("From", "")), spec.senders)
+                document_id = _document_id(sid, folder, str(head.get("Message-ID", "")), validity, uid) if taken else ""
+                found[uid] = (document_id, str(head.get("Subject", "")), int(data.get(b"RFC822.SIZE", 0)))
+        present = {known[str(u)] for u in current if str(u) in known} | {f[0] for f in found.values()}
+        for uid, document_id in known.items():
+            if int(uid) not in current and document_id and document_id not in present:
+                sink.deleted(document_id)
+        for document_id in dict.fromkeys(known[str(u)] for u in current if str(u) in known):
+            if document_id:
+                sink.unchanged(document_id)
+        for uid in new:
+            document_id, subject, size = found.get(uid, ("", "", 0))
+            if not document_id:
+                continue
+            if ctx.max_bytes is not None and size > ctx.max_bytes:
+                sink.error(document_id, f"{size:,} bytes, over the limit of {ctx.max_bytes:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+                continue
+            item = Item(document_id, f"{folder}/{_title(subject)}.eml", _reader(client, uid), version=f"{validity}:{uid}",
+                        media_type="message/rfc822", metadata={"folder": folder})
+            if not sink.document(item):
+                return None
+        return {"validity": validity, "seen": {str(u): (known.get(str(u)) or found.get(u, ("",))[0]) for u in current}}
+
+    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
+        """A mail fetched alone (a retry): its folder searched for the UID whose Message-ID gives this id."""
+        spec = source.imap
+        assert spec is not None
+        folder = document_id.removeprefix(f"{source.effective_id}/").rsplit("/", 1)[0]
+        client = _connect(ctx, spec)
+        try:
+            validity = int(client.select_folder(folder, readonly=True)[b"UIDVALIDITY"])
+            uids = sorted(int(u) for u in client.search("ALL"))
+            for uid, data in client.fetch(uids, [HEADERS]).items() if uids else []:
+                head = BytesHeaderParser(policy=email_policy).parsebytes(
+                    next((v for k, v in data.items() if k.startswith(b"BODY[HEADER")), b""))
+                if _document_id(source.effective_id, folder, str(head.get("Message-ID", "")), validity, uid) == document_id:
+                    body, _ = _reader(client, uid)()
+                    return Item(document_id, name, holding(body, "message/rfc822"), version=f"{validity}:{uid}",
+                                media_type="message/rfc822", metadata={"folder": folder})
+        finally:
+            client.logout()
+        from eddi_rag.sources.base import gone
+
+        return Item(document_id, name, gone(name).fetch)
+
+
+def _reader(client: Any, uid: int) -> Callable[[], tuple[bytes, str | None]]:
+    def fetch() -> tuple[bytes, str | None]:
+        data = client.fetch([uid], ["BODY.PEEK[]"]).get(uid, {})
+        body = data.get(b"BODY[]")
+        if body is None:
+            raise ImapSourceError(f"imap: message UID {uid} is no longer in its folder")
+        return bytes(body), "message/rfc822"
+    return fetch
+
+
+def _folders(cursor: str | None) -> dict[str, Any] | None:
+    if cursor is None:
+        return None
+    try:
+        folders = json.loads(cursor)["folders"]
+        assert isinstance(folders, dict)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise CursorExpiredError("not a cursor of an imap source") from None
+    return folders

@@ -1,0 +1,178 @@
+"""A sharepoint source against a fake of Microsoft Graph at its HTTP boundary (tests/support/fake_graph.py: Graph's
+documented JSON for tokens, sites, drives, driveItem delta, content, permissions and group members): the first run and
+then deltas through the cursor (added, changed, deleted; only what changed downloaded), permissions to ACLs and a
+permission change reaching the chunks at the next permission sync without reading or embedding anything, an expired
+delta link relisting, throttling obeyed, a refused secret never shown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eddi_rag.common.principals import Reader
+from eddi_rag.runtime import Runtime
+from eddi_rag.sources.schedule import SourceScheduler
+from eddi_rag.sources.sharepoint import acl_of
+from eddi_rag.verbs.knowledge_bases import ConfigValidationError
+from eddi_rag.verbs.search import SearchRequest
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
+from tests.support.kbs import make_kb
+
+pytestmark = pytest.mark.integration
+
+HR = [{"grantedToV2": {"group": {"id": "g-hr", "displayName": "HR"}}}]
+EVERYONE = [{"roles": ["read"], "link": {"scope": "organization", "type": "view"}}]
+
+
+def source(graph: FakeGraph, **more) -> dict:
+    return {"name": "Intranet", "type": "sharepoint", "settings": {"tombstoneAfterMissedRuns": 1},
+            "sharepoint": {"tenantId": TENANT, "clientId": CLIENT_ID, "clientSecret": "${eddivault:SP_SECRET}",
+                           "sites": ["contoso.sharepoint.com:/sites/hr"], "graphUrl": graph.url, "loginUrl": graph.url, **more}}
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", CLIENT_SECRET)
+    with FakeGraph(page_size=2) as graph:
+        site = graph.site("/sites/hr", "HR")
+        drive = graph.drive(site, "Documents")
+        graph.put(drive, "leave.md", b"# Leave\n\nStaff take 30 days of annual leave.\n", permissions=HR)
+        graph.put(drive, "canteen.md", b"# Canteen\n\nThe canteen opens at noon.\n", permissions=EVERYONE)
+        graph.put(drive, "salaries.md", b"# Salaries\n\nSalary bands rise by three percent.\n",
+                  permissions=[{"grantedToV2": {"user": {"id": "u-carol"}}}])
+        graph.groups["g-hr"] = ["u-alice"]
+        runtime = Runtime(tmp_path / "data")
+        kb = make_kb(runtime, chunkStrategy="markdown", minScore=0, audience="DOCUMENT_ACL", sources=[source(graph)])
+        yield runtime, kb, graph, drive
+        runtime.close()
+
+
+def names(runtime: Runtime, kb: str) -> set[str]:
+    return {c.metadata["source"].rsplit("/", 1)[-1] for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None)}
+
+
+def read(runtime: Runtime, kb: str, user: str, query: str) -> set[str]:
+    hits = runtime.search.hits(SearchRequest(kb, query, reader=Reader(user)))
+    return {h.metadata["source"].rsplit("/", 1)[-1] for h in hits}
+
+
+def downloads(graph: FakeGraph) -> list[str]:
+    return [r for r in graph.requests if r.endswith("/content")]
+
+
+def test_a_drive_is_synced_then_followed_by_its_delta(world):
+    runtime, kb, graph, drive = world
+    first = runtime.sources.run(kb, "intranet")
+    assert (first.status, first.added, first.failed) == ("COMPLETED", 3, 0), first.error
+    assert names(runtime, kb) == {"leave.md", "canteen.md", "salaries.md"}
+    chunk = next(c for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None) if "leave" in c.metadata["source"])
+    assert chunk.metadata["source"] == "HR/Documents/leave.md"
+    assert chunk.metadata["url"] == "https://contoso.sharepoint.com/sites/hr/Documents/leave.md"
+    assert json.loads(runtime.sources.cursor(kb, "intranet"))["drives"][drive].endswith("token=4")
+
+    graph.requests.clear()
+    graph.put(drive, "canteen.md", b"# Canteen\n\nThe canteen opens at one o'clock.\n", permissions=EVERYONE)
+    graph.put(drive, "travel.md", b"# Travel\n\nTrains are booked in second class.\n", permissions=EVERYONE)
+    graph.remove(drive, "salaries.md")
+    delta = runtime.sources.run(kb, "intranet")
+    assert (delta.added, delta.updated, delta.deleted, delta.seen) == (1, 1, 1, 2)
+    assert len(downloads(graph)) == 2  # the two that changed, nothing else read
+    assert names(runtime, kb) == {"leave.md", "canteen.md", "travel.md"}
+    assert "one o'clock" in " ".join(c.text for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None))
+
+    graph.requests.clear()
+    quiet = runtime.sources.run(kb, "intranet")
+    assert (quiet.seen, quiet.added, quiet.updated, quiet.deleted) == (0, 0, 0, 0) and downloads(graph) == []
+
+
+def test_permissions_become_acls_and_a_change_reaches_the_next_query_without_embedding(world):
+    runtime, kb, graph, drive = world
+    runtime.sources.run(kb, "intranet")
+    runtime.sources.sync_permissions(kb, "intranet")  # alice is in g-hr, from Graph's group members
+    assert runtime.groups.of("default", "u-alice") == ["g-hr"]
+    assert read(runtime, kb, "u-alice", "annual leave days") >= {"leave.md"}
+    assert "salaries.md" not in read(runtime, kb, "u-alice", "salary bands")
+    assert "salaries.md" in read(runtime, kb, "u-carol", "salary bands")
+    assert "leave.md" not in read(runtime, kb, "u-bob", "annual leave days")
+    assert "canteen.md" in read(runtime, kb, "u-bob", "canteen opens")  # an organisation link: every signed-in user
+
+    graph.requests.clear()
+    graph.grant(drive, "leave.md", [{"grantedToV2": {"user": {"id": "u-bob"}}}])  # not a change of the delta
+    graph.grant(drive, "salaries.md", HR)
+    graph.groups["g-hr"] = ["u-alice", "u-dave"]
+    synced = runtime.sources.sync_permissions(kb, "intranet")
+    assert (synced.status, synced.kind, synced.updated, synced.unchanged, synced.embedded) == ("COMPLETED", "permissions", 2, 1, 0)
+    assert downloads(graph) == []  # nothing read again
+    assert "leave.md" in read(runtime, kb, "u-bob", "annual leave days")
+    assert "leave.md" not in read(runtime, kb, "u-alice", "annual leave days")
+    assert runtime.groups.of("default", "u-dave") == ["g-hr"]
+    assert "salaries.md" in read(runtime, kb, "u-dave", "salary bands")
+    assert runtime.sources.runs(kb, "intranet")[0]["kind"] == "permissions"
+
+    graph.remove(drive, "canteen.md")  # gone from Graph before the next run: nobody reads it meanwhile
+    gone = runtime.sources.sync_permissions(kb, "intranet")
+    assert gone.updated == 1 and "canteen.md" not in read(runtime, kb, "u-bob", "canteen opens")
+
+
+def test_the_scheduler_syncs_permissions_every_so_many_minutes(world):
+    from datetime import datetime, timedelta, timezone
+
+    runtime, kb, graph, drive = world
+    scheduler = SourceScheduler(runtime.knowledge_bases, runtime.sources, runtime.db, interval=3600)
+    now = datetime.now(timezone.utc)
+    assert scheduler.due_permissions(now) == []  # nothing ingested yet: nothing to sync
+    runtime.sources.run(kb, "intranet")
+    assert scheduler.due_permissions(now) == [(kb, "intranet")]
+    runtime.sources.sync_permissions(kb, "intranet")
+    assert scheduler.due_permissions(now + timedelta(minutes=5)) == []
+    assert scheduler.due_permissions(now + timedelta(minutes=16)) == [(kb, "intranet")]  # permissionSyncMinutes: 15
+
+
+def test_an_expired_delta_link_relists_the_drive(world):
+    runtime, kb, graph, drive = world
+    runtime.sources.run(kb, "intranet")
+    graph.expire_tokens()
+    graph.put(drive, "travel.md", b"# Travel\n\nTrains are booked in second class.\n", permissions=EVERYONE)
+    graph.requests.clear()
+    again = runtime.sources.run(kb, "intranet")
+    assert again.status == "COMPLETED" and "cursor was no longer valid" in again.message
+    assert (again.added, again.unchanged, again.deleted) == (1, 3, 0) and len(downloads(graph)) == 1  # eTags: not read
+    assert names(runtime, kb) == {"leave.md", "canteen.md", "salaries.md", "travel.md"}
+
+
+def test_a_throttled_run_waits_as_graph_asks_and_finishes(world):
+    runtime, kb, graph, drive = world
+    graph.throttle["/v1.0/drives"] = 2  # two 429s with Retry-After: 1
+    run = runtime.sources.run(kb, "intranet")
+    assert (run.status, run.added) == ("COMPLETED", 3), run.error
+    assert "Graph throttled the sync: 2 s" in run.message
+    assert sum(1 for r in graph.requests if "/root/delta" in r) == 4  # (two refused, then two pages)
+
+
+def test_a_refused_secret_fails_the_run_without_showing_it_and_bad_configurations_name_the_field(world, tmp_path, monkeypatch):
+    runtime, kb, graph, drive = world
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", "wrong-secret-value")
+    failed = runtime.sources.run(kb, "intranet")
+    assert failed.status == "FAILED" and "refused the client credentials: HTTP 401" in failed.error
+    assert "wrong-secret-value" not in json.dumps(runtime.sources.runs(kb, "intranet"))
+    with pytest.raises(ConfigValidationError) as no_sites:
+        make_kb(runtime, sources=[source(graph, sites=[])])
+    assert "sites" in str(no_sites.value)
+    with pytest.raises(ConfigValidationError) as metadata:
+        make_kb(runtime, sources=[source(graph, graphUrl="http://169.254.169.254/")])
+    assert metadata.value.errors[0]["path"] == "$.sources[0].sharepoint.graphUrl"
+    plain = make_kb(runtime, sources=[{"name": "Web", "type": "web", "web": {"startUrl": "https://example.org/"}}])
+    with pytest.raises(Exception, match="keeps no permissions of its own"):
+        runtime.sources.sync_permissions(plain, "web")
+
+
+def test_graph_permissions_map_to_principals():
+    assert acl_of([
+        {"roles": ["write"], "grantedToV2": {"user": {"id": "u1"}}},
+        {"roles": ["read"], "grantedToV2": {"group": {"id": "g1"}}},
+        {"roles": ["owner"], "grantedToV2": {"siteGroup": {"id": "3", "displayName": "Owners"}}},
+        {"roles": ["read"], "link": {"scope": "organization"}},
+        {"roles": ["read"], "link": {"scope": "anonymous"}},
+        {"roles": ["read"], "link": {"scope": "users"}, "grantedToIdentitiesV2": [{"user": {"id": "u2"}}]},
+    ]) == ["user:u1", "group:g1", "group:site/3", "link:organization", "public", "user:u2"]
