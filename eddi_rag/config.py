@@ -164,6 +164,36 @@ class SharePointSource(BaseModel):
     loginUrl: str = "https://login.microsoftonline.com"
 
 
+class GoogleDriveSource(BaseModel):
+    """The files of a Shared Drive, or every file shared with a service account, through the Drive API v3
+    (``sources/gdrive.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    credentials: str  # a secret reference to the service account's JSON key
+    driveId: str | None = None  # a Shared Drive; none: every file shared with the service account
+    subject: str | None = None  # a user the service account acts for (domain-wide delegation)
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the file's name
+    exclude: list[str] = Field(default_factory=list)
+    permissions: bool = True  # each file read by whom its Drive permissions name; false: settings.acl
+    groupMembers: bool = True  # the permission sync fills the group directory from the Admin SDK
+    apiUrl: str = "https://www.googleapis.com"
+    adminUrl: str = "https://admin.googleapis.com"
+
+
+class ConfluenceSource(BaseModel):
+    """The pages (and their attachments) of Confluence Cloud spaces, through its REST API v2 (``sources/confluence.py``)."""
+    model_config = ConfigDict(extra="ignore")
+
+    baseUrl: str  # https://<site>.atlassian.net
+    email: str  # the Atlassian account the API token belongs to
+    apiToken: str  # a secret reference to the API token
+    spaces: list[str] = Field(min_length=1)  # space keys
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the page's title
+    exclude: list[str] = Field(default_factory=list)
+    attachments: bool = True  # each page's attachments too, each a document read as its page
+    permissions: bool = True  # pages read by whom their restrictions (else the space's permissions) name
+
+
 class ImapSource(BaseModel):
     """The mails of a mailbox's folders, over IMAP (``sources/imap.py``)."""
     model_config = ConfigDict(extra="ignore")
@@ -201,8 +231,9 @@ class SourceSettings(BaseModel):
     permissionSyncMinutes: int = 15  # a source that keeps permissions: how often they are listed again (0: only on request)
 
 
-BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "imap")  # a source of these types has the block of its name
-SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "imap")
+# a source of these types has the block of its name
+BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")
+SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")
 
 
 class IngestionSource(BaseModel):
@@ -224,6 +255,8 @@ class IngestionSource(BaseModel):
     gcs: GcsSource | None = None
     azureBlob: AzureBlobSource | None = None
     sharepoint: SharePointSource | None = None
+    gdrive: GoogleDriveSource | None = None
+    confluence: ConfluenceSource | None = None
     imap: ImapSource | None = None
     upload: UploadSource = Field(default_factory=UploadSource)
     settings: SourceSettings = Field(default_factory=SourceSettings)
@@ -552,8 +585,19 @@ class LlmTaskRag(BaseModel):
     # Put after the context on turns where it was injected: true = GROUNDING_INSTRUCTIONS, a string
     # = that text, false or "" = nothing.
     groundingInstructions: bool | str = False
+    # Retrieved text framed as quoted data, between marks a document cannot forge, so it cannot speak as the system
+    # message (ours); "none": as it is (EDDI's)
+    contextFraming: Literal["quoted", "none"] = "quoted"
     # An answer containing one of these (case-insensitive) is a RAG miss; None: MISS_PHRASES.
     missPhrases: list[str] | None = None
+
+    def framed(self, body: str, what: str) -> str:
+        """Retrieved text as the model is shown it: quoted (``contextFraming``, ours) or as it is (EDDI's)."""
+        if self.contextFraming == "none":
+            return body
+        from eddi_rag.common.quoting import quoted
+
+        return quoted(body, what)
 
     def grounding(self) -> str:
         if self.groundingInstructions is True:

@@ -18,6 +18,7 @@ from eddi_rag import state
 from eddi_rag.api.app import create_app
 from eddi_rag.backends import registry
 from eddi_rag.backends.factories import EmbeddingModelFactory
+from eddi_rag.common.quoting import unquoted
 from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.runtime import Runtime
 from eddi_rag.tools.bundle import load_bundle
@@ -245,7 +246,7 @@ def test_httpcall_rag_templates_the_whole_call_and_caps_what_it_injects(runtime)
         assert (req["headers"]["X-Channel"], req["headers"]["X-User"]) == ("web", "u1")
         assert json.loads(req["body"]) == {"query": "Züge nach Wien", "agent": agent}
         capped = runtime.llm_task.execute(ConversationMemory(agent, user_input="x"), task, None)
-        injected = capped.system_message.split("## Search Results:\n", 1)[1]
+        injected = unquoted(capped.system_message.split("## Search Results:\n", 1)[1])
         assert injected == json.dumps({"body": {"hits": ["Vienna departures: 22:10"]}, "httpCode": 200})[:20] + \
             "\n[... context truncated at 20 characters ...]"
         short = runtime.llm_task.execute(ConversationMemory(agent, user_input="x"), {**task, "maxSystemPromptChars": 30}, None)

@@ -6,6 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
+from eddi_rag.common.quoting import unquoted
 from eddi_rag.resource_types import resource_uri
 from eddi_rag.retrieval.expansion import expand
 from eddi_rag.state.sqlite import Database
@@ -155,7 +156,7 @@ def test_the_llm_task_gets_one_passage_per_document_and_traces_the_span(runtime)
     (passage,) = entry["passages"]
     assert passage["n"] == 1 and len(passage["hits"]) >= 2 and passage["span"][0] <= passage["span"][1]
     assert all(c["injected"] for c in entry["chunks"] if c["id"] in passage["hits"])
-    assert turn.system_message.endswith(context)
+    assert unquoted(turn.system_message).endswith(context)
     memory = ConversationMemory(agent, user_input="When do night trains leave Vienna and is there breakfast?")
     runtime.llm_task.execute(memory, {**TASK, "knowledgeBases": [{"name": "Guide"}], "contextExpansion": "none"}, None)
     assert memory.get("rag:context:answer").count("[Source ") == 3  # the task's override: each hit alone

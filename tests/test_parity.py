@@ -14,6 +14,7 @@ from mcp import Client
 
 from eddi_rag.api.app import create_app
 from eddi_rag.cli import main
+from eddi_rag.common.quoting import unquoted
 from eddi_rag.errors import EddiRagError
 from eddi_rag.interop.mcp import build_server
 from eddi_rag.resource_types import parse_uri
@@ -226,7 +227,7 @@ def test_langgraph_and_the_library_run_the_same_turn(faces):
     runtime.saving.put("agents", "parity", {"workflows": ["eddi://ai.labs.workflow/workflowstore/workflows/parity-wf?version=1"]})
     library = runtime.turns.run(ConversationMemory(agent_id="parity", user_input=QUESTION)).system_message
     chain = rag_runnable(runtime.turns, "parity").invoke({"messages": [("human", QUESTION)]})
-    assert chain["system_message"] == library and "22:10" in library
+    assert unquoted(chain["system_message"]) == unquoted(library) and "22:10" in library
 
 
 # -- rules that lived in one face only (issue 31) -------------------------------------------------

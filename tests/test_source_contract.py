@@ -1,7 +1,8 @@
 """Every source connector through the contract suite (eddi_rag.testing.SourceContract), against what it reads for real:
 a folder, the upload store's database, a Git repository made with git, a website and a sitemap on 127.0.0.1, moto's
 S3 server, gcp-storage-emulator's GCS JSON API, Azurite's Blob Storage and Dovecot's IMAP on loopback; SharePoint through a fake of
-Microsoft Graph's JSON (tests/support/fake_graph.py), the one that cannot run here."""
+Microsoft Graph's JSON (tests/support/fake_graph.py), Google Drive and Confluence Cloud through fakes of their APIs
+(tests/support/fake_drive.py, fake_confluence.py): the ones that cannot run here."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from eddi_rag.sources.upload import Files, file_id
 from eddi_rag.state.sqlite import Database
 from eddi_rag.testing import SourceContract
 from tests.support.dovecot import PASSWORD, USER, Mailbox, dovecot
+from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
+from tests.support.fake_drive import FakeDrive
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
 from tests.support.object_stores import ACCOUNT, KEY, azurite, gcs_emulator, moto_s3
 from tests.support.site import Site
@@ -205,6 +208,34 @@ class SharePointWorld:
         self.graph.remove(self.drive, name)
 
 
+class GdriveWorld:
+    def __init__(self, drive: FakeDrive, tmp_path: Path):
+        self.drive = drive
+        self.connector = connector("gdrive")
+        self.source = source("gdrive", credentials=drive.key, apiUrl=drive.url, adminUrl=drive.url)
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.drive.put(name, text.encode(), permissions=[{"type": "group", "emailAddress": "hr@acme.example"}])
+
+    def remove(self, name: str) -> None:
+        self.drive.trash(name)
+
+
+class ConfluenceWorld:
+    def __init__(self, wiki: FakeConfluence, tmp_path: Path):
+        self.wiki, self.space = wiki, wiki.space("HR", "Human Resources", [("group", "g-staff")])
+        self.connector = connector("confluence")
+        self.source = source("confluence", baseUrl=wiki.url, email=EMAIL, apiToken=TOKEN, spaces=["HR"])
+        self.ctx = context(tmp_path)
+
+    def put(self, name: str, text: str) -> None:
+        self.wiki.page(self.space, name, f"<p>{text}</p>")
+
+    def remove(self, name: str) -> None:
+        self.wiki.delete(name)
+
+
 class ImapWorld:
     """A folder of a real Dovecot mailbox: a document is a mail whose subject is its name; changing it replaces the
     mail by one with the same Message-ID (an edited draft)."""
@@ -325,6 +356,22 @@ class TestSharepointConnector(SourceContract):
     def world(self, tmp_path):
         with FakeGraph(page_size=2) as graph:
             yield SharePointWorld(graph, tmp_path)
+
+
+@pytest.mark.integration
+class TestGdriveConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path):
+        with FakeDrive(page_size=2) as drive:
+            yield GdriveWorld(drive, tmp_path)
+
+
+@pytest.mark.integration
+class TestConfluenceConnector(SourceContract):
+    @pytest.fixture
+    def world(self, tmp_path):
+        with FakeConfluence(page_size=2) as wiki:
+            yield ConfluenceWorld(wiki, tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from eddi_rag.common.quoting import unquoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS
 from eddi_rag.ingest import chunking
 from eddi_rag.stores.embedded.bm25 import Bm25Index, terms
@@ -37,6 +38,7 @@ def passages(system: str) -> list[tuple[int, str]]:
     if RELEVANT_CONTEXT not in system:
         return []
     context = system.split(RELEVANT_CONTEXT, 1)[1].replace(GROUNDING_INSTRUCTIONS, "")
+    context = unquoted(context)  # (contextFraming: the quote's marks and the line saying what it is)
     marks = list(_LABEL.finditer(context))
     out = []
     for i, m in enumerate(marks):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources.azure_blob import AzureBlobConnector
 from eddi_rag.sources.base import SourceConnector
+from eddi_rag.sources.confluence import ConfluenceConnector
 from eddi_rag.sources.folder import FolderConnector
 from eddi_rag.sources.gcs import GcsConnector
+from eddi_rag.sources.gdrive import GoogleDriveConnector
 from eddi_rag.sources.git import GitConnector
 from eddi_rag.sources.imap import ImapConnector
 from eddi_rag.sources.s3 import S3Connector
@@ -17,7 +19,8 @@ from eddi_rag.sources.web import WebConnector
 
 CONNECTORS: dict[str, SourceConnector] = {c.type: c for c in (
     WebConnector(), UploadConnector(), FolderConnector(), SitemapConnector(), GitConnector(), S3Connector(), GcsConnector(),
-    AzureBlobConnector(), SharePointConnector(), ImapConnector())}
+    AzureBlobConnector(), SharePointConnector(), GoogleDriveConnector(), ConfluenceConnector(),
+    ImapConnector())}
 
 
 class UnknownSourceTypeError(EddiRagError, ValueError):

@@ -34,7 +34,7 @@ from eddi_rag.workflow.traversal import workflow_steps
 
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
 NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
-OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "imap")  # source types EDDI lacks
+OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")  # source types EDDI lacks
 OUR_ACCESS_FIELDS = ("audience", "aclMode", "owner")  # who may read (docs/permissions.md): EDDI has no such field yet
 _SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "token", "accesstoken",
                  "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}

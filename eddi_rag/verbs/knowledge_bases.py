@@ -207,7 +207,10 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
                           ("gcs.endpointUrl", source.gcs.endpointUrl if source.gcs else None),
                           ("azureBlob.accountUrl", source.azureBlob.accountUrl if source.azureBlob else None),
                           ("sharepoint.graphUrl", source.sharepoint.graphUrl if source.sharepoint else None),
-                          ("sharepoint.loginUrl", source.sharepoint.loginUrl if source.sharepoint else None)):
+                          ("sharepoint.loginUrl", source.sharepoint.loginUrl if source.sharepoint else None),
+                          ("gdrive.apiUrl", source.gdrive.apiUrl if source.gdrive else None),
+                          ("gdrive.adminUrl", source.gdrive.adminUrl if source.gdrive else None),
+                          ("confluence.baseUrl", source.confluence.baseUrl if source.confluence else None)):
             if url is not None:
                 try:
                     OutboundPolicy.check_static(url)

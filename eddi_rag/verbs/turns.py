@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from eddi_rag.common.principals import Reader
+from eddi_rag.common.quoting import DOCUMENTS, quoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task, invoke_chat
@@ -46,7 +47,8 @@ class Turns:
                 min_score: float | None = None, expansion: str | None = None,
                 max_chars: int | None = 20000, reader: Reader | None = None) -> dict[str, Any]:
         """What one LLM task referencing this KB alone would inject for ``query``: {section (None:
-        nothing passed), sources, trace, withheld}; ``reader``: whose permissions (default: ``user_id``'s)."""
+        nothing passed; its passages, which a turn quotes: contextFraming), sources, trace, withheld}; ``reader``: whose
+        permissions (default: ``user_id``'s)."""
         version = self.kbs.version(kb_id)
         config = self.kbs.get(kb_id, version)
         task = LlmTaskRag.model_validate({"knowledgeBases": [KnowledgeBaseRef(name=config.name, maxResults=max_results, minScore=min_score)],
@@ -69,7 +71,8 @@ class Turns:
         if not section:
             text = NOTHING_FOUND
         else:
-            reply = invoke_chat(model, [SystemMessage(f"{section}\n\n{GROUNDING_INSTRUCTIONS}"), HumanMessage(query)])
+            framed = RELEVANT_CONTEXT + quoted(section.removeprefix(RELEVANT_CONTEXT), DOCUMENTS)
+            reply = invoke_chat(model, [SystemMessage(f"{framed}\n\n{GROUNDING_INSTRUCTIONS}"), HumanMessage(query)])
             text = str(reply.content)
         return {"text": text, "by": "extractive" if extractive else "model",
                 "model": None if extractive else getattr(model, "model_name", None) or type(model).__name__}

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from eddi_rag.common import metrics
+from eddi_rag.common.quoting import DOCUMENTS, SEARCH_RESULTS
 from eddi_rag.config import MISS_PHRASES, ConfigValidationError, LlmTaskRag, llm_task_errors
 from eddi_rag.errors import EddiRagError
 from eddi_rag.workflow.context import RagContextProvider
@@ -145,7 +146,7 @@ class LlmTaskHook:
                     result = call_for_context(discovery.httpcalls, rag.httpCallRag, memory.template_data(query), self.http,
                                               rag.maxRagContextChars)
                     if result.context:
-                        system += "\n\n## Search Results:\n" + result.context
+                        system += "\n\n## Search Results:\n" + rag.framed(result.context, SEARCH_RESULTS)
                         memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})
                 except Exception as e:  # noqa: BLE001 - the turn goes on without the search results
                     error = self.provider.redact(str(e))
@@ -162,7 +163,7 @@ class LlmTaskHook:
                     memory.set(f"rag:trace:{tid}", found.trace)
                     remember_topic(memory, search_text)
                 if found.context:
-                    system += "\n\n" + RELEVANT_CONTEXT + found.context
+                    system += "\n\n" + RELEVANT_CONTEXT + rag.framed(found.context, DOCUMENTS)
                     memory.set(f"rag:context:{tid}", found.context)
                     sources = found.sources
                     metrics.RAG_TURNS.labels("context").inc()

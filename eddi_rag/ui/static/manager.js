@@ -205,9 +205,10 @@ const SOURCE_WHERE = { web: ["web", "startUrl", "https://docs.example.com/"], si
   folder: ["folder", "path", "/srv/handbook"], git: ["git", "url", "https://git.example.com/docs.git"],
   s3: ["s3", "bucket", "handbook-bucket"], gcs: ["gcs", "bucket", "handbook-bucket"],
   azureBlob: ["azureBlob", "container", "handbook"], sharepoint: ["sharepoint", "sites", "contoso.sharepoint.com:/sites/hr"],
-  imap: ["imap", "host", "imap.example.com"],
+  gdrive: ["gdrive", "driveId", "0AFx… (a Shared Drive's id)"],
+  confluence: ["confluence", "baseUrl", "https://acme.atlassian.net"], imap: ["imap", "host", "imap.example.com"],
   upload: [null, null, ""] };
-const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket", azureBlob: "Container", sharepoint: "Sites", imap: "Mail server" };
+const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket", azureBlob: "Container", sharepoint: "Sites", gdrive: "Shared Drive", confluence: "Site", imap: "Mail server" };
 
 // Each source as a card: name, type, where (URL or folder), schedule, on/off; every other field it has is kept.
 function sourcesEditor(common, value, readonly) {
@@ -731,6 +732,8 @@ function renderSources(kb) {
       s.gcs ? `gs://${s.gcs.bucket}/${s.gcs.prefix || ""}` :
       s.azureBlob ? `${s.azureBlob.accountUrl} ${s.azureBlob.container}/${s.azureBlob.prefix || ""}` :
       s.sharepoint ? `SharePoint ${(s.sharepoint.sites || []).join(", ")}` :
+      s.gdrive ? `Google Drive ${s.gdrive.driveId || "(shared with the service account)"}` :
+      s.confluence ? `Confluence ${s.confluence.baseUrl} ${(s.confluence.spaces || []).join(", ")}` :
       s.imap ? `mail ${s.imap.username}@${s.imap.host} ${(s.imap.folders || ["INBOX"]).join(", ")}` : s.type === "upload" ? "uploaded files" : "source";
     const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
