@@ -176,3 +176,18 @@ def test_graph_permissions_map_to_principals():
         {"roles": ["read"], "link": {"scope": "anonymous"}},
         {"roles": ["read"], "link": {"scope": "users"}, "grantedToIdentitiesV2": [{"user": {"id": "u2"}}]},
     ]) == ["user:u1", "group:g1", "group:site/3", "link:organization", "public", "user:u2"]
+
+
+def test_the_source_status_and_a_test_of_its_connection(world, monkeypatch):
+    runtime, kb, graph, drive = world
+    before = runtime.sources.status(kb, "intranet")
+    assert (before["lastRun"], before["cursor"], before["keepsPermissions"], before["documents"]) == (None, None, True, 0)
+    assert "Sites.Selected" in before["needs"] and before["nextRun"] is None
+    assert runtime.sources.test(kb, "intranet") == {"sourceId": "intranet", "ok": True}
+    runtime.sources.run(kb, "intranet")
+    runtime.sources.sync_permissions(kb, "intranet")
+    after = runtime.sources.status(kb, "intranet")
+    assert after["lastRun"]["added"] == 3 and after["lastPermissionSync"]["kind"] == "permissions" and after["cursor"]
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", "wrong-secret-value")
+    refused = runtime.sources.test(kb, "intranet")
+    assert not refused["ok"] and "refused the client credentials" in refused["error"] and "wrong-secret-value" not in refused["error"]

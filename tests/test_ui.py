@@ -216,6 +216,10 @@ def test_sources_preview_run_history_and_purge(browser, server, tmp_path, monkey
     has_text(browser, "#sources .source-out table", "1")  # the run's row, one document added
     browser.refresh()
     has_text(browser, "#documents", "lockers.md")
+    card = has_text(browser, "#sources .source-status", "added 1")  # the source card: its last run, what it needs
+    assert "inside EDDI_RAG_FOLDER_ROOTS" in card.text and "on request" in card.text
+    visible(browser, "#sources .source").find_element(By.XPATH, ".//button[text()='Test connection']").click()
+    has_text(browser, "#sources .source-out", "Connection works")
     screenshot(browser, "11-sources")
     visible(browser, "#sources .source").find_element(By.XPATH, ".//button[text()='Purge state']").click()
     browser.switch_to.alert.accept()

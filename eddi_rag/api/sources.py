@@ -1,7 +1,8 @@
 """Sources of a knowledge base, with EDDI's verbs and bodies: run (202 ``{status: "started", sourceId}``),
 preview (its IngestionReport), runs (its IngestionRun, ``limit`` 20, at most 200), purge (forgets the
 source's state and keeps its chunks: ``{status: "purged", sourceId}``), the files of an upload source; and
-ours: the source's documents, retry, its change cursor (read, reset), a permission sync."""
+ours: the source's documents, retry, its change cursor (read, reset), a permission sync, its status and a test of
+its connection."""
 
 from __future__ import annotations
 
@@ -40,6 +41,19 @@ def sync_permissions(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor
     ``permissions``). 400 for a source whose documents are read by ``settings.acl``; 409 while the source is held."""
     started = runtime.sources.start_permissions(id, sourceId)
     return {"status": "started", "sourceId": started.sourceId, "runId": started.runId}
+
+
+@router.get("/status")
+def status(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
+    """What the source needs, its cursor, its last run and the next one due, and its last permission sync."""
+    return runtime.sources.status(id, sourceId)
+
+
+@router.post("/test")
+def test_connection(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
+    """Whether the source can be read now (credentials, endpoint, folder): ``{ok: true}`` or ``{ok: false, error}``;
+    nothing is ingested."""
+    return runtime.sources.test(id, sourceId)
 
 
 @router.post("/reset-cursor")

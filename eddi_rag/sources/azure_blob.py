@@ -74,6 +74,7 @@ def listing(source_id: str, spec: AzureBlobSource, resolve: Callable[[Any], Any]
 
 class AzureBlobConnector:
     type = "azureBlob"
+    needs = "an Azure Storage account URL and container; its account key or a SAS token in the vault (none: a public container)"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.azureBlob is not None

@@ -63,6 +63,7 @@ class SyncEnd:
 
 class SourceConnector(Protocol):
     type: str  # the source's "type"
+    needs: str  # what a source of this type needs, as the Manager's source card says it
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         """Raise an error naming the field when ``source`` cannot be synced (a folder outside the roots, a URL the

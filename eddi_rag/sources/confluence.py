@@ -101,6 +101,7 @@ class _Wiki:
 
 class ConfluenceConnector:
     type = "confluence"
+    needs = "a Confluence Cloud site, the space keys, and an Atlassian account's API token in the vault"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.confluence is not None

@@ -69,6 +69,7 @@ def listing(source_id: str, spec: FolderSource, max_bytes: int | None = None) ->
 
 class FolderConnector:
     type = "folder"
+    needs = "a folder on the server inside EDDI_RAG_FOLDER_ROOTS"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.folder is not None  # the schema: a source has the block of its type

@@ -73,6 +73,7 @@ def listing(source_id: str, spec: GcsSource, resolve: Callable[[Any], Any], outb
 
 class GcsConnector:
     type = "gcs"
+    needs = "a bucket; a service account's JSON key in the vault (none: a public bucket)"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.gcs is not None

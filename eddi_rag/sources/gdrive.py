@@ -138,6 +138,7 @@ def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
 
 class GoogleDriveConnector:
     type = "gdrive"
+    needs = "a service account's JSON key in the vault, Drive read access to what is shared with it (domain-wide delegation for group members)"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.gdrive is not None

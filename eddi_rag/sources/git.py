@@ -157,6 +157,7 @@ class GitConnector:
     ls-tree``). A cursor no longer in the branch's history (a force-push) lists the branch in full."""
 
     type = "git"
+    needs = "a repository's https URL (or a file:// one inside EDDI_RAG_FOLDER_ROOTS) and a branch"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.git is not None

@@ -70,6 +70,7 @@ def _title(subject: str) -> str:
 
 class ImapConnector:
     type = "imap"
+    needs = "an IMAP server, a mailbox's user name and its password (or app password) in the vault"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.imap is not None

@@ -74,6 +74,7 @@ def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbo
 
 class S3Connector:
     type = "s3"
+    needs = "a bucket; an access key id and secret in the vault (none: a public bucket)"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         assert source.s3 is not None

@@ -36,10 +36,13 @@ class ServiceGoneError(ServiceError):
     """HTTP 410: what the request named (a delta token, a page token) is no longer known to the service."""
 
 
-class Throttled(Exception):
+class Throttled(ServiceError):
+    """The service asked to wait (429, 503): retried after ``retry_after`` seconds (None: an exponential wait)."""
+    status = 503
+
     def __init__(self, code: int, retry_after: float | None):
-        super().__init__(f"HTTP {code}")
-        self.code, self.retry_after = code, retry_after
+        super().__init__(f"HTTP {code}", code)
+        self.retry_after = retry_after
 
 
 def _retry_after(response: httpx.Response) -> float | None:

@@ -96,6 +96,7 @@ def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
 
 class SharePointConnector:
     type = "sharepoint"
+    needs = "an Entra app registration (its client id, its secret in the vault) granted Sites.Selected on the sites, and GroupMember.Read.All"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         spec = source.sharepoint

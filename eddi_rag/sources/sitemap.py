@@ -50,6 +50,7 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
 
 class SitemapConnector:
     type = "sitemap"
+    needs = "a sitemap's URL the server may reach"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # the schema checks the URL; the outbound guard checks each request

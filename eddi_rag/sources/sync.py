@@ -368,6 +368,38 @@ class SourceSync:
         was ingested stays). 409 while a run holds the source."""
         return {"status": "reset", "sourceId": self._while_held(kb_id, source_id, self.ledger.reset_cursor)}
 
+    def status(self, kb_id: str, source_id: str) -> dict[str, Any]:
+        """What the Manager's source card shows: what the source needs, its cursor, its last run and when the next
+        one is due (its cron, UTC), whether it keeps its own permissions and its last permission sync."""
+        _, source = self.source(kb_id, source_id)
+        sid, kind = source.effective_id, connector(source.type)
+        runs = self.run_records.history(kb_id, sid, 50)
+        last = next((r for r in runs if r.get("kind") != PERMISSIONS), None)
+        synced = next((r for r in runs if r.get("kind") == PERMISSIONS), None)
+        nxt = None
+        if source.enabled and source.when:
+            from datetime import datetime, timezone
+
+            from croniter import croniter
+
+            nxt = croniter(source.when, datetime.now(timezone.utc)).get_next(datetime).isoformat(timespec="seconds")
+        return {"sourceId": sid, "type": source.type, "needs": getattr(kind, "needs", ""), "cursor": self.ledger.cursor(kb_id, sid),
+                "documents": len(self.ledger.known(kb_id, sid)), "lastRun": last, "nextRun": nxt,
+                "keepsPermissions": keeps_permissions(kind, source), "lastPermissionSync": synced,
+                "permissionSyncMinutes": source.settings.permissionSyncMinutes}
+
+    def test(self, kb_id: str, source_id: str) -> dict[str, Any]:
+        """Whether the source can be read now (its connector's check_access: the credentials, the endpoint, the
+        folder): ``{ok: true}``, or ``{ok: false, error}`` saying why (secrets redacted). Nothing is ingested."""
+        _, source = self.source(kb_id, source_id)
+        kind, ctx = connector(source.type), self.context(kb_id, time.monotonic() + 30)
+        try:
+            kind.validate(ctx, source)
+            kind.check_access(ctx, source)
+        except Exception as e:  # noqa: BLE001 - whatever it is, the answer says it
+            return {"sourceId": source.effective_id, "ok": False, "error": self.redact(f"{type(e).__name__}: {e}")}
+        return {"sourceId": source.effective_id, "ok": True}
+
     def cursor(self, kb_id: str, source_id: str) -> str | None:
         _, source = self.source(kb_id, source_id)
         return self.ledger.cursor(kb_id, source.effective_id)

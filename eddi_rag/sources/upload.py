@@ -104,6 +104,7 @@ class Files:
 
 class UploadConnector:
     type = "upload"
+    needs = "files uploaded to it (the Documents page, POST …/files)"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # its limits are checked as files come

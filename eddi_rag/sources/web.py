@@ -156,6 +156,7 @@ def listing(source_id: str, spec: WebSource, client: httpx.Client, max_bytes: in
 
 class WebConnector:
     type = "web"
+    needs = "a start page the server may reach"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # the schema checks the URL; the outbound guard checks each request

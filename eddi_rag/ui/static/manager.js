@@ -748,10 +748,33 @@ function renderSources(kb) {
         el("tbody", {}, runs.map((run) => el("tr", {}, el("td", {}, when(run.startedAt)), el("td", {}, run.status),
           ["added", "updated", "deleted", "failed"].map((k) => el("td", { class: "num" }, (run.counts || run)[k] ?? "")))))) : el("p", { class: "empty" }, "Never run."));
     };
+    const facts = el("dl", { class: "source-status" });
+    const extra = el("span", {});
+    const summary = (run) => run ? `${when(run.startedAt)} · ${run.status}` + (run.status === "FAILED" ? `: ${run.error || ""}` :
+      ` · added ${run.added || 0}, updated ${run.updated || 0}, deleted ${run.deleted || 0}` + (run.failed ? `, ${run.failed} failing` : "")) : "never";
+    const status = async () => {
+      const r = await api("GET", kbUrl(kb.id, `/sources/${encodeURIComponent(s.id)}/status`));
+      if (!r.ok) return;
+      const st = r.data;
+      const row = (k, v) => [el("dt", {}, k), el("dd", {}, v)];
+      facts.replaceChildren(...row("Needs", st.needs), ...row("Documents", String(st.documents)),
+        ...row("Last run", summary(st.lastRun)), ...row("Next run", st.nextRun ? when(st.nextRun) : "on request"),
+        ...row("Cursor", st.cursor ? "kept: the next run reads what changed" : "none: the next run lists everything"),
+        ...(st.keepsPermissions ? row("Permissions", `synced every ${st.permissionSyncMinutes} min; last: ${summary(st.lastPermissionSync)}`) : []));
+      extra.replaceChildren(
+        CAN_EDIT() && st.cursor ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/reset-cursor")) { show(el("p", {}, "Cursor reset: the next run lists the source in full.")); status(); } } }, "Reset cursor") : "",
+        CAN_EDIT() && st.keepsPermissions ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/sync-permissions")) { show(el("p", {}, "Permission sync started.")); setTimeout(status, 1500); } } }, "Sync permissions") : "");
+    };
+    status();
     return el("div", { class: "source" },
       el("h3", {}, s.name, " ", el("span", { class: "muted" }, kind, cron ? ` · ${cron} (UTC)` : "", s.enabled === false ? " · disabled" : "")),
+      facts,
       el("div", { class: "buttons" },
-        CAN_EDIT() ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/run")) history(); } }, "Run") : "",
+        CAN_EDIT() ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/run")) { history(); setTimeout(status, 1500); } } }, "Run") : "",
+        CAN_EDIT() ? el("button", { type: "button", onclick: async () => {
+          const t = await call("POST", "/test");
+          if (t) show(el("p", { class: t.ok ? "" : "error" }, t.ok ? "Connection works: the source can be read." : `Cannot read it: ${t.error}`));
+        } }, "Test connection") : "",
         CAN_EDIT() ? el("button", { type: "button", onclick: async () => {
           const p = await call("POST", "/preview");
           if (p) show(el("p", {}, `A run now would add ${p.add.length}, update ${p.update.length}, delete ${p.delete.length}, leave ${p.unchanged.length} unchanged` + (p.failures.length ? `; ${p.failures.length} failing` : "")));
@@ -761,7 +784,7 @@ function renderSources(kb) {
           if (!confirm(`Forget what source ${s.name} has ingested? Its documents stay searchable; the next run ingests everything it finds again.`)) return;
           const p = await call("DELETE", "/documents");
           if (p) show(el("p", {}, "State forgotten: the next run ingests every document again; documents no longer in the source leave after the runs that miss them."));
-        } }, "Purge state") : ""),
+        } }, "Purge state") : "", extra),
       out);
   }));
 }
