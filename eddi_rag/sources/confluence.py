@@ -143,8 +143,11 @@ class ConfluenceConnector:
         ctx, spec, url = wiki.ctx, wiki.spec, f"{wiki.base}/api/v2/pages/{page['id']}"
 
         def fetch() -> tuple[bytes, str | None]:
-            with _api(ctx, spec) as api:
-                body = api.get(url, {"body-format": "storage"}).get("body", {}).get("storage", {}).get("value", "")
+            if not wiki.api.closed:
+                body = wiki.api.get(url, {"body-format": "storage"}).get("body", {}).get("storage", {}).get("value", "")
+            else:
+                with _api(ctx, spec) as api:
+                    body = api.get(url, {"body-format": "storage"}).get("body", {}).get("storage", {}).get("value", "")
             title = str(page.get("title", ""))
             return f"<html><head><title>{_escape(title)}</title></head><body><h1>{_escape(title)}</h1>{body}</body></html>".encode(), "text/html"
 
@@ -165,6 +168,8 @@ class ConfluenceConnector:
             link = f"{wiki.base}{att['downloadLink']}"
 
             def fetch(link: str = link) -> tuple[bytes, str | None]:
+                if not wiki.api.closed:
+                    return wiki.api.download(link, ctx.max_bytes)
                 with _api(ctx, spec) as api:
                     return api.download(link, ctx.max_bytes)
 

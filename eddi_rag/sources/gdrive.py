@@ -217,7 +217,9 @@ class GoogleDriveConnector:
         name = entry.get("name", entry["id"]) + {"text/html": ".html", "text/csv": ".csv", "text/plain": ".txt"}.get(export or "", "")
 
         def fetch() -> tuple[bytes, str | None]:
-            with _api(ctx, spec) as api:  # (read after the listing's client is closed, by a retry too)
+            if not drive.api.closed:  # during the sync: its client and token
+                return drive.api.download(url, ctx.max_bytes)
+            with _api(ctx, spec) as api:  # after it (a retry's)
                 return api.download(url, ctx.max_bytes)
 
         return Item(f"{source.effective_id}/{entry['id']}", name, fetch, acl=drive.acl(entry["id"]) if spec.permissions else None,

@@ -98,6 +98,10 @@ class JsonApi:
         self.client = outbound.client(timeout=30)
         self.waited = 0.0  # seconds spent obeying the service's throttling
 
+    @property
+    def closed(self) -> bool:
+        return self.client.is_closed
+
     def close(self) -> None:
         self.client.close()
 

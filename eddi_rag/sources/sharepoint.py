@@ -70,9 +70,14 @@ class _Graph:
         return list(dict.fromkeys(out))
 
     def members(self, group_id: str) -> list[str]:
-        """The users in an Entra group, through nested groups."""
+        """The users in an Entra group, through nested groups (a group Entra does not know: none)."""
         url = f"{self.base}/groups/{quote(group_id)}/transitiveMembers/microsoft.graph.user"
-        return [u["id"] for page in self.api.pages(url, {"$select": "id"}) for u in page.get("value", [])]
+        try:
+            return [u["id"] for page in self.api.pages(url, {"$select": "id"}) for u in page.get("value", [])]
+        except ServiceError as e:
+            if e.code == 404:
+                return []
+            raise
 
 
 def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
@@ -170,7 +175,9 @@ class SharePointConnector:
         limit, ctx = graph.ctx.max_bytes, graph.ctx
 
         def fetch() -> tuple[bytes, str | None]:
-            with _api(ctx, spec) as api:  # (read after the listing's client is closed, by a retry too)
+            if not graph.api.closed:  # during the sync: its client and token
+                return graph.api.download(content, limit)
+            with _api(ctx, spec) as api:  # after it (a preview's, a retry's)
                 return api.download(content, limit)
 
         return Item(f"{source.effective_id}/{drive_id}/{item_id}", name, fetch,
