@@ -42,7 +42,6 @@ from eddi_rag.sources.base import CursorExpiredError, PermissionSource, SourceCo
 from eddi_rag.sources.connectors import connector
 from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, acl_json, classify, digest, reconcile
 from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, Run, SourceBusyError, SourceRuns
-from eddi_rag.sources.uploaded import UploadedFiles
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.documents import AclNotKeptError, Documents
@@ -79,7 +78,7 @@ class SourceSync:
         self.files = upload.Files(db)
         self.run_records = SourceRuns(db, redact)  # runs and their leases
         self.ledger = SourceLedger(db)  # what each source ingested
-        self.uploads = UploadedFiles(self.files, self.ledger, self.run_records, ingestor, self.source, self._remove, redact)
+        self.uploads = upload.UploadedFiles(self.files, self.ledger, self.run_records, ingestor, self.source, self._remove, redact)
         self._previews = threading.BoundedSemaphore(MAX_PREVIEWS)
         state.migrate(db)
 

@@ -2,21 +2,36 @@
 so a change of model or chunking re-ingests from what is kept and a purge loses nothing. A file is known by
 its name (re-uploading ``handbook.pdf`` replaces it): its id is derived from the name, and its document id
 in the knowledge base is ``<source id>/<name>``. Limits (``upload``: maxFiles, maxFileBytes, maxTotalBytes)
-are checked one file at a time under the database's write lock, so two uploads cannot share the same headroom."""
+are checked one file at a time under the database's write lock, so two uploads cannot share the same headroom.
+
+``Files`` keeps the bytes; ``UploadConnector`` lists them for a run; ``UploadedFiles`` is what callers do with an
+upload source's files: keep them (each within the limits, and only if it yields text), list them with their state
+beside what the source ingested, delete one with its chunks."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
+import logging
 import unicodedata
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eddi_rag import state
-from eddi_rag.config import IngestionSource, UploadSource
+from eddi_rag.config import IngestionSource, RagConfiguration, UploadSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, Listing
 from eddi_rag.sources.base import FileNotFoundInSourceError, Sink, SourceContext, SyncEnd, feed, listed_again
+from eddi_rag.sources.ledger import SourceLedger
+from eddi_rag.sources.runs import PURGE, SourceRuns
 from eddi_rag.state.sqlite import StateDatabase
+
+if TYPE_CHECKING:
+    from eddi_rag.ingest.pipeline import Ingestor
+
+
+log = logging.getLogger(__name__)
 
 
 class FileRefusedError(EddiRagError, ValueError):
@@ -117,3 +132,73 @@ class UploadConnector:
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return listed_again(self, ctx, source, document_id, name)
+
+
+class NotAnUploadSourceError(EddiRagError, ValueError):
+    """Files sent to a source that does not hold files (HTTP 409, as EDDI answers)."""
+    status = 409
+
+
+class UploadedFiles:
+    def __init__(self, files: Files, ledger: SourceLedger, runs: SourceRuns, ingestor: Ingestor,
+                 source: Callable[[str, str], tuple[RagConfiguration, IngestionSource]],
+                 remove: Callable[[str, RagConfiguration, str, builtins.list[str]], int], redact: Callable[[str], str]):
+        """``source(kb_id, source_id)``: the KB's configuration and that source; ``remove``: documents of a source
+        taken out of the knowledge base and forgotten."""
+        self.files, self.ledger, self.runs, self.ingestor, self.source, self.remove, self.redact = \
+            files, ledger, runs, ingestor, source, remove, redact
+
+    def source_of(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
+        """The KB's configuration and its upload source ``source_id`` (409 for a source of another type)."""
+        config, source = self.source(kb_id, source_id)
+        if source.type != "upload":
+            raise NotAnUploadSourceError(f"source {source.effective_id!r} of knowledge base {kb_id!r} is of type "
+                                         f"{source.type!r}; files go to a source of type 'upload'")
+        return config, source
+
+    def list(self, kb_id: str, source_id: str) -> list[dict[str, Any]]:
+        """The files an upload source holds, each with its state: Indexed, Changed (uploaded again since) or Not indexed."""
+        _, source = self.source_of(kb_id, source_id)
+        sid = source.effective_id
+        known = self.ledger.known(kb_id, sid)
+        out = []
+        for f in self.files.list(kb_id, sid):
+            doc = document_id(sid, f["fileName"])
+            row = known.get(doc)
+            status = "Not indexed" if row is None or row["status"] != "ok" else \
+                "Changed" if f["uploadedAt"] > row["updated_at"] else "Indexed"  # uploaded again since it was ingested
+            out.append({**f, "documentId": doc, "status": status})
+        return out
+
+    def store(self, kb_id: str, source_id: str, files: builtins.list[tuple[str, bytes, str | None]]) -> dict[str, Any]:
+        """Keep each file that is within the source's limits and yields text: EDDI's ``{stored, rejected:
+        [{fileName, reason}]}``; running the source ingests them."""
+        config, source = self.source_of(kb_id, source_id)
+        stored: list[dict[str, Any]] = []
+        rejected: list[dict[str, str]] = []
+        for name, data, content_type in files:
+            try:
+                if len(data) > source.upload.maxFileBytes:  # before parsing anything
+                    raise FileRefusedError(f"{len(data):,} bytes, more than upload.maxFileBytes "
+                                                  f"({source.upload.maxFileBytes:,})")
+                self.ingestor.readable(config, clean_name(name), data, content_type)
+                stored.append(self.files.store(kb_id, source.effective_id, source.upload, name, data, content_type))
+            except Exception as e:  # noqa: BLE001 - each file is accepted or refused on its own
+                if not isinstance(e, (EddiRagError, ValueError)):
+                    log.warning("upload of %s refused: %s", name, e)
+                rejected.append({"fileName": clean_name(name), "reason": self.redact(str(e) or type(e).__name__)})
+        return {"stored": stored, "rejected": rejected}
+
+    def delete(self, kb_id: str, source_id: str, file_id: str) -> dict[str, Any]:
+        """Remove a file and its chunks now (its chunks first: a store that fails keeps the file, to try again)."""
+        config, source = self.source_of(kb_id, source_id)
+        sid = source.effective_id
+        f = self.files.get(kb_id, sid, file_id)
+        claim = self.runs.begin(kb_id, sid, PURGE)
+        try:
+            self.remove(kb_id, config, sid, [document_id(sid, f["fileName"])])
+            self.files.delete(kb_id, sid, file_id)
+        finally:
+            self.runs.end_claim(claim)
+        return {"status": "deleted", "fileId": file_id, "fileName": f["fileName"], "sourceId": sid}
+
