@@ -190,19 +190,19 @@ def test_a_job_whose_worker_died_is_taken_again_after_its_lease(state_url, tmp_p
     db = open_state(state_url, tmp_path, "eddi-rag.db")
     holder = IngestionQueue(db, lambda *a: 1, lease_seconds=1)
     job = holder.submit("kb", 1, "doc", b"x")
-    claimed = holder._claim()  # taken, then its worker "dies" (on another machine: no renewal, nothing known)
+    claimed = holder.claim()  # taken, then its worker "dies" (on another machine: no renewal, nothing known)
     assert claimed["id"] == job.id and claimed["attempts"] == 1
     db.execute("UPDATE ingestion_jobs SET owner='elsewhere:1:dead' WHERE id=?", (job.id,))
     other = IngestionQueue(db, lambda *a: 3, lease_seconds=1)
-    assert other._claim() is None  # under its lease
-    again = until(other._claim, "the lease to run out", 10)
+    assert other.claim() is None  # under its lease
+    again = until(other.claim, "the lease to run out", 10)
     assert again["id"] == job.id and again["attempts"] == 2
-    other._carry_out(again)
+    other.carry_out(again)
     assert other.status(job.id).status == "completed" and other.status(job.id).chunks == 3
     # a job that kept killing its workers gives up after MAX_ATTEMPTS
     bomb = other.submit("kb", 1, "bomb", b"x")
     db.execute("UPDATE ingestion_jobs SET attempts=? WHERE id=?", (MAX_ATTEMPTS, bomb.id))
-    other._carry_out(other._claim())
+    other.carry_out(other.claim())
     assert other.status(bomb.id).status == f"failed: gave up after {MAX_ATTEMPTS} attempts"
     db.close()
 
@@ -221,10 +221,10 @@ def test_a_job_that_lost_the_state_database_waits_and_is_not_counted(state_url, 
 
     queue = IngestionQueue(db, run, lease_seconds=30)
     job = queue.submit("kb", 1, "doc", b"x")
-    queue._carry_out(queue._claim())
+    queue.carry_out(queue.claim())
     after = db.query("SELECT status, attempts, owner FROM ingestion_jobs WHERE id=?", (job.id,))[0]
     assert (after["status"], after["attempts"], after["owner"]) == ("pending", 0, None)
-    queue._carry_out(queue._claim())
+    queue.carry_out(queue.claim())
     assert queue.status(job.id).status == "completed" and len(runs) == 2
     db.close()
 

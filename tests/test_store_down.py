@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from eddi_rag.api.app import create_app
-from eddi_rag.ingest import jobs
+from eddi_rag.ingest import jobs, worker
 from eddi_rag.resource_types import resource_uri
 from eddi_rag.runtime import Runtime
 from eddi_rag.workflow.memory import ConversationMemory
@@ -33,7 +33,7 @@ def engine(request):
 
 def test_a_store_down_at_start_and_back(engine, tmp_path, monkeypatch):
     store_type, params, server = engine
-    monkeypatch.setattr(jobs, "RETRY_SECONDS", (0.2, 1.0))
+    monkeypatch.setattr(worker, "RETRY_SECONDS", (0.2, 1.0))
     setup = Runtime(tmp_path)
     remote = setup.resources.create("rags", {"name": "Remote", "embeddingProvider": "local", "storeType": store_type,
                                              "storeParameters": params}).id
