@@ -121,7 +121,8 @@ def test_serve_answers_rest_calls(tmp_path):
 
     import httpx
 
-    from tests.support.serving import free_port, wait_until_healthy
+    from tests.support.ports import free_port
+    from tests.support.serving import wait_until_healthy
 
     port = free_port()
     server = subprocess.Popen(

@@ -288,7 +288,7 @@ def test_reparse_all_queues_every_kept_file_and_names_the_others(client):
 def test_a_failed_ingestion_says_what_fixes_it_from_the_first_failure(client):
     """Issue 33, item 6: a failure is classed by what fixes it (the file: replace it; a dependency: retry later;
     the configuration: change it), with the fix in the status from the first failure on."""
-    from tests.support.serving import free_port
+    from tests.support.ports import free_port
 
     kb = make_kb(client, "Rail", minScore=0)
     r = client.post(f"{BASE}/{kb}/ingest?documentName=broken.pdf", content=b"%PDF-1.4 not really a pdf",

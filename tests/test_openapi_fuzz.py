@@ -20,7 +20,8 @@ from eddi_rag.api.limits import Limits
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.runtime import Runtime
 from tests.support import once
-from tests.support.serving import free_port, wait_until_healthy
+from tests.support.ports import free_port
+from tests.support.serving import wait_until_healthy
 
 pytestmark = [pytest.mark.integration, pytest.mark.fuzz]
 

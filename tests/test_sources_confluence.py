@@ -44,7 +44,7 @@ def read(runtime: Runtime, kb: str, reader: Reader, query: str) -> set[str]:
 
 
 def page_reads(wiki: FakeConfluence) -> list[str]:
-    return [r for r in wiki.requests if "body-format=storage" in r or r.startswith("/wiki/download/")]
+    return [r for r in wiki.requests if "body-format=storage" in r or "/wiki/download/" in r]
 
 
 def test_pages_and_attachments_are_synced_and_cited_inside_their_page(world):

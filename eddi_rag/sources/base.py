@@ -10,6 +10,7 @@ absence); one cut short at a limit, or a delta, concludes nothing about what it 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -121,6 +122,19 @@ class CursorExpiredError(EddiRagError, LookupError):
     """A connector's cursor the source no longer knows (an expired delta token, a commit no longer in the branch): the
     sync engine lists the source in full instead, which is not an error."""
     status = 409
+
+
+def cursor_part(cursor: str | None, key: str, kind: str) -> dict[str, Any] | None:
+    """The object under ``key`` of a connector's JSON cursor (None: no cursor); CursorExpiredError when ``cursor`` is
+    not one of ``kind``'s (a full listing follows)."""
+    if cursor is None:
+        return None
+    try:
+        part = json.loads(cursor)[key]
+        assert isinstance(part, dict)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise CursorExpiredError(f"not a cursor of a {kind} source") from None
+    return part
 
 
 class FileNotFoundInSourceError(EddiRagError, LookupError):

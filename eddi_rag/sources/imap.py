@@ -23,7 +23,7 @@ from typing import Any
 from eddi_rag.config import ImapSource, IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, holding
-from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd
+from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, cursor_part
 
 HEADERS = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID FROM SUBJECT)]"
 BATCH = 500  # UIDs per FETCH of headers
@@ -88,7 +88,7 @@ class ImapConnector:
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         spec = source.imap
         assert spec is not None
-        before = _folders(cursor)
+        before = cursor_part(cursor, "folders", "imap")
         if before is not None and sorted(before) != sorted(spec.folders):
             raise CursorExpiredError("the source's folders changed since the cursor")
         client = _connect(ctx, spec)
@@ -178,14 +178,3 @@ def _reader(client: Any, uid: int) -> Callable[[], tuple[bytes, str | None]]:
             raise ImapSourceError(f"imap: message UID {uid} is no longer in its folder")
         return bytes(body), "message/rfc822"
     return fetch
-
-
-def _folders(cursor: str | None) -> dict[str, Any] | None:
-    if cursor is None:
-        return None
-    try:
-        folders = json.loads(cursor)["folders"]
-        assert isinstance(folders, dict)
-    except (ValueError, KeyError, TypeError, AssertionError):
-        raise CursorExpiredError("not a cursor of an imap source") from None
-    return folders

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 from croniter import croniter
 
+from eddi_rag.config import IngestionSource
 from eddi_rag.sources.base import keeps_permissions
 from eddi_rag.sources.connectors import connector
 from eddi_rag.sources.runs import PERMISSIONS, SourceBusyError
@@ -39,40 +41,34 @@ class SourceScheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def due(self, now: datetime) -> list[tuple[str, str]]:
-        """(kb id, source id) of every source whose schedule fired in (last look, now]."""
-        out = []
-        for d in self.kbs.every(None):  # every tenant's
-            kb_id = d.resource.split("/")[-1].split("?")[0]
-            try:
-                config = self.kbs.get(kb_id)
-            except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
-                continue
-            for source in config.sources:
-                when = source.when
-                if source.enabled and when and croniter(when, self.last).get_next(datetime) <= now:
-                    out.append((kb_id, source.effective_id))
-        return out
-
-    def due_permissions(self, now: datetime) -> list[tuple[str, str]]:
-        """(kb id, source id) of every source keeping its own permissions whose last permission sync started
-        ``settings.permissionSyncMinutes`` ago or more (one that never ran: once it has documents)."""
-        out = []
+    def _sources(self) -> Iterator[tuple[str, IngestionSource]]:
+        """(kb id, source) of every enabled source of every tenant's knowledge bases."""
         for d in self.kbs.every(None):
             kb_id = d.resource.split("/")[-1].split("?")[0]
             try:
                 config = self.kbs.get(kb_id)
             except Exception:  # noqa: BLE001 - deleted meanwhile, or invalid: nothing to schedule
                 continue
-            for source in config.sources:
-                minutes, sid = source.settings.permissionSyncMinutes, source.effective_id
-                if not (source.enabled and minutes and keeps_permissions(connector(source.type), source)):
-                    continue
-                last = self.sources.run_records.last_started(kb_id, sid, PERMISSIONS)
-                if last is None and not self.sources.ledger.known(kb_id, sid):
-                    continue
-                if last is None or datetime.fromisoformat(last).replace(tzinfo=timezone.utc) + timedelta(minutes=minutes) <= now:
-                    out.append((kb_id, sid))
+            yield from ((kb_id, source) for source in config.sources if source.enabled)
+
+    def due(self, now: datetime) -> list[tuple[str, str]]:
+        """(kb id, source id) of every source whose schedule fired in (last look, now]."""
+        return [(kb_id, source.effective_id) for kb_id, source in self._sources()
+                if source.when and croniter(source.when, self.last).get_next(datetime) <= now]
+
+    def due_permissions(self, now: datetime) -> list[tuple[str, str]]:
+        """(kb id, source id) of every source keeping its own permissions whose last permission sync started
+        ``settings.permissionSyncMinutes`` ago or more (one that never ran: once it has documents)."""
+        out = []
+        for kb_id, source in self._sources():
+            minutes, sid = source.settings.permissionSyncMinutes, source.effective_id
+            if not (minutes and keeps_permissions(connector(source.type), source)):
+                continue
+            last = self.sources.run_records.last_started(kb_id, sid, PERMISSIONS)
+            if last is None and not self.sources.ledger.known(kb_id, sid):
+                continue
+            if last is None or datetime.fromisoformat(last).replace(tzinfo=timezone.utc) + timedelta(minutes=minutes) <= now:
+                out.append((kb_id, sid))
         return out
 
     def tick(self, now: datetime | None = None) -> list[str]:

@@ -26,7 +26,7 @@ from urllib.parse import quote
 from eddi_rag.config import IngestionSource, SharePointSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, selected
-from eddi_rag.sources.base import CursorExpiredError, Permissions, Sink, SourceContext, SyncEnd
+from eddi_rag.sources.base import CursorExpiredError, Permissions, Sink, SourceContext, SyncEnd, cursor_part
 from eddi_rag.sources.saas import ClientCredentials, JsonApi, ServiceError, ServiceGoneError
 
 
@@ -121,7 +121,7 @@ class SharePointConnector:
         spec = source.sharepoint
         assert spec is not None
         self.validate(ctx, source)
-        links = _links(cursor)
+        links = cursor_part(cursor, "drives", "sharepoint")
         graph = _Graph(ctx, spec)
         with graph.api:
             drives = list(graph.drives())
@@ -218,14 +218,3 @@ class SharePointConnector:
                 for user in graph.members(group):
                     out.groups.setdefault(user, []).append(group)
         return out
-
-
-def _links(cursor: str | None) -> dict[str, str] | None:
-    if cursor is None:
-        return None
-    try:
-        links = json.loads(cursor)["drives"]
-        assert isinstance(links, dict) and all(isinstance(v, str) for v in links.values())
-    except (ValueError, KeyError, TypeError, AssertionError):
-        raise CursorExpiredError("not a cursor of a sharepoint source") from None
-    return links

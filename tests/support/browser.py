@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
+from tests.support.ports import free_port
 from tests.support.waiting import until
 
 CHROMIUM = os.environ.get("EDDI_RAG_CHROMIUM", "/usr/bin/chromium")
@@ -42,10 +42,6 @@ def chrome(width: int = 1280, height: int = 900):
     return driver
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

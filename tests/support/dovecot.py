@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 USER, PASSWORD = "alice", "mail-secret"
 
 
@@ -32,10 +34,6 @@ class Mailbox:
         return client
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager
@@ -44,7 +42,7 @@ def dovecot() -> Iterator[Mailbox]:
     if not os.path.exists(binary):
         raise RuntimeError("Dovecot is not installed: scripts/test installs Debian's dovecot-imapd")
     root = Path(tempfile.mkdtemp(prefix="eddi-rag-dovecot-"))
-    port = _free_port()
+    port = free_port()
     if os.getuid() == 0:  # Dovecot's own users for its processes, nobody's for the mail
         internal, login, mail = "dovecot", "dovenull", pwd.getpwnam("nobody")
     else:

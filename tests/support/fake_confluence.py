@@ -7,47 +7,24 @@ requests there with 429 and ``Retry-After: 1``."""
 from __future__ import annotations
 
 import base64
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from itertools import count
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.support.fake_service import FakeService
 
 EMAIL, TOKEN = "bot@acme.example", "atlassian-api-token"
 
 
-class FakeConfluence:
+class FakeConfluence(FakeService):
+    throttled = {"errors": [{"status": 429, "code": "TOO_MANY_REQUESTS", "title": "Rate limited"}]}
+
     def __init__(self, page_size: int = 25):
+        super().__init__()
         self.page_size = page_size
         self.spaces: dict[str, dict[str, Any]] = {}  # id -> {id, key, name, readers: [(type, id)]}
         self.pages: dict[str, dict[str, Any]] = {}  # id -> {id, spaceId, parentId, title, body, version, restrictions, attachments}
-        self.throttle: dict[str, int] = {}
-        self.requests: list[str] = []
         self._ids = count(1001)
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer._answer(self)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> FakeConfluence:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     # -- the test's side -------------------------------------------------------------------------
     def space(self, key: str, name: str, readers: list[tuple[str, str]]) -> str:
@@ -79,18 +56,10 @@ class FakeConfluence:
         next(p for p in self.pages.values() if p["title"] == title)["restrictions"] = restrictions
 
     # -- Confluence's side -----------------------------------------------------------------------
-    def _answer(self, h: BaseHTTPRequestHandler) -> None:
-        parts = urlsplit(h.path)
-        path, query = unquote(parts.path), {k: v[0] for k, v in parse_qs(parts.query).items()}
-        self.requests.append(h.path)
-        for prefix, n in list(self.throttle.items()):
-            if path.startswith(prefix) and n > 0:
-                self.throttle[prefix] = n - 1
-                return self._send(h, 429, {"errors": [{"status": 429, "code": "TOO_MANY_REQUESTS", "title": "Rate limited"}]},
-                                  {"Retry-After": "1"})
+    def answer(self, h: BaseHTTPRequestHandler, method: str, path: str, query: dict[str, str]) -> None:
         expected = "Basic " + base64.b64encode(f"{EMAIL}:{TOKEN}".encode()).decode()
         if h.headers.get("Authorization") != expected:
-            return self._send(h, 401, {"errors": [{"status": 401, "code": "UNAUTHORIZED", "title": "Unauthorized"}]})
+            return self.send(h, 401, {"errors": [{"status": 401, "code": "UNAUTHORIZED", "title": "Unauthorized"}]})
         s = path.removeprefix("/wiki").split("/")[1:]
         if s[:3] == ["api", "v2", "spaces"] and len(s) == 3:
             keys = query.get("keys", "").split(",")
@@ -106,7 +75,7 @@ class FakeConfluence:
         if s[:3] == ["api", "v2", "pages"]:
             page = self.pages.get(s[3])
             if page is None:
-                return self._send(h, 404, {"errors": [{"status": 404, "code": "NOT_FOUND", "title": "Not Found"}]})
+                return self.send(h, 404, {"errors": [{"status": 404, "code": "NOT_FOUND", "title": "Not Found"}]})
             if s[4:] == ["attachments"]:
                 return self._list(h, path, query, [
                     {"id": a["id"], "status": "current", "title": a["title"], "mediaType": a["mediaType"],
@@ -116,19 +85,19 @@ class FakeConfluence:
             body = {**self._page_json(page)}
             if query.get("body-format") == "storage":
                 body["body"] = {"storage": {"representation": "storage", "value": page["body"]}}
-            return self._send(h, 200, body)
+            return self.send(h, 200, body)
         if s[:5] == ["rest", "api", "content", s[3] if len(s) > 3 else "", "restriction"]:
             page = self.pages[s[3]]
             users = [{"type": "known", "accountId": who} for kind, who in page["restrictions"] if kind == "user"]
             groups = [{"type": "group", "name": who, "id": who} for kind, who in page["restrictions"] if kind == "group"]
-            return self._send(h, 200, {"operation": "read", "restrictions": {
+            return self.send(h, 200, {"operation": "read", "restrictions": {
                 "user": {"results": users, "start": 0, "limit": 200, "size": len(users)},
                 "group": {"results": groups, "start": 0, "limit": 200, "size": len(groups)}}})
         if s[:2] == ["download", "attachments"]:
             page = self.pages[s[2]]
             att = next(a for a in page["attachments"] if a["title"] == s[3])
-            return self._send(h, 200, att["data"], {"Content-Type": att["mediaType"]})
-        return self._send(h, 404, {"errors": [{"status": 404, "code": "NOT_FOUND", "title": "Not Found"}]})
+            return self.send(h, 200, att["data"], {"Content-Type": att["mediaType"]})
+        return self.send(h, 404, {"errors": [{"status": 404, "code": "NOT_FOUND", "title": "Not Found"}]})
 
     def _list(self, h: BaseHTTPRequestHandler, path: str, query: dict[str, str], results: list[dict[str, Any]]) -> None:
         start = int(query.get("cursor") or 0)
@@ -136,21 +105,10 @@ class FakeConfluence:
         if start + self.page_size < len(results):
             rest = "&".join(f"{k}={v}" for k, v in query.items() if k != "cursor")
             body["_links"]["next"] = f"{path}?{rest}&cursor={start + self.page_size}"
-        return self._send(h, 200, body)
+        return self.send(h, 200, body)
 
     def _page_json(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"id": p["id"], "status": "current", "title": p["title"], "spaceId": p["spaceId"], "parentId": p["parentId"],
                 "parentType": "page" if p["parentId"] else None, "authorId": "acc-1",
                 "version": {"number": p["version"], "createdAt": "2026-11-27T10:00:00.000Z"},
                 "_links": {"webui": f"/spaces/{self.spaces[p['spaceId']]['key']}/pages/{p['id']}/{p['title'].replace(' ', '+')}"}}
-
-    @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", (headers or {}).pop("Content-Type", "application/json"))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        h.wfile.write(data)

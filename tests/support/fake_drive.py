@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.support.fake_service import FakeService
 
 EMAIL = "rag-reader@acme-project.iam.gserviceaccount.com"
 DOC = "application/vnd.google-apps.document"
 
 
-class FakeDrive:
+class FakeDrive(FakeService):
     def __init__(self, page_size: int = 50):
+        super().__init__()
         import jwt  # noqa: F401 - (the fake verifies assertions with it)
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -27,8 +29,6 @@ class FakeDrive:
         self.page_size, self.seq = page_size, 1
         self.files: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, list[str]] = {}
-        self.throttle: dict[str, int] = {}
-        self.requests: list[str] = []
         self.tokens: set[str] = set()
         self.rejected: set[str] = set()  # change tokens Drive no longer takes
         self._lock = threading.Lock()
@@ -36,37 +36,12 @@ class FakeDrive:
         self.public = private.public_key()
         self.pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                          serialization.NoEncryption()).decode()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                outer._answer(self, "POST")
-
-            def do_GET(self):
-                outer._answer(self, "GET")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.throttled = _error(429, "rateLimitExceeded", "Rate Limit Exceeded")
 
     @property
     def key(self) -> str:
         return json.dumps({"type": "service_account", "project_id": "acme-project", "private_key_id": "k1",
                            "private_key": self.pem, "client_email": EMAIL, "token_uri": f"{self.url}/token"})
-
-    def __enter__(self) -> FakeDrive:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     # -- the test's side -------------------------------------------------------------------------
     def put(self, name: str, data: bytes, mime: str = "text/markdown", permissions: list[dict[str, Any]] | None = None) -> str:
@@ -90,35 +65,28 @@ class FakeDrive:
         next(f for f in self.files.values() if f["name"] == name and not f["trashed"])["permissions"] = permissions
 
     # -- Google's side ---------------------------------------------------------------------------
-    def _answer(self, h: BaseHTTPRequestHandler, method: str) -> None:
+    def answer(self, h: BaseHTTPRequestHandler, method: str, path: str, query: dict[str, str]) -> None:
         import jwt
 
-        parts = urlsplit(h.path)
-        path, query = unquote(parts.path), {k: v[0] for k, v in parse_qs(parts.query).items()}
-        self.requests.append(f"{method} {h.path}")
-        for prefix, n in list(self.throttle.items()):
-            if path.startswith(prefix) and n > 0:
-                self.throttle[prefix] = n - 1
-                return self._send(h, 429, _error(429, "rateLimitExceeded", "Rate Limit Exceeded"), {"Retry-After": "1"})
         if method == "POST" and path == "/token":
-            form = {k: v[0] for k, v in parse_qs(h.rfile.read(int(h.headers.get("Content-Length") or 0)).decode()).items()}
+            form = self.form(h)
             try:
                 claims = jwt.decode(form.get("assertion", ""), self.public, algorithms=["RS256"], audience=f"{self.url}/token")
                 assert claims["iss"] == EMAIL and form.get("grant_type") == "urn:ietf:params:oauth:grant-type:jwt-bearer"
             except Exception:  # noqa: BLE001 - any bad assertion: Google's answer
-                return self._send(h, 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
+                return self.send(h, 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
             token = secrets.token_hex(16)
             self.tokens.add(token)
-            return self._send(h, 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
+            return self.send(h, 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
         if h.headers.get("Authorization", "").removeprefix("Bearer ") not in self.tokens:
-            return self._send(h, 401, _error(401, "authError", "Invalid Credentials"))
+            return self.send(h, 401, _error(401, "authError", "Invalid Credentials"))
         if path.startswith("/admin/directory/v1/groups/"):
             group = path.split("/")[5]
-            return self._send(h, 200, {"kind": "admin#directory#members", "members": [
+            return self.send(h, 200, {"kind": "admin#directory#members", "members": [
                 {"kind": "admin#directory#member", "email": u, "role": "MEMBER", "type": "USER", "status": "ACTIVE"}
                 for u in self.groups.get(group, [])]})
         if path == "/drive/v3/changes/startPageToken":
-            return self._send(h, 200, {"kind": "drive#startPageToken", "startPageToken": str(self.seq)})
+            return self.send(h, 200, {"kind": "drive#startPageToken", "startPageToken": str(self.seq)})
         if path == "/drive/v3/changes":
             return self._changes(h, query)
         if path == "/drive/v3/files":
@@ -127,26 +95,26 @@ class FakeDrive:
         segments = path.removeprefix("/drive/v3/files/").split("/")
         entry = self.files.get(segments[0])
         if entry is None or entry["trashed"]:
-            return self._send(h, 404, _error(404, "notFound", f"File not found: {segments[0]}."))
+            return self.send(h, 404, _error(404, "notFound", f"File not found: {segments[0]}."))
         if segments[1:] == ["permissions"]:
-            return self._send(h, 200, {"kind": "drive#permissionList", "permissions": [
+            return self.send(h, 200, {"kind": "drive#permissionList", "permissions": [
                 {"kind": "drive#permission", "id": f"p{n}", "role": "reader", **p} for n, p in enumerate(entry["permissions"])]})
         if segments[1:] == ["export"]:
             if entry["mimeType"] != DOC:
-                return self._send(h, 403, _error(403, "fileNotExportable", "Export only supports Docs Editors files."))
-            return self._send(h, 200, entry["data"], {"Content-Type": query.get("mimeType", "text/html")})
+                return self.send(h, 403, _error(403, "fileNotExportable", "Export only supports Docs Editors files."))
+            return self.send(h, 200, entry["data"], {"Content-Type": query.get("mimeType", "text/html")})
         if query.get("alt") == "media":
             if entry["mimeType"] == DOC:
-                return self._send(h, 403, _error(403, "fileNotDownloadable",
+                return self.send(h, 403, _error(403, "fileNotDownloadable",
                                                  "Only files with binary content can be downloaded. Use Export with Docs Editors files."))
-            return self._send(h, 200, entry["data"], {"Content-Type": entry["mimeType"]})
-        return self._send(h, 200, self._file(entry))
+            return self.send(h, 200, entry["data"], {"Content-Type": entry["mimeType"]})
+        return self.send(h, 200, self._file(entry))
 
     def _changes(self, h: BaseHTTPRequestHandler, query: dict[str, str]) -> None:
         token = query.get("pageToken", "")
         since, _, offset = token.partition(".")
         if not since.isdigit() or int(since) > self.seq or token in self.rejected:
-            return self._send(h, 400, _error(400, "invalid", "Invalid Value", location="pageToken"))
+            return self.send(h, 400, _error(400, "invalid", "Invalid Value", location="pageToken"))
         changed = sorted((f for f in self.files.values() if f["seq"] > int(since)), key=lambda f: f["seq"])
         entries = [{"kind": "drive#change", "changeType": "file", "fileId": f["id"], "removed": False, "time": "2026-11-27T10:00:00Z",
                     "file": self._file(f)} for f in changed]
@@ -156,14 +124,14 @@ class FakeDrive:
             body["nextPageToken"] = f"{since}.{start + self.page_size}"
         else:
             body["newStartPageToken"] = str(max([int(since), *(f["seq"] for f in changed)]))
-        return self._send(h, 200, body)
+        return self.send(h, 200, body)
 
     def _page(self, h: BaseHTTPRequestHandler, kind: str, key: str, entries: list[dict[str, Any]], query: dict[str, str]) -> None:
         start = int(query.get("pageToken") or 0)
         body: dict[str, Any] = {"kind": kind, key: entries[start:start + self.page_size]}
         if start + self.page_size < len(entries):
             body["nextPageToken"] = str(start + self.page_size)
-        return self._send(h, 200, body)
+        return self.send(h, 200, body)
 
     def _file(self, f: dict[str, Any]) -> dict[str, Any]:
         out = {"kind": "drive#file", "id": f["id"], "name": f["name"], "mimeType": f["mimeType"], "version": str(f["version"]),
@@ -172,17 +140,6 @@ class FakeDrive:
         if f["mimeType"] != DOC:
             out["size"] = str(len(f["data"]))
         return out
-
-    @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", (headers or {}).pop("Content-Type", "application/json; charset=UTF-8"))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        h.wfile.write(data)
 
 
 def _error(code: int, reason: str, message: str, location: str | None = None) -> dict[str, Any]:

@@ -11,54 +11,29 @@ item's permissions (not a change of the delta, as in Graph without the ``Prefer:
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.support.fake_service import FakeService
 
 TENANT, CLIENT_ID, CLIENT_SECRET = "contoso.onmicrosoft.com", "app-1", "s3cret"
 HOST = "contoso.sharepoint.com"
 
 
-class FakeGraph:
+class FakeGraph(FakeService):
+    throttled = {"error": {"code": "activityLimitReached", "message": "throttled"}}
+
     def __init__(self, page_size: int = 50):
+        super().__init__()
         self.page_size = page_size
         self.sites: dict[str, dict[str, Any]] = {}  # id -> {id, displayName, webUrl, path, drives: [drive id]}
         self.drives: dict[str, dict[str, Any]] = {}  # id -> {id, name, items: {id: item}, seq}
         self.groups: dict[str, list[str]] = {}  # group id -> user ids (transitive)
-        self.throttle: dict[str, int] = {}
         self.expired: set[str] = set()  # delta tokens Graph no longer knows
-        self.requests: list[str] = []
         self.tokens: set[str] = set()
         self._lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                outer._answer(self, "POST")
-
-            def do_GET(self):
-                outer._answer(self, "GET")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> FakeGraph:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     # -- the test's side -------------------------------------------------------------------------
     def site(self, path: str, name: str) -> str:
@@ -104,46 +79,38 @@ class FakeGraph:
             self.expired.update(str(n) for n in range(drive["seq"] + 1))
 
     # -- Graph's side ----------------------------------------------------------------------------
-    def _answer(self, h: BaseHTTPRequestHandler, method: str) -> None:
-        parts = urlsplit(h.path)
-        path, query = unquote(parts.path), parse_qs(parts.query)
-        self.requests.append(f"{method} {h.path}")
-        for prefix, n in list(self.throttle.items()):
-            if path.startswith(prefix) and n > 0:
-                self.throttle[prefix] = n - 1
-                return self._send(h, 429, {"error": {"code": "activityLimitReached", "message": "throttled"}},
-                                  {"Retry-After": "1"})
+    def answer(self, h: BaseHTTPRequestHandler, method: str, path: str, query: dict[str, str]) -> None:
         if method == "POST" and path == f"/{TENANT}/oauth2/v2.0/token":
-            form = parse_qs(h.rfile.read(int(h.headers.get("Content-Length") or 0)).decode())
-            if form.get("client_id") != [CLIENT_ID] or form.get("client_secret") != [CLIENT_SECRET] \
-                    or form.get("grant_type") != ["client_credentials"]:
-                return self._send(h, 401, {"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret provided."})
+            form = self.form(h)
+            if form.get("client_id") != CLIENT_ID or form.get("client_secret") != CLIENT_SECRET \
+                    or form.get("grant_type") != "client_credentials":
+                return self.send(h, 401, {"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret provided."})
             token = secrets.token_hex(16)
             self.tokens.add(token)
-            return self._send(h, 200, {"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
+            return self.send(h, 200, {"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
                                        "access_token": token})
         if path.startswith("/download/"):
             _, _, drive_id, item_id = path.split("/")
             item = self.drives[drive_id]["items"][item_id]
-            return self._send(h, 200, item["data"], {"Content-Type": item["mime"]})
+            return self.send(h, 200, item["data"], {"Content-Type": item["mime"]})
         if h.headers.get("Authorization", "").removeprefix("Bearer ") not in self.tokens:
-            return self._send(h, 401, {"error": {"code": "InvalidAuthenticationToken", "message": "Access token is empty."}})
+            return self.send(h, 401, {"error": {"code": "InvalidAuthenticationToken", "message": "Access token is empty."}})
         try:
             self._graph(h, path, query)
         except KeyError:
-            self._send(h, 404, {"error": {"code": "itemNotFound", "message": "The resource could not be found."}})
+            self.send(h, 404, {"error": {"code": "itemNotFound", "message": "The resource could not be found."}})
 
-    def _graph(self, h: BaseHTTPRequestHandler, path: str, query: dict[str, list[str]]) -> None:
+    def _graph(self, h: BaseHTTPRequestHandler, path: str, query: dict[str, str]) -> None:
         segments = path.removeprefix("/v1.0/").split("/")
         if segments[0] == "sites":
             if len(segments) == 3 and segments[2] == "drives":
                 site = self.sites[segments[1]]
-                return self._send(h, 200, {"value": [self._drive_json(self.drives[d]) for d in site["drives"]]})
+                return self.send(h, 200, {"value": [self._drive_json(self.drives[d]) for d in site["drives"]]})
             ref = path.removeprefix("/v1.0/sites/")
             site = self.sites.get(ref) or next(s for s in self.sites.values() if f"{HOST}:{s['path']}" == ref)
-            return self._send(h, 200, {k: v for k, v in site.items() if k not in ("path", "drives")})
+            return self.send(h, 200, {k: v for k, v in site.items() if k not in ("path", "drives")})
         if segments[0] == "groups" and segments[2:] == ["transitiveMembers", "microsoft.graph.user"]:
-            return self._send(h, 200, {"value": [{"@odata.type": "#microsoft.graph.user", "id": u}
+            return self.send(h, 200, {"value": [{"@odata.type": "#microsoft.graph.user", "id": u}
                                                  for u in self.groups[segments[1]]]})
         drive = self.drives[segments[1]]
         if segments[2:] == ["root", "delta"]:
@@ -158,24 +125,24 @@ class FakeGraph:
             h.end_headers()
             return None
         if segments[4:] == ["permissions"]:
-            return self._send(h, 200, {"value": [{"id": f"p{n}", "roles": ["read"], **p}
+            return self.send(h, 200, {"value": [{"id": f"p{n}", "roles": ["read"], **p}
                                                  for n, p in enumerate(item["permissions"])]})
-        return self._send(h, 200, self._item_json(drive, item))
+        return self.send(h, 200, self._item_json(drive, item))
 
-    def _delta(self, h: BaseHTTPRequestHandler, drive: dict[str, Any], query: dict[str, list[str]]) -> None:
+    def _delta(self, h: BaseHTTPRequestHandler, drive: dict[str, Any], query: dict[str, str]) -> None:
         base = f"{self.url}/v1.0/drives/{drive['id']}/root/delta"
-        token = query.get("token", [None])[0]
+        token = query.get("token")
         if token is not None and (token in self.expired or not token.isdigit()):
-            return self._send(h, 410, {"error": {"code": "resyncRequired", "message": "Resync required. Replace any "
+            return self.send(h, 410, {"error": {"code": "resyncRequired", "message": "Resync required. Replace any "
                                                  "local items with the server's version (including deletes)."}})
         with self._lock:
-            upto = int(query.get("upto", [drive["seq"]])[0])  # the enumeration's baseline, kept across its pages
+            upto = int(query.get("upto", drive["seq"]))  # the enumeration's baseline, kept across its pages
             since = int(token) if token is not None else 0
             changed = sorted((i for i in drive["items"].values() if since < i["seq"] <= upto and
                               (token is not None or not i["deleted"])), key=lambda i: i["seq"])
         entries = ([{"id": "ROOT", "name": "root", "root": {}, "folder": {"childCount": len(changed)}}] if token is None else [])
         entries += [self._item_json(drive, i) for i in changed]
-        skip = int(query.get("skip", ["0"])[0])
+        skip = int(query.get("skip", "0"))
         page = entries[skip:skip + self.page_size]
         body: dict[str, Any] = {"@odata.context": "https://graph.microsoft.com/v1.0/$metadata#Collection(driveItem)",
                                 "value": page}
@@ -184,7 +151,7 @@ class FakeGraph:
                                       (f"&token={token}" if token is not None else "")
         else:
             body["@odata.deltaLink"] = f"{base}?token={upto}"
-        return self._send(h, 200, body)
+        return self.send(h, 200, body)
 
     def _drive_json(self, drive: dict[str, Any]) -> dict[str, Any]:
         return {"id": drive["id"], "name": drive["name"], "driveType": "documentLibrary",
@@ -197,14 +164,3 @@ class FakeGraph:
                 "size": len(item["data"]), "lastModifiedDateTime": "2026-11-27T10:00:00Z",
                 "webUrl": f"{self.sites[drive['site']]['webUrl']}/{drive['name']}/{item['name']}",
                 "file": {"mimeType": item["mime"]}, "parentReference": {"driveId": drive["id"], "id": "ROOT"}}
-
-    @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", (headers or {}).pop("Content-Type", "application/json"))
-        for k, v in (headers or {}).items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        h.wfile.write(data)

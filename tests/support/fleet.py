@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from tests.support.serving import free_port
+from tests.support.ports import free_port
 from tests.support.waiting import answering
 
 ROOT = Path(__file__).resolve().parents[2]

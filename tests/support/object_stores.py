@@ -11,15 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 ACCOUNT = "devstoreaccount1"
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # Azurite's documented key
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextmanager
@@ -41,7 +39,7 @@ def gcs_emulator() -> Iterator[str]:
     """The endpoint URL of gcp-storage-emulator's JSON API."""
     from gcp_storage_emulator.server import create_server
 
-    port = _free_port()
+    port = free_port()
     server = create_server("127.0.0.1", port, in_memory=True)
     server.start()
     try:
@@ -54,7 +52,7 @@ def gcs_emulator() -> Iterator[str]:
 def azurite() -> Iterator[str]:
     """The account URL (``http://127.0.0.1:<port>/devstoreaccount1``) of an Azurite blob service, stopped afterwards."""
     command = subprocess.run([str(ROOT / "scripts" / "azurite")], check=True, capture_output=True, text=True).stdout.strip()
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([command, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
                                 "--silent", "--skipApiVersionCheck", "--loose"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

