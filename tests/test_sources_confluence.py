@@ -78,11 +78,14 @@ def test_restrictions_ancestors_and_space_permissions_decide_who_reads(world):
 
     wiki.requests.clear()
     wiki.restrict("Leave", [("group", "g-managers")])
+    wiki.groups["g-managers"] = ["acc-max", "acc-lea", "acc-tom"]  # (three: two pages of members)
     synced = runtime.sources.sync_permissions(kb, "wiki")
     assert (synced.status, synced.updated, synced.unchanged, synced.embedded) == ("COMPLETED", 2, 2, 0)  # the page and its attachment
     assert page_reads(wiki) == []
     assert not {"Leave.html", "Leave.html > report.pdf"} & read(runtime, kb, ann, "annual leave sick leave")
     assert "Leave.html" in read(runtime, kb, Reader("u-max", ("g-managers",)), "annual leave")
+    assert runtime.groups.of("default", "acc-tom") == ["g-managers"]  # the group's members, from Confluence
+    assert "Leave.html" in read(runtime, kb, Reader("acc-tom"), "annual leave")
 
 
 def test_throttling_is_waited_out_and_a_refused_token_is_named_not_shown(world, monkeypatch):

@@ -8,7 +8,8 @@ Who may read a page: the users and groups its read restrictions name (``user:<ac
 a page under restricted ancestors is read only by those every restricted level names (the intersection of their
 lists, so a reader Confluence would refuse is never let in: one it would admit through a group on one level and by
 name on another is left out); an unrestricted page by whom the space's ``read`` permissions name. An attachment is read
-as its page. The permission sync lists them again.
+as its page. The permission sync lists them again and fills the group directory with the members of the groups they
+name (by account id: readers' ids must be their Atlassian account ids).
 
 ``email`` and ``apiToken`` (a secret reference) authenticate (an Atlassian API token, HTTP Basic); ``baseUrl``
 (``https://<site>.atlassian.net``) passes the outbound guard."""
@@ -82,6 +83,17 @@ class _Wiki:
                       if g.get("id") or g.get("name")]
             self._restricted[page_id] = (users + groups) or None
         return self._restricted[page_id]
+
+    def members(self, group_id: str) -> list[str]:
+        """The account ids of a Confluence group's members (v1 ``membersByGroupId``, paged by ``start``)."""
+        out, start = [], 0
+        while True:
+            page = self.api.get(f"{self.base}/rest/api/group/{group_id}/membersByGroupId", {"start": start, "limit": 200})
+            found = [u["accountId"] for u in page.get("results", []) if u.get("accountId")]
+            out += found
+            if not found or not (page.get("_links") or {}).get("next"):
+                return out
+            start += len(page.get("results", []))
 
     def acl(self, page_id: str, parents: dict[str, str | None], space_readers: list[str]) -> list[str]:
         """Who may read a page: the intersection of the read restrictions on it and its ancestors, else the space's
@@ -209,6 +221,15 @@ class ConfluenceConnector:
                     out.failures.append({"document": document_id, "reason": failed[page_id]})
                 else:
                     out.acls[document_id] = acls.get(page_id, [])
+            for group in sorted({p.removeprefix("group:") for acl in out.acls.values() for p in acl if p.startswith("group:")}):
+                try:
+                    members = wiki.members(group)
+                except ServiceError as e:
+                    if e.code != 404:
+                        raise
+                    members = []  # (a group Confluence no longer has)
+                for user in members:
+                    out.groups.setdefault(user, []).append(group)
         return out
 
 

@@ -25,6 +25,7 @@ class FakeConfluence(FakeService):
         self.spaces: dict[str, dict[str, Any]] = {}  # id -> {id, key, name, readers: [(type, id)]}
         self.pages: dict[str, dict[str, Any]] = {}  # id -> {id, spaceId, parentId, title, body, version, restrictions, attachments}
         self._ids = count(1001)
+        self.groups: dict[str, list[str]] = {}  # group id -> account ids
 
     # -- the test's side -------------------------------------------------------------------------
     def space(self, key: str, name: str, readers: list[tuple[str, str]]) -> str:
@@ -93,6 +94,14 @@ class FakeConfluence(FakeService):
             return self.send(h, 200, {"operation": "read", "restrictions": {
                 "user": {"results": users, "start": 0, "limit": 200, "size": len(users)},
                 "group": {"results": groups, "start": 0, "limit": 200, "size": len(groups)}}})
+        if s[:3] == ["rest", "api", "group"] and s[4:] == ["membersByGroupId"]:
+            if s[3] not in self.groups:
+                return self.send(h, 404, {"statusCode": 404, "message": f"No group found with id: {s[3]}"})
+            start, members = int(query.get("start") or 0), self.groups[s[3]]
+            results = [{"type": "known", "accountId": a, "accountType": "atlassian"} for a in members[start:start + self.page_size]]
+            links = {"next": f"{path}?start={start + self.page_size}"} if start + self.page_size < len(members) else {}
+            return self.send(h, 200, {"results": results, "start": start, "limit": self.page_size, "size": len(results),
+                                      "_links": links})
         if s[:2] == ["download", "attachments"]:
             page = self.pages[s[2]]
             att = next(a for a in page["attachments"] if a["title"] == s[3])
