@@ -30,8 +30,6 @@ from eddi_rag.resources.variables import Variables
 from eddi_rag.retrieval.generations import KbGenerations
 from eddi_rag.retrieval.rerankers import RerankerFactory
 from eddi_rag.retrieval.retriever import Retriever
-from eddi_rag.sources.schedule import SourceScheduler
-from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state.schema import on_postgresql, open_state
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import SearchHit, StoreContext
@@ -45,7 +43,9 @@ from eddi_rag.verbs.health import Health
 from eddi_rag.verbs.ingesting import Ingesting, job_runner
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases, fleet_store_error
 from eddi_rag.verbs.saving import Saving
+from eddi_rag.verbs.schedule import SourceScheduler
 from eddi_rag.verbs.search import Search, SearchRequest
+from eddi_rag.verbs.sources import SourceSync
 from eddi_rag.verbs.turns import Turns
 from eddi_rag.verbs.vault import Vault
 from eddi_rag.verbs.vector_collections import VectorCollections

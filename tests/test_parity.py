@@ -311,7 +311,7 @@ def test_source_previews_and_run_history_are_bounded_from_python_as_from_rest(tm
     """The preview bound (3 at once, then 429) and the history's bounds (1 to 200) held only on REST before."""
     import threading
 
-    from eddi_rag.sources.sync import MAX_PREVIEWS, TooManyPreviewsError
+    from eddi_rag.verbs.sources import MAX_PREVIEWS, TooManyPreviewsError
 
     monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
     (tmp_path / "docs").mkdir()

@@ -12,9 +12,9 @@ import pytest
 
 from eddi_rag.common.principals import Reader
 from eddi_rag.runtime import Runtime
-from eddi_rag.sources.schedule import SourceScheduler
 from eddi_rag.sources.sharepoint import acl_of
 from eddi_rag.verbs.knowledge_bases import ConfigValidationError
+from eddi_rag.verbs.schedule import SourceScheduler
 from eddi_rag.verbs.search import SearchRequest
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
 from tests.support.kbs import make_kb

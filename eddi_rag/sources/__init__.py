@@ -1,7 +1,7 @@
 """Sources a knowledge base is kept in sync with: a website, uploaded files, a folder, a sitemap.
 
 Each kind lists its documents (``Listing``: items, and whether the listing is complete); the sync
-engine (``sync.py``) reconciles the knowledge base with it."""
+engine (``verbs.sources``) reconciles the knowledge base with it."""
 
 from __future__ import annotations
 

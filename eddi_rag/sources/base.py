@@ -2,7 +2,7 @@
 a connector has a ``type``, checks its configuration (``validate``), and syncs the source into a ``Sink`` that is told,
 document by document, what the source holds (``document``), what it knows did not change (``unchanged``), what it says
 was deleted (``deleted``, a delta feed's explicit delete) and what it could not read (``error``). The sync engine
-(``sources.sync``) is the sink that ingests; a preview is a sink that only looks.
+(``verbs.sources``) is the sink that ingests; a preview is a sink that only looks.
 
 A sync that saw every document of the source ends ``complete`` (the documents it did not name are gone: deletion by
 absence); one cut short at a limit, or a delta, concludes nothing about what it did not name.

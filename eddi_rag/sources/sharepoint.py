@@ -9,7 +9,7 @@ link Graph no longer knows (HTTP 410) means a full enumeration again. An item's 
 Who may read a file is what Graph's ``permissions`` of the item say (``permissions: true``, the default): a user or
 group it is granted to as ``user:<Entra object id>`` / ``group:<Entra object id>``, a SharePoint site group as
 ``group:<site id>/<site group id>``, a sharing link for the organisation as ``link:organization`` and an anonymous one
-as ``public``. The permission sync (``sources.sync.SourceSync.sync_permissions``) lists them again on its own schedule
+as ``public``. The permission sync (``verbs.sources.SourceSync.sync_permissions``) lists them again on its own schedule
 and fills the group directory with the members of the Entra groups they name (``transitiveMembers``).
 
 Credentials are app-only (client credentials of an Entra app registration, its secret a vault reference resolved in

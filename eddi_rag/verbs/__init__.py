@@ -13,5 +13,8 @@ and output; every rule lives here once.
 - ``documents``: list, delete, purge expired, drop a store's chunks; a chunk switched on or off.
 - ``health``: a knowledge base's health, the doctor's checks, one verdict, a failed search explained.
 - ``turns``: one LLM task turn through the LlmTask hook.
+- ``sources``: a knowledge base's sources run, previewed, retried, purged, their permissions synced, their status and
+  connection; ``schedule`` starts the runs and permission syncs that are due. The connectors are below, in
+  ``eddi_rag.sources``.
 - ``feedback`` (votes), ``questions`` (test questions), ``keys``, ``variables``, ``collections``.
 """

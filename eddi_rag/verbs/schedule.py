@@ -21,9 +21,9 @@ from eddi_rag.config import IngestionSource
 from eddi_rag.sources.base import keeps_permissions
 from eddi_rag.sources.connectors import connector
 from eddi_rag.sources.runs import PERMISSIONS, SourceBusyError
-from eddi_rag.sources.sync import SourceSync
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
+from eddi_rag.verbs.sources import SourceSync
 
 log = logging.getLogger(__name__)
 
