@@ -417,7 +417,8 @@ def test_the_readme_path_opens_the_agents_page_on_a_working_turn(browser, tmp_pa
 
     import httpx
 
-    from tests.support.serving import free_port, wait_until_healthy
+    from tests.support.ports import free_port
+    from tests.support.serving import wait_until_healthy
 
     data, port = tmp_path / "data", free_port()
     cli = [sys.executable, "-m", "eddi_rag.cli"]

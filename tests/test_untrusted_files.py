@@ -23,7 +23,8 @@ from eddi_rag.ingest.limits import DocumentLimitError, DocumentLimits
 from eddi_rag.ingest.loaders import UnreadableDocumentError
 from eddi_rag.ingest.parsing import ParseCancelledError, parse
 from tests.support import bombs, files
-from tests.support.serving import free_port, wait_until_healthy
+from tests.support.ports import free_port
+from tests.support.serving import wait_until_healthy
 from tests.support.waiting import until
 
 MB = 1024 * 1024

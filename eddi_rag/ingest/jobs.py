@@ -43,7 +43,7 @@ from eddi_rag.ingest.job_records import (  # noqa: F401 - what callers import fr
 )
 from eddi_rag.ingest.job_states import CANCELLED, COMPLETED, MAX_ATTEMPTS, PENDING, PROCESSING, REEMBED, REFUSED, UNAVAILABLE, WAITING  # noqa: F401
 from eddi_rag.ingest.kept_files import KeptFiles
-from eddi_rag.ingest.worker import IngestionWorker, Progress, Runner  # noqa: F401
+from eddi_rag.ingest.worker import IngestionWorker, JobProgress, Runner  # noqa: F401
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
 

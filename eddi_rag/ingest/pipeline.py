@@ -34,7 +34,8 @@ from eddi_rag.ingest import ocr
 from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits, chunk_bound
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
-from eddi_rag.ingest.parsing import Report, parse
+from eddi_rag.ingest.parsing import parse
+from eddi_rag.ingest.progress import SILENT, Progress
 from eddi_rag.ingest.tokens import budget_for
 from eddi_rag.stores.base import DISABLED, Chunk
 
@@ -165,7 +166,7 @@ class Ingestor:
     ) -> IngestReport:
         return self.ingest(kb_id, config, Document(document, text, **fields), progress)
 
-    def reembed(self, kb_id: str, config: RagConfiguration, progress: Callable[[int, int], None] | None = None) -> int:
+    def reembed(self, kb_id: str, config: RagConfiguration, progress: Progress = SILENT) -> int:
         """Every chunk of ``kb_id`` embedded again with ``config``'s model (after a change of provider, model or
         dimensions): same ids, texts and metadata, new vectors. The store is rebuilt only once every vector is
         ready (a new model may have another dimension); if writing fails, the old chunks are put back.
@@ -178,8 +179,7 @@ class Ingestor:
         vectors: list[Any] = []
         for start in range(0, len(old), REEMBED_BATCH):
             vectors += model.embed_documents([c.text for c in old[start:start + REEMBED_BATCH]])
-            if progress is not None:
-                progress(len(vectors), len(old))
+            progress.embedded(len(vectors), len(old))
         fresh = [Chunk(c.id, c.text, {**c.metadata, "content_hash": content_hash(key, c.text)}, v) for c, v in zip(old, vectors)]
         self._rebuild(kb_id, config, fresh, old)
         return len(fresh)
@@ -202,27 +202,26 @@ class Ingestor:
             self.on_change(kb_id)
 
     def ingest_file(self, kb_id: str, config: RagConfiguration, document: str, data: bytes, fmt: str,
-                    progress: Callable[[int, int], None] | None = None, parsed: Report | None = None,
-                    cancelled: Callable[[], bool] = lambda: False, max_chars: int | None = None,
-                    warned: Callable[[str], None] | None = None, **fields: Any) -> IngestReport:
+                    progress: Progress = SILENT, max_chars: int | None = None, **fields: Any) -> IngestReport:
         """Ingest a file already detected as ``fmt`` (``loaders.detect``): parsed in a limited process
-        (``parsing.parse``: ``parsed`` hears the pages/rows read, ``cancelled`` stops it), its parts
+        (``parsing.parse``: ``progress`` hears the pages/rows read, and stops it when cancelled), its parts
         chunked one by one, each chunk carrying its part's citation (page, slide, sheet/row/cell...);
-        its text cut after ``max_chars`` characters (a source's ``maxContentLength``); ``warned`` hears what the
-        author should check (pages OCR read with low confidence; chunks switched off whose text is gone: a chunk
-        switched off whose text is still there stays off).
+        its text cut after ``max_chars`` characters (a source's ``maxContentLength``); ``progress`` also hears the
+        chunks embedded and what the author should check (pages OCR read with low confidence; chunks switched off whose
+        text is gone: a chunk switched off whose text is still there stays off).
         Raises UnreadableDocumentError (encrypted, corrupt, no text; DocumentLimitError over a limit)
         or ParseCancelledError before anything is stored."""
-        parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, parsed, cancelled,
-                      ocr_spec(config))
-        if warned is not None and (poor := ocr.poorly_read(parts)):
-            warned(poor)
+        parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, progress.parsed,
+                      progress.cancelled, ocr_spec(config))
+        if poor := ocr.poorly_read(parts):
+            progress.warn(poor)
         if max_chars is not None:
             parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)
-        report = self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress, file_bytes=len(data))
-        if warned is not None and report.gone_switched_off:
-            warned(f"{len(report.gone_switched_off)} chunk(s) switched off before are gone: their text is no longer in the "
+        report = self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress.embedded,
+                             file_bytes=len(data))
+        if report.gone_switched_off:
+            progress.warn(f"{len(report.gone_switched_off)} chunk(s) switched off before are gone: their text is no longer in the "
                    f"document ({'; '.join(repr(t) for t in report.gone_switched_off[:5])}); switch off what replaced them "
                    "if it should stay out of answers")
         return report

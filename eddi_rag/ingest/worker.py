@@ -1,5 +1,5 @@
 """The threads that run ingestion jobs in this process (EDDI_RAG_INGESTION_WORKERS, default 2): each takes a job
-(``job_claims``), runs it with a ``Progress`` of its own (what the job's work reports, and whether it should stop),
+(``job_claims``), runs it with a ``JobProgress`` of its own (what the job's work reports, and whether it should stop),
 and writes its outcome: completed (the document's file kept, earlier ones let go), failed with what fixes it,
 cancelled, or given back (the worker stopping, the state database or the knowledge base's store away: not an
 attempt; a store that is down is tried again after 5 s, doubling up to 5 minutes)."""
@@ -32,8 +32,8 @@ class _Cancelled(Exception):
     """Raised into a job's work when it should stop (cancelled, or the worker stopping)."""
 
 
-class Progress:
-    """One running job's: what its work reports (pages or rows parsed, chunks embedded; what its author should check)
+class JobProgress:
+    """One running job's ``ingest.progress.Progress``: what its work reports (pages or rows parsed, chunks embedded; what its author should check)
     and asks (should it stop?). The lease renewal keeps ``state`` where every replica reads it."""
 
     def __init__(self, job_id: str, stopping: threading.Event, acl: list[str] | None = None):
@@ -61,13 +61,13 @@ class Progress:
 
 
 # run(kb_id, version, document id, name, body, format, progress) -> number of chunks written
-Runner = Callable[[str, int, str, str, bytes, str, Progress], int]
+Runner = Callable[[str, int, str, str, bytes, str, JobProgress], int]
 
 
 class IngestionWorker:
     def __init__(self, claims: JobClaims, kept: KeptFiles, run: Runner, redact: Callable[[str], str], workers: int):
         self.claims, self.kept, self.run, self.redact, self.workers = claims, kept, run, redact, workers
-        self.running: dict[str, Progress] = {}  # the jobs this process runs now
+        self.running: dict[str, JobProgress] = {}  # the jobs this process runs now
         self._waits: dict[str, int] = {}  # job -> times its store was found down in a row
         self.wake = threading.Event()  # a job was queued here: look now
         self._claiming = threading.Lock()  # held from a claim until its job is held (idle() waits for it)
@@ -105,7 +105,7 @@ class IngestionWorker:
 
     def _run(self, r: Any) -> None:
         job_id = r["id"]
-        progress = self.running[job_id] = Progress(job_id, self._stop, None if r["acl"] is None else json.loads(r["acl"]))
+        progress = self.running[job_id] = JobProgress(job_id, self._stop, None if r["acl"] is None else json.loads(r["acl"]))
         outcome: Callable[[], Any]
         try:
             chunks = self.run(r["kb_id"], r["version"], r["document_id"] or r["document"], r["document"],

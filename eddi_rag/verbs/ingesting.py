@@ -14,7 +14,7 @@ from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.common.principals import parse_acl
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest import pages
-from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, Progress, UnknownIngestionError
+from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, JobProgress, UnknownIngestionError
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import EXTENSIONS, detect
 from eddi_rag.ingest.parsing import render
@@ -33,14 +33,13 @@ class NoOriginalError(EddiRagError):
     status = 409
 
 
-def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, str, str, bytes, str, Progress], int]:
+def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, str, str, bytes, str, JobProgress], int]:
     """What the ingestion queue runs for a job: the file ingested as ``document_id`` (its chunks' source:
     ``name``) with the configuration version the job was submitted against; returns its chunk count."""
-    def run(kb_id: str, version: int, document_id: str, name: str, data: bytes, fmt: str, progress: Progress) -> int:
+    def run(kb_id: str, version: int, document_id: str, name: str, data: bytes, fmt: str, progress: JobProgress) -> int:
         if fmt == REEMBED:  # every chunk again, with the current configuration's model
-            return ingestor.reembed(kb_id, kbs.get(kb_id), progress.embedded)
-        return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress.embedded,
-                                    progress.parsed, progress.cancelled, warned=progress.warn, source=name, acl=progress.acl,
+            return ingestor.reembed(kb_id, kbs.get(kb_id), progress)
+        return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress, source=name, acl=progress.acl,
                                     metadata={"ingestionId": progress.job_id}).chunks  # every chunk: who wrote it (EDDI's)
     return run
 
