@@ -16,7 +16,7 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.search import SearchRequest
 from tests.support import files
 from tests.support.fake_confluence import EMAIL, TOKEN, FakeConfluence
-from tests.support.kbs import make_kb
+from tests.support.kbs import make_kb, sources_read
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +39,7 @@ def world(tmp_path, monkeypatch):
         runtime.close()
 
 
-def read(runtime: Runtime, kb: str, reader: Reader, query: str) -> set[str]:
-    return {h.metadata["source"] for h in runtime.search.hits(SearchRequest(kb, query, reader=reader))}
+read = sources_read
 
 
 def page_reads(wiki: FakeConfluence) -> list[str]:

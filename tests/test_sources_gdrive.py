@@ -11,9 +11,8 @@ import pytest
 from eddi_rag.common.principals import Reader
 from eddi_rag.runtime import Runtime
 from eddi_rag.sources.gdrive import acl_of
-from eddi_rag.verbs.search import SearchRequest
 from tests.support.fake_drive import DOC, FakeDrive
-from tests.support.kbs import make_kb
+from tests.support.kbs import make_kb, sources_held, sources_read
 
 pytestmark = pytest.mark.integration
 
@@ -39,12 +38,7 @@ def world(tmp_path, monkeypatch):
         runtime.close()
 
 
-def names(runtime: Runtime, kb: str) -> set[str]:
-    return {c.metadata["source"] for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None)}
-
-
-def read(runtime: Runtime, kb: str, reader: Reader, query: str) -> set[str]:
-    return {h.metadata["source"] for h in runtime.search.hits(SearchRequest(kb, query, reader=reader))}
+names, read = sources_held, sources_read
 
 
 def downloads(drive: FakeDrive) -> list[str]:

@@ -15,9 +15,8 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.sources.sharepoint import acl_of
 from eddi_rag.verbs.knowledge_bases import ConfigValidationError
 from eddi_rag.verbs.schedule import SourceScheduler
-from eddi_rag.verbs.search import SearchRequest
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
-from tests.support.kbs import make_kb
+from tests.support.kbs import make_kb, sources_held, sources_read
 
 pytestmark = pytest.mark.integration
 
@@ -49,12 +48,11 @@ def world(tmp_path, monkeypatch):
 
 
 def names(runtime: Runtime, kb: str) -> set[str]:
-    return {c.metadata["source"].rsplit("/", 1)[-1] for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None)}
+    return {source.rsplit("/", 1)[-1] for source in sources_held(runtime, kb)}
 
 
 def read(runtime: Runtime, kb: str, user: str, query: str) -> set[str]:
-    hits = runtime.search.hits(SearchRequest(kb, query, reader=Reader(user)))
-    return {h.metadata["source"].rsplit("/", 1)[-1] for h in hits}
+    return {source.rsplit("/", 1)[-1] for source in sources_read(runtime, kb, Reader(user), query)}
 
 
 def downloads(graph: FakeGraph) -> list[str]:

@@ -19,3 +19,15 @@ def make_kb(face: Any, name: str = "kb", **config: Any) -> str:
     created = face.post("/ragstore/rags", json=body)
     assert created.status_code == 201, created.text
     return created.headers["Location"].split("/")[-1].split("?")[0]
+
+
+def sources_read(runtime: Runtime, kb: str, reader: Any, query: str) -> set[str]:
+    """The documents (their ``source``) whose chunks a search for ``query`` finds, read as ``reader``."""
+    from eddi_rag.verbs.search import SearchRequest
+
+    return {h.metadata["source"] for h in runtime.search.hits(SearchRequest(kb, query, reader=reader))}
+
+
+def sources_held(runtime: Runtime, kb: str) -> set[str]:
+    """The documents (their ``source``) the knowledge base holds chunks of."""
+    return {c.metadata["source"] for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None)}
