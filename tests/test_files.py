@@ -3,6 +3,8 @@ with their citation metadata; junk refused. Every file is made by the test with 
 
 from __future__ import annotations
 
+import codecs
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -152,9 +154,40 @@ def test_text_and_markdown_keep_working_on_the_eddi_path(api):
     assert {c.metadata.get("section") for c in chunks_of(api, "guide.md")} == {"# Guide", "# Guide > ## Tea"}
 
 
+def test_text_in_the_encodings_editors_save_is_read_whole(api):
+    """Issue 45: UTF-16 with its byte-order mark (Excel's "Unicode text", Windows' Notepad), Windows-1252 (Latin-1's
+    superset, what Western editors save) and a lone surrogate (half a UTF-16 pair, which no UTF-8 holds) are read,
+    not refused or failed."""
+    table = "item,price\nEspresso,2.40\nCafé crème,3.10\n"
+    assert ingest(api, "prices.csv", table.encode("utf-16"), "text/csv")["status"] == "completed"
+    assert "Café crème" in "\n".join(c.text for c in chunks_of(api, "prices.csv"))
+    notes = "Caf\xe9 cr\xe8me costs 3,10 \u20ac \u2014 served until noon.\r\n"
+    assert ingest(api, "notes.txt", notes.encode("cp1252"), "text/plain")["status"] == "completed"
+    assert chunks_of(api, "notes.txt")[0].text.startswith("Café crème costs 3,10 € — served")
+    assert ingest(api, "big-endian.md", "# Tea\n\nGreen tea is brewed at 80 degrees.".encode("utf-16-be").join(
+        [codecs.BOM_UTF16_BE, b""]), None)["status"] == "completed"
+    assert "Green tea is brewed" in chunks_of(api, "big-endian.md")[0].text
+    broken = "Before \ud83d after.".encode("utf-8", "surrogatepass")  # what a careless exporter writes
+    assert ingest(api, "halves.txt", broken.decode("utf-8", "surrogatepass").encode("utf-16", "surrogatepass"),
+                  "text/plain")["status"] == "completed"
+    assert chunks_of(api, "halves.txt")[0].text == "Before \ufffd after."
+    rtf = b"{\\rtf1\\ansi\\deff0{\\fonttbl{\\f0 Arial;}}{\\pard Half a pair \\u-10179? in an RTF.\\par}}"  # U+D83D alone
+    assert ingest(api, "halves.rtf", rtf, "application/rtf")["status"] == "completed"
+    assert "Half a pair \ufffd in an RTF." in chunks_of(api, "halves.rtf")[0].text
+
+
+def test_every_article_of_a_page_without_main_is_read(api):
+    """Issue 45: a page of several ``<article>``s (posts, an EPUB chapter of poems) kept only the first."""
+    page = "<html><body><nav>Home</nav>" + "".join(
+        f"<article><h2>Poem {n}</h2><p>Line of poem number {n}.</p></article>" for n in range(1, 6)) + "</body></html>"
+    assert ingest(api, "poems.html", page.encode(), "text/html")["status"] == "completed"
+    text = "\n".join(c.text for c in chunks_of(api, "poems.html"))
+    assert all(f"Line of poem number {n}." in text for n in range(1, 6)) and "Home" not in text
+
+
 @pytest.mark.parametrize("name,data,content_type,detected", [
     ("noise.bin", bytes(range(256)) * 20, "application/octet-stream", "binary data of unknown type"),
-    ("latin1.txt", "caf\xe9 cr\xe8me".encode("latin-1"), "text/plain", "invalid UTF-8 at byte 3"),
+    ("control.txt", "caf\xe9\x01\x02 cr\xe8me".encode("latin-1"), "text/plain", "neither a known binary format nor text"),
     ("photo.gif", files.GIF, "image/gif", "detected image/gif"),
     ("report.pdf", b"this is not a pdf at all", "application/pdf", "not pdf (declared application/pdf"),
     ("sheet.xlsx", b"hello", None, "not xlsx"),

@@ -3,9 +3,9 @@
 The type is decided from the content (magic bytes), the declared Content-Type and the file name's
 extension together (``detect``): a body whose bytes are a PDF is a PDF whatever it is called; a body
 declared or named as a binary format whose bytes are not that format, a binary body of any other
-type, or bytes that are not UTF-8 text, is refused with ``UnsupportedFileTypeError`` naming what
-was detected and what is supported. Among text formats the Content-Type wins when it is specific,
-then the extension, then a look at the content (``<html``), else plain text.
+type, or bytes that are not text (UTF-8; UTF-16 or UTF-32 with a byte-order mark; Windows-1252 without control
+characters), is refused with ``UnsupportedFileTypeError`` naming what was detected and what is supported. Among text
+formats the Content-Type wins when it is specific, then the extension, then a look at the content (``<html``), else plain text.
 
 ``load`` returns ``Part``s: the text of a page, a slide, a group of spreadsheet rows, or a whole
 Markdown text (``markdown=True``: its headings give each chunk its ``section``), each with the
@@ -21,7 +21,7 @@ import codecs
 import importlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any, Protocol
 
@@ -124,9 +124,10 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     if claimed is not None:
         raise _refuse(f"content that is not {claimed.name} (declared {declared_type or 'no Content-Type'}, "
                       f"name {filename or 'none'})")
-    if b"\x00" in data[:8192]:
+    encoding = next((e for bom, e in _BOMS if data.startswith(bom)), None)
+    if encoding is None and b"\x00" in data[:8192]:
         raise _refuse("binary data of unknown type")
-    text = _utf8_head(data)
+    text = _text_head(data, encoding)
     if declared is not None and declared_type not in _UNSPECIFIC:
         return declared.name
     if named is not None:
@@ -136,6 +137,20 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     if _looks_like_mail(text):
         return "mail"
     return "text"
+
+
+def _text_head(data: bytes, encoding: str | None, head: int = 65536) -> str:
+    """The first ``head`` characters of ``data`` as text: in the encoding its byte-order mark names, else UTF-8 (all of
+    it checked), else Windows-1252 when it holds no control character (``text_encoding``); UnsupportedFileTypeError
+    when it is none of them."""
+    if encoding is not None and encoding != "utf-8-sig":
+        return data[:head * 4].decode(encoding, "replace")[:head]
+    try:
+        return _utf8_head(data, head)
+    except UnsupportedFileTypeError:
+        if text_encoding(data) == "cp1252":
+            return data[:head].decode("cp1252")
+        raise
 
 
 def _utf8_head(data: bytes, head: int = 65536, step: int = 1 << 20) -> str:
@@ -149,8 +164,8 @@ def _utf8_head(data: bytes, head: int = 65536, step: int = 1 << 20) -> str:
         try:
             piece, used = codecs.utf_8_decode(data[at:at + step], "strict", final)
         except UnicodeDecodeError as e:
-            raise _refuse(f"bytes that are neither a known binary format nor UTF-8 text (invalid UTF-8 at byte "
-                          f"{at + e.start})") from e
+            raise _refuse(f"bytes that are neither a known binary format nor text (invalid UTF-8 at byte "
+                          f"{at + e.start}; not Windows-1252 text either: it holds control characters)") from e
         if len(text) < head:
             text += piece[:head - len(text)]
         at += used
@@ -211,8 +226,48 @@ def load(fmt: str, data: bytes, name: str, fits: Callable[[str], bool], counter:
         raise _refuse(repr(fmt))
     module = importlib.import_module(f"{__name__}.{fmt}")
     options = {"ocr": ocr or {"mode": "auto", "languages": ["eng"]}} if fmt in READ_BY_OCR else {}
-    return [p for p in module.load(data, name, fits, counter or _Uncounted(), **options) if p.text.strip()]
+    parts = module.load(data, name, fits, counter or _Uncounted(), **options)
+    return [replace(p, text=clean_text(p.text)) if _SURROGATE.search(p.text) else p for p in parts if p.text.strip()]
+
+
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")  # bytes no text file holds (not \t \n \f \r, ESC)
+
+
+def text_encoding(data: bytes) -> str | None:
+    """How ``data`` is text: the encoding its byte-order mark names (UTF-8, UTF-16, UTF-32), else UTF-8 when it is valid,
+    else Windows-1252 (Latin-1's superset, what Western editors save) when no byte is a control character no text
+    holds; None: not text."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding
+    try:
+        codecs.utf_8_decode(data, "strict", True)
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    if _CONTROL.search(data) is None:
+        try:
+            data.decode("cp1252")
+            return "cp1252"
+        except UnicodeDecodeError:  # (five bytes Windows-1252 leaves undefined)
+            return None
+    return None
 
 
 def decode_text(data: bytes) -> str:
-    return data.decode("utf-8-sig")
+    """``data`` as text (``text_encoding``), lone surrogates (a UTF-16 half no text can hold) as U+FFFD."""
+    encoding = text_encoding(data)
+    if encoding is None:
+        raise _refuse("bytes that are neither a known binary format nor text (UTF-8, UTF-16 or UTF-32 with its "
+                      "byte-order mark, or Windows-1252)")
+    return clean_text(data.decode(encoding, "replace"))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate (which no UTF-8 can hold: storing it fails) as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)

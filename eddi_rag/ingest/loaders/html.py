@@ -97,9 +97,13 @@ def to_markdown(html: str) -> str:
     drop_hidden(soup)
     for tag in soup.select('[role="navigation"], [role="banner"], [role="contentinfo"], [aria-hidden="true"]'):
         tag.decompose()
+    articles = soup.find_all("article")
+    outer = [a for a in articles if a.find_parent("article") is None]  # (an article inside another is read with it)
     main = (soup.find("main") or soup.find(attrs={"role": "main"})  # type: ignore[call-overload]  # bs4 takes attrs=
-            or soup.find("article") or soup.body or soup)
-    text = markdownify(str(main), heading_style="ATX", bullets="-", strip=["img"]).strip()
+            or (outer[0] if len(outer) == 1 else None) or soup.body or soup)
+    # several articles and no main: every one of them, in order (a page of posts, an EPUB chapter of poems)
+    shown = "".join(str(a) for a in outer) if len(outer) > 1 and main in (soup.body, soup) else str(main)
+    text = markdownify(shown, heading_style="ATX", bullets="-", strip=["img"]).strip()
     lines = [line.rstrip() for line in text.splitlines()]
     text = "\n".join(lines)
     while "\n\n\n" in text:
