@@ -176,6 +176,14 @@ def test_text_in_the_encodings_editors_save_is_read_whole(api):
     assert "Half a pair \ufffd in an RTF." in chunks_of(api, "halves.rtf")[0].text
 
 
+def test_a_copy_protected_pdf_is_read_as_every_reader_opens_it(api):
+    """Issue 45: a PDF with an owner password alone opens with the empty user password; one that asks a password to
+    be opened is still refused, naming why."""
+    protected = files.encrypted_pdf("Copy-protected minutes of the board.", owner_only=True)
+    assert ingest(api, "minutes.pdf", protected)["status"] == "completed"
+    assert "Copy-protected minutes of the board." in chunks_of(api, "minutes.pdf")[0].text
+
+
 def test_every_article_of_a_page_without_main_is_read(api):
     """Issue 45: a page of several ``<article>``s (posts, an EPUB chapter of poems) kept only the first."""
     page = "<html><body><nav>Home</nav>" + "".join(

@@ -28,11 +28,12 @@ def scanned_pdf(pages: int = 2) -> bytes:
     return bytes(doc.output())
 
 
-def encrypted_pdf(text: str, password: str = "s3cret") -> bytes:
+def encrypted_pdf(text: str, password: str = "s3cret", owner_only: bool = False) -> bytes:
+    """A PDF that asks ``password`` to be opened, or (``owner_only``) only to be changed: "copy-protected"."""
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf([text]))))
-    writer.encrypt(user_password=password, owner_password=password)
+    writer.encrypt(user_password="" if owner_only else password, owner_password=password)
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()

@@ -29,7 +29,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter, oc
 
     try:
         reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
+        # an owner password alone ("copy-protected") opens with the empty user password, as every reader opens it
+        if reader.is_encrypted and not reader.decrypt(""):
             raise UnreadableDocumentError(f"{name}: the PDF is encrypted; upload a copy without a password")
         meter.whole("pages", len(reader.pages))
         laid = [structure.read_page(page) for page in reader.pages]
