@@ -229,6 +229,3 @@ class JobRecords:
         """The pending or processing jobs of a knowledge base."""
         return [r["id"] for r in self.db.query(
             f"SELECT id FROM ingestion_jobs WHERE kb_id=? AND status IN ({', '.join('?' * len(WAITING))})", (kb_id, *WAITING))]
-
-    def waiting_count(self) -> int:
-        return int(self.db.query("SELECT COUNT(*) AS n FROM ingestion_jobs WHERE status IN (?, ?, ?)", WAITING)[0]["n"])

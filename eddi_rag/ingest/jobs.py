@@ -72,7 +72,19 @@ class IngestionQueue:
         self.kept = KeptFiles(db)
         self.worker = IngestionWorker(self.claims, self.kept, run, redact, workers or workers_from_env())
         self.records = JobRecords(db, max_queued, self.worker.progress)
-        self.max_queued, self.workers = self.records.max_queued, self.worker.workers
+
+    @property
+    def max_queued(self) -> int:
+        """Jobs that may wait at once (the records refuse more)."""
+        return self.records.max_queued
+
+    @max_queued.setter
+    def max_queued(self, n: int) -> None:
+        self.records.max_queued = n
+
+    @property
+    def workers(self) -> int:
+        return self.worker.workers
 
     # -- the records ------------------------------------------------------------------------
     def submit(self, kb_id: str, version: int, document: str, body: bytes | str, fmt: str = "text", append: bool = False,
@@ -81,9 +93,6 @@ class IngestionQueue:
         (``append``) land beside them under an id of their own (``<document>#<ingestion id>``), or
         (``document_id``) replace those of that document (a re-parse). ``acl``: who may read it (None: the ACL the
         document had). QueueFullError (429) when ``max_queued`` wait already."""
-        waiting = self.records.waiting_count()
-        if waiting >= self.max_queued:
-            raise QueueFullError(f"{waiting} ingestions are waiting (at most {self.max_queued}); try again later")
         job = self.records.submit(kb_id, version, document, body, fmt, append, document_id, acl)
         self.worker.wake.set()
         return job
