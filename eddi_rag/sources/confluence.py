@@ -152,14 +152,10 @@ class ConfluenceConnector:
 
     def _page(self, wiki: _Wiki, source: IngestionSource, space: dict[str, Any], page: dict[str, Any],
               acl: list[str] | None) -> Item:
-        ctx, spec, url = wiki.ctx, wiki.spec, f"{wiki.base}/api/v2/pages/{page['id']}"
+        url = f"{wiki.base}/api/v2/pages/{page['id']}"
 
         def fetch() -> tuple[bytes, str | None]:
-            if not wiki.api.closed:
-                body = wiki.api.get(url, {"body-format": "storage"}).get("body", {}).get("storage", {}).get("value", "")
-            else:
-                with _api(ctx, spec) as api:
-                    body = api.get(url, {"body-format": "storage"}).get("body", {}).get("storage", {}).get("value", "")
+            body = wiki.api.get(url, {"body-format": "storage"}).get("body", {}).get("storage", {}).get("value", "")
             title = str(page.get("title", ""))
             return f"<html><head><title>{_escape(title)}</title></head><body><h1>{_escape(title)}</h1>{body}</body></html>".encode(), "text/html"
 
@@ -170,7 +166,7 @@ class ConfluenceConnector:
                     metadata={"space": space.get("key")})
 
     def _attachments(self, wiki: _Wiki, source: IngestionSource, page: dict[str, Any], acl: list[str] | None, sink: Sink) -> bool:
-        ctx, spec = wiki.ctx, wiki.spec
+        ctx = wiki.ctx
         for att in wiki.results(f"/api/v2/pages/{page['id']}/attachments", {"limit": 250}):
             document_id = f"{source.effective_id}/{page['id']}/{att['id']}"
             size, limit = int(att.get("fileSize") or 0), ctx.max_bytes
@@ -180,10 +176,7 @@ class ConfluenceConnector:
             link = f"{wiki.base}{att['downloadLink']}"
 
             def fetch(link: str = link) -> tuple[bytes, str | None]:
-                if not wiki.api.closed:
-                    return wiki.api.download(link, ctx.max_bytes)
-                with _api(ctx, spec) as api:
-                    return api.download(link, ctx.max_bytes)
+                return wiki.api.download(link, ctx.max_bytes)
 
             name = f"{page.get('title') or page['id']}.html > {att.get('title') or att['id']}"  # cited inside its page
             item = Item(document_id, name, fetch, acl=acl,

@@ -77,10 +77,7 @@ def _api(ctx: SourceContext, spec: GoogleDriveSource) -> JsonApi:
         assert key.get("type") == "service_account" and key["client_email"] and key["private_key"] and key["token_uri"]
     except (ValueError, TypeError, KeyError, AssertionError, AttributeError):
         raise GoogleDriveSourceError("gdrive.credentials: not a service account's JSON key") from None
-    account = ServiceAccount(key, spec.subject)
-    api = JsonApi(ctx.outbound, "Google Drive", deadline=ctx.deadline)
-    api.auth = lambda: {"Authorization": f"Bearer {account.token(api.client)}"}
-    return api
+    return JsonApi(ctx.outbound, "Google Drive", ServiceAccount(key, spec.subject), ctx.deadline)
 
 
 class _Drive:
@@ -217,10 +214,7 @@ class GoogleDriveConnector:
         name = entry.get("name", entry["id"]) + {"text/html": ".html", "text/csv": ".csv", "text/plain": ".txt"}.get(export or "", "")
 
         def fetch() -> tuple[bytes, str | None]:
-            if not drive.api.closed:  # during the sync: its client and token
-                return drive.api.download(url, ctx.max_bytes)
-            with _api(ctx, spec) as api:  # after it (a retry's)
-                return api.download(url, ctx.max_bytes)
+            return drive.api.download(url, ctx.max_bytes)
 
         return Item(f"{source.effective_id}/{entry['id']}", name, fetch, acl=drive.acl(entry["id"]) if spec.permissions else None,
                     version=str(entry.get("version") or entry.get("modifiedTime") or "") or None, url=entry.get("webViewLink"),

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Protocol
 
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
@@ -89,18 +90,29 @@ def _said(response: httpx.Response) -> str:
     return ""
 
 
-class JsonApi:
-    """One service, for one sync: ``get`` a JSON document, ``pages`` of a listing, ``download`` a file."""
+class BearerToken(Protocol):
+    def token(self, client: httpx.Client) -> str:
+        """An access token, fetched through ``client`` when the one kept has expired."""
 
-    def __init__(self, outbound: OutboundPolicy, what: str, auth: ClientCredentials | Callable[[], dict[str, str]] | None = None,
+
+class JsonApi:
+    """One service, for one sync: ``get`` a JSON document, ``pages`` of a listing, ``download`` a file. Its client is
+    kept open for the sync; a call after it is closed (a document fetched by a retry, a preview) opens a client of its
+    own for that call, with the same token."""
+
+    def __init__(self, outbound: OutboundPolicy, what: str, auth: BearerToken | Callable[[], dict[str, str]] | None = None,
                  deadline: float | None = None, attempts: int = ATTEMPTS):
         self.outbound, self.what, self.auth, self.deadline, self.attempts = outbound, what, auth, deadline, attempts
         self.client = outbound.client(timeout=30)
         self.waited = 0.0  # seconds spent obeying the service's throttling
 
-    @property
-    def closed(self) -> bool:
-        return self.client.is_closed
+    @contextmanager
+    def _session(self) -> Iterator[httpx.Client]:
+        if not self.client.is_closed:
+            yield self.client
+            return
+        with self.outbound.client(timeout=30) as client:
+            yield client
 
     def close(self) -> None:
         self.client.close()
@@ -111,10 +123,12 @@ class JsonApi:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _headers(self) -> dict[str, str]:
-        if isinstance(self.auth, ClientCredentials):
-            return {"Authorization": f"Bearer {self.auth.token(self.client)}"}
-        return self.auth() if self.auth is not None else {}
+    def _headers(self, client: httpx.Client) -> dict[str, str]:
+        if self.auth is None:
+            return {}
+        if callable(self.auth):
+            return self.auth()
+        return {"Authorization": f"Bearer {self.auth.token(client)}"}
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -126,10 +140,10 @@ class JsonApi:
         log.info("%s throttled (%s): waiting %.1f s", self.what, exc, wait)
         return wait
 
-    def _send(self, method: str, url: str, stream: bool = False, **kwargs: Any) -> httpx.Response:
+    def _send(self, client: httpx.Client, method: str, url: str, stream: bool = False, **kwargs: Any) -> httpx.Response:
         def once() -> httpx.Response:
-            request = self.client.build_request(method, url, headers=self._headers(), **kwargs)
-            response = self.client.send(request, stream=stream)
+            request = client.build_request(method, url, headers=self._headers(client), **kwargs)
+            response = client.send(request, stream=stream)
             if response.status_code in (429, 503):
                 response.close()
                 if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -147,7 +161,8 @@ class JsonApi:
             raise ServiceError(f"{self.what}: {type(e).__name__}: {e}") from None
 
     def get(self, url: str, params: dict[str, Any] | None = None) -> Any:
-        response = self._send("GET", url, params=params)
+        with self._session() as client:
+            response = self._send(client, "GET", url, params=params)
         if response.status_code == 410:
             raise ServiceGoneError(f"{self.what}: {_said(response) or 'gone'} (HTTP 410)", 410)
         if response.status_code >= 400:
@@ -168,17 +183,18 @@ class JsonApi:
     def download(self, url: str, max_bytes: int | None = None) -> tuple[bytes, str | None]:
         """A file's bytes and Content-Type (redirects followed through the guard; the token is not sent to another
         host), at most ``max_bytes``."""
-        response = self._send("GET", url, stream=True)
-        try:
-            if response.status_code >= 400:
-                response.read()
-                raise ServiceError(f"{self.what}: download answered HTTP {response.status_code} {_said(response)}",
-                                   response.status_code)
-            data = bytearray()
-            for piece in response.iter_bytes():
-                data += piece
-                if max_bytes is not None and len(data) > max_bytes:
-                    raise ServiceError(f"{self.what}: a file over the limit of {max_bytes:,} bytes (EDDI_RAG_MAX_UPLOAD_MB)")
-            return bytes(data), response.headers.get("content-type")
-        finally:
-            response.close()
+        with self._session() as client:
+            response = self._send(client, "GET", url, stream=True)
+            try:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ServiceError(f"{self.what}: download answered HTTP {response.status_code} {_said(response)}",
+                                       response.status_code)
+                data = bytearray()
+                for piece in response.iter_bytes():
+                    data += piece
+                    if max_bytes is not None and len(data) > max_bytes:
+                        raise ServiceError(f"{self.what}: a file over the limit of {max_bytes:,} bytes (EDDI_RAG_MAX_UPLOAD_MB)")
+                return bytes(data), response.headers.get("content-type")
+            finally:
+                response.close()

@@ -172,13 +172,10 @@ class SharePointConnector:
         assert spec is not None
         item_id = entry["id"]
         content = f"{graph.base}/drives/{drive_id}/items/{item_id}/content"
-        limit, ctx = graph.ctx.max_bytes, graph.ctx
+        limit = graph.ctx.max_bytes
 
         def fetch() -> tuple[bytes, str | None]:
-            if not graph.api.closed:  # during the sync: its client and token
-                return graph.api.download(content, limit)
-            with _api(ctx, spec) as api:  # after it (a preview's, a retry's)
-                return api.download(content, limit)
+            return graph.api.download(content, limit)
 
         return Item(f"{source.effective_id}/{drive_id}/{item_id}", name, fetch,
                     acl=graph.acl(drive_id, item_id) if spec.permissions else None, version=entry.get("eTag"),
