@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from eddi_rag.common import jsonvalues
+from eddi_rag.common.quoting import quoted
 from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
@@ -593,11 +594,7 @@ class LlmTaskRag(BaseModel):
 
     def framed(self, body: str, what: str) -> str:
         """Retrieved text as the model is shown it: quoted (``contextFraming``, ours) or as it is (EDDI's)."""
-        if self.contextFraming == "none":
-            return body
-        from eddi_rag.common.quoting import quoted
-
-        return quoted(body, what)
+        return body if self.contextFraming == "none" else quoted(body, what)
 
     def grounding(self) -> str:
         if self.groundingInstructions is True:

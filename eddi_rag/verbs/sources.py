@@ -262,7 +262,7 @@ class SourceSync:
     # -- permissions kept by the source ------------------------------------------------------
     def start_permissions(self, kb_id: str, source_id: str) -> Run:
         """A permission sync on a background thread; returns it RUNNING (409 while the source is held)."""
-        config, source, kind = self._permission_source(kb_id, source_id)
+        source, kind = self._permission_source(kb_id, source_id)
         run = self.run_records.begin(kb_id, source.effective_id, PERMISSIONS)
         threading.Thread(target=self._permissions, args=(kb_id, source, kind, run), daemon=True,
                          name=f"eddi-rag-permissions-{source.effective_id}").start()
@@ -272,16 +272,16 @@ class SourceSync:
         """Who may read each document the source brought, as the source says now, written to the chunks' ACLs without
         reading or embedding anything (a document the source no longer lists: nobody); and the group directory's
         memberships from the source's groups. A run of kind ``permissions`` in the source's history."""
-        config, source, kind = self._permission_source(kb_id, source_id)
+        source, kind = self._permission_source(kb_id, source_id)
         return self._permissions(kb_id, source, kind, self.run_records.begin(kb_id, source.effective_id, PERMISSIONS))
 
-    def _permission_source(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource, PermissionSource]:
-        config, source = self._runnable(kb_id, source_id)
+    def _permission_source(self, kb_id: str, source_id: str) -> tuple[IngestionSource, PermissionSource]:
+        _, source = self._runnable(kb_id, source_id)
         kind = connector(source.type)
         if not keeps_permissions(kind, source):
             raise NoPermissionsError(f"source {source.effective_id!r} ({source.type}) keeps no permissions of its own: its "
                                      "documents are read by settings.acl")
-        return config, source, cast(PermissionSource, kind)
+        return source, cast(PermissionSource, kind)
 
     def _permissions(self, kb_id: str, source: IngestionSource, kind: PermissionSource, run: Run) -> Run:
         sid = source.effective_id
