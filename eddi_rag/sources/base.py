@@ -11,7 +11,7 @@ absence); one cut short at a limit, or a delta, concludes nothing about what it 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -141,11 +141,11 @@ class FileNotFoundInSourceError(EddiRagError, LookupError):
     status = 404
 
 
-def gone(name: str) -> Item:
-    """A document its source no longer holds: reading it fails, naming it."""
+def gone(name: str, document_id: str | None = None) -> Item:
+    """A document its source no longer holds (its id: ``document_id``, else ``name``): reading it fails, naming it."""
     def fetch() -> tuple[bytes, str | None]:
         raise FileNotFoundInSourceError(f"{name}: the file is no longer in the source")
-    return Item(name, name, fetch)
+    return Item(document_id or name, name, fetch)
 
 
 class _Finder:
@@ -173,4 +173,4 @@ def listed_again(connector: SourceConnector, ctx: SourceContext, source: Ingesti
     """``one`` for a connector whose documents cannot be fetched alone: the source listed again, up to the document."""
     finder = _Finder(document_id)
     connector.sync(ctx, source, None, finder)
-    return finder.found or replace(gone(name), document_id=document_id)
+    return finder.found or gone(name, document_id)

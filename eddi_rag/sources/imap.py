@@ -23,7 +23,7 @@ from typing import Any
 from eddi_rag.config import ImapSource, IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.sources import Item, holding
-from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, cursor_part
+from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, cursor_part, gone
 
 HEADERS = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID FROM SUBJECT)]"
 BATCH = 500  # UIDs per FETCH of headers
@@ -122,8 +122,7 @@ class ImapConnector:
         for start in range(0, len(new), BATCH):
             fetched = client.fetch(new[start:start + BATCH], [HEADERS, "RFC822.SIZE"])
             for uid, data in fetched.items():
-                head = BytesHeaderParser(policy=email_policy).parsebytes(
-                    next((v for k, v in data.items() if k.startswith(b"BODY[HEADER")), b""))
+                head = _header(data)
                 taken = _sender_allowed(str(head.get("From", "")), spec.senders)
                 document_id = _document_id(sid, folder, str(head.get("Message-ID", "")), validity, uid) if taken else ""
                 found[uid] = (document_id, str(head.get("Subject", "")), int(data.get(b"RFC822.SIZE", 0)))
@@ -157,17 +156,20 @@ class ImapConnector:
             validity = int(client.select_folder(folder, readonly=True)[b"UIDVALIDITY"])
             uids = sorted(int(u) for u in client.search("ALL"))
             for uid, data in client.fetch(uids, [HEADERS]).items() if uids else []:
-                head = BytesHeaderParser(policy=email_policy).parsebytes(
-                    next((v for k, v in data.items() if k.startswith(b"BODY[HEADER")), b""))
+                head = _header(data)
                 if _document_id(source.effective_id, folder, str(head.get("Message-ID", "")), validity, uid) == document_id:
                     body, _ = _reader(client, uid)()
                     return Item(document_id, name, holding(body, "message/rfc822"), version=f"{validity}:{uid}",
                                 media_type="message/rfc822", metadata={"folder": folder})
         finally:
             client.logout()
-        from eddi_rag.sources.base import gone
+        return gone(name, document_id)
 
-        return Item(document_id, name, gone(name).fetch)
+
+def _header(data: dict[bytes, Any]) -> Any:
+    """The header fields a FETCH of HEADERS answered for one mail, parsed."""
+    return BytesHeaderParser(policy=email_policy).parsebytes(
+        next((v for k, v in data.items() if k.startswith(b"BODY[HEADER")), b""))
 
 
 def _reader(client: Any, uid: int) -> Callable[[], tuple[bytes, str | None]]:
