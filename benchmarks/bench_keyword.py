@@ -46,14 +46,14 @@ sys.path.insert(0, str(ROOT))
 import Stemmer  # noqa: E402
 
 from eddi_rag.backends import registry  # noqa: E402
-from eddi_rag.retrieval.retriever import OVERFETCH, scope  # noqa: E402
+from eddi_rag.retrieval.retriever import POOL, scope  # noqa: E402
 from eddi_rag.state.sqlite import Database  # noqa: E402
 from eddi_rag.stores.base import Chunk, StoreContext  # noqa: E402
 from eddi_rag.stores.embedded import sqlite as sqlite_store  # noqa: E402
 from eddi_rag.stores.embedded.bm25 import Bm25Index  # noqa: E402
 
 T = TypeVar("T")
-K = 5 * OVERFETCH
+K = POOL  # what a hybrid search asks each side for
 PORTER = Stemmer.Stemmer("porter")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

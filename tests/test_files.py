@@ -312,3 +312,57 @@ def test_tables_in_docx_and_pptx_read_as_header_value_lines():
     docx = files.docx([("table", "Item|Qty\nAnvil|12"), ("table", "Only|A|Header")])
     (part,) = loaders.load("docx", docx, "t.docx", lambda s: True)
     assert part.text == "Item: Anvil\nQty: 12\n\nOnly | A | Header"
+
+
+def test_a_password_protected_office_file_is_refused_as_such_not_as_a_legacy_one(api):
+    """Issue 45: a .xlsx encrypted to open (msoffcrypto-tool, as Office encrypts it) was called "a legacy .doc, .xls
+    or .ppt"; now it is named for what it is, with its fix. A legacy file is told to be saved in the new format."""
+    import io
+
+    import msoffcrypto.format.ooxml
+
+    plain, locked = io.BytesIO(files.xlsx(STOCKS)), io.BytesIO()
+    msoffcrypto.format.ooxml.OOXMLFile(plain).encrypt("s3cret", locked)
+    r = api.post(f"{BASE}/{api.kb}/ingest?documentName=stock.xlsx", content=locked.getvalue(),
+                 headers={"Content-Type": XLSX_TYPE})
+    assert r.status_code == 422, r.text
+    assert "password-protected Office file" in r.json()["error"] and "Remove the password" in r.json()["error"]
+    with pytest.raises(UnsupportedFileTypeError, match=r"legacy \.doc, \.xls or \.ppt: save it as \.docx"):
+        detect(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504), None, "old.xls")
+    assert chunks_of(api, "stock.xlsx") == []
+
+
+def test_a_docx_text_box_is_read_once(api):
+    """Issue 45: DOCX text boxes (a callout beside the text) were not read; Word writes each twice (DrawingML and a
+    VML copy), and it is read once."""
+    data = files.docx_with_text_box("The office opens at eight.", "Callout: the office is closed on public holidays.")
+    assert ingest(api, "office.docx", data)["status"] == "completed"
+    text = "\n".join(c.text for c in chunks_of(api, "office.docx"))
+    assert "The office opens at eight." in text and text.count("closed on public holidays") == 1, text
+
+
+def test_a_pptx_chart_s_title_and_numbers_are_read(api):
+    """Issue 45: a chart's title and data (what a reader of the slide sees) were not read. python-pptx writes the
+    chart, with its data cache, as PowerPoint does."""
+    import io
+
+    from pptx import Presentation
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Results"
+    data = CategoryChartData()
+    data.categories = ["Q1", "Q2"]
+    data.add_series("Revenue", (120.5, 140))
+    chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(6), Inches(4), data).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Revenue by quarter"
+    out = io.BytesIO()
+    deck.save(out)
+    assert ingest(api, "results.pptx", out.getvalue())["status"] == "completed"
+    text = "\n".join(c.text for c in chunks_of(api, "results.pptx"))
+    assert "Chart: Revenue by quarter" in text and "Category: Q2" in text and "Revenue: 140" in text, text
+    assert "Revenue: 120.5" in text

@@ -125,6 +125,18 @@ def test_a_corrupt_file_of_each_new_format_fails_with_its_reason(client):
     assert client.get("/health").status_code == 200
 
 
+def test_an_odt_with_a_formula_is_read_around_it(client):
+    """Issue 45: LibreOffice Math's objects name their DTD; odfpy's safe parser refused the reference and the whole
+    document failed as corrupt."""
+    kb = make_kb(client, "Physics", minScore=0)
+    data = documents.odt_with_formula("Mass and energy are equivalent.", "The constant is the speed of light squared.")
+    status = ingested(client, kb, "physics.odt", data)
+    assert status["status"] == "completed", status
+    stored = client.runtime.stores.get(kb, client.runtime.rag_config(kb)).get({"source": "physics.odt"})
+    text = " ".join(c.text for c in stored)
+    assert "Mass and energy are equivalent." in text and "speed of light squared" in text
+
+
 def test_a_mail_s_chunks_list_names_the_attachment_each_chunk_is_in(client):
     kb = make_kb(client, "Mail", minScore=0, chunkStrategy="recursive", chunkSize=300, chunkOverlap=0)
     ingested(client, kb, "quarterly.eml", quarterly().as_bytes())

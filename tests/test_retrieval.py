@@ -52,13 +52,47 @@ def test_hybrid_puts_the_exact_match_first_and_keeps_semantic_neighbours(kb, run
     assert sources(runtime, kb_id, "my card was declined", max_results=1) == ["declined.md"]
 
 
-def test_every_mode_reports_cosine_relevance_so_min_score_keeps_its_meaning(kb, runtime):
-    for mode in ("keyword", "hybrid"):
-        kb_id = kb(searchMode=mode)
-        hits = runtime.query(kb_id, "ERR-4711", max_results=5)
-        assert all(0 <= h.score <= 1 and h.score == pytest.approx((h.similarity + 1) / 2) for h in hits)
-        best = max(h.score for h in hits)
-        assert runtime.query(kb_id, "ERR-4711", max_results=5, min_score=best + 1e-6) == []
+def test_every_mode_orders_by_the_score_it_shows_so_min_score_keeps_a_prefix(kb, runtime):
+    """Issue 45, point 1: minScore 0.79 had dropped the first-ranked right page (cosine 0.783) and kept two wrong
+    ones; now a result's score is the one it is ordered by, so minScore only ever cuts the order's tail."""
+    for mode, fusion in (("keyword", "weighted"), ("hybrid", "weighted"), ("hybrid", "rrf"), ("vector", "weighted")):
+        kb_id = kb(searchMode=mode, fusion=fusion)
+        hits = runtime.query(kb_id, "is my card accepted", max_results=5)
+        scores = [h.score for h in hits]
+        assert hits and scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores), (mode, fusion)
+        for cut in scores:
+            kept = runtime.query(kb_id, "is my card accepted", max_results=5, min_score=cut)
+            assert [h.id for h in kept] == [h.id for h in hits if h.score >= cut], (mode, fusion, cut)
+        assert all(-1 <= h.similarity <= 1 for h in hits)  # (each result keeps its cosine)
+
+
+@pytest.mark.parametrize("mode,fusion", [("hybrid", "weighted"), ("hybrid", "rrf"), ("keyword", "weighted")])
+def test_the_first_results_do_not_depend_on_how_many_are_asked_for(kb, runtime, mode, fusion):
+    """Issue 45, point 1: a pool of candidates per side that grew with maxResults made the first result at k=1 and
+    at k=5 differ (17 of 100 questions); each k's results are now the start of a larger k's."""
+    kb_id = kb(searchMode=mode, fusion=fusion)
+    for question in ("card payments", "what does ERR-4711 mean", "declined card bank limit", "refund to my card"):
+        ten = [h.id for h in runtime.query(kb_id, question, max_results=10)]
+        for k in range(1, 6):
+            assert [h.id for h in runtime.query(kb_id, question, max_results=k)] == ten[:k], (question, k)
+
+
+def test_a_chunk_only_the_vector_side_found_is_scored_on_the_keyword_side_too(runtime, monkeypatch):
+    """A keyword side that finds one chunk (as a pool too small for the corpus would): the vector side's finds still
+    have their BM25, from the store's keyword_scores, the same the keyword search gives them."""
+    from eddi_rag.stores.embedded.sqlite import SqliteStore
+
+    kb_id = make_kb(runtime, "payments", storeType="sqlite", minScore=0, searchMode="hybrid")
+    for doc, text in DOCS.items():
+        runtime.ingest(kb_id, doc, text)
+    store = runtime.stores.get(kb_id, runtime.knowledge_bases.get(kb_id))
+    full = {h.id: h.bm25 for h in store.keyword_search("card payments", 10)}
+    assert store.keyword_scores("card payments", list(full)) == pytest.approx(full)
+    search = SqliteStore.keyword_search
+    monkeypatch.setattr(SqliteStore, "keyword_search", lambda self, text, k, where=None: search(self, text, k, where)[:1])
+    hits = runtime.query(kb_id, "card payments", max_results=5)
+    scored = {h.id: (h.ranking["keyword"] or {}).get("bm25") for h in hits}
+    assert {i: b for i, b in scored.items() if i in full} == pytest.approx({i: round(b, 4) for i, b in full.items()}, abs=1e-4)
 
 
 def test_hybrid_needs_a_store_with_keyword_search(runtime):

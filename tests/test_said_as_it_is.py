@@ -58,3 +58,24 @@ def test_a_chat_model_that_does_not_answer_is_a_502_naming_where_it_is(runtime):
     with pytest.raises(ChatModelUnavailableError) as failed:
         runtime.turns.run(ConversationMemory(agent_id=agent, user_input="When does the train leave?"), chat_model=model)
     assert failed.value.status == 502 and "gpt-4o-mini" in str(failed.value) and "127.0.0.1:9" in str(failed.value)
+
+
+def test_a_save_says_what_will_not_work_as_expected_with_its_fix(client):
+    """Issue 45, points 3 and 4: a knowledge base saved without storeType (EDDI's in-memory: gone after a restart) or
+    without an embedding provider answered 201 with no warning; the ingestions then failed with kind "dependency",
+    "retry later", where only the configuration helps."""
+    saved = client.post("/ragstore/rags", json={"name": "bare"})
+    assert saved.status_code == 201, saved.text
+    said = {w["detail"].split(":")[0]: w for w in saved.json()["warnings"]}
+    assert "restart" in said["$.storeType"]["detail"] and 'storeType "sqlite"' in said["$.storeType"]["fix"]
+    assert 'embeddingProvider set ("local"' in said["$.embeddingProvider"]["fix"]
+    kb = saved.headers["Location"].split("/")[-1].split("?")[0]
+    checks = {c["check"]: c for c in client.get(f"/ragstore/rags/{kb}/verdict").json()["checks"]}
+    assert "restart" in checks["configuration"]["detail"] and 'storeType "sqlite"' in checks["configuration"]["fix"]
+    job = client.post(f"/ragstore/rags/{kb}/ingest", files={"file": ("a.md", b"# A\n\nSome text.", "text/markdown")}).json()["ingestions"][0]
+    client.app.state.runtime.jobs.wait_idle()
+    status = client.get(f"/ragstore/rags/{kb}/ingestion/{job['ingestionId']}/status").json()
+    assert status["status"].startswith("failed: ") and "embeddingProvider set" in status["status"], status
+    assert status["failure"]["kind"] == "configuration", status
+    fine = client.post("/ragstore/rags", json=KB)
+    assert fine.json()["warnings"] == [], fine.text

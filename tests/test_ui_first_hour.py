@@ -114,6 +114,13 @@ def test_one_verdict_on_the_list_health_and_agents_and_errors_with_their_fix(bro
     assert "EDDI_UI_NO_SUCH_KEY" in error and "Fix: set the environment variable" in error
     no_page_errors(browser)
 
+    # Issue 45, point 4: a knowledge base an EDDI client made without storeType lives in memory; its page says so
+    volatile = runtime.resources.create("rags", {"name": "Volatile", "embeddingProvider": "local"}).id
+    browser.get(f"{url}/ui/kbs/{volatile}/documents")
+    caution = has_text(browser, ".caution", "storeType").text
+    assert "after a restart they are gone" in caution and 'Fix: save a new version with storeType "sqlite"' in caution
+    no_page_errors(browser)
+
 
 def test_the_agent_page_says_which_knowledge_bases_are_empty_or_failing(browser, server):
     from pathlib import Path

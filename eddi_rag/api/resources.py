@@ -24,11 +24,12 @@ from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef, parse_uri
 def _created(ref: ResourceRef, status: int = 201, runtime: Any = None) -> Response:
     """EDDI's answer to a write (the new version's URI in Location; EDDI clients read nothing else); a knowledge
     base's also says whether it can answer as saved: {warnings: [{check, detail, fix}]} (a secret reference that does
-    not resolve yet: saved all the same, since an EDDI client may store the key after it)."""
+    not resolve yet: saved all the same, since an EDDI client may store the key after it; a store kept in memory; no
+    embedding provider: Health.save_warnings)."""
     headers = {"Location": ref.uri, "X-Resource-URI": ref.uri}
     if ref.kind == "rags":
-        problem = runtime.health.unresolved(ref.id) if runtime is not None else None
-        return JSONResponse({"warnings": [problem] if problem else []}, status_code=status, headers=headers)
+        return JSONResponse({"warnings": runtime.health.save_warnings(ref.id) if runtime is not None else []},
+                            status_code=status, headers=headers)
     return Response(status_code=status, headers=headers)
 
 

@@ -77,6 +77,10 @@ def cache_key(*parts: Any) -> str:
     return json.dumps(parts, sort_keys=True, default=str)
 
 
+NO_EMBEDDING_FIX = ('save the knowledge base with embeddingProvider set ("local" embeds offline, on this machine) or an '
+                    'embeddingProviderId that resolves, then ingest again')
+
+
 def embedding_key(config: RagConfiguration) -> str:
     """Identifies the embedding model of a configuration (provider + unresolved parameters); the
     factory caches models under the same key."""
@@ -120,7 +124,8 @@ class EmbeddingModelFactory:
     def for_config(self, config: RagConfiguration) -> Embeddings:
         """The KB's model. Raises EmbeddingDisabledError when it has none (see embeddings.references)."""
         if config.embedding_disabled or not config.embeddingProvider:
-            raise EmbeddingDisabledError(f"knowledge base {config.name!r}: embedding disabled: {config.embedding_disabled}")
+            raise EmbeddingDisabledError(f"knowledge base {config.name!r}: embedding disabled: {config.embedding_disabled}; "
+                                         f"{NO_EMBEDDING_FIX}")
         return self.get(config.embeddingProvider, config.embeddingParameters, config.tenant)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eddi_rag.config import RagConfiguration, load_schema, schema_errors
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 ENTRY_SCHEMA = "provider.schema.json"
 
@@ -43,8 +43,10 @@ CARRIED = ("apiKey", "baseUrl")  # what an entry gives a backend whose parameter
 
 
 class EmbeddingDisabledError(EddiRagError, RuntimeError):
-    """The knowledge base (or the runtime) has no embedding backend: ``reason`` says why."""
+    """The knowledge base (or the runtime) has no embedding backend: ``reason`` says why. Only its configuration can
+    help (retrying will not)."""
     status = 409
+    failure = CONFIGURATION
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ DEFAULT_LANGUAGES = ("eng",)
 MIN_TEXT_CHARS = 20  # a page whose text layer has fewer letters and digits than this is read as a scan (auto)
 DPI = 200  # a PDF page is rendered at this resolution for OCR
 LOW_CONFIDENCE = 0.7  # a page read with less is named in the ingestion's warnings (a clean 150-dpi scan: about 0.9)
+MIN_ORIENTATION_CONFIDENCE = 2.0  # Tesseract's orientation confidence from which a page is turned (its own advice)
 
 
 class OcrUnavailableError(UnreadableDocumentError):
@@ -43,6 +44,7 @@ class OcrPage:
     lines: list[OcrLine] = field(default_factory=list)
     width: int = 0
     height: int = 0
+    rotated: int = 0  # degrees clockwise the page was turned to be read upright (read)
 
     @property
     def text(self) -> str:
@@ -55,13 +57,15 @@ class OcrPage:
         return sum(line.confidence * len(line.text) for line in self.lines) / weight if weight else 0.0
 
 
-def poorly_read(parts: list[Any]) -> str | None:
-    """The warning for the pages OCR read with low confidence (each part's ``ocrConfidence``), or None."""
+def poorly_read(parts: list[Any], languages: list[str] | tuple[str, ...] = DEFAULT_LANGUAGES) -> str | None:
+    """The warning for the pages OCR read with low confidence (each part's ``ocrConfidence``), naming the likely
+    causes, or None. (A page scanned sideways or upside down is turned upright before this: ``read``.)"""
     pages = [p.metadata.get("page") for p in parts if p.metadata.get("ocrConfidence", 1.0) < LOW_CONFIDENCE]
     if not pages:
         return None
     return (f"OCR read page(s) {', '.join(map(str, pages))} with confidence below {LOW_CONFIDENCE}: their text may be "
-            "wrong; a sharper scan (300 dpi) reads better")
+            f"wrong. Likely causes: a blurred or low-resolution scan (300 dpi reads better), text in a language "
+            f"ocrLanguages does not name (this knowledge base reads {'+'.join(languages)}), or handwriting")
 
 
 def spec(mode: str = "auto", languages: list[str] | tuple[str, ...] = DEFAULT_LANGUAGES) -> dict[str, Any]:
@@ -104,11 +108,53 @@ def check(languages: list[str]) -> None:
 
 
 def read(image: Any, languages: list[str]) -> OcrPage:
-    """The lines Tesseract reads on a PIL image, in reading order (block, paragraph, line), each with its box and
-    confidence; a blank line between paragraphs."""
+    """The lines Tesseract reads on a PIL image, in reading order (block, paragraph, line), each with its box (in
+    ``image``'s pixels) and confidence; a blank line between paragraphs. A page read with low confidence is checked
+    for being sideways or upside down (Tesseract's orientation detection, about a second, only then) and read again
+    upright when it is; ``rotated`` says by how many degrees clockwise."""
+    os.environ["OMP_THREAD_LIMIT"] = "1"  # its OpenMP threads spin against each other on few cores (9x slower here)
+    page = _read(image, languages)
+    if page.confidence >= LOW_CONFIDENCE:
+        return page
+    turn = upright_turn(image)
+    if not turn:
+        return page
+    upright = _read(image.rotate(-turn, expand=True), languages)
+    if upright.confidence <= page.confidence:
+        return page
+    upright.lines = [replace(line, box=_turned_back(line.box, turn, image.width, image.height)) for line in upright.lines]
+    upright.width, upright.height, upright.rotated = image.width, image.height, turn
+    return upright
+
+
+def upright_turn(image: Any) -> int:
+    """How many degrees clockwise (90, 180, 270) ``image`` must turn to stand upright, by Tesseract's orientation and
+    script detection (Debian's ``osd`` pack, installed with ``tesseract-ocr``); 0 when it stands, or when the detection
+    is unsure or cannot run (too little text)."""
     import pytesseract
 
-    os.environ["OMP_THREAD_LIMIT"] = "1"  # its OpenMP threads spin against each other on few cores (9x slower here)
+    try:
+        osd = pytesseract.image_to_osd(image, output_type=pytesseract.Output.DICT)
+    except pytesseract.TesseractError:  # too few characters to tell, or no osd pack
+        return 0
+    turn = int(osd.get("rotate", 0)) % 360
+    return turn if turn in (90, 180, 270) and float(osd.get("orientation_conf", 0.0)) >= MIN_ORIENTATION_CONFIDENCE else 0
+
+
+def _turned_back(box: tuple[int, int, int, int], turn: int, width: int, height: int) -> tuple[int, int, int, int]:
+    """A box read on the image turned ``turn`` degrees clockwise, in the original image's pixels (``width`` ×
+    ``height``)."""
+    left, top, right, bottom = box
+    if turn == 90:  # (x, y) upright came from (y, height - x)
+        return top, height - right, bottom, height - left
+    if turn == 270:  # from (width - y, x)
+        return width - bottom, left, width - top, right
+    return width - right, height - bottom, width - left, height - top  # 180
+
+
+def _read(image: Any, languages: list[str]) -> OcrPage:
+    import pytesseract
+
     data = pytesseract.image_to_data(image, lang="+".join(languages), output_type=pytesseract.Output.DICT)
     page = OcrPage(width=image.width, height=image.height)
     current: tuple[int, int, int] | None = None

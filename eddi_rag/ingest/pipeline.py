@@ -213,7 +213,7 @@ class Ingestor:
         or ParseCancelledError before anything is stored."""
         parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, progress.parsed,
                       progress.cancelled, ocr_spec(config))
-        if poor := ocr.poorly_read(parts):
+        if poor := ocr.poorly_read(parts, config.ocrLanguages):
             progress.warn(poor)
         if max_chars is not None:
             parts = truncated(parts, max_chars)

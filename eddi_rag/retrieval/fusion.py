@@ -1,10 +1,13 @@
-"""Fusing ranked lists: weighted min-max-normalised scores, and reciprocal rank fusion."""
+"""Fusing ranked lists: weighted min-max-normalised scores, and reciprocal rank fusion; and the score a fused
+result carries (:func:`relevance`): its fused value on the scale of EDDI's relevance, so results are ordered by the
+score they show and ``minScore`` keeps a prefix of that order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 Ranked = Sequence[tuple[str, float]]  # (id, score), best first
+RRF_K = 60  # Cormack et al.'s constant
 
 
 def _normalised(ranked: Ranked) -> dict[str, float]:
@@ -22,10 +25,37 @@ def weighted(vector: Ranked, keyword: Ranked, vector_weight: float = 0.7, keywor
     return sorted(fused.items(), key=lambda x: (-x[1], x[0]))
 
 
-def reciprocal_rank(*lists: Ranked, k: int = 60) -> list[tuple[str, float]]:
+def reciprocal_rank(*lists: Ranked, k: int = RRF_K) -> list[tuple[str, float]]:
     """RRF (Cormack et al. 2009): sum over lists of 1 / (k + rank)."""
     fused: dict[str, float] = {}
     for ranked in lists:
         for rank, (i, _) in enumerate(ranked, 1):
             fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank)
     return sorted(fused.items(), key=lambda x: (-x[1], x[0]))
+
+
+def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str, vector_weight: float) -> list[tuple[str, float]]:
+    """Every candidate scored on both sides (``similarity``: its cosine, ``bm25``: its keyword score, 0 when it holds
+    none of the words), fused to a value in [0, 1], best first (ties: id). ``weighted``: ``w × v + (1 − w) × k``,
+    each side min-max normalised over the candidates; ``rrf``: the sum of 1 / (60 + rank) over the sides that
+    found it (a side ranks only what it matched), divided by its largest possible value (first on both)."""
+    vector = sorted(similarity.items(), key=lambda x: (-x[1], x[0]))
+    keyword = sorted(((i, s) for i, s in bm25.items() if s > 0), key=lambda x: (-x[1], x[0]))
+    if fusion == "rrf":
+        best = 2.0 / (RRF_K + 1)
+        fused = [(i, f / best) for i, f in reciprocal_rank(vector, keyword)]
+    else:
+        fused = weighted(vector, keyword, vector_weight, 1.0 - vector_weight)
+    seen = {i for i, _ in fused}
+    return fused + [(i, 0.0) for i, _ in vector if i not in seen]
+
+
+def relevance(fused: float, similarities: Sequence[float]) -> float:
+    """A fused value in [0, 1] as a relevance: ``low + (high − low) × fused``, ``low`` and ``high`` the least and
+    greatest of the candidates' relevances (cos + 1) / 2. Monotone in ``fused`` (so the order is the fused one), on
+    the scale ``minScore`` always had; a result first on both sides scores the best relevance among them."""
+    scores = [(s + 1.0) / 2.0 for s in similarities if s == s]  # (a chunk without its vector: NaN, left out)
+    if not scores:
+        return fused
+    low, high = min(scores), max(scores)
+    return low + (high - low) * fused

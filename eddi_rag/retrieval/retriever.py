@@ -1,8 +1,11 @@
 """Search one knowledge base: vector, keyword or hybrid, then keep what passes ``minScore``.
 
-Whatever the mode, every returned chunk carries its cosine relevance to the query (computed from
-its stored vector when only keyword search found it), so ``minScore`` keeps EDDI's meaning; the
-mode decides which chunks are candidates and in what order they come.
+A result's ``score`` is what results are ordered by and what ``minScore`` keeps to, so ``minScore`` always keeps a
+prefix of the order: in vector mode EDDI's relevance (cos + 1) / 2; in hybrid and keyword mode the fused relevance
+(``fusion.relevance``: the fused value on the candidates' relevance scale). Hybrid and keyword searches draw a pool of
+candidates whose size does not depend on ``maxResults`` (``POOL``) and score each on both sides (a chunk only one side
+found: its cosine from its stored vector, its BM25 from the store's ``keyword_scores``), so the first result is the
+same whether one or ten are asked for. Every result also carries its cosine (``similarity``).
 
 Every search is scoped inside the store's own filter (so k results still come back): chunks of
 another user (``private``), expired chunks (``expires`` and ``expiresAt`` <= now) and chunks the reader may not
@@ -26,14 +29,30 @@ from eddi_rag.common import metrics
 from eddi_rag.config import RagConfiguration
 from eddi_rag.retrieval.access import EVERYONE, Access, WithheldError
 from eddi_rag.retrieval.expansion import Passage, fill, gather
-from eddi_rag.retrieval.fusion import reciprocal_rank, weighted
+from eddi_rag.retrieval.fusion import fuse, relevance
 from eddi_rag.retrieval.rerankers import Reranker, RerankerFactory
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import DISABLED, KEYWORD_SEARCH, LIST_FILTERING, KeywordSearch, KnowledgeStore, SearchHit
+from eddi_rag.stores.base import (
+    DISABLED,
+    KEYWORD_SEARCH,
+    LIST_FILTERING,
+    KeywordHit,
+    KeywordScores,
+    KeywordSearch,
+    KnowledgeStore,
+    SearchHit,
+)
 from eddi_rag.stores.filters import value_kind
 from eddi_rag.stores.toolkit import normalise
 
-OVERFETCH = 3  # candidates per result each side contributes to a fusion
+# Candidates each side of a hybrid (or keyword) search scores, whatever maxResults is, so the first results do not
+# depend on how many are asked for (chosen by measuring: benchmarks/README.md, bench_ranking.py).
+POOL = 50
+
+
+def pool_size(k: int) -> int:
+    """How many candidates each side of a hybrid or keyword search draws when ``k`` results are asked for."""
+    return max(POOL, k)
 
 
 _ENABLED = filters.parse({DISABLED: {"$ne": True}})  # (parsed once: it is part of every search)
@@ -84,16 +103,18 @@ def newest_first_among_equals(hits: list[SearchHit], window: float) -> list[Sear
 
 
 def order_rule(config: RagConfiguration) -> str:
-    """How a search of ``config`` orders its results, in a sentence (a result's score is always the relevance
-    minScore keeps to)."""
+    """How a search of ``config`` orders its results, in a sentence (a result's score is the one minScore keeps to)."""
     if config.reranker != "none":
-        return f"By the reranker ({config.reranker}) score; a result's score is its relevance, which minScore keeps to."
+        return (f"By the reranker ({config.reranker}) score, among the candidates minScore kept; a result's score is "
+                "the search's, which minScore keeps to.")
     if config.searchMode == "keyword":
-        return "By keyword (BM25) rank; a result's score is its relevance, which minScore keeps to."
+        return ("By keyword (BM25) score; a result's score is that order on the relevance scale, which minScore "
+                "keeps to.")
     if config.searchMode == "hybrid":
         how = ("reciprocal rank fusion of the vector and keyword ranks" if config.fusion == "rrf" else
                f"{config.vectorWeight:g} × vector + {1 - config.vectorWeight:g} × keyword score, each scaled to 0–1")
-        return f"By {how}; a result's score is its relevance, which minScore keeps to."
+        return (f"By score: {how} among {POOL} candidates a side, on the relevance scale (the same whatever "
+                "maxResults is); minScore keeps to it.")
     if config.recencyWindow > 0:
         return f"By score; scores within {config.recencyWindow:g} of each other count as equal and the newest comes first."
     return "By score."
@@ -190,37 +211,52 @@ class Retriever:
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
                        k: int, where: filters.Node | None) -> list[SearchHit]:
+        """The best ``k`` of a pool of candidates whose size does not depend on ``k`` (``POOL``, or ``k`` when more are
+        asked), each scored on both sides: so the first results are the same whatever ``maxResults`` is, and each
+        result's score is the fused one it is ordered by (``fusion.relevance``)."""
         if KEYWORD_SEARCH not in store.capabilities:
             raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
+        pool = pool_size(k)
         with metrics.SEARCH_SECONDS.labels(config.storeType, "keyword").time():
-            keyword = cast(KeywordSearch, store).keyword_search(query, k * OVERFETCH, where=where)
-        if config.searchMode == "keyword":
-            order = [h.id for h in keyword[:k]]
-            found: dict[str, SearchHit] = {}
-            ranking = {h.id: {"by": "keyword", "keyword": {"rank": r, "bm25": round(h.bm25, 4)}}
-                       for r, h in enumerate(keyword[:k], 1)}
-        else:
+            keyword = cast(KeywordSearch, store).keyword_search(query, pool, where=where)
+        found: dict[str, SearchHit] = {}
+        if config.searchMode == "hybrid":
             with metrics.SEARCH_SECONDS.labels(config.storeType, "vector").time():
-                dense = store.search(vector, k * OVERFETCH, where=where)
-            found = {h.id: h for h in dense}
-            ranked_v, ranked_k = [(h.id, h.similarity) for h in dense], [(h.id, h.bm25) for h in keyword]
-            fused = (reciprocal_rank(ranked_v, ranked_k) if config.fusion == "rrf"
-                     else weighted(ranked_v, ranked_k, config.vectorWeight, 1.0 - config.vectorWeight))
-            order = [i for i, _ in fused[:k]]
-            ranking = _parts(config, ranked_v, ranked_k, dict(fused[:k]))
-        missing = [i for i in order if i not in found]
-        if missing:  # keyword-only finds: their cosine relevance, from the stored vectors
-            q = normalise(vector)[0]
-            for chunk in store.get(ids=missing):
-                sim = float(normalise(chunk.vector)[0] @ q) if chunk.vector is not None else float(np.nan)
-                found[chunk.id] = SearchHit(chunk.id, chunk.text, chunk.metadata, sim)
-        return [replace(found[i], ranking=ranking.get(i)) for i in order if i in found]
+                found = {h.id: h for h in store.search(vector, pool, where=where)}
+        bm25 = {h.id: h.bm25 for h in keyword}
+        unscored = [i for i in found if i not in bm25]  # the vector side's finds, on the keyword side
+        if unscored and isinstance(store, KeywordScores):
+            bm25.update({i: s for i, s in store.keyword_scores(query, unscored).items() if i in found})
+        bm25.update({i: 0.0 for i in unscored if i not in bm25})  # (a store that cannot say: below the pool's least)
+        self._with_vectors(store, vector, [h for h in keyword if h.id not in found], found)
+        similarity = {i: h.similarity for i, h in found.items()}
+        weight = 0.0 if config.searchMode == "keyword" else config.vectorWeight
+        fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)[:k]
+        ranking = _parts(config, similarity, bm25, dict(fused))
+        sims = list(similarity.values())
+        return [replace(found[i], ranking=ranking[i], ranked=round(relevance(f, sims), 6)) for i, f in fused]
+
+    @staticmethod
+    def _with_vectors(store: KnowledgeStore, vector: list[float], hits: list[KeywordHit], found: dict[str, SearchHit]) -> None:
+        """The keyword side's finds into ``found`` with their cosine to the query, from their stored vectors."""
+        if not hits:
+            return
+        q = normalise(vector)[0]
+        stored = {c.id: c.vector for c in store.get(ids=[h.id for h in hits])}
+        for h in hits:
+            v = stored.get(h.id)
+            sim = float(normalise(v)[0] @ q) if v is not None else float(np.nan)
+            found[h.id] = SearchHit(h.id, h.text, h.metadata, sim)
 
 
-def _parts(config: RagConfiguration, vector: list[tuple[str, float]], keyword: list[tuple[str, float]],
-           fused: dict[str, float]) -> dict[str, dict[str, Any]]:
-    """Each fused hit's vector and keyword part: its rank and score on each side (None where that side
-    did not find it), and the fused value that ordered it."""
-    v = {i: {"rank": r, "similarity": round(s, 4)} for r, (i, s) in enumerate(vector, 1)}
-    kw = {i: {"rank": r, "bm25": round(s, 4)} for r, (i, s) in enumerate(keyword, 1)}
+def _parts(config: RagConfiguration, similarity: dict[str, float], bm25: dict[str, float],
+          fused: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Each result's vector and keyword part among the candidates: its rank and score on each side (keyword None
+    where it holds none of the words; vector None in keyword mode), and the fused value that ordered it."""
+    v = {i: {"rank": r, "similarity": round(s, 4)}
+         for r, (i, s) in enumerate(sorted(similarity.items(), key=lambda x: (-x[1], x[0])), 1)}
+    kw = {i: {"rank": r, "bm25": round(s, 4)}
+          for r, (i, s) in enumerate(sorted(((i, s) for i, s in bm25.items() if s > 0), key=lambda x: (-x[1], x[0])), 1)}
+    if config.searchMode == "keyword":
+        return {i: {"by": "keyword", "fused": round(f, 6), "keyword": kw.get(i)} for i, f in fused.items()}
     return {i: {"by": config.fusion, "fused": round(f, 6), "vector": v.get(i), "keyword": kw.get(i)} for i, f in fused.items()}

@@ -36,18 +36,20 @@ class Chunk:
 
 @dataclass
 class SearchHit:
-    """One search result. ``score`` is EDDI's relevance (cos + 1) / 2 in [0, 1]."""
+    """One search result. ``score`` is what results are ordered by and ``minScore`` keeps to: EDDI's relevance
+    (cos + 1) / 2 in [0, 1], or the fused relevance a hybrid or keyword search set (``ranked``, on the same scale)."""
 
     id: str
     text: str
     metadata: dict[str, Any]
     similarity: float
     rerank_score: float | None = None  # a reranker's relevance, when one reordered the results
-    ranking: dict[str, Any] | None = None  # why it stands where it does, when not by score (retriever.explain)
+    ranking: dict[str, Any] | None = None  # how its score was made, when not by the vector alone (retriever.explain)
+    ranked: float | None = None  # the fused relevance of a hybrid or keyword search (retrieval.fusion)
 
     @property
     def score(self) -> float:
-        return (self.similarity + 1.0) / 2.0
+        return (self.similarity + 1.0) / 2.0 if self.ranked is None else self.ranked
 
     @property
     def distance(self) -> float:
@@ -210,3 +212,12 @@ class KeywordSearch(Protocol):
     ranking over the chunk texts."""
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]: ...
+
+
+@runtime_checkable
+class KeywordScores(Protocol):
+    """What a keyword-searching backend may also offer: the score ``keyword_search`` would give each of some chunks
+    (0 where a chunk holds none of the words), so a hybrid search scores a chunk only the vector side found on the
+    keyword side too."""
+
+    def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]: ...

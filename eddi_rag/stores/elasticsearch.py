@@ -238,6 +238,14 @@ class ElasticsearchStore(OverwriteThenPrune):
         hits = self.es.search(index=self.index, query=query, size=k, source=["chunk_id", "text", "metadata"])["hits"]["hits"]  # type: ignore[arg-type]
         return [KeywordHit(h["_source"]["chunk_id"], h["_source"]["text"], h["_source"]["metadata"], float(h["_score"])) for h in hits]
 
+    def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """The BM25 score ``keyword_search`` gives each of ``ids`` that matches (KeywordScores)."""
+        if self._dimension() is None or not ids or not text.strip():
+            return {}
+        query = {"bool": {"must": [{"match": {"text": text}}], "filter": [{"terms": {"chunk_id": list(ids)}}]}}
+        hits = self.es.search(index=self.index, query=query, size=len(ids), source=["chunk_id"])["hits"]["hits"]  # type: ignore[arg-type]
+        return {h["_source"]["chunk_id"]: float(h["_score"]) for h in hits}
+
     def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
         if self._dimension() is None or (ids is not None and not ids):

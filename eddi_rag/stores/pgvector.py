@@ -425,6 +425,17 @@ class PgVectorStore:
             rows = self._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()
         return [KeywordHit(id_, text, metadata, float(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
+    def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """The ts_rank_cd ``keyword_search`` gives each of ``ids`` that matches (KeywordScores)."""
+        terms = re.findall(r"\w+", text.lower())
+        if self._dimension is None or not terms or not ids:
+            return {}
+        query = pgsql.SQL("SELECT {id} AS id, metadata, ts_rank_cd({v}, q) FROM {t}, to_tsquery('english', %s) AS q "
+                          "WHERE {v} @@ q AND {by}").format(id=self._key, t=self._ident, v=self._tsv, by=self._by_ids)
+        with self._lock:
+            rows = self._conn.execute(query, [" | ".join(terms), self._ids(ids)]).fetchall()
+        return {self._row(r[0], None, r[1])[0]: float(r[2]) for r in rows}
+
     def get(
         self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:

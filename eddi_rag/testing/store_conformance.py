@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import LIST_FILTERING, Chunk, DimensionMismatchError, KnowledgeStore
+from eddi_rag.stores.base import LIST_FILTERING, Chunk, DimensionMismatchError, KeywordScores, KnowledgeStore
 
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 PAGING_CHUNKS = 3_000  # above the engines' page sizes (Chroma 1,000, Typesense 250, Elasticsearch 1,000...)
@@ -439,6 +439,18 @@ class KeywordTests(_Fixtures):
         assert {h.id for h in hits} == {"k0", "k2"} and all(h.bm25 > 0 for h in hits)
         assert [h.id for h in store.keyword_search("Vienna", 3, where={"i": {"$gt": 0}})] == ["k2"]
         assert store.keyword_search("zeppelin", 3) == []
+
+    def test_keyword_scores_are_the_keyword_search_scores(self, store):
+        """A backend scoring given chunks (KeywordScores, what a hybrid search asks of the vector side's finds) gives
+        each the score its keyword search gives it, and none to a chunk without the words."""
+        if not isinstance(store, KeywordScores):
+            pytest.skip(f"{type(store).__name__} scores no given chunks")
+        texts = ["the night train to Vienna", "goulash in the dining car", "a train timetable for Vienna and Graz", "apple strudel"]
+        store.upsert([Chunk(f"k{i}", t, {"i": i}, vec(1, i)) for i, t in enumerate(texts)])
+        searched = {h.id: h.bm25 for h in store.keyword_search("Vienna train", 4)}
+        scored = store.keyword_scores("Vienna train", ["k0", "k1", "k2", "k3"])
+        assert scored == pytest.approx(searched) and set(scored) == {"k0", "k2"}
+        assert store.keyword_scores("Vienna train", ["k2"]) == pytest.approx({"k2": searched["k2"]})
 
     def test_keyword_statistics_belong_to_each_knowledge_base(self, make):
         """BM25 of one KB must not change when another KB (on the same file or server) grows."""

@@ -25,6 +25,7 @@ from eddi_rag.common.secrets import is_reference
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.resource_types import MAX_VERSION, parse_uri
 from eddi_rag.verbs.eddi_export import secret_field
+from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -244,7 +245,7 @@ def _kb_page(request: Request, id: str, template: str, tab: str, **context: Any)
     caller, _, kb, config = _kb(request, id)
     said = request.query_params  # a message or error from a redirect (_back)
     return render(request, template, caller, kb=kb, config=config, tab=tab, message=said.get("message", "")[:500],
-                  error=said.get("error", "")[:500], **context)
+                  error=said.get("error", "")[:500], cautions=KnowledgeBases.warnings(config), **context)
 
 
 @router.get("/kbs/{id}/document")

@@ -160,9 +160,9 @@ class Health:
         config = self.kbs.substituted(self.kbs.resolve_embedding(config, tenant), tenant)  # as a query reads it
         via = f" (provider {config.embeddingProviderId!r})" if config.embeddingProviderId else ""
         shape = f"{config.embeddingProvider or '(no embedding)'}{via} → {config.storeType}"
-        if unused := self.kbs.warnings(data):
-            add("configuration", True, f"{shape}; " + "; ".join(f"{w['path']}: {w['message']}" for w in unused),
-                "remove the parameters named (EDDI ignores them too), then save a new version", level="warning")
+        if said := self.kbs.warnings(data):
+            add("configuration", True, f"{shape}; " + "; ".join(f"{w['path']}: {w['message']}" for w in said),
+                "; ".join(dict.fromkeys(w["fix"] for w in said)), level="warning")
         else:
             add("configuration", True, shape)
         try:
@@ -273,8 +273,8 @@ class Health:
         return add("secrets", True, "all references resolve")
 
     def unresolved(self, kb_id: str) -> dict[str, str] | None:
-        """The secrets check alone, as a save reports it: {check, detail, fix} when a reference does not resolve (the
-        configuration is saved: an EDDI client may store the key after it), None when every one does."""
+        """The secrets check alone: {check, detail, fix} when a reference does not resolve (the configuration is saved:
+        an EDDI client may store the key after it), or the store could not be checked; None when neither."""
         problem = self.unresolved_in(self.resources.read("rags", kb_id), self.resources.tenant_of("rags", kb_id))
         ownership = self.stores.ownership
         if problem is None and ownership is not None and any(c["how"] == UNVERIFIED for c in ownership.of_kb(kb_id)):
@@ -285,6 +285,14 @@ class Health:
                            "already then needs an admin to save with ?adopt=true); `eddi-rag doctor` checks it as soon "
                            "as the store can be reached"}
         return problem
+
+    def save_warnings(self, kb_id: str) -> list[dict[str, str]]:
+        """What a save answers beside the new version: each thing that keeps the knowledge base from answering as
+        its author likely expects, {check, detail, fix} (``unresolved``, then ``KnowledgeBases.warnings``)."""
+        problem = self.unresolved(kb_id)
+        said = [{"check": "configuration", "detail": f"{w['path']}: {w['message']}", "fix": w["fix"]}
+                for w in self.kbs.warnings(self.resources.read("rags", kb_id))]
+        return [problem, *said] if problem else said
 
     def unresolved_in(self, data: dict[str, Any], tenant: str) -> dict[str, str] | None:
         """``unresolved`` for a configuration not saved yet (the Manager's create dialog refuses it then)."""

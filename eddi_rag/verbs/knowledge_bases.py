@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from eddi_rag.backends import registry
+from eddi_rag.backends.factories import NO_EMBEDDING_FIX
 from eddi_rag.common import paths
 from eddi_rag.common.outbound import OutboundBlockedError, OutboundPolicy
 from eddi_rag.common.secrets import env_secret_errors
@@ -29,6 +30,9 @@ from eddi_rag.resources.variables import Variables
 from eddi_rag.resources.variables import references as variable_references
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.workflow.traversal import reference_errors
+
+IN_MEMORY_FIX = ('save a new version with storeType "sqlite" (the embedded store on this server\'s disk, offline), then '
+                 "ingest the documents again")
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +94,26 @@ class KnowledgeBases:
 
     @staticmethod
     def warnings(data: Any) -> list[dict[str, Any]]:
-        """What is saved but not used, as {path, message, value}: embeddingParameters the provider does not take
-        (EDDI logs and ignores them; so do we: ``registry.unused_embedding_parameters``)."""
-        if not isinstance(data, dict) or data.get("embeddingProviderId") or not isinstance(data.get("embeddingProvider"), str):
+        """What is saved but will not do what its author likely expects, as {path, message, value, fix}: a store kept
+        only in memory (EDDI's default, lost at a restart), no embedding provider (every ingestion would fail), and
+        embeddingParameters the provider does not take (EDDI logs and ignores them; so do we:
+        ``registry.unused_embedding_parameters``)."""
+        if not isinstance(data, dict):
             return []
-        params = data.get("embeddingParameters")
-        return registry.unused_embedding_parameters(data["embeddingProvider"], params) if isinstance(params, dict) else []
+        out: list[dict[str, Any]] = []
+        if data.get("storeType", "in-memory") == "in-memory":
+            out.append({"path": "$.storeType", "value": data.get("storeType", "in-memory"), "fix": IN_MEMORY_FIX,
+                        "message": "in-memory (EDDI's default when storeType is not given) keeps the chunks in this "
+                                   "process only: after a restart they are gone, and the knowledge base answers nothing"})
+        if not data.get("embeddingProvider") and not data.get("embeddingProviderId"):
+            out.append({"path": "$.embeddingProvider", "value": None, "fix": NO_EMBEDDING_FIX,
+                        "message": "not set, nor embeddingProviderId: nothing can be embedded, so every ingestion and "
+                                   "search will fail (EDDI would embed with openai)"})
+        provider, params = data.get("embeddingProvider"), data.get("embeddingParameters")
+        if not data.get("embeddingProviderId") and isinstance(provider, str) and isinstance(params, dict):
+            out += [{**w, "fix": "remove the parameters named (EDDI ignores them too), then save a new version"}
+                    for w in registry.unused_embedding_parameters(provider, params)]
+        return out
 
     def get(self, kb_id: str, version: int = 0) -> RagConfiguration:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding

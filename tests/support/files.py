@@ -39,6 +39,34 @@ def encrypted_pdf(text: str, password: str = "s3cret", owner_only: bool = False)
     return out.getvalue()
 
 
+def docx_with_text_box(body: str, box: str) -> bytes:
+    """A DOCX whose paragraph ``body`` anchors a text box holding ``box``, as Word writes one: a DrawingML shape
+    (``wps:txbx``) with a VML copy of the same box for older readers (``mc:Fallback``). python-docx writes the
+    document; the run with the box is the markup of ECMA-376 (python-docx has no call for it)."""
+    import docx as python_docx
+    from docx.oxml import parse_xml
+
+    doc = python_docx.Document()
+    paragraph = doc.add_paragraph(body)
+    content = f'<w:txbxContent><w:p><w:r><w:t>{box}</w:t></w:r></w:p></w:txbxContent>'
+    run = parse_xml(
+        '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+        'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" '
+        'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
+        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+        'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
+        'xmlns:v="urn:schemas-microsoft-com:vml"><mc:AlternateContent>'
+        '<mc:Choice Requires="wps"><w:drawing><wp:anchor><wp:extent cx="2000000" cy="600000"/><wp:docPr id="1" name="Box 1"/>'
+        '<a:graphic><a:graphicData uri="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><wps:wsp>'
+        f'<wps:txbx>{content}</wps:txbx><wps:bodyPr/></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing>'
+        f'</mc:Choice><mc:Fallback><w:pict><v:shape><v:textbox>{content}</v:textbox></v:shape></w:pict></mc:Fallback>'
+        '</mc:AlternateContent></w:r>')
+    paragraph._p.append(run)
+    out = io.BytesIO()
+    doc.save(out)
+    return out.getvalue()
+
+
 def docx(blocks: list[tuple[str, str]]) -> bytes:
     """blocks: (style, text) with style "h1".."h3", "p", or "table" (text = rows joined by \\n, cells by |)."""
     import docx as python_docx

@@ -51,6 +51,11 @@ class UnreadableDocumentError(EddiRagError, ValueError):
     failure = FILE
 
 
+class PasswordProtectedError(UnreadableDocumentError):
+    """A file that opens only with a password (an Office file encrypted to open): the file is fine, the fix is its
+    owner's (remove the password), so it is named apart from a corrupt one."""
+
+
 @dataclass(frozen=True)
 class Format:
     name: str
@@ -80,6 +85,7 @@ FORMATS = {f.name: f for f in (
 ZIPPED = frozenset({"docx", "pptx", "xlsx", "epub", "odt", "ods", "odp"})  # zip archives, checked before they are inflated
 READ_BY_OCR = frozenset({"pdf", "image", "mail", "msg"})  # formats with pages that may be scans (a mail's attachments): their loaders take ``ocr``
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_OOXML = "EncryptedPackage".encode("utf-16-le")  # the stream an encrypted Office Open XML file's container holds
 _MAIL_HEADERS = re.compile(r"^(received|from|to|cc|subject|date|message-id|mime-version|return-path|delivered-to|"
                            r"content-type|reply-to|x-[a-z-]+):", re.I | re.M)
 _BY_MEDIA_TYPE = {f.media_type: f for f in FORMATS.values()} | {
@@ -109,7 +115,13 @@ def detect(data: bytes, content_type: str | None = None, filename: str | None = 
     if data.startswith(_OLE_MAGIC):  # an OLE compound file: an Outlook message, or a .doc, .xls...
         if FORMATS["msg"] in (named, declared):
             return "msg"
-        raise _refuse("an OLE compound file (a legacy .doc, .xls or .ppt, or an Outlook message not named .msg)")
+        if _ENCRYPTED_OOXML in data:  # ECMA-376's encrypted package: a .docx, .xlsx or .pptx with a password to open it
+            raise PasswordProtectedError(
+                f"{filename or 'the file'}: a password-protected Office file (a .docx, .xlsx or .pptx encrypted with a "
+                "password to open it): nothing in it can be read without the password. Remove the password (in Office: "
+                "File > Info > Protect > Encrypt with Password, cleared) and upload it again")
+        raise _refuse("an OLE compound file (a legacy .doc, .xls or .ppt: save it as .docx, .xlsx or .pptx; or an Outlook "
+                      "message not named .msg)")
     magic = filetype.guess(data[:8192]) if data else None
     if magic is not None:
         found = _BY_MEDIA_TYPE.get(magic.mime.lower())

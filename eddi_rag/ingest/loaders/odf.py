@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import zipfile
 from typing import Any
 
 from eddi_rag.ingest.loaders import UnreadableDocumentError
@@ -10,13 +12,35 @@ from eddi_rag.ingest.loaders import UnreadableDocumentError
 MAX_REPEAT = 1_000  # a cell or row repeated more often than this is layout (an empty sheet's last row), not data
 
 
+# A document type naming an external DTD and declaring nothing itself (``<!DOCTYPE math:math PUBLIC "…" "math.dtd">``:
+# LibreOffice's formula objects): odfpy's parser (defusedxml) refuses the reference, and the declaration adds nothing
+# to the text, so it is left out. One with an internal subset (entities) is still refused.
+_EXTERNAL_DOCTYPE = re.compile(rb"<!DOCTYPE[^>\[]*>")
+
+
 def opened(data: bytes, name: str, kind: str) -> Any:
+    from defusedxml import ExternalReferenceForbidden
     from odf.opendocument import load
 
     try:
-        return load(io.BytesIO(data))
+        try:
+            return load(io.BytesIO(data))
+        except ExternalReferenceForbidden:
+            return load(io.BytesIO(_without_external_doctypes(data)))
     except Exception as e:  # noqa: BLE001 - a bad zip, a broken XML part: whatever odfpy raises is the file's problem
         raise UnreadableDocumentError(f"{name}: corrupt or unreadable {kind} ({type(e).__name__}: {e})") from e
+
+
+def _without_external_doctypes(data: bytes) -> bytes:
+    """The package with each XML part's external document type declaration left out (its head only is searched)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
+        for item in source.infolist():
+            part = source.read(item)
+            if item.filename.endswith(".xml"):
+                part = _EXTERNAL_DOCTYPE.sub(b"", part[:1024], count=1) + part[1024:]
+            copy.writestr(item, part)
+    return out.getvalue()
 
 
 def text_of(element: Any) -> str:

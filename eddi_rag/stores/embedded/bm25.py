@@ -40,3 +40,13 @@ class Bm25Index:
             return []
         docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
         return [(self.ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+
+    def scores(self, query: str, ids: Sequence[str]) -> dict[str, float]:
+        """The score ``search`` gives each of ``ids`` above zero."""
+        if not self.ids or not query.strip():
+            return {}
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+        if not tokens or not tokens[0]:
+            return {}
+        wanted = set(ids)
+        return {i: float(s) for i, s in zip(self.ids, self.retriever.get_scores(tokens[0])) if i in wanted and s > 0}

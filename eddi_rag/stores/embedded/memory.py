@@ -107,14 +107,24 @@ class InMemoryStore:
         node = filters.node(where)
         with self._t.lock:
             t = self._t
-            if self._bm25 is None or self._bm25[0] != t.version:
-                rows = t.rows(None)
-                self._bm25 = (t.version, Bm25Index([t.ids[r] for r in rows], [t.payload[r][0] for r in rows]))
-            ranked = self._bm25[1].search(text, len(t) if node is not None else k)
+            ranked = self._index().search(text, len(t) if node is not None else k)
             allowed = None if node is None else t.select(node)
             hits = [KeywordHit(id, t.payload[t.row_of[id]][0], t.payload[t.row_of[id]][1], score) for id, score in ranked
                     if allowed is None or allowed[t.row_of[id]]]
         return [KeywordHit(h.id, h.text, dict(h.metadata), h.bm25) for h in hits[:k]]
+
+    def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """The BM25 score ``keyword_search`` gives each of ``ids`` (KeywordScores)."""
+        with self._t.lock:
+            return self._index().scores(text, ids)
+
+    def _index(self) -> Bm25Index:
+        """The BM25 index of the chunks as they are now, built again after writes (under the table's lock)."""
+        t = self._t
+        if self._bm25 is None or self._bm25[0] != t.version:
+            rows = t.rows(None)
+            self._bm25 = (t.version, Bm25Index([t.ids[r] for r in rows], [t.payload[r][0] for r in rows]))
+        return self._bm25[1]
 
     def get(
         self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None

@@ -371,17 +371,12 @@ class SqliteStore:
             return []
         with cache.table.lock:
             table = self._table(self.db)
-            if cache.keywords is None or cache.keywords_generation != cache.generation:
-                rows = self.db.query("SELECT id, text, CASE json_type(metadata, '$.acl') WHEN 'array' THEN json_extract(metadata, "
-                                     "'$.acl') END AS acl FROM kb_chunks WHERE kb=?", (self.kb_id,))
-                cache.keywords = KeywordIndex((r["id"], r["text"], [e for e in json.loads(r["acl"]) if isinstance(e, str)]
-                                               if r["acl"] else []) for r in rows)
-                cache.keywords_generation = cache.generation
+            keywords = self._keywords(cache)
             allowed = table.select(node)
             holding, lacking = _acl_of(node)  # decided in tantivy's query too: the candidates are the reader's
             n = k if allowed is None else 2 * k
             while True:
-                ranked = cache.keywords.search(text, n, holding, lacking)
+                ranked = keywords.search(text, n, holding, lacking)
                 picked = [(id, score) for id, score in ranked
                           if id in table.row_of and (allowed is None or allowed[table.row_of[id]])][:k]
                 if len(picked) >= k or len(ranked) < n:
@@ -389,6 +384,22 @@ class SqliteStore:
                 n *= 8
         found = self._rows([id for id, _ in picked])
         return [KeywordHit(id, *found[id], score) for id, score in picked if id in found]
+
+    def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
+        """The BM25 score ``keyword_search`` gives each of ``ids`` (KeywordScores)."""
+        with self._cache.table.lock:
+            self._table(self.db)
+            return self._keywords(self._cache).scores(text, ids)
+
+    def _keywords(self, cache: Any) -> KeywordIndex:
+        """The knowledge base's keyword index, built again when another process wrote (under the table's lock)."""
+        if cache.keywords is None or cache.keywords_generation != cache.generation:
+            rows = self.db.query("SELECT id, text, CASE json_type(metadata, '$.acl') WHEN 'array' THEN json_extract(metadata, "
+                                 "'$.acl') END AS acl FROM kb_chunks WHERE kb=?", (self.kb_id,))
+            cache.keywords = KeywordIndex((r["id"], r["text"], [e for e in json.loads(r["acl"]) if isinstance(e, str)]
+                                           if r["acl"] else []) for r in rows)
+            cache.keywords_generation = cache.generation
+        return cache.keywords
 
     def _warm_rows(self, node: filters.Node) -> np.ndarray | None:
         """The rows matching ``node``, from the in-memory copy when it is loaded and current
