@@ -50,12 +50,14 @@ def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str
     return fused + [(i, 0.0) for i, _ in vector if i not in seen]
 
 
-def relevance(fused: float, similarities: Sequence[float]) -> float:
-    """A fused value in [0, 1] as a relevance: ``low + (high − low) × fused``, ``low`` and ``high`` the least and
-    greatest of the candidates' relevances (cos + 1) / 2. Monotone in ``fused`` (so the order is the fused one), on
-    the scale ``minScore`` always had; a result first on both sides scores the best relevance among them."""
+def relevance(fused: float, best: float, similarities: Sequence[float]) -> float:
+    """A fused value as a relevance: ``low + (high − low) × fused / best``, ``best`` the greatest fused value among the
+    candidates, ``low`` and ``high`` the least and greatest of their relevances (cos + 1) / 2. Monotone in ``fused`` (so
+    the order is the fused one), on the scale ``minScore`` always had: the first result scores the best relevance any
+    candidate has (so minScore keeps it exactly when vector search would keep its first), the others less as they
+    rank lower."""
     scores = [(s + 1.0) / 2.0 for s in similarities if s == s]  # (a chunk without its vector: NaN, left out)
-    if not scores:
-        return fused
+    if not scores or best <= 0:
+        return max(scores, default=fused)
     low, high = min(scores), max(scores)
-    return low + (high - low) * fused
+    return low + (high - low) * fused / best

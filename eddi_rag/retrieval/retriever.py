@@ -231,10 +231,10 @@ class Retriever:
         self._with_vectors(store, vector, [h for h in keyword if h.id not in found], found)
         similarity = {i: h.similarity for i, h in found.items()}
         weight = 0.0 if config.searchMode == "keyword" else config.vectorWeight
-        fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)[:k]
-        ranking = _parts(config, similarity, bm25, dict(fused))
-        sims = list(similarity.values())
-        return [replace(found[i], ranking=ranking[i], ranked=round(relevance(f, sims), 6)) for i, f in fused]
+        fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)
+        best, sims = (fused[0][1] if fused else 0.0), list(similarity.values())
+        ranking = _parts(config, similarity, bm25, dict(fused[:k]))
+        return [replace(found[i], ranking=ranking[i], ranked=round(relevance(f, best, sims), 6)) for i, f in fused[:k]]
 
     @staticmethod
     def _with_vectors(store: KnowledgeStore, vector: list[float], hits: list[KeywordHit], found: dict[str, SearchHit]) -> None:
