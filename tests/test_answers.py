@@ -162,3 +162,24 @@ def test_the_local_models_threads_come_from_the_environment_and_a_bad_value_is_n
     monkeypatch.setenv("EDDI_RAG_LLM_THREADS", "0")
     with pytest.raises(ValueError, match="EDDI_RAG_LLM_THREADS must be a whole number of threads, 1 or more, got '0'"):
         SmolLM2ChatModel()
+
+
+def test_a_table_row_is_one_sentence_of_its_cells_and_the_row_asked_for_comes_first():
+    """Issue 45, point 5: over a price list the extractive answer gave the wrong rows and no price ("Product: Widget 7
+    [Source 1] Table: prices.csv [Source 1] …"): a row is now one sentence of its cells, the line naming the table
+    none, and the number asked for ("Widget 5") counts as written."""
+    rows = "".join(f"[Source {i + 1}: prices.csv, row {i + 2}]\nTable: prices.csv\n\nProduct: Widget {i}\nPrice EUR: "
+                   f"{10 + i}.50\nStock: {i * 3}\n\n" for i in range(8))
+    answer = extractive_answer("## Relevant Context:\n" + rows, "What is the price of Widget 5?", 1)
+    assert answer == "Product: Widget 5; Price EUR: 15.50; Stock: 15. [Source 6]"
+
+
+def test_a_sentence_is_said_once_and_the_http_call_s_results_are_read():
+    """Issue 45, point 5: a page ingested as a text PDF and as a scan gave one sentence three times; the results of the
+    task's httpCall (## Search Results:) were not read at all."""
+    system = ("## Search Results:\nThe Vienna night train is cancelled on 24 December.\n\n## Relevant Context:\n"
+              "[Source 1: rail.pdf, p. 1]\nThe night train to Vienna leaves at 22:10.\n\n"
+              "[Source 2: rail-scan.pdf, p. 1]\nThe night train to Vienna  leaves at 22:10.\n")
+    answer = extractive_answer(system, "When does the night train to Vienna leave, and is it cancelled?", 3)
+    assert answer.count("leaves at 22:10") == 1 and "[Source 1]" in answer
+    assert "The Vienna night train is cancelled on 24 December. [Search Results]" in answer

@@ -83,7 +83,7 @@ def test_rest_query_explains_the_order_and_the_hybrid_parts(client):
                  storeType="sqlite", minScore=0)
     assert runtime.knowledge_bases.get(kb).searchMode == "hybrid"
     r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "How many weeks of parental leave?"}).json()
-    assert r["order"].startswith("By score: 0.7 × vector + 0.3 × keyword score")
+    assert r["order"].startswith("By score: 0.8 × vector + 0.2 × keyword score")
     best = r["results"][0]
     assert best["ranking"]["by"] == "weighted" and best["ranking"]["vector"]["rank"] >= 1
     assert best["ranking"]["keyword"]["rank"] >= 1 and "bm25" in best["ranking"]["keyword"]

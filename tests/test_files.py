@@ -61,11 +61,11 @@ def test_pdf_pages_are_cited(api):
 
 def test_xlsx_rows_explain_themselves_and_cite_sheet_and_cells(api):
     assert ingest(api, "production.xlsx", files.xlsx(STOCKS), XLSX_TYPE)["status"] == "completed"
-    by_sheet = {c.metadata["sheet"]: c for c in chunks_of(api, "production.xlsx")}
-    stocks = by_sheet["Stocks"]
-    assert "Product: Rocket skates\nQuantity: 3\nWarehouse: Paris" in stocks.text and stocks.text.startswith("Sheet: Stocks")
-    assert stocks.metadata["row"] == 2 and stocks.metadata["cells"] == "A2:C4"
-    assert by_sheet["Prices"].metadata["cells"] == "A2:B2"
+    by_row = {(c.metadata["sheet"], c.metadata["row"]): c for c in chunks_of(api, "production.xlsx")}
+    stocks = by_row["Stocks", 3]  # (a small table: a chunk per row, issue 45)
+    assert stocks.text == "Sheet: Stocks\n\nProduct: Rocket skates\nQuantity: 3\nWarehouse: Paris"
+    assert stocks.metadata["cells"] == "A3:C3" and "rows" not in stocks.metadata
+    assert by_row["Prices", 2].metadata["cells"] == "A2:B2" and len(by_row) == 4
     best = query(api, "price of an anvil in euros")[0]
     assert best["citation"] == "production.xlsx, Prices!A2:B2"
 
@@ -109,9 +109,9 @@ def test_pptx_slides_and_notes(api):
 def test_csv_rows_use_spreadsheet_numbering(api):
     data = b"city;trains per day\nLyon;40\nParis;120\n"
     assert ingest(api, "trains.csv", data, "text/csv")["status"] == "completed"
-    (chunk,) = chunks_of(api, "trains.csv")
-    assert chunk.metadata["row"] == 2 and chunk.metadata["rows"] == "2-3"
-    assert "city: Paris\ntrains per day: 120" in chunk.text
+    lyon, paris = sorted(chunks_of(api, "trains.csv"), key=lambda c: c.metadata["row"])  # (a chunk per row of a small table)
+    assert (lyon.metadata["row"], paris.metadata["row"]) == (2, 3) and "rows" not in paris.metadata
+    assert paris.text == "Table: trains.csv\n\ncity: Paris\ntrains per day: 120"
 
 
 def test_html_keeps_the_main_content_and_its_headings(api):
@@ -366,3 +366,39 @@ def test_a_pptx_chart_s_title_and_numbers_are_read(api):
     text = "\n".join(c.text for c in chunks_of(api, "results.pptx"))
     assert "Chart: Revenue by quarter" in text and "Category: Q2" in text and "Revenue: 140" in text, text
     assert "Revenue: 120.5" in text
+
+
+def test_a_small_price_list_answers_with_its_row(api):
+    """Issue 45, point 5: an 8-row CSV was one chunk labelled "row 2" while it held rows 2 to 9; each row is now a chunk
+    (found and cited alone), and the passage around it says all it covers."""
+    data = ("Product,Price EUR,Stock\n" + "".join(f"Widget {i},{10 + i}.50,{i * 3}\n" for i in range(8))).encode()
+    assert ingest(api, "prices.csv", data, "text/csv")["status"] == "completed"
+    assert len(chunks_of(api, "prices.csv")) == 8
+    r = api.post(f"{BASE}/{api.kb}/query", json={"query": "price of Widget 5", "maxResults": 1}).json()
+    (best,) = r["results"]
+    assert best["citation"] == "prices.csv, row 7" and "Price EUR: 15.50" in best["text"]
+    assert best["passageCitation"] == "prices.csv, rows 3–9; match: row 7"  # (four neighbours each side)
+
+
+def test_the_same_file_twice_is_injected_once(api):
+    """Issue 45, point 5: the same file uploaded under two names came twice in the context."""
+    text = b"# Opening hours\n\nThe museum opens at nine and closes at six, every day but Monday."
+    for name in ("hours.md", "hours-copy.md"):
+        assert ingest(api, name, text, "text/markdown")["status"] == "completed"
+    r = api.post(f"{BASE}/{api.kb}/context", json={"query": "When does the museum open?"}).json()
+    assert r["section"].count("The museum opens at nine") == 1, r["section"]
+    (source,) = r["sources"]
+    assert [x["source"] for x in source["alsoIn"]] == ["hours-copy.md" if source["source"] == "hours.md" else "hours.md"]
+
+
+def test_a_chunking_change_re_chunks_the_kept_files(api):
+    """Issue 45, point 5: a chunk-size change re-chunked nothing; a version that chunks differently now parses every
+    kept file again (an ingestion each)."""
+    words = " ".join(f"Sentence number {i} of the long guide." for i in range(60))
+    assert ingest(api, "guide.txt", words.encode(), "text/plain")["status"] == "completed"
+    before = len(chunks_of(api, "guide.txt"))
+    current = api.get(f"{BASE}/{api.kb}").json()
+    version = api.app.state.runtime.resources.current_version("rags", api.kb)
+    assert api.put(f"{BASE}/{api.kb}?version={version}", json={**current, "chunkSize": 200}).status_code == 200
+    api.app.state.runtime.jobs.wait_idle()
+    assert len(chunks_of(api, "guide.txt")) > before

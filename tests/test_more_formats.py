@@ -71,6 +71,8 @@ def test_a_mail_s_attachments_are_read_and_cited_inside_it_with_its_headers_on_e
 
     body = hit(client, kb, "Where are the numbers of the report?")
     assert body["citation"] == f"{name}, # Quarterly report"
+    # issue 45: the passage around a mail's body was labelled with its attachment's pages; each part in its own terms
+    assert body["passageCitation"].startswith(f"{name}, # Quarterly report + report.odt, # Report + "), body["passageCitation"]
     own = "\n".join(c["text"] for c in client.get(f"{BASE}/{kb}/chunks", params={"documentId": name}).json()["chunks"])
     assert "Attachments: report.odt, forwarded.eml, tool.bin" in own
     assert "Not read: tool.bin (" in own  # named, not silently dropped

@@ -60,6 +60,8 @@ def test_every_mode_orders_by_the_score_it_shows_so_min_score_keeps_a_prefix(kb,
         hits = runtime.query(kb_id, "is my card accepted", max_results=5)
         scores = [h.score for h in hits]
         assert hits and scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores), (mode, fusion)
+        # the first scores the best relevance among the candidates: minScore keeps it whenever vector search would
+        assert scores[0] >= max((h.similarity + 1) / 2 for h in hits) - 1e-6, (mode, fusion)
         for cut in scores:
             kept = runtime.query(kb_id, "is my card accepted", max_results=5, min_score=cut)
             assert [h.id for h in kept] == [h.id for h in hits if h.score >= cut], (mode, fusion, cut)

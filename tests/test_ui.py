@@ -101,7 +101,10 @@ def test_editor_shows_the_servers_validation_error_at_the_field_and_saves_a_vers
     has_text(browser, "h1", "v2")
     assert runtime.resources.read("rags", kb)["minScore"] == 0.5
     browser.find_element(By.LINK_TEXT, "changes from 1").click()
-    assert '+  "minScore": 0.5' in has_text(browser, ".diff", "minScore").text
+    row = has_text(browser, '.diff-fields tr[data-field="minScore"]', "Minimum relevance")  # (issue 45: a table of
+    # the settings that changed, by their labels, not a diff of JSON lines)
+    assert [c.text for c in row.find_elements(By.TAG_NAME, "td")] == ["(not set)", "0.5"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".diff-fields tbody tr")) == 1
     browser.get(f"{url}/ui/kbs/{kb}")
     browser.find_element(By.LINK_TEXT, "version 1").click()
     assert "minScore" not in has_text(browser, ".diff", '"name": "Ferries"').text  # version 1, whole

@@ -66,7 +66,7 @@ def test_try_it_names_each_passages_span_marks_the_hit_and_explains_the_order(br
     runtime.ingest_file(kb, "handbook.pdf", pdf(pages))
     browser.get(f"{url}/ui/kbs/{kb}/try")
     ask(browser, "When do night trains leave Vienna?")
-    assert "0.7 × vector + 0.3 × keyword" in visible(browser, "#order-rule").text  # hybrid: not a score order, said so
+    assert "0.8 × vector + 0.2 × keyword" in visible(browser, "#order-rule").text  # hybrid: the rule, said
     # an answer with no chat model on the server: the extractive one, said so (issue 33, point 8)
     assert "22:10. [Source 1]" in visible(browser, "#reply").text and "Extractive" in browser.find_element(By.ID, "reply-by").text
     first = visible(browser, ".hit")

@@ -27,10 +27,13 @@ from eddi_rag.config import GROUNDING_INSTRUCTIONS
 from eddi_rag.ingest import chunking
 from eddi_rag.stores.embedded.bm25 import Bm25Index, terms
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
+from eddi_rag.workflow.llm_task import SEARCH_RESULTS_HEADER as SEARCH_RESULTS
 
 NOTHING_FOUND = "I found nothing about this in the knowledge bases."
 _LABEL = re.compile(r"^\[Source (\d+)(?::[^\]]*)?\]\s*$", re.MULTILINE)
 _MARKUP = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+|>\s*|\|)")
+_CELL = re.compile(r"^[^:\n]{1,60}: \S")  # a table row's line: ``header: value``
+_TABLE_LEAD = re.compile(r"^(?:Table|Sheet): [^\n]+$")  # the line a row's chunk opens with
 
 
 def passages(system: str) -> list[tuple[int, str]]:
@@ -49,20 +52,36 @@ def passages(system: str) -> list[tuple[int, str]]:
     return out
 
 
+def search_results(system: str) -> str:
+    """The text under ``## Search Results:`` (an httpCall's answer, httpCallRag), or ""."""
+    if SEARCH_RESULTS not in system:
+        return ""
+    text = system.split(SEARCH_RESULTS, 1)[1].split(RELEVANT_CONTEXT, 1)[0].replace(GROUNDING_INSTRUCTIONS, "")
+    return unquoted(text).strip()
+
+
 def sentences(text: str) -> list[str]:
-    """Sentences of a passage: each line (list items, table rows; not headings) cut at sentence ends (pysbd)."""
+    """Sentences of a passage: each line (list items; not headings) cut at sentence ends (pysbd); a table's row,
+    written as ``header: value`` lines (ingest.loaders.rows), is one sentence of its cells (``Product: Anvil; Price:
+    99.5``), and the line that names the table (``Table: prices.csv``) none."""
     out = []
-    for line in text.splitlines():
-        if chunking.is_heading(line):
+    for block in re.split(r"\n\s*\n", text):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        if len(lines) > 1 and all(_CELL.match(line) for line in lines):
+            out.append("; ".join(lines) + ".")
             continue
-        line = _MARKUP.sub("", line).strip(" |")
-        if len(line) < 3 or line.startswith("```"):
-            continue
-        out += [s for s in chunking.sentences(line) if len(s) > 2]
+        for line in lines:
+            if chunking.is_heading(line) or _TABLE_LEAD.match(line):
+                continue
+            line = _MARKUP.sub("", line).strip(" |")
+            if len(line) < 3 or line.startswith("```"):
+                continue
+            out += [s for s in chunking.sentences(line) if len(s) > 2]
     return out
 
 
 TIE = 0.1  # a sentence's BM25 score, weighed against the IDF of the terms it adds
+EXACT = 0.5  # each word or number of the question a sentence adds as written (a table row's "5" of "Widget 5")
 QUESTION_STOPWORDS = sorted(STOPWORDS_EN_PLUS)  # (with "what", "how", "does": a question's words that ask, not name)
 
 
@@ -70,8 +89,12 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3, earlie
     """Up to ``max_sentences`` sentences that together cover ``question``'s terms best (see the module doc), in
     the order picked, each with its label; or NOTHING_FOUND. ``earlier``: the question before a follow-up ("and
     how heavy?"), whose subject only breaks ties (it is in the BM25 query, not among the terms to cover)."""
-    found = [(n, s) for n, text in passages(system) for s in sentences(text)]
-    unique = list(dict.fromkeys(found))
+    found = [(f"Source {n}", s) for n, text in passages(system) for s in sentences(text)]
+    found += [("Search Results", s) for s in sentences(search_results(system))]
+    said: dict[str, tuple[str, str]] = {}  # a sentence said once, under the first label (a page as text and as a scan)
+    for label, sentence in found:
+        said.setdefault(" ".join(sentence.lower().split()), (label, sentence))
+    unique = list(said.values())
     if not unique or not question.strip():
         return NOTHING_FOUND
     scores = dict(Bm25Index([str(i) for i in range(len(unique))], [s for _, s in unique]).search(f"{earlier} {question}",
@@ -83,12 +106,19 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3, earlie
     picked: list[int] = []
     covered: set[str] = set()
     candidates = [int(i) for i in scores]  # (every sentence with a question term)
+    named = _tokens(question) - set(QUESTION_STOPWORDS)  # as written: "Widget 5"'s 5, which BM25's terms leave out
     while candidates and len(picked) < max_sentences:
-        best = max(candidates, key=lambda i: sum(idf[t] for t in has[i] & asked - covered) + TIE * scores[str(i)])
+        best = max(candidates, key=lambda i: sum(idf[t] for t in has[i] & asked - covered) + TIE * scores[str(i)]
+                   + EXACT * len(named & _tokens(unique[i][1])))
+        named -= _tokens(unique[best][1])  # (a word once said adds nothing to the next pick)
         picked.append(best)
         covered |= has[best] & asked
         candidates.remove(best)
-    return " ".join(f"{unique[i][1]} [Source {unique[i][0]}]" for i in picked)
+    return " ".join(f"{unique[i][1]} [{unique[i][0]}]" for i in picked)
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
 
 
 def _questions(messages: list[BaseMessage]) -> tuple[str, str]:

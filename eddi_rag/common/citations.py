@@ -69,13 +69,10 @@ def _spread(values: list[int], one: str, many: str) -> str:
 
 
 def _rows(m: dict[str, Any]) -> list[int]:
-    """The row numbers a chunk's ``row`` / ``rows`` ("12-14") name."""
-    if isinstance(m.get("row"), int) and not isinstance(m.get("row"), bool):
+    """The row numbers a chunk's ``rows`` ("12-14", all it holds) or else its ``row`` name."""
+    out = [int(part) for part in str(m.get("rows") or "").replace("–", "-").split("-") if part.strip().isdigit()]
+    if not out and isinstance(m.get("row"), int) and not isinstance(m.get("row"), bool):
         return [m["row"]]
-    out = []
-    for part in str(m.get("rows") or "").replace("–", "-").split("-"):
-        if part.strip().isdigit():
-            out.append(int(part))
     return out
 
 
@@ -106,6 +103,19 @@ def span(metas: list[dict[str, Any]], whole: bool = False) -> str | None:
 
 
 def _described(metas: list[dict[str, Any]]) -> str | None:
+    """What chunks cover; chunks of a mail's body and of its attachments each in their own terms (``# Quarterly
+    report + report.pdf, pages 1–2``: the body has no pages of its attachment's)."""
+    inside = list(dict.fromkeys(m.get("attachment") for m in metas))
+    if len(inside) == 1:
+        return _described_alike(metas)
+    out = []
+    for attachment in inside:
+        what = _described_alike([m for m in metas if m.get("attachment") == attachment])
+        out.append(what if attachment is None else f"{attachment}, {what}" if what else str(attachment))
+    return " + ".join(w for w in out if w) or None
+
+
+def _described_alike(metas: list[dict[str, Any]]) -> str | None:
     for key, one, many in (("page", "page", "pages"), ("slide", "slide", "slides")):
         values = [m[key] for m in metas if isinstance(m.get(key), int) and not isinstance(m.get(key), bool)]
         if values:

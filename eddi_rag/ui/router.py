@@ -5,7 +5,6 @@ save, uploads, ingestion progress, try it) call the REST API from ``static/manag
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
 from eddi_rag.backends import registry
 from eddi_rag.common.secrets import is_reference
-from eddi_rag.config import ConfigValidationError
+from eddi_rag.config import ConfigValidationError, load_schema
 from eddi_rag.resource_types import MAX_VERSION, parse_uri
 from eddi_rag.verbs.eddi_export import secret_field
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -269,8 +268,30 @@ def diff(id: str, request: Request, a: int = Query(1, ge=1, le=MAX_VERSION), b: 
         return json.dumps(runtime.catalog.read("rags", id, version), indent=2, sort_keys=True).splitlines()
 
     whole = lines(a) if a == b else None  # one version, whole
-    changes = [] if whole else list(difflib.unified_diff(lines(a), lines(b), f"version {a}", f"version {b}", lineterm=""))
+    changes = [] if whole else _changed_fields(runtime.catalog.read("rags", id, a), runtime.catalog.read("rags", id, b))
     return render(request, "kb_diff.html", caller, kb=kb, config=config, tab="config", a=a, b=b, changes=changes, whole=whole)
+
+
+def _changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, str]]:
+    """Each field that differs between two versions, {field, label, before, after} (a value as JSON; "(not set)" where
+    a version has none), in the schema's order: what a reader compares, not a diff of JSON lines."""
+    labels = {name: spec.get("x-label", name) for name, spec in load_schema().get("properties", {}).items()}
+    flat_a, flat_b = _flat(before), _flat(after)
+    order = list(labels)
+    fields = sorted(flat_a.keys() | flat_b.keys(), key=lambda f: (order.index(f.split(".")[0].split("[")[0])
+                                                                 if f.split(".")[0].split("[")[0] in order else len(order), f))
+    unset = "(not set)"
+    return [{"field": f, "label": labels.get(f, f), "before": flat_a.get(f, unset), "after": flat_b.get(f, unset)}
+            for f in fields if flat_a.get(f) != flat_b.get(f)]
+
+
+def _flat(value: Any, path: str = "") -> dict[str, str]:
+    """``value``'s leaves by path (``sources[0].url``), each as JSON."""
+    if isinstance(value, dict) and value:
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{path}.{key}" if path else key).items()}
+    if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        return {k: v for i, item in enumerate(value) for k, v in _flat(item, f"{path}[{i}]").items()}
+    return {path: json.dumps(value, ensure_ascii=False)}
 
 
 @router.get("/kbs/{id}/documents")

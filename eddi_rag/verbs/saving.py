@@ -38,15 +38,20 @@ from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 log = logging.getLogger(__name__)
 
 
+CHUNKING = ("chunkStrategy", "chunkSize", "chunkOverlap")  # the fields whose change re-chunks every kept file
+
+
 class Saving:
     def __init__(self, resources: ResourceStore, kbs: KnowledgeBases, documents: Documents, jobs: IngestionQueue,
                  source_removed: Callable[[str, RagConfiguration, str, bool], None] = lambda *a: None,
-                 kb_gone: Callable[[str], None] = lambda kb_id: None):
+                 kb_gone: Callable[[str], None] = lambda kb_id: None,
+                 rechunk: Callable[[str], object] = lambda kb_id: None):
         """``source_removed(kb_id, config before, source id, its chunks too)``: forget a source's state and files
         (SourceSync.forget_source); ``kb_gone(kb_id)``: forget what else is kept of a knowledge base deleted for good
-        (its grants: KbGrants.forget)."""
+        (its grants: KbGrants.forget); ``rechunk(kb_id)``: parse its kept files again, after a version that chunks
+        differently (Ingesting.reparse_all)."""
         self.resources, self.kbs, self.documents, self.jobs = resources, kbs, documents, jobs
-        self.source_removed, self.kb_gone = source_removed, kb_gone
+        self.source_removed, self.kb_gone, self.rechunk = source_removed, kb_gone, rechunk
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
                description: str = "", adopt: bool = False, who: Principal | None = None) -> ResourceRef:
@@ -152,10 +157,13 @@ class Saving:
             self.documents.ownership.release(id, keep=claimed)
             self.documents.forget_store(id)
             if before is not None:
-                kept = {s.effective_id: s.type for s in RagConfiguration.model_validate(saved).sources}  # (checked above)
+                after = RagConfiguration.model_validate(saved)  # (checked above)
+                kept = {s.effective_id: s.type for s in after.sources}
                 for source in before.sources:
                     if kept.get(source.effective_id) != source.type:  # dropped, or another type: gone with its chunks
                         self.source_removed(id, before, source.effective_id, True)
+                if any(getattr(after, f) != getattr(before, f) for f in CHUNKING):
+                    self.rechunk(id)  # the documents chunked as the new version says, from their kept files
         return ref
 
     def _config(self, id: str) -> RagConfiguration | None:

@@ -111,7 +111,8 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
     Returns (text, the sources injected as {n, label, chunkId, kb, source, section, location; page and boxes for a
     chunk of a PDF or image (where on the page, ``common.citations.place``); for an expanded passage
     also hits, span, covers and hitOffsets: each hit's [start, end) in the passage and its own citation}, number of
-    passages omitted).
+    passages omitted). A passage whose text was injected already (the same file uploaded twice) is not injected again:
+    the first's source lists it under ``alsoIn``.
 
     A passage that would push the text past ``max_chars`` is skipped (later, shorter ones may
     still fit); a closing marker line says how many were omitted and why, in EDDI's words, and the
@@ -119,7 +120,12 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
     limit = max_chars if max_chars and max_chars > 0 else None
     text, omitted, current_kb = "", 0, None
     sources: list[dict[str, Any]] = []
+    seen: dict[str, dict[str, Any]] = {}  # a passage's text (spaces aside) -> the source it was injected as
     for p in passages:
+        same = seen.get(" ".join(p.text.split()))
+        if same is not None:  # the same text again (a file uploaded twice, a page as text and as a scan): said once
+            same.setdefault("alsoIn", []).append({"kb": p.kb, "source": p.hit.metadata.get("source"), "chunkId": p.hit.id})
+            continue
         n = len(sources) + 1
         label = f"[Source {n}: {p.label}]"
         # Each passage ends with a blank line, which also separates it from the next header.
@@ -133,6 +139,7 @@ def format_context(passages: list[Passage], max_chars: int | None, labels: bool 
         sources.append({"n": n, "label": label, "chunkId": p.hit.id, "kb": p.kb,
                         "source": p.hit.metadata.get("source"), "section": p.hit.metadata.get("section"),
                         "location": citations.location(p.hit.metadata), **citations.place(p.hit.metadata)})
+        seen[" ".join(p.text.split())] = sources[-1]
         if p.expanded is not None:  # what the passage covers, and where each hit stands in it
             sources[-1].update(hits=[h.id for h in p.expanded.hits], span=p.expanded.span, covers=p.expanded.covers,
                                hitOffsets=p.expanded.hit_offsets())

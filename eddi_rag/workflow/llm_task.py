@@ -32,6 +32,7 @@ from eddi_rag.workflow.traversal import DiscoveredKb, Discovery, WorkflowTravers
 log = logging.getLogger(__name__)
 
 RELEVANT_CONTEXT = "## Relevant Context:\n"  # the header the passages are injected under
+SEARCH_RESULTS_HEADER = "## Search Results:"  # (what an httpCall found, httpCallRag, comes first)
 WITHHELD = ("## Retrieval Withheld:\nKnowledge base(s) {} could not be read for this conversation's user (it has no "
             "verified user, or that user may not read them). Do not guess what they hold; if the question needs them, say so.")
 
@@ -146,7 +147,7 @@ class LlmTaskHook:
                     result = call_for_context(discovery.httpcalls, rag.httpCallRag, memory.template_data(query), self.http,
                                               rag.maxRagContextChars)
                     if result.context:
-                        system += "\n\n## Search Results:\n" + rag.framed(result.context, SEARCH_RESULTS)
+                        system += f"\n\n{SEARCH_RESULTS_HEADER}\n" + rag.framed(result.context, SEARCH_RESULTS)
                         memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})
                 except Exception as e:  # noqa: BLE001 - the turn goes on without the search results
                     error = self.provider.redact(str(e))

@@ -50,15 +50,22 @@ def format_value(value: Any) -> str:
     return str(value).strip()
 
 
+ROW_CHUNKS_UP_TO = 500  # a table of at most this many rows has a chunk per row: each row found (and cited) alone
+
+
 def pack_rows(rows: list[Row], lead: str, fits: Callable[[str], bool],
               cite: Callable[[list[Row]], dict[str, Any]]) -> list[Part]:
-    """Consecutive rows under ``lead`` (e.g. ``Sheet: Stocks``) while the text fits; a row too
-    long alone gets a part of its own (the chunker cuts it, keeping its citation)."""
+    """A small table (``ROW_CHUNKS_UP_TO`` rows) a part per row under ``lead`` (e.g. ``Sheet: Stocks``): a price list's
+    question finds its row, not the first of a chunk of eight. A larger one: consecutive rows while the text fits;
+    a row too long alone gets a part of its own (the chunker cuts it, keeping its citation)."""
     parts: list[Part] = []
     group: list[Row] = []
 
     def text(rows_: list[Row]) -> str:
         return "\n\n".join([lead, *(r.text for r in rows_)])
+
+    if len(rows) <= ROW_CHUNKS_UP_TO:
+        return [Part(text([row]), cite([row])) for row in rows]
 
     for row in rows:
         if group and not fits(text([*group, row])):

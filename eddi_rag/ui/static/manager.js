@@ -463,7 +463,7 @@ async function embeddingChange(kb, config) {
   if (!chunks) return null;
   const said = [];
   if (model) said.push(`This changes the embedding model. The ${chunks} stored chunks were embedded with the old one: until you Re-embed all (on Documents, a job with progress), searches of this knowledge base say why they cannot answer.`);
-  if (chunking) said.push("This changes the chunking. It applies to documents ingested from now on; re-ingest a document to re-chunk it.");
+  if (chunking) said.push("This changes the chunking: every document whose file is kept is parsed and chunked again (an ingestion each, on Documents); one ingested as text keeps its chunks until it is ingested again.");
   return `${said.join("\n\n")}\n\nSave anyway?`;
 }
 
