@@ -5,18 +5,19 @@ base too (``ValueError``, ``LookupError``...), so ``except ValueError`` still ca
 
 ``failure`` says what fixes an error when it ends a job (an ingestion's history shows it with its fix): the
 ``FILE`` (replace it; retrying will not help), a ``DEPENDENCY`` (down or missing: retry later; also any error
-that does not say), or the ``CONFIGURATION`` (change it, or store the key it names, then retry)."""
+that does not say), the ``CONFIGURATION`` (change it, or store the key it names, then retry), or our ``READER``
+(a parser failed in a way no file explains: likely this product's fault, reported with the details)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-FILE, DEPENDENCY, CONFIGURATION = "file", "dependency", "configuration"
+FILE, DEPENDENCY, CONFIGURATION, READER = "file", "dependency", "configuration", "reader"
 
 
 class EddiRagError(Exception):
     status = 500
-    failure: str | None = None  # FILE, DEPENDENCY or CONFIGURATION, when it says
+    failure: str | None = None  # FILE, DEPENDENCY, CONFIGURATION or READER, when it says
 
     def body(self) -> dict[str, Any]:
         """The JSON a caller gets."""

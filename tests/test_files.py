@@ -402,3 +402,34 @@ def test_a_chunking_change_re_chunks_the_kept_files(api):
     assert api.put(f"{BASE}/{api.kb}?version={version}", json={**current, "chunkSize": 200}).status_code == 200
     api.app.state.runtime.jobs.wait_idle()
     assert len(chunks_of(api, "guide.txt")) > before
+
+
+def test_iso_strict_office_files_are_read(api):
+    """Issue 45: a DOCX saved as "Strict Open XML" (ISO/IEC 29500 Strict namespaces) failed as corrupt."""
+    data = files.strict(files.docx([("h1", "Leave policy"), ("p", "Parents get fourteen weeks of paid leave.")]))
+    assert ingest(api, "leave.docx", data)["status"] == "completed"
+    assert "Parents get fourteen weeks of paid leave." in "\n".join(c.text for c in chunks_of(api, "leave.docx"))
+    sheet = files.strict(files.xlsx(STOCKS))
+    assert ingest(api, "stock.xlsx", sheet, XLSX_TYPE)["status"] == "completed"
+    assert any("Rocket skates" in c.text for c in chunks_of(api, "stock.xlsx"))
+
+
+def test_a_reader_failing_unexpectedly_is_our_fault_not_the_file_s():
+    """Issue 45, point 3: every parse failure was kind "file" ("replace the file"), also where a reader of ours broke on
+    a file other programs open. Such a failure is now kind "reader", named with where it failed, for a report."""
+    from eddi_rag.errors import FILE, READER
+    from eddi_rag.ingest import parsing
+    from eddi_rag.ingest.job_records import FIXES
+    from eddi_rag.ingest.limits import DocumentLimits
+    from eddi_rag.ingest.loaders import UnreadableDocumentError
+
+    def broken() -> None:
+        raise TypeError("'NoneType' object is not subscriptable")
+
+    try:
+        broken()
+    except TypeError as e:
+        kind, message, failure = parsing._error(e, "deck.pptx", DocumentLimits())
+    assert (kind, failure) == ("unreadable", READER) and "our reader failed on it (TypeError" in message
+    assert "test_files.py:" in message and "in broken" in message and "Report it" in FIXES[READER]
+    assert parsing._error(UnreadableDocumentError("deck.pptx: corrupt"), "deck.pptx", DocumentLimits())[2] == FILE

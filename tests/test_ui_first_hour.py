@@ -70,7 +70,8 @@ def test_try_it_names_each_passages_span_marks_the_hit_and_explains_the_order(br
     # an answer with no chat model on the server: the extractive one, said so (issue 33, point 8)
     assert "22:10. [Source 1]" in visible(browser, "#reply").text and "Extractive" in browser.find_element(By.ID, "reply-by").text
     first = visible(browser, ".hit")
-    assert first.find_element(By.CSS_SELECTOR, ".score").text.startswith("fused ")  # one score: the one it is ordered by
+    assert first.find_element(By.CSS_SELECTOR, ".score").text.startswith("score ")  # one score: the one it is ordered by
+    assert first.find_element(By.TAG_NAME, "pre").get_attribute("tabindex") == "0"  # (axe: scrollable-region-focusable)
     first.find_element(By.CSS_SELECTOR, "details.ranking summary").click()
     assert "vector #" in first.find_element(By.CSS_SELECTOR, ".ranking").text and "keyword" in first.find_element(By.CSS_SELECTOR, ".ranking").text
     passage = browser.find_element(By.CSS_SELECTOR, ".hit details.passage")
@@ -337,6 +338,7 @@ def test_feedback_opens_in_try_it_is_reviewed_and_kept_as_a_test_question(browse
     has_text(browser, "#question-results", "accepted")
     browser.find_element(By.ID, "accept-all").click()  # then all
     wait(browser).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#question-results .accept"))
+    assert not browser.find_elements(By.CSS_SELECTOR, "#question-results tr.changed, #question-results .tag.changed")
     browser.find_element(By.ID, "run-questions").click()
     has_text(browser, "#questions-status", "0 of 2 answer(s) changed")
     no_page_errors(browser)

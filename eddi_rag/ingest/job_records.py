@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from eddi_rag.errors import CONFIGURATION, DEPENDENCY, FILE, EddiRagError
+from eddi_rag.errors import CONFIGURATION, DEPENDENCY, FILE, READER, EddiRagError
 from eddi_rag.ingest.job_states import CANCELLED, COMPLETED, PENDING, PROCESSING, REFUSED, WAITING
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
@@ -24,9 +24,12 @@ DEFAULT_MAX_QUEUED = 1_000
 
 # what fixes a failed job, by what its error said (errors.EddiRagError.failure)
 FIXES = {
-    FILE: "Replace the file (upload a fixed one under the same name) or remove it: it cannot be read as it is, and "
-          "retrying will not help.",
+    FILE: "Upload a fixed file under the same name: this one cannot be read as it is, and retrying will not help "
+          "(nothing of it was stored; an earlier version of the document, if any, stays as it was).",
     DEPENDENCY: "Retry later: something the ingestion needs was down or missing (not the file's fault).",
+    READER: "Report it (the error's details say where our reader failed): a reader of this product failed on the "
+            "file in a way no corrupt file explains, so the file may well be fine (other programs may open it). "
+            "Meanwhile, saving it again in another program or format may help.",
     CONFIGURATION: "Change the knowledge base's configuration, or store the key it names in the vault, then retry: "
                    "the error says what stops it.",
 }

@@ -25,11 +25,13 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import IO, Any
 
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import READER, EddiRagError
 from eddi_rag.ingest import loaders, pages
 from eddi_rag.ingest.limits import MB, DocumentLimitError, DocumentLimits, Meter, check_zip
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, UnsupportedFileTypeError
@@ -236,21 +238,33 @@ def _child() -> None:
         parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}),
                       request.get("ocr"))
         send({"parts": [[p.text, p.metadata, p.markdown, list(p.headings), [list(line) for line in p.lines]] for p in parts]})
-    except MemoryError:
-        send({"error": ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "
-                                 f"(limit: {limits.setting('parse_memory_mb')}={limits.parse_memory_mb})"]})
-    except DocumentLimitError as e:
-        send({"error": ["limit", str(e)]})
-    except UnreadableDocumentError as e:
-        send({"error": ["unreadable", str(e), e.failure]})
-    except UnsupportedFileTypeError as e:
-        send({"error": ["unsupported", str(e)]})
-    except pages.PageNotFoundError as e:
-        send({"error": ["missing", str(e)]})
-    except RecursionError:
-        send({"error": ["unreadable", f"{request['name']}: nested too deeply to read"]})
-    except Exception as e:  # noqa: BLE001 - whatever a parser raises is the document's problem
-        send({"error": ["unreadable", f"{request['name']}: unreadable ({type(e).__name__}: {str(e)[:300]})"]})
+    except Exception as e:  # noqa: BLE001 - every failure answered, in its kind (_error)
+        send({"error": _error(e, request["name"], limits)})
+
+
+def _error(e: BaseException, name: str, limits: DocumentLimits) -> list[Any]:
+    """A parse's failure as the child answers it: [kind, message, what fixes it (errors.FILE, READER...)]. A reader
+    failing in a way none of ours says is likely this product's fault (READER), named with where it failed."""
+    if isinstance(e, MemoryError):
+        return ["limit", f"parsing needed more than {limits.parse_memory_mb} MB of memory "
+                         f"(limit: {limits.setting('parse_memory_mb')}={limits.parse_memory_mb})"]
+    if isinstance(e, DocumentLimitError):
+        return ["limit", str(e)]
+    if isinstance(e, UnreadableDocumentError):
+        return ["unreadable", str(e), e.failure]
+    if isinstance(e, UnsupportedFileTypeError):
+        return ["unsupported", str(e)]
+    if isinstance(e, pages.PageNotFoundError):
+        return ["missing", str(e)]
+    if isinstance(e, RecursionError):
+        return ["unreadable", f"{name}: nested too deeply to read"]
+    return ["unreadable", f"{name}: our reader failed on it ({type(e).__name__}: {str(e)[:300]}; at {_where(e)})", READER]
+
+
+def _where(error: BaseException) -> str:
+    """Where ``error`` was raised, for a report: the innermost frame's module file, line and function (no values)."""
+    frame = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+    return f"{Path(frame[0].filename).name}:{frame[0].lineno} in {frame[0].name}" if frame else "an unknown place"
 
 
 if __name__ == "__main__":

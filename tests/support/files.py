@@ -67,6 +67,26 @@ def docx_with_text_box(body: str, box: str) -> bytes:
     return out.getvalue()
 
 
+def strict(data: bytes) -> bytes:
+    """An Office Open XML package as Word's "Strict Open XML" saves it: each namespace and relationship type of the
+    Transitional form named as ISO/IEC 29500 Strict names it (``http://purl.oclc.org/ooxml/…``; ECMA-376 Part 1,
+    annex A)."""
+    import re
+    import zipfile
+
+    transitional = re.compile(rb"http://schemas\.openxmlformats\.org/(\w+)/2006/([\w-]+)")
+    renamed = {b"extended-properties": b"extendedProperties", b"custom-properties": b"customProperties"}
+    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        for item in source.infolist():
+            part = source.read(item)
+            if item.filename.endswith((".xml", ".rels")):
+                part = transitional.sub(lambda m: b"http://purl.oclc.org/ooxml/" + m.group(1) + b"/"
+                                        + renamed.get(m.group(2), m.group(2)), part)
+            package.writestr(item, part)
+    return out.getvalue()
+
+
 def docx(blocks: list[tuple[str, str]]) -> bytes:
     """blocks: (style, text) with style "h1".."h3", "p", or "table" (text = rows joined by \\n, cells by |)."""
     import docx as python_docx

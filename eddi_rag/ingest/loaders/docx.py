@@ -10,7 +10,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
-from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, ooxml
 from eddi_rag.ingest.loaders.rows import table_blocks
 
 _FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
@@ -44,6 +44,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
     import docx
     from docx.table import Table
 
+    if ooxml.is_strict(data):  # ISO Strict (Word's "Strict Open XML Document"): read as Transitional
+        data = ooxml.transitional(data)
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as e:

@@ -8,7 +8,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
-from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, ooxml
 from eddi_rag.ingest.loaders.rows import table_blocks
 
 
@@ -46,6 +46,8 @@ def _chart(chart: Any) -> list[str]:
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from pptx import Presentation
 
+    if ooxml.is_strict(data):  # ISO Strict: read as Transitional (loaders.ooxml)
+        data = ooxml.transitional(data)
     try:
         deck = Presentation(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as e:

@@ -9,7 +9,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
-from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError
+from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, ooxml
 from eddi_rag.ingest.loaders.rows import Row, format_value, pack_rows, row_lines, row_span
 
 
@@ -33,6 +33,8 @@ def cite_cells(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from openpyxl import load_workbook
 
+    if ooxml.is_strict(data):  # ISO Strict: read as Transitional (loaders.ooxml)
+        data = ooxml.transitional(data)
     try:
         book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:

@@ -941,16 +941,17 @@ function vote(kb, question, source) {
 // Why a result stands where it does when that is not its score: the two parts of a hybrid rank, or the tie rule.
 function ranking(r) {
   if (r.tie) return `Moved up: ${r.tie}.`;
-  const side = (name, part) => (part ? `${name} #${part.rank} (${name === "keyword" ? `BM25 ${part.bm25}` : `cosine ${part.similarity}`})` : `${name}: not found`);
+  const side = (name, part) => (part ? `${name} #${part.rank} (${name === "keyword" ? `BM25 ${part.bm25}` : `cosine ${part.similarity}`})`
+    : name === "keyword" ? "keyword: none of the words" : `${name}: not found`);
   if (r.by === "keyword") return `Ranked by ${side("keyword", r.keyword)}.`;
   return `Ranked by ${r.by === "rrf" ? "RRF" : "weighted score"} ${r.fused}: ${side("vector", r.vector)}, ${side("keyword", r.keyword)}.`;
 }
 
-// The one score a hit is shown with: the one its place in the order comes from (rerank, fused, else relevance).
+// The one score a hit is shown with: the one its place in the order comes from and minScore keeps to (a reranker's when
+// one reordered the results); a fused one is on the relevance scale (issue 45).
 function orderingScore(h) {
   if (h.rerankScore !== undefined) return `rerank ${Number(h.rerankScore).toFixed(4)}`;
-  if (h.ranking && h.ranking.fused !== undefined && h.ranking.by !== "keyword") return `${h.ranking.by === "rrf" ? "RRF" : "fused"} ${Number(h.ranking.fused).toFixed(4)}`;
-  return `relevance ${h.score.toFixed(4)}`;
+  return `${h.ranking && h.ranking.fused !== undefined ? "score" : "relevance"} ${h.score.toFixed(4)}`;
 }
 
 // A passage with the sentences that match the question marked (else the hit's chunk, at [start, end)).
@@ -995,7 +996,12 @@ function initQuestions(kb) {
     const accept = (path, rows) => async (e) => {
       const done = await api("POST", kbUrl(kb.id, path));
       if (!done.ok) { e.target.replaceWith(problem(done)); return; }
-      for (const row of rows()) $(".accept", row)?.replaceWith("accepted");
+      for (const row of rows()) {  // the row says what it is now: its answer is the baseline (issue 45)
+        $(".accept", row)?.replaceWith("accepted");
+        row.classList.replace("changed", "same");
+        const tag = $(".tag.changed", row);
+        if (tag) { tag.className = "tag same"; tag.textContent = "accepted"; }
+      }
       e.target.replaceWith("accepted");
     };
     if (r.data.changed && CAN_EDIT()) {
@@ -1177,7 +1183,16 @@ function initHealth() {
   }
 }
 
+// Text that scrolls (a passage, an answer, a diff) is reachable by keyboard, as axe's scrollable-region-focusable asks:
+// each such region takes focus, whenever a page puts one in.
+const SCROLLING = "pre:not([tabindex]), .diff-text:not([tabindex]), .table-wrap:not([tabindex])";
+function focusableScrolling() {
+  for (const node of $$(SCROLLING)) node.tabIndex = 0;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  focusableScrolling();
+  new MutationObserver(focusableScrolling).observe(document.body, {childList: true, subtree: true});
   if ($("table.kbs tr[data-kb]")) loadListHealth();
   if ($("#create-kb")) initCreate();
   if ($("#editor")) initEditor();
