@@ -211,6 +211,7 @@ def test_junk_is_refused_with_415_naming_what_was_found(api, name, data, content
 @pytest.mark.parametrize("name,data,reason", [
     ("scan.pdf", files.scanned_pdf(3), "failed: scan.pdf: the PDF has 3 page(s) but no extractable text"),
     ("locked.pdf", files.encrypted_pdf("Secret plans."), "failed: locked.pdf: the PDF is encrypted"),
+    ("aes.pdf", files.encrypted_pdf("Secret plans.", algorithm="AES-256-R5"), "failed: aes.pdf: the PDF is encrypted"),
     ("broken.pdf", files.pdf(["Some text that will be cut."])[:400], "failed: broken.pdf: corrupt or unreadable PDF"),
     ("broken.docx", files.docx([("p", "Text")])[:300], "failed: broken.docx: corrupt or unreadable DOCX"),
 ])

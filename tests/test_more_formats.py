@@ -127,6 +127,16 @@ def test_a_corrupt_file_of_each_new_format_fails_with_its_reason(client):
     assert client.get("/health").status_code == 200
 
 
+def test_an_odp_slide_s_shapes_lists_and_table_cells_are_each_read_apart(client):
+    """Issue 45: ODP custom shapes were not read, and a frame's list items and table cells ran together."""
+    kb = make_kb(client, "Event", minScore=0)
+    assert ingested(client, kb, "event.odp", documents.odp_shapes())["status"] == "completed"
+    (chunk,) = client.runtime.stores.get(kb, client.runtime.rag_config(kb)).get({"source": "event.odp"})
+    assert "Callout: doors open at nine." in chunk.text
+    assert "- Coffee in the lobby\n- Lunch on the terrace" in chunk.text
+    assert "Room: Hall A\nCapacity: 120" in chunk.text
+
+
 def test_an_odt_with_a_formula_is_read_around_it(client):
     """Issue 45: LibreOffice Math's objects name their DTD; odfpy's safe parser refused the reference and the whole
     document failed as corrupt."""

@@ -79,3 +79,16 @@ def test_a_save_says_what_will_not_work_as_expected_with_its_fix(client):
     assert status["failure"]["kind"] == "configuration", status
     fine = client.post("/ragstore/rags", json=KB)
     assert fine.json()["warnings"] == [], fine.text
+
+
+def test_an_unreachable_embedding_provider_is_named_with_its_host(client):
+    """Issue 45, point 6: an unreachable provider was explained three ways, none naming the host it could not reach."""
+    from tests.support.ports import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # (nothing listens there)
+    saved = client.post("/ragstore/rags", json={**KB, "name": "Far", "embeddingProvider": "ollama",
+                                                "embeddingParameters": {"baseUrl": url}})
+    kb = saved.headers["Location"].split("/")[-1].split("?")[0]
+    checks = {c["check"]: c for c in client.get(f"/ragstore/rags/{kb}/verdict").json()["checks"]}
+    assert not checks["embeddings"]["ok"] and f"ollama at {url} did not answer" in checks["embeddings"]["detail"]
+    assert url in checks["embeddings"]["fix"]

@@ -158,7 +158,9 @@ def test_the_create_dialog_keeps_a_typed_key_in_the_vault_and_refuses_one_it_can
         key.send_keys("${env:OPENAI_API_KEY}")
         browser.find_element(By.CSS_SELECTOR, "#create-kb button[type=submit]").click()
         has_text(browser, ".error", "${env:OPENAI_API_KEY} is not set")
-        assert "Fix: " in browser.find_element(By.CSS_SELECTOR, ".error").text and runtime.resources.ids("rags") == []
+        refusal = browser.find_element(By.CSS_SELECTOR, ".error").text
+        assert "Fix: type the key itself into its field above" in refusal and runtime.resources.ids("rags") == []
+        assert "PUT /" not in refusal  # (issue 45: the dialog's own field, not a REST call)
         screenshot(browser, "16-create-refused-with-its-fix")
         key = visible(browser, '[name="embeddingParameters.apiKey"]')
         key.clear()

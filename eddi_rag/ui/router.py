@@ -171,7 +171,9 @@ async def create_kb(request: Request):
         data.setdefault(group, {})[param] = f"${{vault:{name}}}"
     problem = None if typed_keys else runtime.health.unresolved_in(data, caller.tenant)
     if problem is not None:  # never created silently broken: said here, with its fix, what was typed kept
-        return _list_page(request, error=f"Not created: {problem['detail']}. Fix: {problem['fix']}", draft=draft, status=400)
+        fix = ("type the key itself into its field above (it is kept in this tenant's vault), or reference one the "
+               "operator keeps, such as ${env:OPENAI_API_KEY}") if problem["check"] == "secrets" else problem["fix"]
+        return _list_page(request, error=f"Not created: {problem['detail']}. Fix: {fix}", draft=draft, status=400)
     try:
         ref = runtime.saving.create("rags", data, caller.tenant)
     except ConfigValidationError as e:

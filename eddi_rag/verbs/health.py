@@ -86,6 +86,21 @@ def _granted(acl: Any) -> bool:
     return isinstance(acl, list) and any(isinstance(p, str) and not p.startswith(DENY) for p in acl)
 
 
+def _endpoint(config: Any) -> str:
+    """Where a knowledge base's embedding provider is called: its ``baseUrl``/``endpoint``, else the provider's default
+    (its parameter schema's), else "its default endpoint"."""
+    params = config.embeddingParameters
+    named = params.get("baseUrl") or params.get("endpoint")
+    if isinstance(named, str) and named:
+        return named
+    try:
+        schema = registry.describe(registry.EMBEDDINGS, config.embeddingProvider).get("schema", {})
+    except Exception:  # noqa: BLE001 - only a better message is lost
+        schema = {}
+    default = schema.get("properties", {}).get("baseUrl", {}).get("default")
+    return default if isinstance(default, str) else "its default endpoint"
+
+
 class Health:
     def __init__(self, kbs: KnowledgeBases, stores: EmbeddingStoreFactory, resources: ResourceStore,
                  embeddings: EmbeddingModelFactory, resolver: SecretResolver,
@@ -194,8 +209,10 @@ class Health:
                 model_dim = len(self.embeddings.for_config(config).embed_query("eddi-rag doctor dimension probe"))
                 add("embeddings", True, f"{config.embeddingProvider} answers")
             except Exception as e:  # noqa: BLE001 - the point is to report it
-                add("embeddings", False, self.resolver.redact(f"{type(e).__name__}: {e}"),
-                    "check embeddingParameters (apiKey, baseUrl, model)")
+                where = _endpoint(config)
+                add("embeddings", False, self.resolver.redact(f"{config.embeddingProvider} at {where} did not answer: "
+                                                              f"{type(e).__name__}: {e}"),
+                    f"check that {where} is reachable from this server and embeddingParameters (apiKey, baseUrl, model)")
         if model_dim is None:
             skip("dimensions", because="embeddings")
         elif stored_dim is not None and stored_dim != model_dim:

@@ -170,6 +170,43 @@ def ods_repeated_rows(rows: int) -> bytes:
     return _saved(document)
 
 
+def odp_shapes() -> bytes:
+    """A one-slide OpenDocument presentation as Impress lays one out beyond plain frames: a custom shape (a callout)
+    holding its paragraph itself, a frame with a two-item list, and a frame holding a table (odfpy writes each)."""
+    from odf.draw import CustomShape, Frame, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.style import MasterPage, PageLayout
+    from odf.table import Table, TableColumn
+    from odf.text import List, ListItem, P
+
+    document = OpenDocumentPresentation()
+    layout = PageLayout(name="layout")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="master", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    page = Page(name="slide1", masterpagename=master)
+    callout = CustomShape(width="8cm", height="3cm", x="1cm", y="1cm")
+    callout.addElement(P(text="Callout: doors open at nine."))
+    page.addElement(callout)
+    listed = Frame(width="8cm", height="4cm", x="1cm", y="5cm")
+    box, items = TextBox(), List()
+    for item in ("Coffee in the lobby", "Lunch on the terrace"):
+        entry = ListItem()
+        entry.addElement(P(text=item))
+        items.addElement(entry)
+    box.addElement(items)
+    listed.addElement(box)
+    page.addElement(listed)
+    tabled, table = Frame(width="8cm", height="4cm", x="10cm", y="5cm"), Table(name="Rooms")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    for row in (("Room", "Capacity"), ("Hall A", "120")):
+        table.addElement(_row(list(row)))
+    tabled.addElement(table)
+    page.addElement(tabled)
+    document.presentation.addElement(page)
+    return _saved(document)
+
+
 def odp(slides: list[tuple[str, str, str]]) -> bytes:
     """An OpenDocument presentation of (title, text, speaker notes) slides."""
     from odf.draw import Frame, Page, TextBox

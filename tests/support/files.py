@@ -28,12 +28,14 @@ def scanned_pdf(pages: int = 2) -> bytes:
     return bytes(doc.output())
 
 
-def encrypted_pdf(text: str, password: str = "s3cret", owner_only: bool = False) -> bytes:
-    """A PDF that asks ``password`` to be opened, or (``owner_only``) only to be changed: "copy-protected"."""
+def encrypted_pdf(text: str, password: str = "s3cret", owner_only: bool = False, algorithm: str | None = None) -> bytes:
+    """A PDF that asks ``password`` to be opened, or (``owner_only``) only to be changed: "copy-protected";
+    ``algorithm``: pypdf's (``AES-256-R5``...), else its default."""
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf([text]))))
-    writer.encrypt(user_password="" if owner_only else password, owner_password=password)
+    writer.encrypt(user_password="" if owner_only else password, owner_password=password,
+                   **({"algorithm": algorithm} if algorithm else {}))
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()

@@ -1,16 +1,30 @@
-"""OpenDocument presentation (``.odp``, odfpy): each slide's text (its title first, then its other frames, then
-its speaker notes), cited as ``slide`` (1-based) with ``slideTitle``, as a PPTX slide is."""
+"""OpenDocument presentation (``.odp``, odfpy): each slide's text (its title first, then its other frames and shapes,
+then its speaker notes), cited as ``slide`` (1-based) with ``slideTitle``, as a PPTX slide is. A frame's paragraphs
+and list items are lines of their own and its table ``header: value`` lines (as in an ODT), not run together."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from eddi_rag.ingest.loaders import Counter, Part
 from eddi_rag.ingest.loaders.odf import kind, opened, text_of
+from eddi_rag.ingest.loaders.odt import blocks
+
+
+def _texts(shape: Any, meter: Counter) -> str:
+    """A frame's or a shape's text: its paragraphs and lists (a custom shape holds them itself, a frame in its text
+    box), its table's rows."""
+    out: list[str] = []
+    blocks(shape, out, meter)  # (its paragraphs, lists and tables)
+    for child in shape.childNodes:
+        if kind(child) == "text-box":
+            blocks(child, out, meter)
+    return "\n".join(t for t in out if t.strip())
 
 
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
-    from odf.draw import Frame, Page
+    from odf.draw import CustomShape, Frame, Page
     from odf.namespaces import PRESENTATIONNS
 
     document = opened(data, name, "OpenDocument presentation")
@@ -20,8 +34,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
     for n, slide in enumerate(slides, 1):
         meter.count("pages")
         title, body, notes = "", [], []
-        for frame in slide.getElementsByType(Frame):
-            text = text_of(frame)
+        for frame in [*slide.getElementsByType(Frame), *slide.getElementsByType(CustomShape)]:
+            text = _texts(frame, meter) if kind(frame.parentNode) != "notes" else text_of(frame)
             in_notes = kind(frame.parentNode) == "notes"
             if not text:
                 continue

@@ -16,7 +16,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
 
     document = opened(data, name, "OpenDocument spreadsheet")
     parts: list[Part] = []
-    for sheet in document.spreadsheet.getElementsByType(Table):
+    root = document.spreadsheet  # (odfpy's handle on office:spreadsheet; a KSpread file leaves it a text node)
+    for sheet in (root if hasattr(root, "getElementsByType") else document.body).getElementsByType(Table):
         title = str(sheet.getAttribute("name") or "Sheet")
         values = table_rows(sheet, meter)
         if not values:

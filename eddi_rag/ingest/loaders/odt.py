@@ -13,12 +13,14 @@ from eddi_rag.ingest.loaders.rows import table_blocks
 
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     document = opened(data, name, "OpenDocument text")
-    blocks: list[str] = []
-    _blocks(document.text, blocks, meter)
-    return [Part("\n\n".join(b for b in blocks if b.strip()), markdown=True)]
+    found: list[str] = []
+    blocks(document.text, found, meter)
+    return [Part("\n\n".join(b for b in found if b.strip()), markdown=True)]
 
 
-def _blocks(element: Any, out: list[str], meter: Counter) -> None:
+def blocks(element: Any, out: list[str], meter: Counter) -> None:
+    """An element's headings, paragraphs, lists and tables, in order, as Markdown blocks into ``out`` (sections and
+    the like entered); an ODP frame's text box is read the same way."""
     for child in element.childNodes:
         what = kind(child)
         if what == "h":
@@ -37,4 +39,4 @@ def _blocks(element: Any, out: list[str], meter: Counter) -> None:
         elif what == "table":
             out += table_blocks(table_rows(child, meter))
         elif what in ("section", "text", "div"):
-            _blocks(child, out, meter)
+            blocks(child, out, meter)

@@ -72,6 +72,8 @@ def _place(data: bytes, name: str, laid: list[structure.Page], scans: list[int],
     try:
         doc = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as e:
+        if "password" in str(e).lower():  # (pypdf opened it; PDFium asks the password pypdf's decryption did not need)
+            raise UnreadableDocumentError(f"{name}: the PDF is encrypted; upload a copy without a password") from e
         raise UnreadableDocumentError(f"{name}: corrupt or unreadable PDF ({e})") from e
     try:
         for n in range(1, len(laid) + 1):

@@ -34,10 +34,11 @@ def _chart(chart: Any) -> list[str]:
         plots = list(chart.plots)
         categories = [str(c) for c in plots[0].categories] if plots else []
         series = [s for plot in plots for s in plot.series]
-    except (KeyError, ValueError, IndexError, AttributeError):  # a chart without a data cache: its title alone
+        values = [list(s.values) for s in series]
+    except (KeyError, ValueError, IndexError, AttributeError, NotImplementedError):  # no data cache, or a chart type
+        # python-pptx cannot read (area3DChart): its title alone
         return [f"Chart: {title}"] if title else []
     rows = [["Category", *(s.name or f"Series {i}" for i, s in enumerate(series, 1))]]
-    values = [list(s.values) for s in series]
     for i, category in enumerate(categories):
         rows.append([category, *("" if i >= len(v) or v[i] is None else f"{v[i]:g}" for v in values)])
     return [*([f"Chart: {title}"] if title else []), *table_blocks(rows)]
