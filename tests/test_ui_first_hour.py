@@ -215,7 +215,7 @@ def test_unsaved_edits_are_not_lost_silently_and_a_chunking_change_warns(browser
     Select(browser.find_element(By.CSS_SELECTOR, '[data-path="$.chunkStrategy"]')).select_by_visible_text("paragraph")
     browser.find_element(By.ID, "save").click()
     alert = wait(browser).until(EC.alert_is_present())
-    assert "changes the chunking" in alert.text and "re-ingest" in alert.text
+    assert "changes the chunking" in alert.text and "parsed and chunked again" in alert.text  # (issue 45: by itself)
     alert.accept()
     saved_as(browser, runtime, kb, 2)
 
@@ -340,7 +340,7 @@ def test_feedback_opens_in_try_it_is_reviewed_and_kept_as_a_test_question(browse
     has_text(browser, "#question-results", "accepted")
     browser.find_element(By.ID, "accept-all").click()  # then all
     wait(browser).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#question-results .accept"))
-    assert not browser.find_elements(By.CSS_SELECTOR, "#question-results tr.changed, #question-results .tag.changed")
+    assert not browser.find_elements(By.CSS_SELECTOR, '#question-results tr.changed, #question-results td[data-label="Result"] .tag.changed')
     browser.find_element(By.ID, "run-questions").click()
     has_text(browser, "#questions-status", "0 of 2 answer(s) changed")
     no_page_errors(browser)

@@ -160,8 +160,8 @@ def test_merge_keeps_each_kbs_own_order():
 
 
 def test_citation_labels_name_page_or_cell_when_there_is_no_section():
-    page = SearchHit("1", "t", {"source": "report.pdf", "page": 3}, 0.5)
-    cell = SearchHit("2", "t", {"source": "prices.xlsx", "cell": "Sheet1!B4"}, 0.5)
+    page = SearchHit("1", "the report", {"source": "report.pdf", "page": 3}, 0.5)
+    cell = SearchHit("2", "the price", {"source": "prices.xlsx", "cell": "Sheet1!B4"}, 0.5)  # (a text injected once only)
     text, _, _ = format_context(merge([("KB", [page, cell])], None), None)
     assert "[Source 1: report.pdf, page 3]" in text and "[Source 2: prices.xlsx, Sheet1!B4]" in text
 

@@ -996,17 +996,17 @@ function initQuestions(kb) {
     const accept = (path, rows) => async (e) => {
       const done = await api("POST", kbUrl(kb.id, path));
       if (!done.ok) { e.target.replaceWith(problem(done)); return; }
-      for (const row of rows()) {  // the row says what it is now: its answer is the baseline (issue 45)
+      for (const row of rows(e)) {  // the row says what it is now: its answer is the baseline (issue 45)
         $(".accept", row)?.replaceWith("accepted");
         row.classList.replace("changed", "same");
-        const tag = $(".tag.changed", row);
+        const tag = $('td[data-label="Result"] .tag.changed', row);
         if (tag) { tag.className = "tag same"; tag.textContent = "accepted"; }
       }
       e.target.replaceWith("accepted");
     };
     if (r.data.changed && CAN_EDIT()) {
       status.append(" ", el("button", { type: "button", id: "accept-all", class: "link",
-        onclick: accept("/questions/accept-all", () => box.querySelectorAll("tr.changed")) }, "Accept all as baselines"));
+        onclick: accept("/questions/accept-all", () => [...box.querySelectorAll("tr.changed")]) }, "Accept all as baselines"));
     }
     box.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "question-results", class: "stack" },
       el("thead", {}, el("tr", {}, el("th", {}, "Question"), el("th", {}, "Result"), el("th", {}, "Passages now"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
@@ -1016,7 +1016,7 @@ function initQuestions(kb) {
           q.chunkFound === false ? el("div", { class: "small" }, "the chunk voted on is no longer found") : ""),
         el("td", { "data-label": "Passages" }, el("ol", { class: "passages-now" }, q.passages.map(passageChange))),
         el("td", {}, q.changed && CAN_EDIT() ? el("button", { type: "button", class: "link accept",
-          onclick: accept(`/questions/${q.id}/accept`, () => []) }, "Accept as baseline") : "")))))));
+          onclick: accept(`/questions/${q.id}/accept`, (e) => [e.target.closest("tr")]) }, "Accept as baseline") : "")))))));
   });
   list();
 }
