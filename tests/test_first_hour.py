@@ -295,7 +295,7 @@ def test_a_failed_ingestion_says_what_fixes_it_from_the_first_failure(client):
                     headers={"Content-Type": "application/pdf"})
     job = wait_for(client, kb, r.json()["ingestionId"])
     assert job["status"].startswith("failed") and job["failure"]["kind"] == "file"
-    assert job["failure"]["fix"].startswith("Replace the file") and "retrying will not help" in job["failure"]["fix"]
+    assert job["failure"]["fix"].startswith("Upload a fixed file") and "retrying will not help" in job["failure"]["fix"]
     client.post(f"{BASE}/{kb}/ingest?documentName=photo.gif", content=files.GIF, headers={"Content-Type": "image/gif"})
     refused = next(j for j in client.get(f"{BASE}/{kb}/ingestions").json() if j["documentName"] == "photo.gif")
     assert refused["failure"]["kind"] == "file"

@@ -208,3 +208,21 @@ def test_the_manager_shows_the_page_with_the_chunk_s_place_marked(browser, serve
     shown(visible(browser, "ol.hits > li figure.page-view"))
     screenshot(browser, "page-place-try-it")
     no_page_errors(browser)
+
+
+def test_a_page_that_opens_with_its_own_heading_is_filed_under_it():
+    """Issue 45: a PDF page beginning with its own heading was filed under the previous page's heading (and its chunk
+    began with that heading's path)."""
+    from eddi_rag.config import RagConfiguration
+    from eddi_rag.ingest.chunking import split_parts
+    from eddi_rag.ingest.limits import DocumentLimits
+    from eddi_rag.ingest.parsing import parse
+
+    guide = scans.printed("# Staff guide\n\n## Part one: leave\n\nParents get fourteen weeks of paid leave.\n\n"
+                          '<div style="break-before: page"></div>\n\n## Part two: travel\n\nTrains are booked in second class.\n')
+    parts = parse("pdf", guide, "guide.pdf", {"chars": 4000}, DocumentLimits(), None, lambda: False,
+                  {"mode": "auto", "languages": ["eng"]})
+    pieces = {p.citation["page"]: p for p in split_parts(parts, RagConfiguration(name="g", embeddingProvider="local"))}
+    assert pieces[2].section == "# Staff guide > ## Part two: travel", pieces[2].section
+    assert pieces[2].text.startswith("# Staff guide\n\n## Part two: travel") and "Part one" not in pieces[2].text
+    assert pieces[1].section == "# Staff guide"

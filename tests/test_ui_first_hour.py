@@ -269,7 +269,7 @@ def test_uploads_that_fail_look_failed_and_a_refused_one_stays_after_a_reload(br
                for r in refused.find_elements(By.CSS_SELECTOR, "tr[data-ingestion]"))  # listed under its own name
     # the fix is there from the first failure, kept after a reload; a file at fault offers Replace, not Retry
     row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#ingestions tr[data-ingestion]") if "broken.pdf" in r.text)
-    assert "Fix: Replace the file" in row.text and not row.find_elements(By.XPATH, ".//button[text()='Retry']")
+    assert "Fix: Upload a fixed file" in row.text and not row.find_elements(By.XPATH, ".//button[text()='Retry']")
     fixed = tmp_path / "fixed.pdf"
     fixed.write_bytes(pdf(["Sleeper cabins hold two berths."]))
     row.find_element(By.CSS_SELECTOR, 'input[type="file"]').send_keys(str(fixed))  # (what Replace… opens)

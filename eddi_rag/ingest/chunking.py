@@ -267,7 +267,7 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
     # packed (whole joins are never kept: ``pack`` counts those with ``budget.count``)
     count = lru_cache(maxsize=1024)(budget.count)
     if count(_prefix(parent) + text) <= budget.limit:
-        return [_piece(parent, text) if parent else _whole(text)]
+        return [_opened(parent, text) if parent else _whole(text)]
     lines = text.split("\n")
     heads = _headings(text)
 
@@ -292,6 +292,17 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
         return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, count, (words, left))]
 
     return [p for section in _sections(heads, 0, len(lines), parent, split_level=2) for p in split(section, 3)]
+
+
+def _opened(parent: tuple[str, ...], text: str) -> Piece:
+    """A whole part (a PDF page) under the headings the parts before it opened: filed under its own first heading when
+    it opens with one (a page beginning "## Travel" is no longer filed under the previous page's "## Leave")."""
+    heads = _headings(text)
+    if not heads or heads[0][0] != 0:
+        return _piece(parent, text)
+    level, title = heads[0][2], heads[0][3]
+    path = tuple(p for p in parent if _level(p) < level)
+    return Piece(_prefix(path) + text, " > ".join((*path, "#" * level + " " + title)))
 
 
 def _whole(text: str) -> Piece:
