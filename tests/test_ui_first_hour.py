@@ -283,7 +283,9 @@ def test_uploads_that_fail_look_failed_and_a_refused_one_stays_after_a_reload(br
     # a whole-KB job reports beside its button, to its end
     browser.execute_script("window.confirm = () => true")
     click(browser, browser.find_element(By.ID, "reembed"))
-    has_text(browser, "#kb-job-status", "Re-embedded: ")
+    status = has_text(browser, "#kb-job-status", "Re-embedded: ")
+    assert "muted" not in (status.get_attribute("class") or "") + status.find_element(By.XPATH, "..").get_attribute("class")
+    # (issue 45: a job's result had sat in the grey help text)
     click(browser, browser.find_element(By.ID, "reparse-all"))
     has_text(browser, "#kb-job-status", "Re-parsed: 2 document(s)")
     no_page_errors(browser)
