@@ -128,13 +128,15 @@ def test_a_corrupt_file_of_each_new_format_fails_with_its_reason(client):
 
 
 def test_an_odp_slide_s_shapes_lists_and_table_cells_are_each_read_apart(client):
-    """Issue 45: ODP custom shapes were not read, and a frame's list items and table cells ran together."""
+    """Issue 45: ODP custom shapes and master-page footers were not read, and a frame's list items and table cells ran
+    together."""
     kb = make_kb(client, "Event", minScore=0)
     assert ingested(client, kb, "event.odp", documents.odp_shapes())["status"] == "completed"
     (chunk,) = client.runtime.stores.get(kb, client.runtime.rag_config(kb)).get({"source": "event.odp"})
     assert "Callout: doors open at nine." in chunk.text
     assert "- Coffee in the lobby\n- Lunch on the terrace" in chunk.text
     assert "Room: Hall A\nCapacity: 120" in chunk.text
+    assert "Footer: Acme confidential" in chunk.text  # (the master page's footer, as the slide declares it)
 
 
 def test_an_odt_with_a_formula_is_read_around_it(client):

@@ -172,9 +172,11 @@ def ods_repeated_rows(rows: int) -> bytes:
 
 def odp_shapes() -> bytes:
     """A one-slide OpenDocument presentation as Impress lays one out beyond plain frames: a custom shape (a callout)
-    holding its paragraph itself, a frame with a two-item list, and a frame holding a table (odfpy writes each)."""
+    holding its paragraph itself, a frame with a two-item list, a frame holding a table, and the footer its master page
+    shows (a footer declaration the slide names), odfpy writing each."""
     from odf.draw import CustomShape, Frame, Page, TextBox
     from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import FooterDecl
     from odf.style import MasterPage, PageLayout
     from odf.table import Table, TableColumn
     from odf.text import List, ListItem, P
@@ -184,7 +186,10 @@ def odp_shapes() -> bytes:
     document.automaticstyles.addElement(layout)
     master = MasterPage(name="master", pagelayoutname=layout)
     document.masterstyles.addElement(master)
-    page = Page(name="slide1", masterpagename=master)
+    footer = FooterDecl(name="ftr1")  # the footer text the master page's footer field shows on the slide
+    footer.addText("Acme confidential")
+    document.presentation.addElement(footer)
+    page = Page(name="slide1", masterpagename=master, usefootername="ftr1")
     callout = CustomShape(width="8cm", height="3cm", x="1cm", y="1cm")
     callout.addElement(P(text="Callout: doors open at nine."))
     page.addElement(callout)

@@ -1,6 +1,7 @@
 """OpenDocument presentation (``.odp``, odfpy): each slide's text (its title first, then its other frames and shapes,
-then its speaker notes), cited as ``slide`` (1-based) with ``slideTitle``, as a PPTX slide is. A frame's paragraphs
-and list items are lines of their own and its table ``header: value`` lines (as in an ODT), not run together."""
+then the footer it shows (its master page's, as the slide declares it), then its speaker notes), cited as ``slide``
+(1-based) with ``slideTitle``, as a PPTX slide is. A frame's paragraphs and list items are lines of their own and its
+table ``header: value`` lines (as in an ODT), not run together."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ def _texts(shape: Any, meter: Counter) -> str:
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from odf.draw import CustomShape, Frame, Page
     from odf.namespaces import PRESENTATIONNS
+    from odf.presentation import FooterDecl
 
     document = opened(data, name, "OpenDocument presentation")
     slides = document.presentation.getElementsByType(Page)
+    footers = {d.getAttrNS(PRESENTATIONNS, "name"): text_of(d) for d in document.presentation.getElementsByType(FooterDecl)}
     meter.whole("pages", len(slides))
     parts = []
     for n, slide in enumerate(slides, 1):
@@ -45,6 +48,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
                 title = text
             else:
                 body.append(text)
-        text = "\n\n".join(t for t in (title, *body, f"Notes: {' '.join(notes)}" if notes else "") if t)
+        footer = footers.get(slide.getAttrNS(PRESENTATIONNS, "use-footer-name"), "")  # the master page's footer, as shown
+        text = "\n\n".join(t for t in (title, *body, f"Footer: {footer}" if footer else "",
+                                        f"Notes: {' '.join(notes)}" if notes else "") if t)
         parts.append(Part(text, {"slide": n, **({"slideTitle": title} if title else {})}))
     return parts
