@@ -369,6 +369,42 @@ def test_a_pptx_chart_s_title_and_numbers_are_read(api):
     assert "Revenue: 120.5" in text
 
 
+def test_a_chart_python_pptx_cannot_read_keeps_its_title_and_the_rest_of_its_deck(api):
+    """Issue 45 (bench_corpus, python-pptx's own test deck): a 3-D area chart made python-pptx raise NotImplementedError
+    and the whole deck failed. The chart here is written by python-pptx as a column chart, its plot element then named
+    ``c:area3DChart`` as PowerPoint writes a 3-D area chart (python-pptx has no writer for one)."""
+    import io
+    import re
+    import zipfile
+
+    from pptx import Presentation
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Trends"
+    data = CategoryChartData()
+    data.categories = ["Q1", "Q2"]
+    data.add_series("Visitors", (10, 12))
+    chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(6), Inches(4), data).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = "Visitors by quarter"
+    out, written = io.BytesIO(), io.BytesIO()
+    deck.save(written)
+    source = zipfile.ZipFile(io.BytesIO(written.getvalue()))
+    with zipfile.ZipFile(out, "w") as copy:
+        for item in source.infolist():
+            part = source.read(item)
+            if re.match(r"ppt/charts/chart\d+\.xml$", item.filename):
+                part = part.replace(b"c:barChart>", b"c:area3DChart>")
+            copy.writestr(item, part)
+    assert ingest(api, "trends.pptx", out.getvalue())["status"] == "completed"
+    text = "\n".join(c.text for c in chunks_of(api, "trends.pptx"))
+    assert "Trends" in text and "Chart: Visitors by quarter" in text
+
+
 def test_a_small_price_list_answers_with_its_row(api):
     """Issue 45, point 5: an 8-row CSV was one chunk labelled "row 2" while it held rows 2 to 9; each row is now a chunk
     (found and cited alone), and the passage around it says all it covers."""
