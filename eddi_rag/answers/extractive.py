@@ -107,10 +107,11 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3, earlie
     covered: set[str] = set()
     candidates = [int(i) for i in scores]  # (every sentence with a question term)
     named = _tokens(question) - set(QUESTION_STOPWORDS)  # as written: "Widget 5"'s 5, which BM25's terms leave out
+    written = [_tokens(sentence) for _, sentence in unique]
     while candidates and len(picked) < max_sentences:
         best = max(candidates, key=lambda i: sum(idf[t] for t in has[i] & asked - covered) + TIE * scores[str(i)]
-                   + EXACT * len(named & _tokens(unique[i][1])))
-        named -= _tokens(unique[best][1])  # (a word once said adds nothing to the next pick)
+                   + EXACT * len(named & written[i]))
+        named -= written[best]  # (a word once said adds nothing to the next pick)
         picked.append(best)
         covered |= has[best] & asked
         candidates.remove(best)

@@ -1,5 +1,5 @@
 """Fusing ranked lists: weighted min-max-normalised scores, and reciprocal rank fusion; and the score a fused
-result carries (:func:`relevance`): its fused value on the scale of EDDI's relevance, so results are ordered by the
+result carries (:func:`relevances`): its fused value on the scale of EDDI's relevance, so results are ordered by the
 score they show and ``minScore`` keeps a prefix of that order."""
 
 from __future__ import annotations
@@ -34,13 +34,17 @@ def reciprocal_rank(*lists: Ranked, k: int = RRF_K) -> list[tuple[str, float]]:
     return sorted(fused.items(), key=lambda x: (-x[1], x[0]))
 
 
+def best_first(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """(id, score) by score, highest first (ties: id)."""
+    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+
+
 def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str, vector_weight: float) -> list[tuple[str, float]]:
     """Every candidate scored on both sides (``similarity``: its cosine, ``bm25``: its keyword score, 0 when it holds
     none of the words), fused to a value in [0, 1], best first (ties: id). ``weighted``: ``w × v + (1 − w) × k``,
     each side min-max normalised over the candidates; ``rrf``: the sum of 1 / (60 + rank) over the sides that
     found it (a side ranks only what it matched), divided by its largest possible value (first on both)."""
-    vector = sorted(similarity.items(), key=lambda x: (-x[1], x[0]))
-    keyword = sorted(((i, s) for i, s in bm25.items() if s > 0), key=lambda x: (-x[1], x[0]))
+    vector, keyword = best_first(similarity), best_first({i: s for i, s in bm25.items() if s > 0})
     if fusion == "rrf":
         best = 2.0 / (RRF_K + 1)
         fused = [(i, f / best) for i, f in reciprocal_rank(vector, keyword)]
@@ -50,14 +54,15 @@ def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str
     return fused + [(i, 0.0) for i, _ in vector if i not in seen]
 
 
-def relevance(fused: float, best: float, similarities: Sequence[float]) -> float:
-    """A fused value as a relevance: ``low + (high − low) × fused / best``, ``best`` the greatest fused value among the
-    candidates, ``low`` and ``high`` the least and greatest of their relevances (cos + 1) / 2. Monotone in ``fused`` (so
+def relevances(fused: Sequence[tuple[str, float]], similarities: Sequence[float]) -> list[float]:
+    """Fused values (best first) as relevances: ``low + (high − low) × fused / best``, ``best`` the first's fused value,
+    ``low`` and ``high`` the least and greatest of the candidates' relevances (cos + 1) / 2. Monotone in ``fused`` (so
     the order is the fused one), on the scale ``minScore`` always had: the first result scores the best relevance any
     candidate has (so minScore keeps it exactly when vector search would keep its first), the others less as they
     rank lower."""
     scores = [(s + 1.0) / 2.0 for s in similarities if s == s]  # (a chunk without its vector: NaN, left out)
+    best = fused[0][1] if fused else 0.0
     if not scores or best <= 0:
-        return max(scores, default=fused)
+        return [max(scores, default=f) for _, f in fused]
     low, high = min(scores), max(scores)
-    return low + (high - low) * fused / best
+    return [low + (high - low) * f / best for _, f in fused]

@@ -2,7 +2,7 @@
 
 A result's ``score`` is what results are ordered by and what ``minScore`` keeps to, so ``minScore`` always keeps a
 prefix of the order: in vector mode EDDI's relevance (cos + 1) / 2; in hybrid and keyword mode the fused relevance
-(``fusion.relevance``: the fused value on the candidates' relevance scale). Hybrid and keyword searches draw a pool of
+(``fusion.relevances``: the fused value on the candidates' relevance scale). Hybrid and keyword searches draw a pool of
 candidates whose size does not depend on ``maxResults`` (``POOL``) and score each on both sides (a chunk only one side
 found: its cosine from its stored vector, its BM25 from the store's ``keyword_scores``), so the first result is the
 same whether one or ten are asked for. Every result also carries its cosine (``similarity``).
@@ -29,7 +29,7 @@ from eddi_rag.common import metrics
 from eddi_rag.config import RagConfiguration
 from eddi_rag.retrieval.access import EVERYONE, Access, WithheldError
 from eddi_rag.retrieval.expansion import Passage, fill, gather
-from eddi_rag.retrieval.fusion import fuse, relevance
+from eddi_rag.retrieval.fusion import best_first, fuse, relevances
 from eddi_rag.retrieval.rerankers import Reranker, RerankerFactory
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
@@ -213,7 +213,7 @@ class Retriever:
                        k: int, where: filters.Node | None) -> list[SearchHit]:
         """The best ``k`` of a pool of candidates whose size does not depend on ``k`` (``POOL``, or ``k`` when more are
         asked), each scored on both sides: so the first results are the same whatever ``maxResults`` is, and each
-        result's score is the fused one it is ordered by (``fusion.relevance``)."""
+        result's score is the fused one it is ordered by (``fusion.relevances``)."""
         if KEYWORD_SEARCH not in store.capabilities:
             raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
         pool = pool_size(k)
@@ -231,10 +231,10 @@ class Retriever:
         self._with_vectors(store, vector, [h for h in keyword if h.id not in found], found)
         similarity = {i: h.similarity for i, h in found.items()}
         weight = 0.0 if config.searchMode == "keyword" else config.vectorWeight
-        fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)
-        best, sims = (fused[0][1] if fused else 0.0), list(similarity.values())
-        ranking = _parts(config, similarity, bm25, dict(fused[:k]))
-        return [replace(found[i], ranking=ranking[i], ranked=round(relevance(f, best, sims), 6)) for i, f in fused[:k]]
+        fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)[:k]
+        ranking = _parts(config, similarity, bm25, dict(fused))
+        return [replace(found[i], ranking=ranking[i], ranked=round(score, 6))
+                for (i, _), score in zip(fused, relevances(fused, list(similarity.values())))]
 
     @staticmethod
     def _with_vectors(store: KnowledgeStore, vector: list[float], hits: list[KeywordHit], found: dict[str, SearchHit]) -> None:
@@ -253,10 +253,8 @@ def _parts(config: RagConfiguration, similarity: dict[str, float], bm25: dict[st
           fused: dict[str, float]) -> dict[str, dict[str, Any]]:
     """Each result's vector and keyword part among the candidates: its rank and score on each side (keyword None
     where it holds none of the words; vector None in keyword mode), and the fused value that ordered it."""
-    v = {i: {"rank": r, "similarity": round(s, 4)}
-         for r, (i, s) in enumerate(sorted(similarity.items(), key=lambda x: (-x[1], x[0])), 1)}
-    kw = {i: {"rank": r, "bm25": round(s, 4)}
-          for r, (i, s) in enumerate(sorted(((i, s) for i, s in bm25.items() if s > 0), key=lambda x: (-x[1], x[0])), 1)}
+    v = {i: {"rank": r, "similarity": round(s, 4)} for r, (i, s) in enumerate(best_first(similarity), 1)}
+    kw = {i: {"rank": r, "bm25": round(s, 4)} for r, (i, s) in enumerate(best_first({i: s for i, s in bm25.items() if s > 0}), 1)}
     if config.searchMode == "keyword":
         return {i: {"by": "keyword", "fused": round(f, 6), "keyword": kw.get(i)} for i, f in fused.items()}
     return {i: {"by": config.fusion, "fused": round(f, 6), "vector": v.get(i), "keyword": kw.get(i)} for i, f in fused.items()}

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import io
 import re
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
@@ -275,6 +277,16 @@ def decode_text(data: bytes) -> str:
         raise _refuse("bytes that are neither a known binary format nor text (UTF-8, UTF-16 or UTF-32 with its "
                       "byte-order mark, or Windows-1252)")
     return clean_text(data.decode(encoding, "replace"))
+
+
+def rewritten(data: bytes, change: Callable[[str, bytes], bytes]) -> bytes:
+    """A zip package (an Office or OpenDocument file) with each part as ``change(its name, its bytes)`` makes it (the
+    package's size was checked before it was inflated: limits.check_zip)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
+        for item in source.infolist():
+            copy.writestr(item, change(item.filename, source.read(item)))
+    return out.getvalue()
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

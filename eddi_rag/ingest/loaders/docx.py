@@ -44,8 +44,7 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
     import docx
     from docx.table import Table
 
-    if ooxml.is_strict(data):  # ISO Strict (Word's "Strict Open XML Document"): read as Transitional
-        data = ooxml.transitional(data)
+    data = ooxml.as_transitional(data)  # (ISO Strict, Word's "Strict Open XML": read as Transitional)
     try:
         document = docx.Document(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as e:
@@ -57,8 +56,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
             blocks += table_blocks([[cell.text.strip() for cell in row.cells] for row in item.rows])
             continue
         text = item.text.strip()
-        level = _heading_level(item.style.name if item.style is not None else "") if text else None
         if text:
+            level = _heading_level(item.style.name if item.style is not None else "")
             blocks.append(f"{'#' * level} {text}" if level else text)
         blocks += text_boxes(item._p)
     return [Part("\n\n".join(b for b in blocks if b.strip()), markdown=True)]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
 from typing import Any
 
-from eddi_rag.ingest.loaders import UnreadableDocumentError
+from eddi_rag.ingest.loaders import UnreadableDocumentError, rewritten
 
 MAX_REPEAT = 1_000  # a cell or row repeated more often than this is layout (an empty sheet's last row), not data
 
@@ -33,14 +32,8 @@ def opened(data: bytes, name: str, kind: str) -> Any:
 
 def _without_external_doctypes(data: bytes) -> bytes:
     """The package with each XML part's external document type declaration left out (its head only is searched)."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
-        for item in source.infolist():
-            part = source.read(item)
-            if item.filename.endswith(".xml"):
-                part = _EXTERNAL_DOCTYPE.sub(b"", part[:1024], count=1) + part[1024:]
-            copy.writestr(item, part)
-    return out.getvalue()
+    return rewritten(data, lambda name, part: _EXTERNAL_DOCTYPE.sub(b"", part[:1024], count=1) + part[1024:]
+                     if name.endswith(".xml") else part)
 
 
 def text_of(element: Any) -> str:

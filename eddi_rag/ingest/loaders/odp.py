@@ -38,8 +38,8 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
         meter.count("pages")
         title, body, notes = "", [], []
         for frame in [*slide.getElementsByType(Frame), *slide.getElementsByType(CustomShape)]:
-            text = _texts(frame, meter) if kind(frame.parentNode) != "notes" else text_of(frame)
             in_notes = kind(frame.parentNode) == "notes"
+            text = text_of(frame) if in_notes else _texts(frame, meter)
             if not text:
                 continue
             if in_notes:

@@ -9,27 +9,25 @@ import io
 import re
 import zipfile
 
+from eddi_rag.ingest.loaders import rewritten
+
 _STRICT = re.compile(rb"http://purl\.oclc\.org/ooxml/(\w+)/(\w+)")
 _RENAMED = {b"extendedProperties": b"extended-properties", b"customProperties": b"custom-properties"}
 
 
-def is_strict(data: bytes) -> bool:
-    """Whether a package's parts name Strict's namespaces (its relationships say so first)."""
+def as_transitional(data: bytes) -> bytes:
+    """The package as Transitional names it: a Strict one (its relationships name Strict's namespaces) with every XML
+    part's namespaces and relationship types renamed, any other unchanged."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as package:
-            return b"purl.oclc.org/ooxml/" in package.read("_rels/.rels")
+            strict = b"purl.oclc.org/ooxml/" in package.read("_rels/.rels")
     except (zipfile.BadZipFile, KeyError, OSError):
-        return False
+        return data  # (not a package it can read: the reader says why)
+    return rewritten(data, _renamed) if strict else data
 
 
-def transitional(data: bytes) -> bytes:
-    """The package with every XML part's Strict namespaces and relationship types named as Transitional names them."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy:
-        for item in source.infolist():
-            part = source.read(item)
-            if item.filename.endswith((".xml", ".rels")):
-                part = _STRICT.sub(lambda m: b"http://schemas.openxmlformats.org/" + m.group(1) + b"/2006/"
-                                   + _RENAMED.get(m.group(2), m.group(2)), part)
-            copy.writestr(item, part)
-    return out.getvalue()
+def _renamed(name: str, part: bytes) -> bytes:
+    if not name.endswith((".xml", ".rels")):
+        return part
+    return _STRICT.sub(lambda m: b"http://schemas.openxmlformats.org/" + m.group(1) + b"/2006/"
+                       + _RENAMED.get(m.group(2), m.group(2)), part)

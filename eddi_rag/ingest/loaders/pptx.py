@@ -47,8 +47,7 @@ def _chart(chart: Any) -> list[str]:
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from pptx import Presentation
 
-    if ooxml.is_strict(data):  # ISO Strict: read as Transitional (loaders.ooxml)
-        data = ooxml.transitional(data)
+    data = ooxml.as_transitional(data)  # (ISO Strict, Word's "Strict Open XML": read as Transitional)
     try:
         deck = Presentation(io.BytesIO(data))
     except (zipfile.BadZipFile, KeyError, ValueError) as e:

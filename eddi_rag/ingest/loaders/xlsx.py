@@ -33,8 +33,7 @@ def cite_cells(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
 def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) -> list[Part]:
     from openpyxl import load_workbook
 
-    if ooxml.is_strict(data):  # ISO Strict: read as Transitional (loaders.ooxml)
-        data = ooxml.transitional(data)
+    data = ooxml.as_transitional(data)  # (ISO Strict, Word's "Strict Open XML": read as Transitional)
     try:
         book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as e:

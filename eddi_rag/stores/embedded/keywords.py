@@ -62,10 +62,9 @@ class KeywordIndex:
     def search(self, text: str, n: int, holding: Sequence[str] | None = None, lacking: Sequence[str] = ()) -> list[tuple[str, float]]:
         """(chunk id, BM25 score) of the best ``n`` chunks holding any of the words of ``text``, best first; ``holding``:
         only chunks whose acl holds one of these, ``lacking``: none of these (a reader's grants and denies)."""
-        words = WORD.findall(text)
-        if not words or n <= 0:
+        query = self._any_word(text)
+        if query is None or n <= 0:
             return []
-        query = self.index.parse_query(" OR ".join(f'"{w}"' for w in dict.fromkeys(words)), ["text"])  # (quoted: no syntax)
         if holding is not None or lacking:
             clauses = [(tantivy.Occur.Must, query)]
             if holding is not None:
@@ -80,15 +79,19 @@ class KeywordIndex:
 
     def scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The BM25 score ``search`` gives each of ``ids`` that holds any of the words of ``text``."""
-        words, ids = WORD.findall(text), list(dict.fromkeys(ids))
-        if not words or not ids:
+        query, ids = self._any_word(text), list(dict.fromkeys(ids))
+        if query is None or not ids:
             return {}
-        query = self.index.parse_query(" OR ".join(f'"{w}"' for w in dict.fromkeys(words)), ["text"])
         these = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "id", i)) for i in ids])
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query),
                                              (tantivy.Occur.Must, tantivy.Query.const_score_query(these, 0.0))])
         hits = self.searcher.search(query, len(ids)).hits
         return {self.searcher.doc(address)["id"][0]: float(score) for score, address in hits}
+
+    def _any_word(self, text: str) -> tantivy.Query | None:
+        """Chunks holding any of the words of ``text`` (each quoted: no query syntax), None when it has none."""
+        words = WORD.findall(text)
+        return self.index.parse_query(" OR ".join(f'"{w}"' for w in dict.fromkeys(words)), ["text"]) if words else None
 
     def _any_acl(self, values: Sequence[str]) -> tantivy.Query:
         """Chunks whose acl holds one of ``values``: a union of term queries, which tantivy intersects with the words'
