@@ -343,27 +343,9 @@ def test_a_docx_text_box_is_read_once(api):
 
 
 def test_a_pptx_chart_s_title_and_numbers_are_read(api):
-    """Issue 45: a chart's title and data (what a reader of the slide sees) were not read. python-pptx writes the
-    chart, with its data cache, as PowerPoint does."""
-    import io
-
-    from pptx import Presentation
-    from pptx.chart.data import CategoryChartData
-    from pptx.enum.chart import XL_CHART_TYPE
-    from pptx.util import Inches
-
-    deck = Presentation()
-    slide = deck.slides.add_slide(deck.slide_layouts[5])
-    slide.shapes.title.text = "Results"
-    data = CategoryChartData()
-    data.categories = ["Q1", "Q2"]
-    data.add_series("Revenue", (120.5, 140))
-    chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(6), Inches(4), data).chart
-    chart.has_title = True
-    chart.chart_title.text_frame.text = "Revenue by quarter"
-    out = io.BytesIO()
-    deck.save(out)
-    assert ingest(api, "results.pptx", out.getvalue())["status"] == "completed"
+    """Issue 45: a chart's title and data (what a reader of the slide sees) were not read."""
+    deck = files.pptx_with_chart("Results", "Revenue by quarter", "Revenue", {"Q1": 120.5, "Q2": 140})
+    assert ingest(api, "results.pptx", deck)["status"] == "completed"
     text = "\n".join(c.text for c in chunks_of(api, "results.pptx"))
     assert "Chart: Revenue by quarter" in text and "Category: Q2" in text and "Revenue: 140" in text, text
     assert "Revenue: 120.5" in text
@@ -373,34 +355,12 @@ def test_a_chart_python_pptx_cannot_read_keeps_its_title_and_the_rest_of_its_dec
     """Issue 45 (bench_corpus, python-pptx's own test deck): a 3-D area chart made python-pptx raise NotImplementedError
     and the whole deck failed. The chart here is written by python-pptx as a column chart, its plot element then named
     ``c:area3DChart`` as PowerPoint writes a 3-D area chart (python-pptx has no writer for one)."""
-    import io
     import re
-    import zipfile
 
-    from pptx import Presentation
-    from pptx.chart.data import CategoryChartData
-    from pptx.enum.chart import XL_CHART_TYPE
-    from pptx.util import Inches
-
-    deck = Presentation()
-    slide = deck.slides.add_slide(deck.slide_layouts[5])
-    slide.shapes.title.text = "Trends"
-    data = CategoryChartData()
-    data.categories = ["Q1", "Q2"]
-    data.add_series("Visitors", (10, 12))
-    chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(6), Inches(4), data).chart
-    chart.has_title = True
-    chart.chart_title.text_frame.text = "Visitors by quarter"
-    out, written = io.BytesIO(), io.BytesIO()
-    deck.save(written)
-    source = zipfile.ZipFile(io.BytesIO(written.getvalue()))
-    with zipfile.ZipFile(out, "w") as copy:
-        for item in source.infolist():
-            part = source.read(item)
-            if re.match(r"ppt/charts/chart\d+\.xml$", item.filename):
-                part = part.replace(b"c:barChart>", b"c:area3DChart>")
-            copy.writestr(item, part)
-    assert ingest(api, "trends.pptx", out.getvalue())["status"] == "completed"
+    deck = files.rewritten(files.pptx_with_chart("Trends", "Visitors by quarter", "Visitors", {"Q1": 10, "Q2": 12}),
+                           lambda name, part: part.replace(b"c:barChart>", b"c:area3DChart>")
+                           if re.match(r"ppt/charts/chart\d+\.xml$", name) else part)
+    assert ingest(api, "trends.pptx", deck)["status"] == "completed"
     text = "\n".join(c.text for c in chunks_of(api, "trends.pptx"))
     assert "Trends" in text and "Chart: Visitors by quarter" in text
 

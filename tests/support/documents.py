@@ -114,28 +114,31 @@ def odt_with_formula(before: str, after: str) -> bytes:
     from odf.opendocument import OpenDocumentText
     from odf.text import P
 
+    from tests.support.files import rewritten
+
     document = OpenDocumentText()
     document.text.addElement(P(text=before))
     document.text.addElement(P(text=after))
-    package, out = zipfile.ZipFile(io.BytesIO(_saved(document))), io.BytesIO()
     frame = (b'<text:p><draw:frame draw:name="Object1"><draw:object xlink:href="./Object 1" xlink:type="simple" '
              b'xlink:show="embed" xlink:actuate="onLoad"/></draw:frame></text:p>')
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for item in package.infolist():
-            data = package.read(item)
-            if item.filename == "META-INF/manifest.xml":
-                data = data.replace(b"</manifest:manifest>", b'<manifest:file-entry manifest:full-path="Object 1/content.xml" '
-                                    b'manifest:media-type="text/xml"/><manifest:file-entry manifest:full-path="Object 1/" '
-                                    b'manifest:media-type="application/vnd.oasis.opendocument.formula"/></manifest:manifest>')
-            if item.filename == "content.xml":
-                data = data.replace(f"<text:p>{after}".encode(), frame + f"<text:p>{after}".encode()).replace(
-                    b"<office:document-content ", b'<office:document-content xmlns:xlink="http://www.w3.org/1999/xlink" ', 1)
-            z.writestr(item, data)
-        z.writestr("Object 1/content.xml", '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE math:math PUBLIC '
-                   '"-//OpenOffice.org//DTD Modified W3C MathML 1.01//EN" "math.dtd">\n<math:math xmlns:math='
-                   '"http://www.w3.org/1998/Math/MathML"><math:semantics><math:mrow><math:mi>E</math:mi><math:mo>=</math:mo>'
-                   '<math:mi>m</math:mi></math:mrow><math:annotation math:encoding="StarMath 5.0">E = m</math:annotation>'
-                   '</math:semantics></math:math>')
+
+    def laid_out(name: str, data: bytes) -> bytes:
+        if name == "META-INF/manifest.xml":
+            return data.replace(b"</manifest:manifest>", b'<manifest:file-entry manifest:full-path="Object 1/content.xml" '
+                                b'manifest:media-type="text/xml"/><manifest:file-entry manifest:full-path="Object 1/" '
+                                b'manifest:media-type="application/vnd.oasis.opendocument.formula"/></manifest:manifest>')
+        if name == "content.xml":
+            return data.replace(f"<text:p>{after}".encode(), frame + f"<text:p>{after}".encode()).replace(
+                b"<office:document-content ", b'<office:document-content xmlns:xlink="http://www.w3.org/1999/xlink" ', 1)
+        return data
+
+    out = io.BytesIO(rewritten(_saved(document), laid_out))
+    with zipfile.ZipFile(out, "a") as package:
+        package.writestr("Object 1/content.xml", '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE math:math PUBLIC '
+                         '"-//OpenOffice.org//DTD Modified W3C MathML 1.01//EN" "math.dtd">\n<math:math xmlns:math='
+                         '"http://www.w3.org/1998/Math/MathML"><math:semantics><math:mrow><math:mi>E</math:mi><math:mo>=</math:mo>'
+                         '<math:mi>m</math:mi></math:mrow><math:annotation math:encoding="StarMath 5.0">E = m</math:annotation>'
+                         '</math:semantics></math:math>')
     return out.getvalue()
 
 

@@ -69,23 +69,50 @@ def docx_with_text_box(body: str, box: str) -> bytes:
     return out.getvalue()
 
 
+def rewritten(data: bytes, change) -> bytes:  # noqa: ANN001 - (name, bytes) -> bytes
+    """A zip package (an Office or OpenDocument file) with each part as ``change(its name, its bytes)`` makes it: how
+    the tests write what their writers cannot (a Strict namespace, a chart type, a formula object)."""
+    import zipfile
+
+    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        for item in source.infolist():
+            package.writestr(item, change(item.filename, source.read(item)))
+    return out.getvalue()
+
+
 def strict(data: bytes) -> bytes:
     """An Office Open XML package as Word's "Strict Open XML" saves it: each namespace and relationship type of the
     Transitional form named as ISO/IEC 29500 Strict names it (``http://purl.oclc.org/ooxml/…``; ECMA-376 Part 1,
     annex A)."""
     import re
-    import zipfile
 
     transitional = re.compile(rb"http://schemas\.openxmlformats\.org/(\w+)/2006/([\w-]+)")
     renamed = {b"extended-properties": b"extendedProperties", b"custom-properties": b"customProperties"}
-    source, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
-        for item in source.infolist():
-            part = source.read(item)
-            if item.filename.endswith((".xml", ".rels")):
-                part = transitional.sub(lambda m: b"http://purl.oclc.org/ooxml/" + m.group(1) + b"/"
-                                        + renamed.get(m.group(2), m.group(2)), part)
-            package.writestr(item, part)
+    return rewritten(data, lambda name, part: transitional.sub(
+        lambda m: b"http://purl.oclc.org/ooxml/" + m.group(1) + b"/" + renamed.get(m.group(2), m.group(2)), part)
+        if name.endswith((".xml", ".rels")) else part)
+
+
+def pptx_with_chart(slide_title: str, chart_title: str, series: str, values: dict[str, float]) -> bytes:
+    """A one-slide deck with a titled column chart of one ``series`` (``values`` by category), python-pptx writing the
+    chart with its data cache as PowerPoint does."""
+    from pptx import Presentation
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = slide_title
+    data = CategoryChartData()
+    data.categories = list(values)
+    data.add_series(series, tuple(values.values()))
+    chart = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1), Inches(6), Inches(4), data).chart
+    chart.has_title = True
+    chart.chart_title.text_frame.text = chart_title
+    out = io.BytesIO()
+    deck.save(out)
     return out.getvalue()
 
 
