@@ -89,14 +89,15 @@ def test_a_chunk_switched_off_is_never_found_and_on_again_it_is(client):
 def test_reparse_chunks_the_kept_file_again_with_the_current_configuration(client):
     kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0)
     ingest(client, kb, "guide.md", GUIDE)
-    before = len(client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"])
+    before = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]
     current = client.get(BASE + f"/{kb}").json()
     assert client.put(f"{BASE}/{kb}?version=1", json={**current, "chunkStrategy": "markdown"}).status_code == 200
     r = client.post(f"{BASE}/{kb}/reparse", params={"documentId": "guide.md"})
     assert r.status_code == 202
     assert wait_for(client, kb, r.json()["ingestionId"])["status"] == "completed"
     after = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]
-    assert before > 1 and len(after) == 1  # the whole guide fits one Markdown chunk
+    assert not any(c["text"].startswith("# Guide > ") for c in before)
+    assert [c["text"].split("\n\n")[0] for c in after] == ["# Guide > ## Night trains", "# Guide > ## Dining"]  # markdown's
     client.delete(f"{BASE}/{kb}/documents/guide.md")
     assert client.post(f"{BASE}/{kb}/reparse", params={"documentId": "guide.md"}).status_code == 409  # its file went with it
 
@@ -251,9 +252,9 @@ def test_a_chunk_switched_off_stays_off_through_reparse_replace_and_reembed_and_
     assert any("1 chunk(s) switched off before are gone" in w and "22:10" in w for w in status.get("warnings", [])), status
 
 
-def test_a_small_file_keeps_its_structure_one_chunk_that_knows_its_sections(client):
-    """Issue 33, point 3: with every default a four-section DOCX fits one chunk; its place is no longer "—" but
-    its sections, and a hit in it is labelled with them."""
+def test_a_small_file_is_cut_at_its_sections_each_chunk_cited_to_its_own(client):
+    """Issue 45, point 5 (issue 33 kept it whole, labelled with every section): with every default a four-section
+    DOCX that fits one chunk is four, one a section, so a hit is cited to the section that answers."""
     kb = make_kb(client, "Handbook", minScore=0)
     body = files.docx([("h2", "Refunds"), ("p", "Refunds are paid within 14 days."),
                        ("h2", "Billing"), ("p", "Invoices go out monthly."),
@@ -262,10 +263,10 @@ def test_a_small_file_keeps_its_structure_one_chunk_that_knows_its_sections(clie
     r = client.post(f"{BASE}/{kb}/ingest?documentName=handbook.docx&replace=true", content=body,
                     headers={"Content-Type": "application/octet-stream"})
     assert wait_for(client, kb, r.json()["ingestionId"])["status"] == "completed"
-    (chunk,) = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "handbook.docx"}).json()["chunks"]
-    assert chunk["where"] == "§Refunds – §Support"
+    chunks = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "handbook.docx"}).json()["chunks"]
+    assert [c["where"] for c in chunks] == ["## Refunds", "## Billing", "## Delivery", "## Support"]
     hit = client.post(f"{BASE}/{kb}/query", json={"query": "How fast are refunds paid?"}).json()["results"][0]
-    assert hit["citation"] == "handbook.docx, §Refunds – §Support" and hit["metadata"]["sections"] == ["Refunds", "Billing", "Delivery", "Support"]
+    assert hit["citation"] == "handbook.docx, ## Refunds" and "hotline" not in hit["text"]
 
 
 def test_reparse_all_queues_every_kept_file_and_names_the_others(client):
@@ -281,7 +282,8 @@ def test_reparse_all_queues_every_kept_file_and_names_the_others(client):
     assert sorted(i["documentId"] for i in body["ingestions"]) == ["dining.md", "guide.md"] and body["notKept"] == ["pasted"]
     for i in body["ingestions"]:
         assert wait_for(client, kb, i["ingestionId"])["status"] == "completed"
-    assert len(client.get(f"{BASE}/{kb}/chunks", params={"documentId": "guide.md"}).json()["chunks"]) == 1  # markdown: whole
+    dining = client.get(f"{BASE}/{kb}/chunks", params={"documentId": "dining.md"}).json()["chunks"]
+    assert [c["text"] for c in dining] == ["# Dining\n\nThe dining car closes at 21:00."]  # markdown: whole, it fits
 
 
 @pytest.mark.integration

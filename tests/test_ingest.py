@@ -55,11 +55,14 @@ def markdown(**overrides) -> RagConfiguration:
     return RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="local", **overrides)
 
 
-def test_markdown_keeps_a_document_whole_while_it_fits_the_model():
+def test_markdown_keeps_a_document_whole_while_it_fits_the_model_unless_it_has_sections():
     short = "# Title\n\nOne short section.\n\n## Part\n\nAnother."
     assert split_document(short, markdown()) == [Piece(short, "# Title")]  # (it knows its title)
-    sections = "# Title\n\n## One\n\nFirst.\n\n## Two\n\nSecond."
-    assert split_document(sections, markdown()) == [Piece(sections, "# Title", {"sections": ["One", "Two"]})]
+    three = "# Title\n\nThree short ones.\n\n### A\n\nOne.\n\n### B\n\nTwo."  # (### only: kept whole)
+    assert split_document(three, markdown()) == [Piece(three, "# Title", {"sections": ["A", "B"]})]
+    sections = "# Title\n\n## One\n\nFirst.\n\n## Two\n\nSecond."  # two sections: each its own chunk (issue 45)
+    assert split_document(sections, markdown()) == [Piece("# Title > ## One\n\nFirst.", "# Title > ## One"),
+                                                    Piece("# Title > ## Two\n\nSecond.", "# Title > ## Two")]
 
 
 def test_markdown_splits_at_headings_with_the_heading_path():
@@ -104,9 +107,9 @@ def test_markdown_counts_cl100k_tokens_offline_for_openai_models():
     budget = budget_for(RagConfiguration(name="x", embeddingProvider="openai"))
     assert budget.tokenizer == "cl100k_base" and budget.limit == 8191 and budget.count("hello world") == 2
     assert budget.specials is None  # (BPE merges across a join: every join is counted)
-    whole = split_document(GUIDE, RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="openai"))
-    assert [p.text for p in whole] == [GUIDE.strip()] and whole[0].section == "# Night trains"
-    assert whole[0].citation == {"sections": ["Booking", "On board"]}  # (not the code block's "## a code comment")
+    pieces = split_document(GUIDE, RagConfiguration(name="x", chunkStrategy="markdown", embeddingProvider="openai"))
+    # the guide fits 8191 tokens, and is cut at its sections (not at the code block's "## a code comment", nor ###)
+    assert [p.section for p in pieces] == ["# Night trains", "# Night trains > ## Booking", "# Night trains > ## On board"]
 
 
 def test_paragraph_strategy_never_cuts_a_paragraph_that_fits():

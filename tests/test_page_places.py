@@ -79,7 +79,9 @@ def chunk_list(client, kb: str, name: str) -> list[dict]:
 
 
 def words(text: str) -> set[str]:
-    return {w.strip(".,:;()").lower() for w in text.split() if len(w) > 3 and not w.startswith("#")}
+    """The words of a chunk's text, without its heading path (``# Manual > ## 2. Setup``: the path, not the page)."""
+    body = "\n".join(line for line in text.split("\n") if not line.startswith("#"))
+    return {w.strip(".,:;()").lower() for w in body.split() if len(w) > 3}
 
 
 def text_in(pdf: bytes, page: int, box: list[float]) -> str:
@@ -219,10 +221,16 @@ def test_a_page_that_opens_with_its_own_heading_is_filed_under_it():
     from eddi_rag.ingest.parsing import parse
 
     guide = scans.printed("# Staff guide\n\n## Part one: leave\n\nParents get fourteen weeks of paid leave.\n\n"
-                          '<div style="break-before: page"></div>\n\n## Part two: travel\n\nTrains are booked in second class.\n')
+                          '<div style="break-before: page"></div>\n\n## Part two: travel\n\nTrains are booked in second class.\n'
+                          '<div style="break-before: page"></div>\n\n## Part three: meals\n\nLunch is served at noon.\n\n'
+                          "## Part four: parking\n\nThe car park opens at seven.\n")
     parts = parse("pdf", guide, "guide.pdf", {"chars": 4000}, DocumentLimits(), None, lambda: False,
                   {"mode": "auto", "languages": ["eng"]})
-    pieces = {p.citation["page"]: p for p in split_parts(parts, RagConfiguration(name="g", embeddingProvider="local"))}
+    split = split_parts(parts, RagConfiguration(name="g", embeddingProvider="local"))
+    pieces = {p.citation["page"]: p for p in split}
+    # a page of two sections is two chunks, each under its own (a small file's sections are its units)
+    assert [p.section for p in split if p.citation["page"] == 3] == ["# Staff guide > ## Part three: meals",
+                                                                     "# Staff guide > ## Part four: parking"]
     assert pieces[2].section == "# Staff guide > ## Part two: travel", pieces[2].section
     assert pieces[2].text.startswith("# Staff guide\n\n## Part two: travel") and "Part one" not in pieces[2].text
     assert pieces[1].section == "# Staff guide"

@@ -5,8 +5,9 @@
   packed by sentences. No overlap (a paragraph is never cut to share it).
 - ``sentence``: whole sentences (pysbd) packed up to ``chunkSize``, neighbours sharing trailing
   sentences up to ``chunkOverlap`` characters.
-- ``markdown``: the whole document while it fits the embedding model's token limit; past it one
-  chunk per ``##`` section, a section still too long split at its ``###`` headings, what is still
+- ``markdown``: one chunk per ``#``/``##`` section when the document has two or more besides its
+  title, however small (issue 45); a document without them whole while it fits the embedding
+  model's token limit. A section too long is split at its ``###`` headings, what is still
   too long packed by paragraphs (never mid-paragraph unless one paragraph alone is too long). No
   overlap. Each chunk starts with its heading path (``# A > ## B``), also returned as ``section``.
 
@@ -266,10 +267,10 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
     # a section without subsections is the same text at each level; a sentence is counted to see that it fits, then
     # packed (whole joins are never kept: ``pack`` counts those with ``budget.count``)
     count = lru_cache(maxsize=1024)(budget.count)
-    if count(_prefix(parent) + text) <= budget.limit:
+    heads = _headings(text)
+    if count(_prefix(parent) + text) <= budget.limit and not _sectioned(heads):
         return [_opened(parent, text) if parent else _whole(text)]
     lines = text.split("\n")
-    heads = _headings(text)
 
     def split(section: _Section, level: int) -> list[Piece]:
         """The section whole if it fits, else its subsections cut at ``level``, else paragraphs."""
@@ -292,6 +293,15 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
         return [_piece(section.path, c) for c in _paragraphs(paragraphs(body), fits, room, count, (words, left))]
 
     return [p for section in _sections(heads, 0, len(lines), parent, split_level=2) for p in split(section, 3)]
+
+
+def _sectioned(heads: list[tuple[int, int, int, str]]) -> bool:
+    """Whether a text that fits whole has sections to be its chunks' units (issue 45): two or more ``#``/``##``
+    headings besides a title that opens it (a 4-section DOCX is four chunks, each cited to its section, not one)."""
+    cuts = [h for h in heads if h[2] <= 2]
+    if cuts and cuts[0][0] == 0 and all(h[2] > cuts[0][2] for h in cuts[1:]):  # the title: not a section of its own
+        cuts = cuts[1:]
+    return len(cuts) >= 2
 
 
 def _opened(parent: tuple[str, ...], text: str) -> Piece:
