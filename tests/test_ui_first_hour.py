@@ -6,6 +6,7 @@ edits). Screenshots go to test-artifacts/ui/."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -130,12 +131,16 @@ def test_the_agent_page_says_which_knowledge_bases_are_empty_or_failing(browser,
 
     url, runtime = server
     load_bundle(runtime.saving, Path(__file__).resolve().parent.parent / "examples" / "workflows")  # KBs with no documents
-    browser.get(url + "/ui/agents")
-    visible(browser, "#message").send_keys("Can I get my money back?" + Keys.ENTER)
-    problems = visible(browser, "#turn-problems")
-    wait(browser).until(lambda d: len(problems.find_elements(By.CSS_SELECTOR, "[data-verdict]")) >= 2)
+    # the example's notices service (127.0.0.1:8765) is not reachable: the port held, never listening, so no server a
+    # parallel test starts can take it and answer the call (it did once)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 8765))
+        browser.get(url + "/ui/agents")
+        visible(browser, "#message").send_keys("Can I get my money back?" + Keys.ENTER)
+        problems = visible(browser, "#turn-problems")
+        wait(browser).until(lambda d: len(problems.find_elements(By.CSS_SELECTOR, "[data-verdict]")) >= 2)
     assert "no documents yet" in problems.text and "warning" in problems.text
-    assert "httpCall" in problems.text  # the notices service is not reachable from here: said, not hidden
+    assert "httpCall" in problems.text  # the notices service is not reachable: said, not hidden
     screenshot(browser, "8-agent-turn-problems")
 
 
