@@ -24,7 +24,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql as pgsql
 
 from eddi_rag.common.parameters import alias
-from eddi_rag.stores import filters, langchain4j, ownership
+from eddi_rag.stores import filters, langchain4j, ownership, pgvector_keywords
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -184,7 +184,8 @@ class PgVectorStore:
         self.index = str(params.get("index", "hnsw"))
         if self.index not in ("hnsw", "none"):
             raise ValueError(f"storeParameters.index must be 'hnsw' or 'none', got {self.index!r}")
-        self._conn = psycopg.connect(connection_string(params), autocommit=True)
+        self._database = connection_string(params)
+        self._conn = psycopg.connect(self._database, autocommit=True)
         self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(self._conn)
         version = self._one("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
@@ -265,6 +266,15 @@ class PgVectorStore:
         ).fetchone()
         return int(row[0]) if row else None
 
+    def _made(self) -> bool:
+        """Whether the table exists, asked again while it did not: a replica that opened the store before another made
+        the table (at its first write) reads what the other wrote."""
+        if self._dimension is None:
+            with self._lock:
+                self._dimension = self._existing_dimension()
+                self._tsv_column = self._dimension is not None and "tsv" in self._columns()
+        return self._dimension is not None
+
     def _ensure_table(self, cur: psycopg.Cursor, dimension: int) -> None:
         if self._dimension is None:
             expected = self.configured_dimension
@@ -342,6 +352,17 @@ class PgVectorStore:
             [(c.id, c.text, json.dumps(c.metadata), matrix[i]) for i, c in enumerate(chunks)],
         )
 
+    def _logged(self, cur: psycopg.Cursor, ids: Sequence[str]) -> None:
+        """A write's changed chunks, for the keyword index of every process (stores.pgvector_keywords); not on a
+        table of EDDI's, which EDDI writes without the log."""
+        if not self.l4j:
+            pgvector_keywords.log_writes(cur, self.table, ids)
+
+    @property
+    def _bm25(self) -> bool:
+        """Whether keyword search is BM25 from the index beside PostgreSQL (stores.pgvector_keywords): on our tables."""
+        return not self.l4j and self.kb_tag is None
+
     def _tagged(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """A chunk's metadata as EDDI's name layout tags it (kbId = the knowledge base's name), in a table found so."""
         return {**metadata, "kbId": self.name_tag} if self.name_tag else metadata
@@ -352,36 +373,47 @@ class PgVectorStore:
         matrix = check_vectors(chunks)
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             self._insert(cur, chunks, matrix)
+            self._logged(cur, [c.id for c in chunks])
 
     def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
         cond, params = self._cond(where)
         matrix = check_vectors(chunks) if chunks else None
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            gone: list[str] = []
             if self._dimension is not None:
-                cur.execute(pgsql.SQL("DELETE FROM {} WHERE {}").format(self._ident, cond), params)
+                cur.execute(pgsql.SQL("DELETE FROM {} WHERE {} RETURNING {}").format(self._ident, cond, self._key), params)
+                gone = [r[0] for r in cur.fetchall()]
             if matrix is not None:  # there are chunks
                 self._insert(cur, chunks, matrix)
+            if self._dimension is not None:
+                self._logged(cur, [*gone, *(c.id for c in chunks)])
 
     def delete(self, ids: Sequence[str] | None = None, where: filters.Where = None) -> int:
         node = filters.node(where)
-        if (ids is None and node is None) or self._dimension is None:
+        if (ids is None and node is None) or not self._made():
             return 0
         cond, params = self._cond(node)
         query = pgsql.SQL("DELETE FROM {} WHERE {}").format(self._ident, cond)
         if ids is not None:
             query = pgsql.SQL("{} AND {}").format(query, self._by_ids)
             params = [*params, self._ids(ids)]
-        with self._lock:
-            return self._conn.execute(query, params).rowcount
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(pgsql.SQL("{} RETURNING {}").format(query, self._key), params)
+            gone = [r[0] for r in cur.fetchall()]
+            if gone:
+                self._logged(cur, gone)
+            return len(gone)
 
     def drop(self) -> None:
-        with self._lock:
-            self._conn.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(self._ident))
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(self._ident))
+            pgvector_keywords.log_drop(cur, self.table)
             self._dimension = None
 
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
         node = filters.node(where)
+        self._made()
         q = query_vector(vector, self._dimension, k, self.kb_id)
         if q is None:
             return []
@@ -412,11 +444,15 @@ class PgVectorStore:
         return [SearchHit(id_, text, metadata, float(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
-        """PostgreSQL full-text search (english configuration, any of the words), ranked by ts_rank_cd."""
+        """BM25 (the embedded store's tantivy index, kept beside PostgreSQL in this process: stores.pgvector_keywords)
+        over the chunks ``where`` keeps, any of the words; on a table of EDDI's PostgreSQL's own full-text search
+        (english configuration), ranked by ts_rank_cd."""
         cond, params = self._cond(where)
         terms = re.findall(r"\w+", text.lower())
-        if self._dimension is None or k <= 0 or not terms:
+        if not self._made() or k <= 0 or not terms:
             return []
+        if self._bm25:
+            return self._bm25_search(text, k, filters.node(where), cond, params)
         query = pgsql.SQL(
             "SELECT {id} AS id, text, metadata, ts_rank_cd({v}, q) AS rank FROM {t}, to_tsquery('english', %s) AS q "
             "WHERE {v} @@ q AND {c} ORDER BY rank DESC, id LIMIT %s"
@@ -425,11 +461,34 @@ class PgVectorStore:
             rows = self._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()
         return [KeywordHit(id_, text, metadata, float(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
+    def _bm25_search(self, text: str, k: int, node: filters.Node | None, cond: pgsql.Composable,
+                     params: list[Any]) -> list[KeywordHit]:
+        """The index names candidates best first; PostgreSQL's rows say which pass ``where`` (more asked while fewer
+        than ``k`` did)."""
+        found: dict[str, tuple[str, dict[str, Any]]] = {}
+        query = pgsql.SQL("SELECT id, text, metadata FROM {t} WHERE id = ANY(%s) AND {c}").format(t=self._ident, c=cond)
+
+        def passing(ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+            wanted = [id for id, _ in ranked if id not in found]
+            if wanted:
+                found.update((r[0], (r[1], r[2])) for r in self._conn.execute(query, [wanted, *params]).fetchall())
+            return [(id, score) for id, score in ranked if id in found]
+
+        entry = pgvector_keywords.cached(self._database, self.table)
+        with self._lock, entry.lock:
+            index = pgvector_keywords.current(self._conn, self.table, self._ident, entry)
+            picked = index.best(text, k, node, True, passing)
+        return [KeywordHit(id, *found[id], score) for id, score in picked]
+
     def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
-        """The ts_rank_cd ``keyword_search`` gives each of ``ids`` that matches (KeywordScores)."""
+        """The score ``keyword_search`` gives each of ``ids`` that holds any of the words (KeywordScores)."""
         terms = re.findall(r"\w+", text.lower())
-        if self._dimension is None or not terms or not ids:
+        if not self._made() or not terms or not ids:
             return {}
+        if self._bm25:
+            entry = pgvector_keywords.cached(self._database, self.table)
+            with self._lock, entry.lock:
+                return pgvector_keywords.current(self._conn, self.table, self._ident, entry).scores(text, ids)
         query = pgsql.SQL("SELECT {id} AS id, metadata, ts_rank_cd({v}, q) FROM {t}, to_tsquery('english', %s) AS q "
                           "WHERE {v} @@ q AND {by}").format(id=self._key, t=self._ident, v=self._tsv, by=self._by_ids)
         with self._lock:
@@ -439,7 +498,7 @@ class PgVectorStore:
     def get(
         self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
     ) -> list[Chunk]:
-        if self._dimension is None:
+        if not self._made():
             return []
         cond, params = self._cond(where)
         if ids is not None:
@@ -453,7 +512,7 @@ class PgVectorStore:
         return [Chunk(id_, text, metadata, _floats(r[3])) for r in rows for id_, text, metadata in [self._row(*r[:3])]]
 
     def count(self, where: filters.Where = None) -> int:
-        if self._dimension is None:
+        if not self._made():
             return 0
         cond, params = self._cond(where)
         with self._lock:

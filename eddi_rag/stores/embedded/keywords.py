@@ -12,15 +12,36 @@ other nine tenths first (the clause scores nothing: BM25 stays as it was)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import tantivy
+
+from eddi_rag.common.principals import ACL
+from eddi_rag.stores import filters
 
 WORD = re.compile(r"\w+")
 BUILD_HEAP, WRITE_HEAP = 64_000_000, 15_000_000  # a writer's indexing buffer, while it builds or writes (15 MB: tantivy's least)
 
 
 Row = tuple[str, str, Sequence[str]]  # (chunk id, text, its acl's strings)
+Ranked = list[tuple[str, float]]  # (chunk id, BM25 score), best first
+
+
+def acl_of(node: filters.Node | None) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """What ``node`` requires of a chunk's ``acl``, as the keyword index can ask it: (one of these, none of these) from
+    the ``$containsAny`` / ``$containsNone`` conditions an And requires (None: no such condition). Only ever less than
+    ``node`` asks (one ``$containsAny`` of several): the rows' exact filter decides after."""
+    holding: tuple[str, ...] | None = None
+    lacking: tuple[str, ...] = ()
+    for part in node.children if isinstance(node, filters.And) else [node] if node is not None else []:
+        if isinstance(part, filters.And):
+            inner_holding, inner_lacking = acl_of(part)
+            holding, lacking = holding if holding is not None else inner_holding, lacking + inner_lacking
+        elif isinstance(part, filters.Compare) and part.field == ACL and part.op == "$containsAny" and holding is None:
+            holding = part.value
+        elif isinstance(part, filters.Compare) and part.field == ACL and part.op == "$containsNone":
+            lacking += part.value
+    return holding, lacking
 
 
 def _document(row: Row) -> tantivy.Document:
@@ -76,6 +97,21 @@ class KeywordIndex:
             query = tantivy.Query.boolean_query(clauses)
         hits = self.searcher.search(query, n).hits
         return [(self.searcher.doc(address)["id"][0], float(score)) for score, address in hits]
+
+    def best(self, text: str, k: int, node: filters.Node | None, filtered: bool,
+             passing: Callable[[Ranked], Ranked]) -> Ranked:
+        """The best ``k`` chunks holding any of the words of ``text`` that the store's rows let pass (``passing``:
+        those of the candidates that ``node`` keeps, in their order): the index names candidates best first, who may
+        read them decided in its query (a reader is not handed the chunks of others first); more are asked while
+        fewer than ``k`` passed and the index had more (``filtered``: the rows filter, so twice ``k`` at first)."""
+        holding, lacking = acl_of(node)
+        n = 2 * k if filtered else k
+        while True:
+            ranked = self.search(text, n, holding, lacking)
+            picked = passing(ranked)[:k]
+            if len(picked) >= k or len(ranked) < n:
+                return picked
+            n *= 8
 
     def scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The BM25 score ``search`` gives each of ``ids`` that holds any of the words of ``text``."""

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from eddi_rag.common.principals import ACL
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import filters
 from eddi_rag.stores.base import (
@@ -84,23 +83,6 @@ def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str,
         return (sql if node.op == "$in" else f"NOT {sql}"), [x for _, ps in parts for x in ps]
     op = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[node.op]
     return typed(node.value, op)
-
-
-def _acl_of(node: filters.Node | None) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    """What ``node`` requires of a chunk's ``acl``, as the keyword index can ask it: (one of these, none of these) from
-    the ``$containsAny`` / ``$containsNone`` conditions an And requires (None: no such condition). Only ever less than
-    ``node`` asks (one ``$containsAny`` of several): the rows' exact filter decides after."""
-    holding: tuple[str, ...] | None = None
-    lacking: tuple[str, ...] = ()
-    for part in node.children if isinstance(node, filters.And) else [node] if node is not None else []:
-        if isinstance(part, filters.And):
-            inner_holding, inner_lacking = _acl_of(part)
-            holding, lacking = holding if holding is not None else inner_holding, lacking + inner_lacking
-        elif isinstance(part, filters.Compare) and part.field == ACL and part.op == "$containsAny" and holding is None:
-            holding = part.value
-        elif isinstance(part, filters.Compare) and part.field == ACL and part.op == "$containsNone":
-            lacking += part.value
-    return holding, lacking
 
 
 _SCHEMA = [
@@ -371,17 +353,9 @@ class SqliteStore:
             return []
         with cache.table.lock:
             table = self._table(self.db)
-            keywords = self._keywords(cache)
             allowed = table.select(node)
-            holding, lacking = _acl_of(node)  # decided in tantivy's query too: the candidates are the reader's
-            n = k if allowed is None else 2 * k
-            while True:
-                ranked = keywords.search(text, n, holding, lacking)
-                picked = [(id, score) for id, score in ranked
-                          if id in table.row_of and (allowed is None or allowed[table.row_of[id]])][:k]
-                if len(picked) >= k or len(ranked) < n:
-                    break
-                n *= 8
+            picked = self._keywords(cache).best(text, k, node, allowed is not None, lambda ranked: [
+                (id, score) for id, score in ranked if id in table.row_of and (allowed is None or allowed[table.row_of[id]])])
         found = self._rows([id for id, _ in picked])
         return [KeywordHit(id, *found[id], score) for id, score in picked if id in found]
 
