@@ -84,7 +84,6 @@ def main() -> None:
                 batch = [Chunk(cid, text, {"document_id": doc}, [1.0, 0.0]) for cid, doc, text in rows[start:start + 10_000]]
                 pg.upsert(batch)
                 embedded.upsert(batch)
-            pg._conn.execute("ANALYZE " + pg.table)
             t0 = time.perf_counter()
             pg.keyword_search("warm", 1)
             build_pg = time.perf_counter() - t0
