@@ -11,6 +11,11 @@ from typing import IO
 
 import click
 
+# How long a served connection may sit idle before the server closes it: longer than clients and proxies keep theirs
+# (httpx 5 s, AWS's load balancer 60 s). uvicorn's own 5 s equals httpx's, so a client could send on a kept-alive
+# connection as the server closed it: "Connection reset by peer" on an upload to a fleet replica (issue 46).
+KEEP_ALIVE_SECONDS = 75
+
 DEFAULT_DATA_DIR = os.environ.get("EDDI_RAG_DATA", ".eddi-rag")
 
 data_dir_option = click.option(
@@ -164,7 +169,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
         answers = chat_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
         uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker),
                     host=host, port=port, access_log=False,  # eddi_rag.requests logs each request, with its route and caller
-                    timeout_graceful_shutdown=30)
+                    timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_SECONDS)
         runtime.close()
     if lock is not None:
         lock.close()
@@ -217,7 +222,8 @@ def worker(host, port, data_dir, state_url, log_format) -> None:
     runtime = fleet_runtime(data_dir, state_url)
     click.echo(f"eddi-rag worker on {runtime.state_dialect()} state; health: http://{host}:{port}/health/ready", err=True)
     log_requests(log_format)
-    uvicorn.run(create_worker_app(runtime), host=host, port=port, access_log=False, timeout_graceful_shutdown=30)
+    uvicorn.run(create_worker_app(runtime), host=host, port=port, access_log=False, timeout_graceful_shutdown=30,
+                timeout_keep_alive=KEEP_ALIVE_SECONDS)
     runtime.close()
 
 

@@ -10,6 +10,7 @@ the others."""
 
 from __future__ import annotations
 
+import http.client
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -83,11 +84,28 @@ def test_a_fleet_shares_one_state(fleet):
     assert made.status_code == 201, made.text
     kb = made.headers["location"].split("/")[-1].split("?")[0]
 
+    a_kept_alive_connection_outlives_a_client_s_idle_time(fleet)
     ingested_while_a_worker_is_killed_twice(fleet, client, kb, validate_rag_configuration(config))
     ingested_through_a_database_restart(fleet, client, kb, validate_rag_configuration(config))
     saved_on_one_replica_used_by_another(client, kb, config)
     cron_ticks_once_and_the_scheduler_is_taken_over(fleet, client)
     revoked_on_one_replica_refused_on_all(client, kb)
+
+
+def a_kept_alive_connection_outlives_a_client_s_idle_time(fleet: Fleet) -> None:
+    """A replica keeps an idle connection open longer than a client keeps it in its pool (httpx: 5 s): uvicorn's 5 s
+    closed it as the client sent an upload on it once ("Connection reset by peer", issue 46)."""
+    host, port = fleet.urls[REPLICAS[0]].removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request("GET", "/health")
+        assert connection.getresponse().read() and connection.sock is not None
+        kept = connection.sock
+        time.sleep(6)  # idle longer than httpx keeps a connection, and than uvicorn kept it
+        connection.request("GET", "/health")  # (closed by the server: http.client.RemoteDisconnected)
+        assert connection.getresponse().status == 200 and connection.sock is kept
+    finally:
+        connection.close()
 
 
 def ingested_while_a_worker_is_killed_twice(fleet: Fleet, client: Client, kb: str, config) -> None:

@@ -124,17 +124,22 @@ def test_one_verdict_on_the_list_health_and_agents_and_errors_with_their_fix(bro
     no_page_errors(browser)
 
 
-def test_the_agent_page_says_which_knowledge_bases_are_empty_or_failing(browser, server):
-    from pathlib import Path
+def test_the_agent_page_says_which_knowledge_bases_are_empty_or_failing(browser, server, tmp_path):
+    import json
+    import shutil
 
     from eddi_rag.tools.bundle import load_bundle
 
     url, runtime = server
-    load_bundle(runtime.saving, Path(__file__).resolve().parent.parent / "examples" / "workflows")  # KBs with no documents
-    # the example's notices service (127.0.0.1:8765) is not reachable: the port held, never listening, so no server a
-    # parallel test starts can take it and answer the call (it did once)
+    # the examples (KBs with no documents), their notices service on a port held closed: the example's own
+    # (127.0.0.1:8765) is the demo's, which a parallel test may be serving (it answered this turn's httpCall once)
     with socket.socket() as held:
-        held.bind(("127.0.0.1", 8765))
+        held.bind(("127.0.0.1", 0))  # bound, never listening: a call to it is refused
+        bundle = shutil.copytree(EXAMPLES / "workflows", tmp_path / "workflows")
+        notices = bundle / "httpcalls" / "service-notices.json"
+        notices.write_text(json.dumps({**json.loads(notices.read_text()),
+                                       "targetServerUrl": f"http://127.0.0.1:{held.getsockname()[1]}"}))
+        load_bundle(runtime.saving, bundle)
         browser.get(url + "/ui/agents")
         visible(browser, "#message").send_keys("Can I get my money back?" + Keys.ENTER)
         problems = visible(browser, "#turn-problems")

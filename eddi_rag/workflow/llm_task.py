@@ -9,11 +9,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from eddi_rag.common import metrics
 from eddi_rag.common.quoting import DOCUMENTS, SEARCH_RESULTS
@@ -28,6 +26,10 @@ from eddi_rag.workflow.conversation import (
 from eddi_rag.workflow.httpcall import call_for_context
 from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import DiscoveredKb, Discovery, WorkflowTraversal
+
+if TYPE_CHECKING:  # (langchain-core's chat models and messages: half a second to import, paid at a turn's first need)
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +186,8 @@ class LlmTaskHook:
         if rag.maxSystemPromptChars and rag.maxSystemPromptChars > 0 and len(system) > rag.maxSystemPromptChars:
             limit = rag.maxSystemPromptChars  # EDDI's cap of the whole prompt, after RAG
             system = system[:limit] + f"\n[... system prompt truncated at {limit} characters ...]"
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
         messages: list[BaseMessage] = [SystemMessage(system)] if system else []
         for role, text in memory.history:
             messages.append(HumanMessage(text) if role == "user" else AIMessage(text))
