@@ -119,7 +119,7 @@ class KnowledgeBases:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
         provider reference resolved in the KB's own tenant (or marked disabled), its ``${vars:…}`` replaced
         by the tenant's global variables."""
-        return self.as_used(self.resources.read("rags", kb_id, version), self.resources.tenant_of("rags", kb_id))
+        return self.as_used(*self.resources.read_owned("rags", kb_id, version))
 
     def as_used(self, data: Any, tenant: str) -> RagConfiguration:
         """A configuration of ``tenant`` as it is used: validated, its provider reference resolved, its global
