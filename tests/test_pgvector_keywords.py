@@ -101,3 +101,14 @@ def test_who_may_read_is_decided_before_the_best_are_taken(stores):
                  + [Chunk("mine", "A strudel recipe.", {"acl": ["group:mine"]}, [1.0, 1.0, 1.0])])
     assert [i for i, _ in ranked(here, "strudel recipe", 3, where={"acl": {"$containsAny": ["group:mine"]}})] == ["mine"]
     assert "mine" not in {i for i, _ in ranked(here, "strudel recipe", 200, where={"acl": {"$containsNone": ["group:mine"]}})}
+
+
+def test_a_replace_through_a_store_opened_before_the_table_removes_what_another_process_wrote(stores):
+    """A replica's store object made before the table existed replaced a document's chunks without deleting the old
+    ones (it believed the table empty): both versions were then found."""
+    here, there = stores
+    here.count()  # (opened, and asked, while there is no table)
+    there.upsert(chunks(["Old strudel."], "v1-", document_id="recipe"))
+    here.replace({"document_id": "recipe"}, chunks(["New strudel."], "v2-", document_id="recipe"))
+    assert [c.id for c in there.get()] == ["v2-0"]
+    assert [i for i, _ in ranked(there, "strudel")] == ["v2-0"]

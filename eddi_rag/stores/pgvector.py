@@ -378,9 +378,10 @@ class PgVectorStore:
     def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
         cond, params = self._cond(where)
         matrix = check_vectors(chunks) if chunks else None
+        made = self._made()  # (a table another process made: its chunks ``where`` names go too)
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             gone: list[str] = []
-            if self._dimension is not None:
+            if made:
                 cur.execute(pgsql.SQL("DELETE FROM {} WHERE {} RETURNING {}").format(self._ident, cond, self._key), params)
                 gone = [r[0] for r in cur.fetchall()]
             if matrix is not None:  # there are chunks
