@@ -269,7 +269,7 @@ def _markdown(text: str, budget: TokenBudget, parent: tuple[str, ...] = ()) -> l
     count = lru_cache(maxsize=1024)(budget.count)
     heads = _headings(text)
     if count(_prefix(parent) + text) <= budget.limit and not _sectioned(heads):
-        return [_opened(parent, text) if parent else _whole(text)]
+        return [_opened(parent, text, heads) if parent else _whole(text, heads)]
     lines = text.split("\n")
 
     def split(section: _Section, level: int) -> list[Piece]:
@@ -304,10 +304,10 @@ def _sectioned(heads: list[tuple[int, int, int, str]]) -> bool:
     return len(cuts) >= 2
 
 
-def _opened(parent: tuple[str, ...], text: str) -> Piece:
+def _opened(parent: tuple[str, ...], text: str, heads: list[tuple[int, int, int, str]]) -> Piece:
     """A whole part (a PDF page) under the headings the parts before it opened: filed under its own first heading when
-    it opens with one (a page beginning "## Travel" is no longer filed under the previous page's "## Leave")."""
-    heads = _headings(text)
+    it opens with one (a page beginning "## Travel" is no longer filed under the previous page's "## Leave");
+    ``heads``: its headings (``_headings``)."""
     if not heads or heads[0][0] != 0:
         return _piece(parent, text)
     level, title = heads[0][2], heads[0][3]
@@ -315,11 +315,11 @@ def _opened(parent: tuple[str, ...], text: str) -> Piece:
     return Piece(_prefix(path) + text, " > ".join((*path, "#" * level + " " + title)))
 
 
-def _whole(text: str) -> Piece:
+def _whole(text: str, heads: list[tuple[int, int, int, str]]) -> Piece:
     """A whole document in one chunk that knows its sections: a lone title heading is its ``section``, and the
     titles of the sections under it (the first level below the title) its citation's ``sections``, so its label
-    names them (``handbook.docx, # Handbook, §Refunds – §Support``) although it was not cut."""
-    heads = _headings(text)
+    names them (``handbook.docx, # Handbook, §Refunds – §Support``) although it was not cut; ``heads``: its
+    headings (``_headings``)."""
     if not heads:
         return Piece(text)
     top = min(level for _, _, level, _ in heads)
