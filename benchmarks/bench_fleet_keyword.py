@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_keyword import K, corpus, ndcg10, queries, timed  # noqa: E402
+from psycopg import sql as pgsql  # noqa: E402
 
 from eddi_rag.retrieval.retriever import scope  # noqa: E402
 from eddi_rag.state.sqlite import Database  # noqa: E402
@@ -50,8 +51,6 @@ def ts_rank(store: PgVectorStore, text: str, k: int, node, terms: list[str] | No
     if not terms:
         return []
     cond, params = to_postgres(node)
-    from psycopg import sql as pgsql
-
     query = pgsql.SQL("SELECT id FROM {t}, to_tsquery('english', %s) AS q WHERE tsv @@ q AND {c} "
                       "ORDER BY ts_rank_cd(tsv, q) DESC, id LIMIT %s").format(t=store._ident, c=cond)
     return [r[0] for r in store._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()]

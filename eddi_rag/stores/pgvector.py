@@ -12,10 +12,11 @@ storeParameters: ``url`` (a libpq URI) or ``host``/``port``/``database``/``user`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
+from eddi_rag.stores.embedded.keywords import KeywordIndex
 from eddi_rag.stores.toolkit import check_dimension, check_vectors, engine_name, parameters_schema, query_vector
 
 MAX_IDENTIFIER = 63
@@ -448,12 +450,13 @@ class PgVectorStore:
         """BM25 (the embedded store's tantivy index, kept beside PostgreSQL in this process: stores.pgvector_keywords)
         over the chunks ``where`` keeps, any of the words; on a table of EDDI's PostgreSQL's own full-text search
         (english configuration), ranked by ts_rank_cd."""
-        cond, params = self._cond(where)
+        node = filters.node(where)
+        cond, params = self._cond(node)
         terms = re.findall(r"\w+", text.lower())
         if not self._made() or k <= 0 or not terms:
             return []
         if self._bm25:
-            return self._bm25_search(text, k, filters.node(where), cond, params)
+            return self._bm25_search(text, k, node, cond, params)
         query = pgsql.SQL(
             "SELECT {id} AS id, text, metadata, ts_rank_cd({v}, q) AS rank FROM {t}, to_tsquery('english', %s) AS q "
             "WHERE {v} @@ q AND {c} ORDER BY rank DESC, id LIMIT %s"
@@ -475,11 +478,16 @@ class PgVectorStore:
                 found.update((r[0], (r[1], r[2])) for r in self._conn.execute(query, [wanted, *params]).fetchall())
             return [(id, score) for id, score in ranked if id in found]
 
-        entry = pgvector_keywords.cached(self._database, self.table)
-        with self._lock, entry.lock:
-            index = pgvector_keywords.current(self._conn, self.table, self._ident, entry)
+        with self._keywords() as index:
             picked = index.best(text, k, node, False, passing)  # (k at first: the filter seldom drops a candidate)
         return [KeywordHit(id, *found[id], score) for id, score in picked]
+
+    @contextlib.contextmanager
+    def _keywords(self) -> Iterator[KeywordIndex]:
+        """The table's BM25 index in this process as of its latest write, used under the store's and the index's locks."""
+        entry = pgvector_keywords.cached(self._database, self.table)
+        with self._lock, entry.lock:
+            yield pgvector_keywords.current(self._conn, self.table, self._ident, entry)
 
     def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The score ``keyword_search`` gives each of ``ids`` that holds any of the words (KeywordScores)."""
@@ -487,9 +495,8 @@ class PgVectorStore:
         if not self._made() or not terms or not ids:
             return {}
         if self._bm25:
-            entry = pgvector_keywords.cached(self._database, self.table)
-            with self._lock, entry.lock:
-                return pgvector_keywords.current(self._conn, self.table, self._ident, entry).scores(text, ids)
+            with self._keywords() as index:
+                return index.scores(text, ids)
         query = pgsql.SQL("SELECT {id} AS id, metadata, ts_rank_cd({v}, q) FROM {t}, to_tsquery('english', %s) AS q "
                           "WHERE {v} @@ q AND {by}").format(id=self._key, t=self._ident, v=self._tsv, by=self._by_ids)
         with self._lock:
