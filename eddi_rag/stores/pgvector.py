@@ -412,6 +412,7 @@ class PgVectorStore:
             cur.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(self._ident))
             pgvector_keywords.log_drop(cur, self.table)
             self._dimension = None
+        pgvector_keywords.forget(self._database, self.table)
 
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:

@@ -14,8 +14,8 @@ its first keyword search and kept current through a log PostgreSQL holds of what
   ``kept_from`` column), or facing a table dropped, builds its index again.
 
 BM25 is then the embedded store's (a patched index, like the embedded store's after its own writes, counts the chunks
-taken out in its statistics until tantivy merges their segments, as Lucene does), and a search costs the index's milliseconds plus one query for the
-rows that pass the filter. Tables this product did not make (EDDI's, adopted in place) are written by EDDI without the
+taken out in its statistics until tantivy merges their segments, as Lucene does), and a search costs the index's
+milliseconds plus one query for the rows that pass the filter. Tables this product did not make (EDDI's, adopted in place) are written by EDDI without the
 log: their keyword search stays PostgreSQL's."""
 
 from __future__ import annotations
@@ -59,10 +59,21 @@ def cached(database: str, table: str) -> _Cached:
         return _CACHE.setdefault((database, table), _Cached())
 
 
+def forget(database: str, table: str) -> None:
+    """This process's index of a table dropped through it let go."""
+    with _CACHE_LOCK:
+        _CACHE.pop((database, table), None)
+
+
+def _has_log(cur: psycopg.Cursor) -> bool:
+    """Whether the database has the log (made at the first logged write)."""
+    cur.execute(f"SELECT to_regclass('{LOG}') IS NOT NULL")
+    return bool((row := cur.fetchone()) and row[0])
+
+
 def log_writes(cur: psycopg.Cursor, table: str, ids: Sequence[str]) -> None:
     """Inside a write's transaction: the table's next generation, with ``ids`` (written or removed) under it."""
-    cur.execute(f"SELECT to_regclass('{LOG}') IS NOT NULL")
-    if not (row := cur.fetchone()) or not row[0]:
+    if not _has_log(cur):
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         for statement in _SCHEMA:
             cur.execute(statement)
@@ -80,8 +91,7 @@ def log_writes(cur: psycopg.Cursor, table: str, ids: Sequence[str]) -> None:
 def log_drop(cur: psycopg.Cursor, table: str) -> None:
     """Inside a drop's transaction: every process builds its index again (a table made again under the same name
     must not be taken for the one a process holds)."""
-    cur.execute(f"SELECT to_regclass('{LOG}') IS NOT NULL")
-    if (row := cur.fetchone()) and row[0]:
+    if _has_log(cur):
         cur.execute(f"DELETE FROM {LOG} WHERE tbl = %s", (table,))
         cur.execute(f"UPDATE {GENERATIONS} SET generation = generation + 1, kept_from = generation + 1 WHERE tbl = %s",
                     (table,))
