@@ -163,8 +163,9 @@ def test_a_scan_being_read_shows_its_pages_and_a_cancel_stops_the_parse_and_tess
     status_url = f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}/status"
     reading = until(lambda: (s := client.get(status_url).json()).get("progress", {}).get("done") and s, "OCR progress", 60)
     assert reading["progress"]["phase"] == "parsing" and reading["progress"]["unit"] == "pages"
-    workers = [p for p in psutil.Process().children(recursive=True)
-               if "eddi_rag.ingest.parsing" in " ".join(p.cmdline()) or p.name() == "tesseract"]
+    from eddi_rag.ingest import parse_workers
+
+    workers = [p for p in psutil.Process().children(recursive=True) if p.name() in (parse_workers.BUSY, "tesseract")]
     assert workers, "no parse process runs"
     assert client.delete(f"{BASE}/{kb}/ingestion/{r.json()['ingestionId']}").json()["status"] == "cancelled"
     _, alive = psutil.wait_procs(workers, timeout=10)

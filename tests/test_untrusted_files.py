@@ -19,6 +19,7 @@ import httpx
 import psutil
 import pytest
 
+from eddi_rag.ingest import parse_workers
 from eddi_rag.ingest.limits import DocumentLimitError, DocumentLimits
 from eddi_rag.ingest.loaders import UnreadableDocumentError
 from eddi_rag.ingest.parsing import ParseCancelledError, parse
@@ -34,8 +35,9 @@ CHARS = {"chars": 512}
 
 
 def parse_children(pid: int) -> list[psutil.Process]:
+    """The server's parse processes at work (the warm ones waiting for a file are named otherwise: parse_workers)."""
     try:
-        return [p for p in psutil.Process(pid).children(recursive=True) if "eddi_rag.ingest.parsing" in " ".join(p.cmdline())]
+        return [p for p in psutil.Process(pid).children(recursive=True) if p.name() == parse_workers.BUSY]
     except psutil.Error:
         return []
 
@@ -235,6 +237,51 @@ def test_chunks_of_one_document_are_limited(runtime):
     with pytest.raises(DocumentLimitError, match=r"makes \d+ chunks \(limit: EDDI_RAG_MAX_CHUNKS=5\)"):
         runtime.ingest(kb, "long.txt", "A sentence of some length. " * 100)
     assert runtime.documents.list(kb)["documents"] == []
+
+
+def parse_processes() -> dict[str, set[int]]:
+    """This process's parse processes by what they do: {"idle": pids, "busy": pids}."""
+    found: dict[str, set[int]] = {"idle": set(), "busy": set()}
+    for p in psutil.Process().children():
+        try:
+            kind = {parse_workers.IDLE: "idle", parse_workers.BUSY: "busy"}.get(p.name())
+        except psutil.Error:
+            continue
+        if kind:
+            found[kind].add(p.pid)
+    return found
+
+
+@pytest.mark.integration
+def test_parse_processes_are_started_ahead_and_parse_many_files_each_under_each_file_s_limits():
+    parse_workers.close()  # (a pool of this test's own)
+    document = files.docx([("h1", "Refunds"), ("p", "Refunds take five days.")])
+    assert [p.text for p in parse("docx", document, "a.docx", CHARS, DocumentLimits())] == ["# Refunds\n\nRefunds take five days."]
+    two_idle = lambda: (found := parse_processes()["idle"]) and len(found) == 2 and found  # noqa: E731
+    warm = until(two_idle, "two idle parse processes")
+    for _ in range(5):  # (each with a CPU limit of 1 s: counted from where the process stands, not from its start)
+        assert parse("docx", document, "a.docx", CHARS, DocumentLimits(parse_cpu_seconds=1))
+    assert parse_processes()["idle"] == warm, "a parse started a process while two were idle"
+    # a parse over a limit: its process ends, another takes its place, and the next file is read
+    with pytest.raises(DocumentLimitError, match="EDDI_RAG_PARSE_CPU_SECONDS=1"):
+        parse("xlsx", bombs.xlsx_rows(600_000), "f", CHARS, DocumentLimits(parse_cpu_seconds=1, max_rows=10**7))
+    assert parse("docx", document, "a.docx", CHARS, DocumentLimits())
+    after = until(two_idle, "two idle parse processes again")
+    assert len(after - warm) == 1 and not parse_processes()["busy"]
+    # cancelled: the process parsing is killed at once, and a fresh one is kept ready
+    started = time.monotonic()
+    with pytest.raises(ParseCancelledError):
+        parse("xlsx", bombs.xlsx_rows(200_000), "f", CHARS, DocumentLimits(), cancelled=lambda: time.monotonic() > started + 0.3)
+    assert not parse_processes()["busy"]
+    until(two_idle, "two idle parse processes after the cancel")
+    parse_workers.close()
+    assert parse_processes() == {"idle": set(), "busy": set()}
+
+
+def test_the_warm_parse_processes_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("EDDI_RAG_PARSE_WORKERS", "many")
+    with pytest.raises(ValueError, match="EDDI_RAG_PARSE_WORKERS must be a whole number of processes.*'many'"):
+        parse_workers.kept_warm()
 
 
 @pytest.mark.integration

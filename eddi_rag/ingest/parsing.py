@@ -3,15 +3,17 @@ the server down: the child limits its own address space (``parse_memory_mb``) an
 (``parse_cpu_seconds``) before it reads the file; the server kills it past ``parse_seconds`` of wall
 time, or within a fraction of a second of a cancel. What it parsed comes back as parts (text +
 citation metadata); pages and rows read so far come back as progress while it works. Zip-based
-files are checked against the unzip limits before the child starts.
+files are checked against the unzip limits before the child starts. The processes are started ahead of need
+and parse many files each, one at a time (``parse_workers``).
 
 Plain text and Markdown are only decoded (nothing to isolate): they are read in process, under the
 same character limit. ``EDDI_RAG_ISOLATE=0`` reads everything in process (debugging only).
 
-The child is ``python -m eddi_rag.ingest.parsing``: one JSON line (format, name, fit, limits, size),
+The child is ``python -m eddi_rag.ingest.parsing``; for each file, one JSON line (format, name, fit, limits, size),
 then the file's bytes on stdin; JSON lines on stdout: ``{"progress": [unit, n]}``, then
-``{"parts": [[text, metadata, markdown, headings, lines], ...]}`` or ``{"error": [kind, message]}``. A request with
-``render`` ({page, width}) draws that page instead (``render``): ``{"image": base64 PNG}``.
+``{"parts": [[text, metadata, markdown, headings, lines], ...]}`` or ``{"error": [kind, message]}``, with
+``"retiring": true`` when it will take no other. A request with ``render`` ({page, width}) draws that page instead
+(``render``): ``{"image": base64 PNG}``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import os
 import queue
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -32,14 +33,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from eddi_rag.errors import READER, EddiRagError
-from eddi_rag.ingest import loaders, pages
+from eddi_rag.ingest import loaders, pages, parse_workers
 from eddi_rag.ingest.limits import MB, DocumentLimitError, DocumentLimits, Meter, check_zip
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, UnsupportedFileTypeError
 
 IN_PROCESS = frozenset({"text", "markdown"})  # decoded, not parsed
 POLL_SECONDS = 0.1  # how often the wait looks at cancel and the clock
-# What the child may see of the server's environment (never its secrets).
-_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
 _ERRORS: dict[str, type[EddiRagError]] = {"limit": DocumentLimitError, "unreadable": UnreadableDocumentError,
                                        "unsupported": UnsupportedFileTypeError, "missing": pages.PageNotFoundError}
 
@@ -103,56 +102,52 @@ class _Child:
         self.limits = limits
 
     def run(self, request: dict[str, Any], data: bytes, report: Report | None, cancelled: Callable[[], bool]) -> dict[str, Any]:
-        """The child's answer to ``request``: ``{"parts": ...}`` or ``{"image": ...}``; its error raised."""
-        env = {k: v for k, v in os.environ.items() if k in _ENV}
-        process = subprocess.Popen([sys.executable, "-B", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, env=env, start_new_session=True)
-        assert process.stdin and process.stdout and process.stderr
-        lines: queue.Queue[bytes | None] = queue.Queue()
-        stderr: list[bytes] = []
-        header = json.dumps({**request, "limits": asdict(self.limits), "size": len(data)}).encode() + b"\n"
-        threads = [threading.Thread(target=_send, args=(process.stdin, header, data), daemon=True),
-                   threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True),
-                   threading.Thread(target=_tail, args=(process.stderr, stderr), daemon=True)]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + self.limits.parse_seconds
+        """The answer of a warm parse process (``parse_workers``) to ``request``: ``{"parts": ...}`` or
+        ``{"image": ...}``; its error raised. The process goes back to the pool after an answer; cancelled, past
+        its time, or dead, it is killed and another takes its place."""
+        worker = parse_workers.take()
+        done = False
         try:
+            header = json.dumps({**request, "limits": asdict(self.limits), "size": len(data)}).encode() + b"\n"
+            threading.Thread(target=_send, args=(worker.process.stdin, header, data), daemon=True).start()
+            cpu_before = worker.cpu_seconds()
+            deadline = time.monotonic() + self.limits.parse_seconds
             while True:
                 if cancelled():
                     raise ParseCancelledError("cancelled while parsing")
                 if time.monotonic() > deadline:
                     raise self.limits.over("parse_seconds", f"parsing took longer than {self.limits.parse_seconds} s")
                 try:
-                    line = lines.get(timeout=POLL_SECONDS)
+                    line = worker.lines.get(timeout=POLL_SECONDS)
                 except queue.Empty:
                     continue
                 if line is None:  # the child ended without an answer
-                    raise self._died(process, b"".join(stderr))
+                    raise self._died(worker, cpu_before)
                 message = json.loads(line)
-                if "progress" in message and report is not None:
-                    report(*message["progress"])
-                elif "parts" in message or "image" in message:
+                if "progress" in message:
+                    if report is not None:
+                        report(*message["progress"])
+                    continue
+                done = not message.get("retiring")
+                if "parts" in message or "image" in message:
                     return dict(message)
-                elif "error" in message:
-                    kind, text, *failure = message["error"]
-                    error = _ERRORS.get(kind, UnreadableDocumentError)(text)
-                    error.failure = failure[0] if failure else error.failure  # (what fixes it, as the child's error said)
-                    raise error
+                kind, text, *failure = message["error"]
+                error = _ERRORS.get(kind, UnreadableDocumentError)(text)
+                error.failure = failure[0] if failure else error.failure  # (what fixes it, as the child's error said)
+                raise error
         finally:
-            _kill(process)
-            for t in threads:
-                t.join(timeout=5)
+            parse_workers.give_back(worker, reuse=done)
 
-    def _died(self, process: subprocess.Popen[bytes], stderr: bytes) -> Exception:
+    def _died(self, worker: parse_workers.Worker, cpu_before: float) -> Exception:
+        process = worker.process
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
-        cpu = usage.ru_utime + usage.ru_stime
+        cpu = usage.ru_utime + usage.ru_stime - cpu_before  # (this parse's: the process may have parsed others before)
         if process.returncode == -signal.SIGXCPU or (process.returncode == -signal.SIGKILL and cpu >= self.limits.parse_cpu_seconds - 0.5):
             return self.limits.over("parse_cpu_seconds", f"parsing used more than {self.limits.parse_cpu_seconds} s of CPU time")
         if process.returncode == -signal.SIGKILL:  # the kernel's OOM killer, or someone else
             return self.limits.over("parse_memory_mb", "the parser was killed (out of memory?)")
-        last = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit code {process.returncode}"]
+        last = worker.stderr_tail().strip().splitlines()[-1:] or [f"exit code {process.returncode}"]
         return UnreadableDocumentError(f"the parser stopped: {last[0][:300]}")
 
 
@@ -160,41 +155,9 @@ def _send(pipe: IO[bytes], header: bytes, data: bytes) -> None:
     try:
         pipe.write(header)
         pipe.write(data)
-        pipe.close()
+        pipe.flush()
     except (BrokenPipeError, OSError, ValueError):  # the child died (or was killed) before reading it all
         pass
-
-
-def _lines(pipe: IO[bytes], out: queue.Queue[bytes | None]) -> None:
-    try:
-        for line in pipe:
-            out.put(line)
-    except (OSError, ValueError):
-        pass
-    out.put(None)
-
-
-def _tail(pipe: IO[bytes], out: list[bytes]) -> None:
-    try:
-        for line in pipe:
-            out[:] = [*out[-20:], line]
-    except (OSError, ValueError):
-        pass
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    if process.returncode is None and process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # its own session: anything it started goes too
-        except ProcessLookupError:
-            pass
-        process.wait()
-    for pipe in (process.stdin, process.stdout, process.stderr):
-        try:
-            if pipe is not None:
-                pipe.close()
-        except OSError:
-            pass
 
 
 # -- the child ---------------------------------------------------------------------------------
@@ -213,33 +176,51 @@ def _die_with_parent() -> None:
 
 
 def _child() -> None:
+    """A warm parse process: requests one at a time on stdin, each under its own limits, until stdin ends or it
+    retires (``_retiring``)."""
     import resource
 
     _die_with_parent()
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the answer's channel; a library's prints go to stderr
     os.dup2(2, 1)
-    request = json.loads(sys.stdin.buffer.readline())
-    limits = DocumentLimits(**request["limits"])
-    memory = limits.parse_memory_mb * MB
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.parse_cpu_seconds, limits.parse_cpu_seconds + 2))
 
     def send(message: dict[str, Any]) -> None:
         out.write(json.dumps(message, ensure_ascii=False) + "\n")
         out.flush()
 
+    for uses in range(1, parse_workers.MAX_USES + 1):
+        parse_workers.name_process(parse_workers.IDLE)
+        header = sys.stdin.buffer.readline()
+        if not header:
+            return
+        parse_workers.name_process(parse_workers.BUSY)
+        request = json.loads(header)
+        limits = DocumentLimits(**request["limits"])
+        memory = limits.parse_memory_mb * MB
+        resource.setrlimit(resource.RLIMIT_AS, (memory, resource.RLIM_INFINITY))
+        used = resource.getrusage(resource.RUSAGE_SELF)  # (the parses before this one count towards RLIMIT_CPU too)
+        resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + 1 + limits.parse_cpu_seconds,
+                                                 resource.RLIM_INFINITY))
+        answer = _answer(request, limits, sys.stdin.buffer.read(request["size"]), send)
+        retiring = uses == parse_workers.MAX_USES or "error" in answer and answer["error"][0] == "limit" or \
+            parse_workers.address_space() > memory // 2  # (grown: the next parse under this limit could fail early)
+        send({**answer, "retiring": True} if retiring else answer)
+        if retiring:
+            return
+
+
+def _answer(request: dict[str, Any], limits: DocumentLimits, data: bytes, send: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """One request's answer: the parts, the drawn page, or the error."""
     try:
-        data = sys.stdin.buffer.read(request["size"])
         if "render" in request:
             drawn = pages.draw(request["fmt"], data, request["name"], int(request["render"]["page"]),
                                int(request["render"]["width"]), Meter(limits))
-            send({"image": base64.b64encode(drawn).decode("ascii")})
-            return
+            return {"image": base64.b64encode(drawn).decode("ascii")}
         parts = _load(request["fmt"], data, request["name"], request["fit"], limits, lambda unit, n: send({"progress": [unit, n]}),
                       request.get("ocr"))
-        send({"parts": [[p.text, p.metadata, p.markdown, list(p.headings), [list(line) for line in p.lines]] for p in parts]})
+        return {"parts": [[p.text, p.metadata, p.markdown, list(p.headings), [list(line) for line in p.lines]] for p in parts]}
     except Exception as e:  # noqa: BLE001 - every failure answered, in its kind (_error)
-        send({"error": _error(e, request["name"], limits)})
+        return {"error": _error(e, request["name"], limits)}
 
 
 def _error(e: BaseException, name: str, limits: DocumentLimits) -> list[Any]:
