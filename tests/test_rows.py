@@ -122,13 +122,23 @@ def test_sqlite_graph_is_saved_and_reused_and_other_writers_are_seen(tmp_path, m
     cache = second_ctx.state["sqlite-tables"][(str(path), "kb")]
     assert cache.saved == cache.generation  # the graph came from the file, not a rebuild
 
-    # another process writes: the first process's next search sees it
+    # another process writes: the first process's next search sees it, catching up through the log (its graph kept)
+    graph = cache.table.hnsw
     third = sqlite("kb", {"index": "hnsw"}, StoreContext(Database(path), tmp_path))
     third.replace({"document_id": "d004"}, [Chunk("d004-new", "new", {"document_id": "d004"}, q)])
     assert "d004-new" in [h.id for h in second.search(q, 3)]
+    assert cache.table.hnsw is graph and "d004-new" in cache.table.row_of
     assert not second.get(where={"document_id": "d004", "part": 1})
+    assert [h.id for h in second.search(chunks[16].vector, 1, where={"document_id": "d004"})] == ["d004-new"]
     second.drop()
     assert not list((tmp_path / "kb.db.hnsw").iterdir())
+    # dropped and written again as often through another process: this one reads the KB again, never its old rows
+    third.upsert([Chunk("one", "one", {}, q)])
+    assert third.search(q, 5)[0].id == "one"
+    second.drop()
+    for i in range(3):
+        third.upsert([Chunk(f"again{i}", "again", {}, q)])
+    assert sorted(h.id for h in third.search(q, 5)) == sorted(h.id for h in second.search(q, 5)) == ["again0", "again1", "again2"]
 
 
 def test_search_breadth_grows_with_the_graph_unless_chosen():
@@ -140,8 +150,8 @@ def test_search_breadth_grows_with_the_graph_unless_chosen():
 
 def test_sqlite_keyword_index_is_kept_current_by_writes_and_rebuilt_after_another_writer(tmp_path):
     """Issue 34, point 1: BM25 over a tantivy index held beside the rows. A write through this process updates it in
-    place; a write by another process (its own cache, the same file) makes the next keyword search build it again;
-    filters stay exact even when the best keyword matches are filtered out."""
+    place, and so does a write by another process (its own cache, the same file: issue 46, through the log of the
+    chunks each write changed); filters stay exact even when the best keyword matches are filtered out."""
     path = tmp_path / "kb.db"
     sqlite = registry.load(registry.STORES, "sqlite")
     ctx = StoreContext(Database(path), tmp_path)
@@ -160,7 +170,9 @@ def test_sqlite_keyword_index_is_kept_current_by_writes_and_rebuilt_after_anothe
     other = sqlite("kb", {}, StoreContext(Database(path), tmp_path))  # another process: its own cache
     other.upsert([Chunk("zeppelin", "a zeppelin over Vienna", {"document_id": "air"}, [1.0, 1.0])])
     assert [h.id for h in store.keyword_search("zeppelin", 5)] == ["zeppelin"]
-    assert cache.keywords is not index  # built again from the file
+    other.delete(ids=["t5"])
+    assert "t5" not in {h.id for h in store.keyword_search("night train", 50)}
+    assert cache.keywords is index  # caught up in place, not built again
 
     # the 40 best matches for "train" are filtered out: more candidates are asked until k pass
     hits = store.keyword_search("night train vienna", 3, where={"document_id": {"$ne": "trains"}})

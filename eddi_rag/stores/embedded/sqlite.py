@@ -4,8 +4,9 @@ Chunks live in one table of the application's SQLite file (or of ``storeParamete
 keyed by (configuration id, chunk id); vectors are float32 blobs. Search reads a KB's vectors
 and metadata once into a RowTable (eddi_rag.stores.embedded.rows) shared by every store object of the
 process; our writes update it in place (a write costs what it writes, and so does finding the
-rows a ``replace`` removes), and a write by another process (seen through the KB's generation
-counter, bumped in every write's transaction) reloads it. With ``index: hnsw`` (or ``auto`` on a
+rows a ``replace`` removes), and so do another process's (seen through the KB's generation counter, bumped in
+every write's transaction: the chunk ids each generation changed are logged, ``kb_chunk_log``, and a process
+behind reads those rows again; one further behind than the log's ``LOGGED`` generations reads the KB again). With ``index: hnsw`` (or ``auto`` on a
 large KB) the HNSW graph is saved beside the database file (``<file>.hnsw/``) when it is built
 and when the application closes, and reused on the next start if the KB has not changed since.
 Filters of ``get``/``count`` compile to SQL (JSON1). Keyword search is BM25 over a tantivy index of the KB's
@@ -90,7 +91,11 @@ _SCHEMA = [
         kb TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL,
         dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (kb, id))""",
     "CREATE TABLE IF NOT EXISTS kb_chunk_generations (kb TEXT PRIMARY KEY, generation INTEGER NOT NULL)",
+    # the chunk ids each write changed, by generation: how another process catches up instead of reading the KB again
+    "CREATE TABLE IF NOT EXISTS kb_chunk_log (kb TEXT NOT NULL, generation INTEGER NOT NULL, id TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS kb_chunk_log_generation ON kb_chunk_log (kb, generation)",
 ]
+LOGGED = 256  # generations of the log kept: a process further behind reads the KB again
 
 
 def fts_name(table: str, kb_id: str) -> str:
@@ -189,12 +194,40 @@ class SqliteStore:
         return 0 if row is None else row[0]
 
     def _table(self, c) -> RowTable:
-        """The KB's rows, reloaded when another process wrote (call with the cache's lock held)."""
+        """The KB's rows, brought up to date when another process wrote: the chunks it changed read again (the
+        log), or the whole KB when this process is too far behind (call with the cache's lock held)."""
         cache = self._cache
         generation = self._generation(c)
-        if cache.generation != generation:
+        if cache.generation != generation and not self._caught_up(c, generation):
             self._load(c, generation)
         return cache.table
+
+    def _caught_up(self, c, generation: int) -> bool:
+        """Apply the writes of generations after this process's up to ``generation`` from the log: the changed
+        chunks as they are now (later writes applied too are applied again at the next look). False: the log does
+        not hold them all (too far behind, or dropped), or they are so many that reading the KB costs less."""
+        cache, table, have = self._cache, self._cache.table, self._cache.generation
+        if have is None or generation < have:
+            return False
+        span = (self.kb_id, have, generation)
+        logged = c.execute("SELECT COUNT(DISTINCT generation) FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?",
+                           span).fetchone()[0]
+        if logged != generation - have:
+            return False
+        ids = [r[0] for r in c.execute("SELECT DISTINCT id FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?", span)]
+        if len(ids) > max(1000, len(table) // 4):
+            return False
+        rows = c.execute("SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND id IN (SELECT value FROM json_each(?))",
+                         (self.kb_id, json.dumps(ids))).fetchall()
+        table.remove([table.row_of[i] for i in ids if i in table.row_of])
+        if rows:
+            table.add([r[0] for r in rows], np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]),
+                      [json.loads(r[2]) for r in rows])
+        if cache.keywords is not None and cache.keywords_generation == have:
+            cache.keywords.write(ids, [(r[0], r[1], string_lists(json.loads(r[2])).get("acl", [])) for r in rows])
+            cache.keywords_generation = generation
+        cache.generation = generation
+        return True
 
     def _graph_files(self) -> tuple[Path, Path] | None:
         if self.db.path == ":memory:":
@@ -277,6 +310,10 @@ class SqliteStore:
                     c.execute("INSERT INTO kb_chunk_generations VALUES (?, 1) ON CONFLICT (kb) DO UPDATE SET generation = generation + 1",
                               (self.kb_id,))
                 generation = self._generation(c)
+                if rows or chunks:
+                    c.executemany("INSERT INTO kb_chunk_log VALUES (?, ?, ?)",
+                                  [(self.kb_id, generation, id) for id in {*(i for i in gone if i is not None), *(ch.id for ch in chunks)}])
+                    c.execute("DELETE FROM kb_chunk_log WHERE kb=? AND generation <= ?", (self.kb_id, generation - LOGGED))
             table.remove(rows)
             if matrix is not None:
                 table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
@@ -310,11 +347,14 @@ class SqliteStore:
 
     def drop(self) -> None:
         with self._cache.table.lock:
-            with self.db.transaction() as c:
+            with self.db.transaction() as c:  # (the generation goes on counting: a process behind reads the KB again)
                 c.execute("DELETE FROM kb_chunks WHERE kb=?", (self.kb_id,))
-                c.execute("DELETE FROM kb_chunk_generations WHERE kb=?", (self.kb_id,))
+                c.execute("DELETE FROM kb_chunk_log WHERE kb=?", (self.kb_id,))
+                c.execute("INSERT INTO kb_chunk_generations VALUES (?, 1) ON CONFLICT (kb) DO UPDATE SET generation = generation + 1",
+                          (self.kb_id,))
+                generation = self._generation(c)
             self._cache.table.clear()
-            self._cache.generation = 0
+            self._cache.generation = generation
             self._cache.keywords = None
             for path in self._graph_files() or ():
                 path.unlink(missing_ok=True)
