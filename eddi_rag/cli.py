@@ -29,15 +29,15 @@ state_url_option = click.option(
 )
 
 
-def fleet_runtime(data_dir: str, state_url: str | None, outbound=None):
+def fleet_runtime(data_dir: str, state_url: str | None, outbound=None, processes: int = 1):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
-    knowledge base lives on a store the fleet's other machines cannot reach. ``outbound``: what it may reach
-    (default: EDDI_RAG_OUTBOUND_ALLOW)."""
+    knowledge base lives on a store the fleet's other machines cannot reach; one of ``processes`` serving processes,
+    which refuses one kept in a process's memory. ``outbound``: what it may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
     from eddi_rag.errors import EddiRagError
     from eddi_rag.runtime import Runtime
 
     try:
-        return Runtime.serving(data_dir, state_url, outbound)
+        return Runtime.serving(data_dir, state_url, outbound, processes)
     except EddiRagError as e:
         raise click.ClickException(str(e)) from None
 
@@ -129,12 +129,16 @@ def mcp(data_dir) -> None:
 @click.option("--worker/--no-worker", default=True, show_default=True,
               help="Run ingestion jobs, source runs and the scheduler in this process too; a fleet's API replicas "
                    "leave them to `eddi-rag worker` processes.")
+@click.option("--processes", type=click.IntRange(1, 64), default=1, show_default=True, envvar="EDDI_RAG_PROCESSES",
+              help="Serving processes sharing the port, the state and the stores (env EDDI_RAG_PROCESSES): a request's "
+                   "own Python runs one at a time in a process, so more processes answer more requests at once; each "
+                   "loads the models and the indexes it searches. No knowledge base may then use the in-memory store.")
 @click.option("--demo-notices", is_flag=True,
               help="Also run the examples' stand-in service-notices API on 127.0.0.1:8765 (the travel assistant's "
                    "httpCall) and let httpCalls and sources reach 127.0.0.1: for trying examples/workflows, never in production.")
 @chat_model_options
-def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, state_url, worker, demo_notices, llm,
-          base_url, model) -> None:
+def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, state_url, worker, processes, demo_notices,
+          llm, base_url, model) -> None:
     """Serve the REST API (OpenAPI at /docs) and the Manager UI (/ui); Prometheus metrics at /metrics,
     liveness at /health, readiness at /health/ready. ``--load`` also queues the documents of the folder's knowledge
     bases (``documents/<kb id>/`` in it or beside it)."""
@@ -144,7 +148,6 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
 
     import uvicorn
 
-    from eddi_rag.api.app import create_app
     from eddi_rag.auth.oidc import OidcConfig
     from eddi_rag.common.outbound import OutboundPolicy
     from eddi_rag.tools.bundle import load_bundle, queue_documents
@@ -154,7 +157,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
         policy = OutboundPolicy.from_env()  # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
         outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32"))) if demo_notices else None
-        runtime = fleet_runtime(data_dir, state_url, outbound)
+        runtime = fleet_runtime(data_dir, state_url, outbound, processes)
         if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
             runtime.close()
             raise click.ClickException(
@@ -165,20 +168,56 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
             queue_documents(runtime.ingesting, folder, load_bundle(runtime.saving, folder))
         limit = int(max_upload_mb * 1024 * 1024) if max_upload_mb else None
         click.echo(f"Manager UI: http://{host}:{port}/ui", err=True)
-        log_requests(log_format)
-        answers = chat_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
-        uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker),
-                    host=host, port=port, access_log=False,  # eddi_rag.requests logs each request, with its route and caller
-                    timeout_graceful_shutdown=30, timeout_keep_alive=KEEP_ALIVE_SECONDS)
-        runtime.close()
+        served = {"host": host, "port": port, "access_log": False,  # eddi_rag.requests logs each request, with its route and caller
+                  "timeout_graceful_shutdown": 30, "timeout_keep_alive": KEEP_ALIVE_SECONDS}
+        if processes > 1:  # each process builds its own runtime and app (api.served), from these settings
+            from eddi_rag.api import served as several
+
+            runtime.close()
+            os.environ[several.SETTINGS] = several.settings(
+                data_dir=data_dir, state_url=state_url, processes=processes, loopback_allowed=demo_notices, log_format=log_format,
+                max_upload_bytes=limit, llm=llm, base_url=base_url, model=model, host=host, worker=worker)
+            several_processes(uvicorn.Config("eddi_rag.api.served:app", factory=True, workers=processes, **served))
+        else:
+            from eddi_rag.api.app import create_app
+            from eddi_rag.api.observability import log_requests
+
+            log_requests(log_format)
+            answers = chat_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
+            uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker), **served)
+            runtime.close()
     if lock is not None:
         lock.close()
 
 
+def several_processes(config) -> None:
+    """``uvicorn.run`` for several processes, over a listening socket bound here with its protocol named (TCP): the
+    one uvicorn binds has protocol 0, which its connections inherit, so asyncio leaves Nagle's algorithm on and each
+    kept-alive request waits for the client's delayed ACK (uvicorn issue #3149, open: 46 ms a request against 1 ms)."""
+    import socket
+
+    from uvicorn.supervisors import Multiprocess
+
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as e:
+        raise click.ClickException(f"cannot serve {config.host}:{config.port}: {e.strerror}") from None
+    sock.set_inheritable(True)
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+
+
 def one_server_per_folder(data_dir: str | None, state_url: str | None) -> IO[str] | None:
     """The data directory's serve lock (an open file holding an exclusive lock, None where there is nothing to lock):
-    a second ``serve`` on one folder of the embedded default is refused, saying what is supported. Each server keeps
-    its knowledge bases' search indexes (HNSW, BM25) in its own memory, so two would answer from what each wrote."""
+    a second ``serve`` on one folder of the embedded default is refused, saying what is supported (one ``serve`` with
+    several processes shares its data coherently; two servers started apart would each hold the port's half)."""
     import fcntl
     import os
 
@@ -195,10 +234,10 @@ def one_server_per_folder(data_dir: str | None, state_url: str | None) -> IO[str
         handle.close()
         raise click.ClickException(
             f"another eddi-rag serve (pid {other}) serves {data_dir}: one server per data directory is supported on the "
-            "embedded default, since each keeps its search indexes in its own memory. Point this one at another "
-            "--data-dir, or, for several serving processes, keep the state on PostgreSQL (--state-url) with knowledge "
-            "bases on a store every process reaches (docs/operations.md: A fleet). CLI commands (ingest, load, doctor) "
-            "may run beside the server.") from None
+            "embedded default. Point this one at another --data-dir; for several serving processes on this machine, "
+            "start the one server with --processes N; for several machines, keep the state on PostgreSQL (--state-url) "
+            "with knowledge bases on a store every process reaches (docs/operations.md: A fleet). CLI commands (ingest, "
+            "load, doctor) may run beside the server.") from None
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
@@ -217,6 +256,7 @@ def worker(host, port, data_dir, state_url, log_format) -> None:
     the state; HTTP only for /health, /health/ready and /metrics. SIGTERM: the running job is given back."""
     import uvicorn
 
+    from eddi_rag.api.observability import log_requests
     from eddi_rag.api.worker import create_worker_app
 
     runtime = fleet_runtime(data_dir, state_url)
@@ -225,19 +265,6 @@ def worker(host, port, data_dir, state_url, log_format) -> None:
     uvicorn.run(create_worker_app(runtime), host=host, port=port, access_log=False, timeout_graceful_shutdown=30,
                 timeout_keep_alive=KEEP_ALIVE_SECONDS)
     runtime.close()
-
-
-def log_requests(log_format: str) -> None:
-    """One record per request on stderr: JSON lines (python-json-logger) or text."""
-    from pythonjsonlogger.json import JsonFormatter
-
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s") if log_format == "json"
-                         else logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    requests = logging.getLogger("eddi_rag.requests")
-    requests.addHandler(handler)
-    requests.setLevel(logging.INFO)
-    requests.propagate = False
 
 
 @main.command()

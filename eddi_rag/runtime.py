@@ -66,11 +66,12 @@ class FleetRefusedError(EddiRagError):
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
                  embedding_cache: str | None = None, outbound: OutboundPolicy | None = None,
-                 state_url: str | None = None, fleet: bool = False):
+                 state_url: str | None = None, fleet: bool = False, processes: int = 1):
         """``data_dir=None`` keeps everything in memory (tests, throwaway demos).
         ``state_url``: where the state lives (env EDDI_RAG_STATE_URL): ``postgresql://…`` for a fleet; by
         default the SQLite file in ``data_dir``. ``fleet``: this process is one of several sharing that state
-        (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store.
+        (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store. ``processes``:
+        how many processes of one ``serve`` share the state (``--processes``; more than one refuses ``in-memory`` stores).
         ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE).
         ``outbound``: which addresses web sources, httpCall RAG, providers, rerankers and store servers may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         limit_blas_threads()
@@ -92,7 +93,7 @@ class Runtime:
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver, self.outbound))
         variables = Variables(self.db)
-        self.knowledge_bases = KnowledgeBases(self.resources, self.data_dir, variables, fleet)
+        self.knowledge_bases = KnowledgeBases(self.resources, self.data_dir, variables, fleet, processes)
         self.jobs = IngestionQueue(self.db, job_runner(self.knowledge_bases, self.ingestor), redact)
         # the verbs
         self.documents = Documents(self.knowledge_bases, self.stores, self.generations, self.jobs.let_go)
@@ -134,16 +135,22 @@ class Runtime:
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 
     @classmethod
-    def serving(cls, data_dir: str | Path | None, state_url: str | None, outbound: OutboundPolicy | None = None) -> Runtime:
+    def serving(cls, data_dir: str | Path | None, state_url: str | None, outbound: OutboundPolicy | None = None,
+                processes: int = 1) -> Runtime:
         """The Runtime of a serve or worker process: with the state on PostgreSQL, one of a fleet, which refuses to
-        start (FleetRefusedError) while a knowledge base lives on a store the fleet's other machines cannot reach."""
+        start (FleetRefusedError) while a knowledge base lives on a store the fleet's other machines cannot reach;
+        one of ``processes`` serving processes, which refuses to start while one lives in one process's memory."""
         fleet = on_postgresql(state_url)
-        runtime = cls(data_dir, state_url=state_url, fleet=fleet, outbound=outbound)
-        if fleet and (problems := runtime.fleet_problems()):
+        runtime = cls(data_dir, state_url=state_url, fleet=fleet, outbound=outbound, processes=processes)
+        if problems := runtime.fleet_problems():
             runtime.close()
-            raise FleetRefusedError("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
-                                    + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
-                                    "another storeType), or serve them from one process on SQLite")
+            if fleet:
+                raise FleetRefusedError("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
+                                        + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
+                                        "another storeType), or serve them from one process on SQLite")
+            raise FleetRefusedError(f"refusing to start {processes} serving processes:\n  " + "\n  ".join(problems)
+                                    + "\nmove them to the sqlite store (export, then import with storeType sqlite), or serve "
+                                    "with --processes 1")
         return runtime
 
     # -- the life cycle a face runs ----------------------------------------------------------------
@@ -178,14 +185,17 @@ class Runtime:
         return self.db.dialect
 
     def fleet_problems(self) -> list[str]:
-        """The knowledge bases a fleet cannot serve (their store keeps its data on one machine), one line each."""
+        """The knowledge bases the processes sharing the state cannot serve (their store keeps its data on one machine,
+        or in one process), one line each."""
+        if not self.knowledge_bases.fleet and self.knowledge_bases.processes == 1:
+            return []
         problems = []
         for kb_id in self.resources.ids("rags"):
             try:
                 store_type = self.knowledge_bases.get(kb_id).storeType
             except Exception:  # noqa: BLE001 - an invalid one is the doctor's to report
                 continue
-            if problem := fleet_store_error(store_type):
+            if problem := fleet_store_error(store_type, self.knowledge_bases.fleet, self.knowledge_bases.processes):
                 problems.append(f"knowledge base {kb_id!r}: {problem}")
         return problems
 

@@ -288,7 +288,7 @@ def test_serve_logs_each_request_as_a_json_line(client, capsys):
     import json
     import logging
 
-    from eddi_rag.cli import log_requests
+    from eddi_rag.api.observability import log_requests
 
     requests = logging.getLogger("eddi_rag.requests")
     before = list(requests.handlers)

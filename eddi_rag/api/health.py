@@ -4,6 +4,7 @@ reaches the state database, and a worker's threads run; send it traffic, or coun
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -17,7 +18,8 @@ router = APIRouter(route_class=Route)
 
 @router.get("/health")
 def health() -> dict[str, Any]:
-    return {"status": "ok", "version": __version__}
+    """``process``: the id of the process that answered (one of several with ``serve --processes``)."""
+    return {"status": "ok", "version": __version__, "process": os.getpid()}
 
 
 @router.get("/health/ready")

@@ -86,3 +86,16 @@ def install(app: FastAPI, runtime: Runtime) -> None:
     def prometheus(request: Request) -> Response:
         require("viewer")(request)  # like every endpoint but /health once auth is on
         return Response(generate_latest(registry) + generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def log_requests(log_format: str) -> None:
+    """One record per request on stderr: JSON lines (python-json-logger) or text."""
+    from pythonjsonlogger.json import JsonFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s") if log_format == "json"
+                         else logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    requests = logging.getLogger("eddi_rag.requests")
+    requests.addHandler(handler)
+    requests.setLevel(logging.INFO)
+    requests.propagate = False

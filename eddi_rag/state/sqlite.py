@@ -4,6 +4,7 @@ picks one from a URL. The state's SQL is written once, with ``?`` placeholders, 
 
 from __future__ import annotations
 
+import fcntl
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -59,6 +60,7 @@ class Database:
             self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._depth = 0
+        self._roles: dict[str, Any] = {}  # role -> the open file holding its lock (leader)
         self.dialect = SQLITE
         self.migrated = False  # state.migrate brought its tables up to date
 
@@ -107,12 +109,31 @@ class Database:
         c.execute(f"PRAGMA user_version = {int(version)}")
 
     def leader(self, name: str) -> bool:
-        """Whether this process holds the fleet-wide role ``name`` (the scheduler): one file, one process."""
-        return True
+        """Whether this process holds the role ``name`` (the scheduler) among the processes serving this file
+        (``serve --processes``): an exclusive lock on ``<file>.<name>.lock``, held until released or the process
+        ends, asked again on every tick so another process takes the role once its holder is gone."""
+        if self.path == ":memory:":
+            return True
+        with self._lock:
+            if name in self._roles:
+                return True
+            handle = open(f"{self.path}.{name}.lock", "a")  # noqa: SIM115 - held while the role is
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                return False
+            self._roles[name] = handle
+            return True
 
     def release(self, name: str) -> None:
-        pass
+        with self._lock:
+            handle = self._roles.pop(name, None)
+        if handle is not None:
+            handle.close()  # (the lock goes with it)
 
     def close(self) -> None:
+        for name in list(self._roles):
+            self.release(name)
         with self._lock:
             self._conn.close()

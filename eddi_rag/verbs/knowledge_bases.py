@@ -45,19 +45,26 @@ def _has_keyword_search(store_type: str) -> bool | None:
         return None
 
 
-def fleet_store_error(store_type: str) -> str | None:
-    """Why a fleet cannot use ``store_type`` (None: it can)."""
-    if store_type not in registry.EMBEDDED_STORES:
-        return None
-    return (f"storeType {store_type!r} keeps its data on one machine, which the fleet's other processes cannot reach; "
-            f"a fleet uses a store server: {', '.join(registry.shared_store_types())}")
+def fleet_store_error(store_type: str, fleet: bool = True, processes: int = 1) -> str | None:
+    """Why the processes serving the state cannot share ``store_type`` (None: they can): a fleet (``fleet``, several
+    machines) needs a store server, several processes of one ``serve`` (``processes``) a store outside any one process."""
+    if fleet and store_type in registry.EMBEDDED_STORES:
+        return (f"storeType {store_type!r} keeps its data on one machine, which the fleet's other processes cannot reach; "
+                f"a fleet uses a store server: {', '.join(registry.shared_store_types())}")
+    if processes > 1 and store_type == "in-memory":
+        return (f"storeType 'in-memory' keeps its data in one process's memory, which this server's other {processes - 1} "
+                f"serving process{'es' * (processes > 2)} cannot read; use 'sqlite' (on disk, shared by them) or serve with "
+                f"--processes 1")
+    return None
 
 
 class KnowledgeBases:
     def __init__(self, resources: ResourceStore, data_dir: Path | None, variables: Variables | None = None,
-                 fleet: bool = False):
-        """``fleet``: processes on several machines share the state: a knowledge base needs a store they all reach."""
+                 fleet: bool = False, processes: int = 1):
+        """``fleet``: processes on several machines share the state: a knowledge base needs a store they all reach.
+        ``processes``: how many processes of one ``serve`` share it (more than one: no ``in-memory`` store)."""
         self.resources, self.data_dir, self.variables, self.fleet = resources, data_dir, variables, fleet
+        self.processes = processes
 
     def validate(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered, their parameters
@@ -86,7 +93,7 @@ class KnowledgeBases:
             errors += env_secret_errors(getattr(config, field), f"$.{field}")
         if config.ocr != "off":
             errors += [{"path": "$.ocrLanguages", "value": config.ocrLanguages, "message": m} for m in ocr.language_errors(config.ocrLanguages)]
-        if self.fleet and (problem := fleet_store_error(config.storeType)):
+        if problem := fleet_store_error(config.storeType, self.fleet, self.processes):
             errors.append({"path": "$.storeType", "value": config.storeType, "message": problem})
         if errors:
             raise ConfigValidationError(errors)

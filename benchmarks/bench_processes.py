@@ -1,0 +1,144 @@
+"""Every core serving (issue 46, point 2): REST ``/query`` from ``eddi-rag serve --processes N`` against the machine's
+limit.
+
+    .venv/bin/python benchmarks/bench_processes.py [--docs 1000] [--clients 8] [--seconds 20] [--processes 1 2]
+
+A data directory with ``--docs`` NFCorpus documents in a ``sqlite`` knowledge base with every default (the local
+model), then, for each N, ``eddi-rag serve --processes N`` started on 127.0.0.1 with the rate limits off:
+
+- one query's time alone: one client, one query after another (the median);
+- the machine's limit: its cores over that time (queries/s if every core did nothing but answer);
+- ``--clients`` clients querying for ``--seconds``: queries/s, p50/p95, and that throughput over the limit;
+- memory: the proportional set size (PSS: a page shared by k processes counts 1/k to each) of ``serve``'s processes,
+  the one that started the others included, summed, after the load.
+
+The clients run in this process (httpx, one thread each) on the same cores. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_load import QUESTIONS, free_port  # noqa: E402
+from bench_spine import DEFAULT_CORPUS, load_texts  # noqa: E402
+
+from eddi_rag.ingest.pipeline import Document  # noqa: E402
+from eddi_rag.runtime import Runtime  # noqa: E402
+
+CONFIG = {"name": "load", "embeddingProvider": "local", "storeType": "sqlite"}
+
+
+def pss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+    return total / 1024
+
+
+def query(http: httpx.Client, kb: str, i: int) -> bool:
+    return http.post(f"/ragstore/rags/{kb}/query", json={"query": QUESTIONS[i % len(QUESTIONS)]}).status_code == 200
+
+
+def alone(base: str, kb: str, seconds: float) -> float:
+    """The median ms of one query after another from one client."""
+    took: list[float] = []
+    stop = time.monotonic() + seconds
+    with httpx.Client(base_url=base, timeout=30) as http:
+        i = 0
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            query(http, kb, i)
+            took.append((time.perf_counter() - t0) * 1000)
+            i += 1
+    return statistics.median(took)
+
+
+def loaded(base: str, kb: str, clients: int, seconds: float) -> tuple[float, float, float, int]:
+    """(queries/s, p50 ms, p95 ms, errors) of ``clients`` clients querying for ``seconds``."""
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def run(c: int) -> None:
+        with httpx.Client(base_url=base, timeout=30) as http:
+            i = c
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                try:
+                    ok = query(http, kb, i)
+                except httpx.HTTPError:
+                    ok = False
+                with lock:
+                    latencies.append((time.perf_counter() - t0) * 1000)
+                    errors[0] += not ok
+                i += 1
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    latencies.sort()
+    return len(latencies) / seconds, statistics.median(latencies), latencies[int(0.95 * len(latencies))], errors[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    rows = []
+    with tempfile.TemporaryDirectory() as data:
+        with Runtime(data) as rt:
+            kb = rt.resources.create("rags", CONFIG).id
+            chunks = rt.ingesting.batch([Document(f"doc{i}.md", t) for i, t in enumerate(load_texts(args.corpus, args.docs))], kb).chunk_count
+        env = {**os.environ, "EDDI_RAG_RATE_LIMIT_QUERY": "none", "EDDI_RAG_MAX_CONCURRENT": "1000"}
+        for n in args.processes:
+            port = free_port()
+            server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", data,
+                                       "--processes", str(n)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            base = f"http://127.0.0.1:{port}"
+            try:
+                for _ in range(600):
+                    try:
+                        if httpx.get(f"{base}/health").status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        time.sleep(0.1)
+                loaded(base, kb, 2 * n, 3)  # every process warm: its model and the KB's rows loaded
+                one = alone(base, kb, args.seconds / 2)
+                rate, p50, p95, errors = loaded(base, kb, args.clients, args.seconds)
+                memory = pss_mb([server.pid, *(p.pid for p in psutil.Process(server.pid).children())])  # (the starting one too)
+                limit = cores / one * 1000
+                rows.append((n, one, limit, rate, p50, p95, errors, memory))
+            finally:
+                server.terminate()
+                server.wait(timeout=60)
+    print(f"\n{args.docs} NFCorpus documents ({chunks} chunks), every default, {cores} cores, {args.clients} clients\n")
+    print("| processes | one query alone (ms) | machine's limit (q/s) | queries/s | p50 ms | p95 ms | × limit | errors | PSS of the serving processes (MB) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, one, limit, rate, p50, p95, errors, memory in rows:
+        print(f"| {n} | {one:.1f} | {limit:.0f} | {rate:.0f} | {p50:.0f} | {p95:.0f} | {rate / limit:.2f} | {errors} | {memory:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""One of several serving processes (``eddi-rag serve --processes N``).
+
+uvicorn starts each process afresh and builds its app by calling ``app`` here; what ``serve`` was told comes through
+one environment variable (``SETTINGS``), written by the starting process. Every process has its own runtime over the
+same state and stores, coherent through them: a document written through one is found by the next query through any
+other (the ``sqlite`` store catches up from its log of changed chunks), a configuration saved in one is read by all.
+Each runs ingestion jobs (a job is claimed by one, in one statement) and may hold the scheduler's role (one at a
+time: ``state.sqlite.Database.leader``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+from typing import Any
+
+SETTINGS = "EDDI_RAG_SERVE_SETTINGS"
+
+
+def settings(**values: Any) -> str:
+    """``serve``'s options as the processes read them."""
+    return json.dumps(values)
+
+
+def app() -> Any:
+    """A serving process's app, from ``SETTINGS``."""
+    from eddi_rag.api.app import create_app
+    from eddi_rag.api.observability import log_requests
+    from eddi_rag.common.outbound import OutboundPolicy
+    from eddi_rag.runtime import Runtime
+    from eddi_rag.tools.demo import chat_model
+
+    s = json.loads(os.environ[SETTINGS])
+    outbound = None
+    if s["loopback_allowed"]:  # (--demo-notices: the stand-in service on 127.0.0.1)
+        policy = OutboundPolicy.from_env()
+        outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32")))
+    runtime = Runtime.serving(s["data_dir"], s["state_url"], outbound, s["processes"])  # (refusals: said by serve before)
+    log_requests(s["log_format"])
+    return create_app(runtime, max_upload_bytes=s["max_upload_bytes"], chat_model=chat_model(s["llm"], s["base_url"], s["model"], offline=True),
+                      host=s["host"], worker=s["worker"])

@@ -1,0 +1,117 @@
+"""Every core serving (issue 46, point 2): ``eddi-rag serve --processes 2`` over the embedded default is coherent. A
+document written through one serving process is found by the next query through the other, a configuration saved
+in one is what the other uses, and a delete through one is gone from the other; a knowledge base kept in one
+process's memory is refused, at save and at start. Real ``serve`` processes on 127.0.0.1; a kept-alive connection
+stays with the process that accepted it, so each client below talks to one process (``/health`` names it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.support.ports import free_port
+from tests.support.serving import wait_until_healthy
+from tests.support.waiting import ingestion_ended
+
+BASE = "/ragstore/rags"
+KB = {"name": "Policies", "embeddingProvider": "local", "storeType": "sqlite", "maxResults": 3}
+
+
+def serve(data_dir, processes: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(port), "--data-dir", str(data_dir),
+                               "--processes", str(processes)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return server, f"http://127.0.0.1:{port}"
+
+
+def client_of_another_process(base: str, than: int) -> tuple[httpx.Client, int]:
+    """A client whose kept-alive connection another serving process than ``than`` accepted."""
+    for _ in range(200):
+        client = httpx.Client(base_url=base, timeout=60)
+        process = client.get("/health").json()["process"]
+        if process != than:
+            return client, process
+        client.close()
+    raise AssertionError(f"every connection of 200 went to process {than}")
+
+
+def results(client: httpx.Client, kb: str, query: str) -> list[dict]:
+    r = client.post(f"{BASE}/{kb}/query", json={"query": query})
+    assert r.status_code == 200, r.text
+    return r.json()["results"]
+
+
+@pytest.mark.integration
+def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
+    server, base = serve(tmp_path, 2)
+    try:
+        wait_until_healthy(base, server)
+        one = httpx.Client(base_url=base, timeout=60)
+        first = one.get("/health").json()["process"]
+        other, second = client_of_another_process(base, first)
+        assert first != second and server.pid not in (first, second)
+
+        created = one.post(BASE, json=KB)
+        assert created.status_code == 201, created.text
+        kb = created.headers["location"].split("/")[-1].split("?")[0]
+        assert other.get(f"{BASE}/{kb}").json()["name"] == "Policies"  # a configuration saved in one, read by the other
+
+        for name, text in (("pets.md", "Small pets travel in the cabin in a carrier."),
+                           ("bags.md", "Each traveller may check two bags of 23 kg."),
+                           ("meals.md", "Vegetarian meals are served on flights over three hours.")):
+            job = one.post(f"{BASE}/{kb}/ingest", params={"documentName": name, "replace": "true"}, content=text.encode(),
+                           headers={"Content-Type": "text/markdown"}).json()
+            assert ingestion_ended(other, f"{BASE}/{kb}/ingestion/{job['ingestionId']}/status")["status"] == "completed"
+        assert results(other, kb, "Can my cat come along in the cabin?")[0]["source"] == "pets.md"
+        assert results(one, kb, "Can my cat come along in the cabin?")[0]["source"] == "pets.md"
+
+        # the configuration changed through the other process: the first one answers by it
+        put = other.put(f"{BASE}/{kb}", params={"version": 1}, json={**KB, "maxResults": 1})
+        assert put.status_code == 200, put.text
+        assert len(results(one, kb, "luggage allowance and meals")) == 1
+
+        # a document replaced and one deleted through the first: gone from the other's answers at once
+        job = one.post(f"{BASE}/{kb}/ingest", params={"documentName": "pets.md", "replace": "true"},
+                       content=b"Pets travel in the hold only.", headers={"Content-Type": "text/markdown"}).json()
+        assert ingestion_ended(one, f"{BASE}/{kb}/ingestion/{job['ingestionId']}/status")["status"] == "completed"
+        found = results(other, kb, "Can my cat come along in the cabin?")[0]
+        assert found["source"] == "pets.md" and "hold" in found["text"], found
+        assert one.delete(f"{BASE}/{kb}/documents/bags.md").status_code == 200
+        assert all(r["source"] != "bags.md" for r in results(other, kb, "How many bags can I check?"))
+
+        # a knowledge base in one process's memory is refused, naming the field and what to do
+        refused = other.post(BASE, json={**KB, "storeType": "in-memory"})
+        assert refused.status_code == 400 and "$.storeType" in refused.text and "--processes 1" in refused.text, refused.text
+        one.close()
+        other.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+@pytest.mark.integration
+def test_several_processes_refuse_to_start_over_a_knowledge_base_kept_in_memory(tmp_path):
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(tmp_path) as rt:
+        rt.resources.create("rags", {"name": "scratch", "embeddingProvider": "local", "storeType": "in-memory"}, id="scratch")
+    server, _ = serve(tmp_path, 2)
+    out, _ = server.communicate(timeout=120)
+    assert server.returncode != 0
+    assert "refusing to start 2 serving processes" in out and "knowledge base 'scratch'" in out and "--processes 1" in out, out
+
+
+def test_one_process_of_those_on_a_file_holds_the_scheduler_s_role_until_it_lets_go(tmp_path):
+    from eddi_rag.state.sqlite import Database
+
+    first, second = Database(tmp_path / "state.db"), Database(tmp_path / "state.db")  # (as two processes open it)
+    assert first.leader("scheduler") and first.leader("scheduler")  # asked again every tick: still held
+    assert not second.leader("scheduler")
+    first.release("scheduler")
+    assert second.leader("scheduler") and not first.leader("scheduler")
+    second.close()  # (a process that ends lets go too)
+    assert first.leader("scheduler")
+    first.close()
