@@ -4,10 +4,13 @@ mapped to statuses in one place (``errors.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from eddi_rag import __version__
@@ -34,7 +37,6 @@ from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import AuthError
 from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
-from eddi_rag.interop.mcp import build_server
 from eddi_rag.resource_types import OLDER_URIS, RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
@@ -53,6 +55,34 @@ def operated(app: FastAPI, runtime: Runtime, role: str, oidc: OidcConfig | None 
     observability.install(app, runtime)
 
 
+class LazyMcp:
+    """``/mcp``, the MCP server over streamable HTTP (``interop.mcp``), built at its first request: importing the MCP
+    SDK and building the server took about a second of every start. Its session manager runs in the app's lifespan
+    from then on (``serve``, a task of the lifespan's group)."""
+
+    def __init__(self, build: Callable[[], Any], **options: Any):
+        """``build``: the MCP server; ``options``: its ``streamable_http_app``'s."""
+        self._build, self._options = build, options
+        self._app: Any = None
+
+    async def run(self) -> None:
+        """Wait for the first request, then build the server and keep its session manager running."""
+        self._wanted, self._ready = anyio.Event(), anyio.Event()
+        await self._wanted.wait()
+        server = self._build()
+        app = server.streamable_http_app(**self._options)
+        async with server.session_manager.run():
+            self._app = app
+            self._ready.set()
+            await anyio.sleep_forever()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._app is None:
+            self._wanted.set()
+            await self._ready.wait()
+        await self._app(scope, receive, send)
+
+
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
                chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1", worker: bool = True) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
@@ -62,15 +92,21 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding).
     ``worker``: run ingestion jobs, source runs and the scheduler in this process too (a fleet's API replicas
     leave them to ``eddi-rag worker`` processes: ``serve --no-worker``)."""
-    mcp = build_server(runtime, lambda headers: app.state.auth.principal_of_headers(headers))
-    mcp_routes = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host).routes
+    def mcp_server() -> Any:
+        from eddi_rag.interop.mcp import build_server
+
+        return build_server(runtime, lambda headers: app.state.auth.principal_of_headers(headers))
+
+    mcp = LazyMcp(mcp_server, streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if worker:
             runtime.start_work()
-        async with mcp.session_manager.run():
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(mcp.run)
             yield
+            tasks.cancel_scope.cancel()
         runtime.stop_work()
 
     app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
@@ -100,7 +136,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     for (_, store, collection), kind in OLDER_URIS.items():  # our paths before EDDI's (/llmstore/llmconfigs ...)
         app.include_router(resource_router(kind, (store, collection)))
     ui.install(app)
-    app.router.routes.extend(mcp_routes)  # /mcp: the MCP server over streamable HTTP (eddi_rag.interop.mcp)
+    app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))  # /mcp (eddi_rag.interop.mcp)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:

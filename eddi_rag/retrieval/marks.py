@@ -5,9 +5,12 @@ tokenizer and stemmer), the best ones that share a term with it, as ``[start, en
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from eddi_rag.ingest import chunking
-from eddi_rag.stores.embedded.bm25 import Bm25Index
+
+if TYPE_CHECKING:
+    from eddi_rag.stores.embedded.bm25 import Bm25Index
 
 MOST = 2  # sentences marked per hit
 CACHED = 1024  # hits whose sentences are kept ranked (a hit's text, a few kB, and its small index)
@@ -44,5 +47,7 @@ def matching(text: str, start: int, end: int, question: str, most: int = MOST) -
 def _sentences_ranked(hit: str) -> tuple[list[tuple[int, int]], Bm25Index | None]:
     """A hit's sentences and their BM25 index, kept for the next question it answers: splitting them (pysbd) and
     indexing them took two thirds of a ``/query`` request's time."""
+    from eddi_rag.stores.embedded.bm25 import Bm25Index  # (bm25s and scipy: at the first marked hit, not at start)
+
     spans = sentence_spans(hit)
     return spans, Bm25Index([str(i) for i in range(len(spans))], [hit[s:e] for s, e in spans]) if spans else None
