@@ -125,8 +125,12 @@ def test_reembed_all_after_a_model_change_keeps_every_chunk(client, openai_serve
 
 
 def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(client, monkeypatch):
-    page = client.get("/ui").text
-    assert '"openai": [{"name": "apiKey"' in page.replace("&#34;", '"') or "apiKey" in page
+    page = client.get("/ui").text  # (the default choice's needs: the local model and sqlite need nothing)
+    assert '"local": []' in page.replace("&#34;", '"') and '"sqlite": []' in page.replace("&#34;", '"')
+    # another provider's, asked for by the dialog when it is chosen
+    needs = client.get("/ui/parameters", params={"group": "embeddingParameters", "name": "openai"}).json()
+    assert needs[0]["name"] == "apiKey" and needs[0]["secret"]
+    assert client.get("/ui/parameters", params={"group": "storeParameters", "name": "nosuch"}).status_code == 404
     r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai"},
                     follow_redirects=False)
     assert r.status_code == 400 and "apiKey" in r.text and 'value="Cloud docs"' in r.text  # the name typed stays

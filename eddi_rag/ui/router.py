@@ -5,13 +5,14 @@ save, uploads, ingestion progress, try it) call the REST API from ``static/manag
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
@@ -109,27 +110,40 @@ def _list_page(request: Request, filter: str = "", message: str = "", error: str
                      "provider": (f"provider {config['embeddingProviderId']}" if config.get("embeddingProviderId")
                                   else config.get("embeddingProvider") or "(none: embedding disabled)"), "modified": d.lastModifiedOn,
                      "lastIngestion": last.get(id), "version": parse_uri(d.resource).version})
+    provider, store = (draft or {}).get("embeddingProvider") or "local", (draft or {}).get("storeType") or "sqlite"
+    required = {"embeddingParameters": {provider: needed_parameters(registry.EMBEDDINGS, provider)},
+                "storeParameters": {store: needed_parameters(registry.STORES, store)}}  # (the dialog asks for others)
     return render(request, "kbs.html", caller, status, kbs=rows, filter=filter, message=message, error=error,
                   stores=registry.names(registry.STORES), providers=registry.names(registry.EMBEDDINGS),
-                  required=required_parameters(), draft=draft or {})
+                  required=required, draft=draft or {})
 
 
-def required_parameters() -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """What each provider and store needs before it can work, for the create dialog: {embeddingParameters:
-    {provider: [{name, description, secret}]}, storeParameters: {storeType: [...]}}. Of alternatives (a URL
-    or a password) the first is asked for."""
-    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for field, group in (("embeddingParameters", registry.EMBEDDINGS), ("storeParameters", registry.STORES)):
-        out[field] = {}
-        for name in registry.names(group):
-            schema = registry.describe(group, name).get("schema") or {}
-            needed = list(schema.get("required") or [])
-            for alternative in (schema.get("anyOf") or schema.get("oneOf") or [])[:1]:
-                needed += [k for k in alternative.get("required", []) if k not in needed]
-            props = schema.get("properties") or {}
-            out[field][name] = [{"name": k, "description": props.get(k, {}).get("description", ""),
-                                 "secret": secret_field(k)} for k in needed]
-    return out
+GROUPS = {"embeddingParameters": registry.EMBEDDINGS, "storeParameters": registry.STORES}
+
+
+@functools.lru_cache(maxsize=256)
+def needed_parameters(group: str, name: str) -> list[dict[str, Any]]:
+    """What one provider or store needs before it can work, for the create dialog: [{name, description, secret}]. Of
+    alternatives (a URL or a password) the first is asked for. Asked for one at a time (the page holds the default
+    choice's; the dialog asks ``/ui/parameters`` for another): reading a backend's schema imports its client library,
+    and all of them took 7 s of the Manager's first page."""
+    if name not in registry.names(group):
+        return []
+    schema = registry.describe(group, name).get("schema") or {}
+    needed = list(schema.get("required") or [])
+    for alternative in (schema.get("anyOf") or schema.get("oneOf") or [])[:1]:
+        needed += [k for k in alternative.get("required", []) if k not in needed]
+    props = schema.get("properties") or {}
+    return [{"name": k, "description": props.get(k, {}).get("description", ""), "secret": secret_field(k)} for k in needed]
+
+
+@router.get("/parameters")
+def parameters(request: Request, group: str, name: str) -> JSONResponse:
+    """``needed_parameters`` of ``name`` in ``group`` (embeddingParameters or storeParameters), for the create dialog."""
+    caller_of(request)
+    if group not in GROUPS or name not in registry.names(GROUPS[group]):
+        return JSONResponse({"error": f"no {group} of {name!r}"}, 404)
+    return JSONResponse(needed_parameters(GROUPS[group], name))
 
 
 def _back(message: str = "", error: str = "", to: str = "/ui") -> RedirectResponse:

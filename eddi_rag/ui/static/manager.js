@@ -72,7 +72,15 @@ function initCreate() {
   const render = () => {
     const fields = [];
     for (const [group, select] of [["embeddingParameters", $("#new-provider")], ["storeParameters", $("#new-store")]]) {
-      for (const p of (required[group] || {})[select.value] || []) {
+      const known = required[group] || (required[group] = {});
+      const name = select.value;
+      if (!(name in known)) {  // the page holds the default choice's; another's asked for once, then drawn
+        known[name] = [];
+        fetch(`/ui/parameters?group=${group}&name=${encodeURIComponent(name)}`, { credentials: "same-origin" })
+          .then((r) => (r.ok ? r.json() : []))
+          .then((needed) => { known[name] = needed; render(); }, () => {});
+      }
+      for (const p of known[select.value]) {
         const id = `new-${group}-${p.name}`;
         const typed = (draft[group] || {})[p.name] || "";
         const hint = p.secret ? `\${env:${select.value.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_${p.name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}}` : "";
