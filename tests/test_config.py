@@ -11,6 +11,9 @@ from eddi_rag.config import (
 
 
 def test_schema_is_valid_draft_2020_12_and_requires_name():
+    from eddi_rag.embeddings.references import ENTRY_SCHEMA
+
+    Draft202012Validator.check_schema(load_schema(ENTRY_SCHEMA))  # (every packaged schema: load_schema does not check)
     schema = load_schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"].endswith("2020-12/schema")

@@ -14,14 +14,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from langchain_core.embeddings import Embeddings
-
 from eddi_rag.backends import registry
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, VectorCache
 from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
+from eddi_rag.embeddings.model import Embedder
 from eddi_rag.embeddings.references import EmbeddingDisabledError
 from eddi_rag.state.sqlite import Database
 from eddi_rag.stores import langchain4j
@@ -99,13 +98,13 @@ class EmbeddingModelFactory:
         self.vectors = StateVectorCache(cache) if hasattr(cache, "transaction") else cache  # type: ignore[arg-type]
         self.resolver = resolver or SecretResolver()
         self.outbound = outbound or OutboundPolicy.from_env()
-        self._cache: BoundedCache[Embeddings] = BoundedCache(**cache_args)
+        self._cache: BoundedCache[Embedder] = BoundedCache(**cache_args)
 
-    def get(self, provider: str, params: dict[str, Any], tenant: str = DEFAULT_TENANT) -> Embeddings:
+    def get(self, provider: str, params: dict[str, Any], tenant: str = DEFAULT_TENANT) -> Embedder:
         """The model of ``provider`` with ``params``, their secrets read in ``tenant`` (models are not shared across tenants)."""
         return self._cache.get_or_build(cache_key(provider, params, tenant), lambda: self._build(provider, params, tenant))
 
-    def _build(self, provider: str, params: dict[str, Any], tenant: str) -> Embeddings:
+    def _build(self, provider: str, params: dict[str, Any], tenant: str) -> Embedder:
         spec = registry.load(registry.EMBEDDINGS, provider)
         resolved = resolve_parameters(params, self.resolver, tenant)
         self.outbound.check_endpoints(params, resolved, f"embeddingParameters of {provider!r}")
@@ -121,7 +120,7 @@ class EmbeddingModelFactory:
         name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
         return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"), spec.asymmetric)
 
-    def for_config(self, config: RagConfiguration) -> Embeddings:
+    def for_config(self, config: RagConfiguration) -> Embedder:
         """The KB's model. Raises EmbeddingDisabledError when it has none (see embeddings.references)."""
         if config.embedding_disabled or not config.embeddingProvider:
             raise EmbeddingDisabledError(f"knowledge base {config.name!r}: embedding disabled: {config.embedding_disabled}; "

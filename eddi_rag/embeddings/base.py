@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
+from eddi_rag.embeddings.model import Embedder
 
 # Parameters of EDDI's that most remote providers honour (its configs/rag/model/EmbeddingParameters.java).
 TIMEOUT: dict[str, Any] = {
@@ -30,7 +30,7 @@ def timeout_seconds(params: dict[str, Any]) -> float | None:
 @dataclass(frozen=True)
 class EmbeddingProvider:
     name: str
-    build: Callable[[dict[str, Any]], Embeddings]
+    build: Callable[[dict[str, Any]], Embedder]
     parameters: dict[str, Any]  # JSON Schema "properties" of embeddingParameters
     required: tuple[str, ...] = ()
     default_model: str | None = None

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
 from eddi_rag import state
 from eddi_rag.common import metrics
+from eddi_rag.embeddings.model import Embedder, EmbeddingModel
 from eddi_rag.state.sqlite import StateDatabase
 
 
@@ -86,12 +86,12 @@ def open_cache(spec: str | None, db: StateDatabase) -> VectorCache | None:
     raise ValueError(f"unknown embedding cache {spec!r}: use 'sqlite', 'none' or a redis:// URL")
 
 
-class CachedEmbeddings(Embeddings):
+class CachedEmbeddings(EmbeddingModel):
     """``inner``'s vectors kept in ``cache``. ``asymmetric``: the model embeds a query with another task type than a
     document (Cohere's search_query, Gemini's RETRIEVAL_QUERY): a query is then embedded as a query and cached apart,
     never handed a document's vector (EDDI's 2026-09-21 fix: "stop embedding queries as documents")."""
 
-    def __init__(self, inner: Embeddings, cache: VectorCache, provider: str, model: str, dimensions: int | None = None,
+    def __init__(self, inner: Embedder, cache: VectorCache, provider: str, model: str, dimensions: int | None = None,
                  asymmetric: bool = False):
         self.inner, self.cache = inner, cache
         self.provider, self.model, self.dimensions, self.asymmetric = provider, model, dimensions, asymmetric

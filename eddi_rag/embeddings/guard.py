@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from langchain_core.embeddings import Embeddings
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from eddi_rag.embeddings.model import Embedder, EmbeddingModel
 from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,8 @@ def retrying(what: str, attempts: int = ATTEMPTS) -> Retrying:
     )
 
 
-class GuardedEmbeddings(Embeddings):
-    def __init__(self, inner: Embeddings, provider: str, batch_size: int = 100, dimensions: int | None = None,
+class GuardedEmbeddings(EmbeddingModel):
+    def __init__(self, inner: Embedder, provider: str, batch_size: int = 100, dimensions: int | None = None,
                  attempts: int = ATTEMPTS):
         self.inner, self.provider, self.attempts = inner, provider, attempts
         self.batch_size, self.dimensions = batch_size, dimensions

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
 from eddi_rag.embeddings.base import EmbeddingProvider
+from eddi_rag.embeddings.model import EmbeddingModel
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -62,7 +62,7 @@ def _session(model_path: str, threads: int | None) -> tuple[Any, threading.Lock]
     return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"]), threading.Lock()
 
 
-class LocalOnnxEmbeddings(Embeddings):
+class LocalOnnxEmbeddings(EmbeddingModel):
     """A sentence-transformers style encoder run with onnxruntime: mean pooling + L2 norm."""
 
     def __init__(

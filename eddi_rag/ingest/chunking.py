@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from langchain_text_splitters import RecursiveCharacterTextSplitter
-
 from eddi_rag.config import RagConfiguration
 from eddi_rag.ingest import boxes
 from eddi_rag.ingest.tokens import TokenBudget, budget_for
@@ -163,6 +161,8 @@ def sentences(paragraph: str) -> list[str]:
 
 
 def _recursive(text: str, size: int, overlap: int, length: Callable[[str], int]) -> list[str]:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter  # (with langchain-core: 0.2 s, at the first split)
+
     splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap, length_function=length,
                                               strip_whitespace=True)
     return [c for c in splitter.split_text(text) if c.strip()]

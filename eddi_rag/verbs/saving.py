@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag.auth import ForbiddenError, Principal
@@ -38,6 +39,7 @@ from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 log = logging.getLogger(__name__)
 
 
+CLAIMED_ONCE = "store-claims-recorded"  # (fleet_ticks: claim_existing has run)
 CHUNKING = ("chunkStrategy", "chunkSize", "chunkOverlap")  # the fields whose change re-chunks every kept file
 
 
@@ -128,10 +130,12 @@ class Saving:
 
     def claim_existing(self) -> None:
         """Record the physical stores of knowledge bases saved before ownership was recorded (once: while no store
-        is claimed), so a later configuration of another tenant cannot take them. Two KBs of different tenants on
-        one place: the first keeps it, the other is refused when it is used."""
+        is claimed and it has not run before), so a later configuration of another tenant cannot take them. Two KBs
+        of different tenants on one place: the first keeps it, the other is refused when it is used. (A data folder
+        of embedded stores alone claims nothing: it ran, validating every configuration, at every start: 1 s.)"""
         ownership = self.documents.ownership
-        if ownership.db.query("SELECT 1 FROM store_claims LIMIT 1"):
+        if ownership.db.query("SELECT 1 FROM store_claims LIMIT 1") or ownership.db.query(
+                "SELECT 1 FROM fleet_ticks WHERE name=?", (CLAIMED_ONCE,)):
             return
         for kb_id in self.resources.ids("rags"):
             config = self._config(kb_id)
@@ -141,6 +145,8 @@ class Saving:
                     ownership.claim(config.tenant, kb_id, place, CLAIMED)  # type: ignore[union-attr]
             except (StoreNotAvailableError, ValueError, ImportError) as e:
                 log.warning("knowledge base %s: its store is not claimed: %s", kb_id, e)
+        ownership.db.execute("INSERT INTO fleet_ticks VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                             (CLAIMED_ONCE, datetime.now(timezone.utc).isoformat()))
 
     def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any], tenant: str = DEFAULT_TENANT,
                         adopt: bool = False) -> ResourceRef:
