@@ -148,12 +148,14 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
 
     import uvicorn
 
+    from eddi_rag.answers.choice import later
     from eddi_rag.auth.oidc import OidcConfig
     from eddi_rag.common.outbound import OutboundPolicy
     from eddi_rag.tools.bundle import load_bundle, queue_documents
-    from eddi_rag.tools.demo import EXAMPLES, NOTICES_PORT, chat_model, notices_service
 
     lock = one_server_per_folder(data_dir, state_url)  # held for the process' life
+    if demo_notices:
+        from eddi_rag.tools.demo import EXAMPLES, NOTICES_PORT, notices_service
     with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
         policy = OutboundPolicy.from_env()  # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
         outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32"))) if demo_notices else None
@@ -183,7 +185,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
             from eddi_rag.api.observability import log_requests
 
             log_requests(log_format)
-            answers = chat_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
+            answers = later(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
             uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker), **served)
             runtime.close()
     if lock is not None:

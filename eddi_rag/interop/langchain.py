@@ -20,7 +20,7 @@ from eddi_rag.backends import registry
 from eddi_rag.embeddings.model import EmbeddingModel
 from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit, StoreContext
 
-Embeddings.register(EmbeddingModel)  # our models are LangChain Embeddings for LangChain (embeddings.model)
+Embeddings.register(EmbeddingModel)  # type: ignore[type-abstract]  # our models are LangChain Embeddings for LangChain (embeddings.model)
 
 
 def _document(id: str, text: str, metadata: dict[str, Any]) -> Document:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 import tempfile
 import threading
@@ -15,9 +14,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import click
-from pydantic import SecretStr
 
 from eddi_rag.answers import smollm2
+from eddi_rag.answers.choice import chat_model
 from eddi_rag.answers.extractive import ExtractiveChatModel, extractive_answer
 from eddi_rag.answers.smollm2 import SmolLM2ChatModel
 from eddi_rag.common.outbound import OutboundPolicy
@@ -63,35 +62,6 @@ def notices_service(path: Path, port: int = 0):
     finally:
         server.shutdown()
         server.server_close()
-
-
-def chat_model(llm: str | None, base_url: str | None, model: str | None, offline: bool = False):
-    """A LangChain chat model, or None. ``llm`` None: openai when a key or base URL is given, else
-    (``offline``, the demo) the extractive answer, grounded in the context with its ``[Source n]``
-    labels; else none. The small local model (SmolLM2) answers only when asked for (``smollm2``):
-    it holds the fact in 15% of claude-docs-qa answers, the extractive answer in 38% (benchmarks/README.md)."""
-    if llm is None:
-        if os.environ.get("OPENAI_API_KEY") or base_url:
-            llm = "openai"
-        elif offline:
-            llm = "extractive"
-        else:
-            llm = "none"
-    if llm == "none":
-        return None
-    if llm == "extractive":
-        return ExtractiveChatModel()
-    if llm == "smollm2":
-        return SmolLM2ChatModel()
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
-        model=model or "gpt-4o-mini",
-        base_url=base_url,
-        api_key=SecretStr(os.environ.get("OPENAI_API_KEY") or "no-key-needed-for-a-local-server"),
-        temperature=0,
-        max_retries=1,
-    )
 
 
 def describe(model) -> str:

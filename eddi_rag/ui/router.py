@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__
+from eddi_rag.answers.choice import is_extractive
 from eddi_rag.auth import AuthError, Principal
 from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
@@ -341,7 +342,7 @@ def agents(request: Request):
              for d in runtime.catalog.every("agents", caller.tenant)]
     model = request.app.state.chat_model
     return render(request, "agents.html", caller, agents=found, chat_model=model is not None,
-                  extractive=type(model).__name__ == "ExtractiveChatModel")
+                  extractive=is_extractive(model))
 
 
 @router.get("/health")
