@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_load import QUESTIONS, free_port  # noqa: E402
+from bench_load import clients, free_port  # noqa: E402
 from bench_spine import DEFAULT_CORPUS, load_texts  # noqa: E402
 
 from eddi_rag.ingest.pipeline import Document  # noqa: E402
@@ -49,52 +48,17 @@ def pss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def query(http: httpx.Client, kb: str, i: int) -> bool:
-    return http.post(f"/ragstore/rags/{kb}/query", json={"query": QUESTIONS[i % len(QUESTIONS)]}).status_code == 200
-
-
 def alone(base: str, kb: str, seconds: float) -> float:
     """The median ms of one query after another from one client."""
-    took: list[float] = []
-    stop = time.monotonic() + seconds
-    with httpx.Client(base_url=base, timeout=30) as http:
-        i = 0
-        while time.monotonic() < stop:
-            t0 = time.perf_counter()
-            query(http, kb, i)
-            took.append((time.perf_counter() - t0) * 1000)
-            i += 1
-    return statistics.median(took)
+    latencies, _, _ = clients(base, kb, 1, seconds)
+    return statistics.median(latencies)
 
 
-def loaded(base: str, kb: str, clients: int, seconds: float) -> tuple[float, float, float, int]:
-    """(queries/s, p50 ms, p95 ms, errors) of ``clients`` clients querying for ``seconds``."""
-    latencies: list[float] = []
-    errors = [0]
-    lock = threading.Lock()
-    stop = time.monotonic() + seconds
-
-    def run(c: int) -> None:
-        with httpx.Client(base_url=base, timeout=30) as http:
-            i = c
-            while time.monotonic() < stop:
-                t0 = time.perf_counter()
-                try:
-                    ok = query(http, kb, i)
-                except httpx.HTTPError:
-                    ok = False
-                with lock:
-                    latencies.append((time.perf_counter() - t0) * 1000)
-                    errors[0] += not ok
-                i += 1
-
-    threads = [threading.Thread(target=run, args=(c,)) for c in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+def loaded(base: str, kb: str, n: int, seconds: float) -> tuple[float, float, float, int]:
+    """(queries/s, p50 ms, p95 ms, errors) of ``n`` clients querying for ``seconds`` (bench_load's clients)."""
+    latencies, requests, errors = clients(base, kb, n, seconds)
     latencies.sort()
-    return len(latencies) / seconds, statistics.median(latencies), latencies[int(0.95 * len(latencies))], errors[0]
+    return requests / seconds, statistics.median(latencies), latencies[int(0.95 * len(latencies))], errors
 
 
 def main() -> None:
