@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,6 +37,7 @@ from bench_spine import DEFAULT_CORPUS, load_texts  # noqa: E402
 
 from eddi_rag.ingest.pipeline import Document  # noqa: E402
 from eddi_rag.runtime import Runtime  # noqa: E402
+from eddi_rag.stores.base import Chunk  # noqa: E402
 
 CONFIG = {"name": "load", "embeddingProvider": "local", "storeType": "sqlite"}
 
@@ -61,6 +63,20 @@ def loaded(base: str, kb: str, n: int, seconds: float) -> tuple[float, float, fl
     return requests / seconds, statistics.median(latencies), latencies[int(0.95 * len(latencies))], errors
 
 
+def synthetic(rt: Runtime, kb: str, texts: list[str], n: int) -> int:
+    """``n`` chunks written into ``kb``'s store (a document of 10 chunks each), their HNSW graph built and saved."""
+    rng = np.random.default_rng(46)
+    store = rt.stores.get(kb, rt.rag_config(kb))
+    for start in range(0, n, 5000):
+        vectors = rng.standard_normal((min(5000, n - start), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        store.upsert([Chunk(f"c{start + i}", texts[(start + i) % len(texts)][:1000],
+                            {"document_id": f"d{(start + i) // 10}", "source": f"d{(start + i) // 10}.md", "position_in_doc": (start + i) % 10},
+                            v.tolist()) for i, v in enumerate(vectors)])
+    store.search(vectors[0].tolist(), 5)  # (builds the graph, saved beside the file for the serving processes)
+    return n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=1000)
@@ -68,13 +84,20 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--synthetic", type=int, default=0,
+                        help="Instead: this many chunks written straight into the store, NFCorpus texts with random unit "
+                             "vectors (memory at a size the local model would take an hour to embed); the graph built once")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     rows = []
     with tempfile.TemporaryDirectory() as data:
         with Runtime(data) as rt:
             kb = rt.resources.create("rags", CONFIG).id
-            chunks = rt.ingesting.batch([Document(f"doc{i}.md", t) for i, t in enumerate(load_texts(args.corpus, args.docs))], kb).chunk_count
+            if args.synthetic:
+                chunks = synthetic(rt, kb, load_texts(args.corpus, args.synthetic), args.synthetic)
+            else:
+                chunks = rt.ingesting.batch([Document(f"doc{i}.md", t) for i, t in enumerate(load_texts(args.corpus, args.docs))],
+                                            kb).chunk_count
         env = {**os.environ, "EDDI_RAG_RATE_LIMIT_QUERY": "none", "EDDI_RAG_MAX_CONCURRENT": "1000"}
         for n in args.processes:
             port = free_port()
@@ -97,7 +120,8 @@ def main() -> None:
             finally:
                 server.terminate()
                 server.wait(timeout=60)
-    print(f"\n{args.docs} NFCorpus documents ({chunks} chunks), every default, {cores} cores, {args.clients} clients\n")
+    what = f"{chunks} synthetic chunks (NFCorpus texts, random vectors)" if args.synthetic else f"{args.docs} NFCorpus documents ({chunks} chunks)"
+    print(f"\n{what}, every default, {cores} cores, {args.clients} clients\n")
     print("| processes | one query alone (ms) | machine's limit (q/s) | queries/s | p50 ms | p95 ms | × limit | errors | PSS of the serving processes (MB) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, one, limit, rate, p50, p95, errors, memory in rows:
