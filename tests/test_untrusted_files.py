@@ -278,6 +278,19 @@ def test_parse_processes_are_started_ahead_and_parse_many_files_each_under_each_
     assert parse_processes() == {"idle": set(), "busy": set()}
 
 
+def test_a_parse_process_that_cannot_be_started_fails_the_parse_instead_of_waiting(monkeypatch):
+    def out_of_processes():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    pool = parse_workers.Pool(0)
+    monkeypatch.setattr(parse_workers, "Worker", out_of_processes)
+    try:
+        with pytest.raises(BlockingIOError, match="Resource temporarily unavailable"):
+            pool.take()
+    finally:
+        pool.close()
+
+
 def test_the_warm_parse_processes_setting_is_checked(monkeypatch):
     monkeypatch.setenv("EDDI_RAG_PARSE_WORKERS", "many")
     with pytest.raises(ValueError, match="EDDI_RAG_PARSE_WORKERS must be a whole number of processes.*'many'"):

@@ -98,6 +98,7 @@ class Pool:
         self.waiting = 0  # takers waiting for a process
         self.starting = 0
         self.busy = 0  # taken, not given back
+        self.failure: OSError | None = None  # why the last process could not be started (None: it was)
         self.closed = False
         self._changed = threading.Condition()
         threading.Thread(target=self._start_processes, name="eddi-rag-parse-workers", daemon=True).start()
@@ -115,10 +116,12 @@ class Pool:
                 self.starting += 1
             try:
                 worker: Worker | None = Worker()
-            except OSError:
-                worker = None
+                failure = None
+            except OSError as e:
+                worker, failure = None, e
             with self._changed:
                 self.starting -= 1
+                self.failure = failure  # (the callers waiting are told)
                 if worker is not None:
                     self.idle.append(worker)
                 self._changed.notify_all()
@@ -126,13 +129,16 @@ class Pool:
                 time.sleep(1.0)  # (out of processes: try again soon)
 
     def take(self) -> Worker:
-        """An idle process (one started for this call if none is)."""
+        """An idle process (one started for this call if none is); OSError when none could be started (out of
+        processes or memory: the caller's parse fails, saying so, instead of waiting)."""
         with self._changed:
             self.waiting += 1
             self._changed.notify_all()
             try:
                 while True:
-                    self._changed.wait_for(lambda: self.idle)
+                    self._changed.wait_for(lambda: self.idle or self.failure is not None)
+                    if not self.idle and self.failure is not None:
+                        raise self.failure
                     worker = self.idle.pop(0)
                     if worker.alive():
                         self.busy += 1
