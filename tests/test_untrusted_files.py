@@ -261,7 +261,8 @@ def test_parse_processes_are_started_ahead_and_parse_many_files_each_under_each_
     warm = until(two_idle, "two idle parse processes")
     for _ in range(5):  # (each with a CPU limit of 1 s: counted from where the process stands, not from its start)
         assert parse("docx", document, "a.docx", CHARS, DocumentLimits(parse_cpu_seconds=1))
-    assert parse_processes()["idle"] == warm, "a parse started a process while two were idle"
+    # (a process names itself idle just after its answer: wait for that, then they are the same two)
+    assert until(two_idle, "two idle parse processes") == warm, "a parse started a process while two were idle"
     # a parse over a limit: its process ends, another takes its place, and the next file is read
     with pytest.raises(DocumentLimitError, match="EDDI_RAG_PARSE_CPU_SECONDS=1"):
         parse("xlsx", bombs.xlsx_rows(600_000), "f", CHARS, DocumentLimits(parse_cpu_seconds=1, max_rows=10**7))
