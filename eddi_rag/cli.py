@@ -143,8 +143,6 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     liveness at /health, readiness at /health/ready. ``--load`` also queues the documents of the folder's knowledge
     bases (``documents/<kb id>/`` in it or beside it)."""
     import contextlib
-    import dataclasses
-    import ipaddress
 
     import uvicorn
 
@@ -157,8 +155,8 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     if demo_notices:
         from eddi_rag.tools.demo import EXAMPLES, NOTICES_PORT, notices_service
     with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
-        policy = OutboundPolicy.from_env()  # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
-        outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32"))) if demo_notices else None
+        # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
+        outbound = OutboundPolicy.from_env().with_loopback() if demo_notices else None
         runtime = fleet_runtime(data_dir, state_url, outbound, processes)
         if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
             runtime.close()

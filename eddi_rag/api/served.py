@@ -9,8 +9,6 @@ time: ``state.sqlite.Database.leader``)."""
 
 from __future__ import annotations
 
-import dataclasses
-import ipaddress
 import json
 import os
 from typing import Any
@@ -32,10 +30,7 @@ def app() -> Any:
     from eddi_rag.runtime import Runtime
 
     s = json.loads(os.environ[SETTINGS])
-    outbound = None
-    if s["loopback_allowed"]:  # (--demo-notices: the stand-in service on 127.0.0.1)
-        policy = OutboundPolicy.from_env()
-        outbound = dataclasses.replace(policy, allow=(*policy.allow, ipaddress.ip_network("127.0.0.1/32")))
+    outbound = OutboundPolicy.from_env().with_loopback() if s["loopback_allowed"] else None  # (--demo-notices)
     runtime = Runtime.serving(s["data_dir"], s["state_url"], outbound, s["processes"])  # (refusals: said by serve before)
     log_requests(s["log_format"])
     return create_app(runtime, max_upload_bytes=s["max_upload_bytes"], chat_model=later(s["llm"], s["base_url"], s["model"], offline=True),

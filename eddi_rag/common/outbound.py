@@ -13,7 +13,7 @@ import ipaddress
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -75,6 +75,10 @@ class OutboundPolicy:
     @classmethod
     def from_env(cls) -> OutboundPolicy:
         return cls(*_allowed_from_env())
+
+    def with_loopback(self) -> OutboundPolicy:
+        """This policy, 127.0.0.1 allowed too (``serve --demo-notices``: the stand-in service there)."""
+        return replace(self, allow=(*self.allow, ipaddress.ip_network("127.0.0.1/32")))
 
     @staticmethod
     def check_static(url: str) -> str:
