@@ -193,6 +193,12 @@ class SqliteStore:
         row = c.execute("SELECT generation FROM kb_chunk_generations WHERE kb=?", (self.kb_id,)).fetchone()
         return 0 if row is None else row[0]
 
+    def _bump(self, c) -> int:
+        """The KB's next generation, taken in the caller's write transaction."""
+        c.execute("INSERT INTO kb_chunk_generations VALUES (?, 1) ON CONFLICT (kb) DO UPDATE SET generation = generation + 1",
+                  (self.kb_id,))
+        return self._generation(c)
+
     def _table(self, c) -> RowTable:
         """The KB's rows, brought up to date when another process wrote: the chunks it changed read again (the
         log), or the whole KB when this process is too far behind (call with the cache's lock held)."""
@@ -209,22 +215,21 @@ class SqliteStore:
         cache, table, have = self._cache, self._cache.table, self._cache.generation
         if have is None or generation < have:
             return False
-        span = (self.kb_id, have, generation)
-        logged = c.execute("SELECT COUNT(DISTINCT generation) FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?",
-                           span).fetchone()[0]
-        if logged != generation - have:
+        logged = c.execute("SELECT generation, id FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?",
+                           (self.kb_id, have, generation)).fetchall()
+        if len({r[0] for r in logged}) != generation - have:
             return False
-        ids = [r[0] for r in c.execute("SELECT DISTINCT id FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?", span)]
+        ids = list(dict.fromkeys(r[1] for r in logged))
         if len(ids) > max(1000, len(table) // 4):
             return False
         rows = c.execute("SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND id IN (SELECT value FROM json_each(?))",
                          (self.kb_id, json.dumps(ids))).fetchall()
+        metadata = [json.loads(r[2]) for r in rows]
         table.remove([table.row_of[i] for i in ids if i in table.row_of])
         if rows:
-            table.add([r[0] for r in rows], np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]),
-                      [json.loads(r[2]) for r in rows])
+            table.add([r[0] for r in rows], np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]), metadata)
         if cache.keywords is not None and cache.keywords_generation == have:
-            cache.keywords.write(ids, [(r[0], r[1], string_lists(json.loads(r[2])).get("acl", [])) for r in rows])
+            cache.keywords.write(ids, [(r[0], r[1], string_lists(m).get("acl", [])) for r, m in zip(rows, metadata)])
             cache.keywords_generation = generation
         cache.generation = generation
         return True
@@ -306,11 +311,9 @@ class SqliteStore:
                         [(self.kb_id, ch.id, ch.text, json.dumps(ch.metadata), matrix.shape[1], matrix[i].tobytes())
                          for i, ch in enumerate(chunks)],
                     )
-                if rows or chunks:
-                    c.execute("INSERT INTO kb_chunk_generations VALUES (?, 1) ON CONFLICT (kb) DO UPDATE SET generation = generation + 1",
-                              (self.kb_id,))
                 generation = self._generation(c)
                 if rows or chunks:
+                    generation = self._bump(c)
                     c.executemany("INSERT INTO kb_chunk_log VALUES (?, ?, ?)",
                                   [(self.kb_id, generation, id) for id in {*(i for i in gone if i is not None), *(ch.id for ch in chunks)}])
                     c.execute("DELETE FROM kb_chunk_log WHERE kb=? AND generation <= ?", (self.kb_id, generation - LOGGED))
@@ -350,9 +353,7 @@ class SqliteStore:
             with self.db.transaction() as c:  # (the generation goes on counting: a process behind reads the KB again)
                 c.execute("DELETE FROM kb_chunks WHERE kb=?", (self.kb_id,))
                 c.execute("DELETE FROM kb_chunk_log WHERE kb=?", (self.kb_id,))
-                c.execute("INSERT INTO kb_chunk_generations VALUES (?, 1) ON CONFLICT (kb) DO UPDATE SET generation = generation + 1",
-                          (self.kb_id,))
-                generation = self._generation(c)
+                generation = self._bump(c)
             self._cache.table.clear()
             self._cache.generation = generation
             self._cache.keywords = None
