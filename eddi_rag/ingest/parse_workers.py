@@ -31,7 +31,7 @@ _ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "
 
 
 def kept_warm() -> int:
-    """How many idle parse processes are kept ready (env EDDI_RAG_PARSE_WORKERS, default 2)."""
+    """How many parse processes are kept started, idle or parsing (env EDDI_RAG_PARSE_WORKERS, default 2)."""
     raw = os.environ.get("EDDI_RAG_PARSE_WORKERS", "2").strip()
     if not raw.isdigit():
         raise ValueError(f"EDDI_RAG_PARSE_WORKERS must be a whole number of processes (0 or more), got {raw!r}")
@@ -152,13 +152,12 @@ class Pool:
         """A process done with its file: kept for the next when ``reuse`` (it answered, and did not retire), else killed."""
         with self._changed:
             self.busy -= 1
-            if reuse and not self.closed and worker.alive() and len(self.idle) + self.busy < self.size:
+            kept = reuse and not self.closed and worker.alive() and len(self.idle) + self.busy < self.size
+            if kept:
                 self.idle.append(worker)
-                self._changed.notify_all()
-                return
-        worker.kill()
-        with self._changed:
-            self._changed.notify_all()
+            self._changed.notify_all()  # (a taker waiting, or the starting thread: one fewer is busy)
+        if not kept:
+            worker.kill()
 
     def close(self) -> None:
         with self._changed:

@@ -177,7 +177,8 @@ def _die_with_parent() -> None:
 
 def _child() -> None:
     """A warm parse process: requests one at a time on stdin, each under its own limits, until stdin ends or it
-    retires (``_retiring``)."""
+    retires (after ``MAX_USES`` files, a parse over a limit, or grown past half its memory limit: its last answer
+    says ``"retiring": true``)."""
     import resource
 
     _die_with_parent()

@@ -80,7 +80,7 @@ function initCreate() {
           .then((r) => (r.ok ? r.json() : []))
           .then((needed) => { known[name] = needed; render(); }, () => {});
       }
-      for (const p of known[select.value]) {
+      for (const p of known[name]) {
         const id = `new-${group}-${p.name}`;
         const typed = (draft[group] || {})[p.name] || "";
         const hint = p.secret ? `\${env:${select.value.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_${p.name.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}}` : "";
