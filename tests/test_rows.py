@@ -202,8 +202,9 @@ def test_once_built_the_graph_holds_the_only_copy_of_the_vectors():
 
 
 def test_a_string_equality_is_answered_from_its_sorted_index_as_the_table_grows_and_compacts(monkeypatch):
-    """The rows a document's filter names (the neighbour fetch) agree with the filter evaluated row by row,
-    before and after the sorted index is rebuilt, with rows appended since it was built, and after compaction."""
+    """The rows a document's filter names (the neighbour fetch; several documents' at once, an Or) agree with the
+    filter evaluated row by row, before and after the sorted index is rebuilt, with rows appended since it was built,
+    and after compaction; an Or one of whose branches names no rows by an equality is scanned."""
     monkeypatch.setattr("eddi_rag.stores.embedded.masks.RESORT_FROM", 50)
     rng = np.random.default_rng(11)
     table = rows_module.RowTable()
@@ -220,7 +221,10 @@ def test_a_string_equality_is_answered_from_its_sorted_index_as_the_table_grows_
         table.add(ids, normalise(rng.standard_normal((len(ids), DIM))), metas)
         live.update(zip(ids, metas))
         for where in ({"document_id": doc}, {"document_id": "d07", "position_in_doc": {"$gte": 3, "$lte": 9}},
-                      {"$and": [{"document_id": doc}, {"user_id": "u1"}]}, {"document_id": "nobody"}):
+                      {"$and": [{"document_id": doc}, {"user_id": "u1"}]}, {"document_id": "nobody"},
+                      {"$or": [{"document_id": doc, "position_in_doc": {"$lte": 4}}, {"document_id": "d07"}]},
+                      {"$and": [{"$or": [{"document_id": "d01"}, {"document_id": "d02"}]}, {"user_id": "u1"}]},
+                      {"$or": [{"document_id": doc}, {"position_in_doc": 2}]}):
             node = filters.parse(where)
             want = sorted(i for i, m in live.items() if filters.matches(node, m))
             assert sorted(table.id_of(r) for r in table.rows(node)) == want, (step, where)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, cast
 
@@ -36,14 +37,18 @@ from eddi_rag.stores.base import (
     DISABLED,
     KEYWORD_SEARCH,
     LIST_FILTERING,
-    KeywordHit,
     KeywordScores,
     KeywordSearch,
     KnowledgeStore,
+    RankedIds,
     SearchHit,
+    Similarities,
 )
 from eddi_rag.stores.filters import value_kind
 from eddi_rag.stores.toolkit import normalise
+
+# The threads that run hybrid searches' vector sides (beside their keyword sides, in the searching thread).
+_SIDES = ThreadPoolExecutor(max_workers=32, thread_name_prefix="eddi-rag-vector-side")
 
 # Candidates each side of a hybrid (or keyword) search scores, whatever maxResults is, so the first results do not
 # depend on how many are asked for (chosen by measuring: benchmarks/README.md, bench_ranking.py).
@@ -213,40 +218,61 @@ class Retriever:
                        k: int, where: filters.Node | None) -> list[SearchHit]:
         """The best ``k`` of a pool of candidates whose size does not depend on ``k`` (``POOL``, or ``k`` when more are
         asked), each scored on both sides: so the first results are the same whatever ``maxResults`` is, and each
-        result's score is the fused one it is ordered by (``fusion.relevances``)."""
+        result's score is the fused one it is ordered by (``fusion.relevances``). A store that ranks by ids
+        (``RankedIds``) is asked for the text and metadata of the ``k`` kept alone."""
         if KEYWORD_SEARCH not in store.capabilities:
             raise ValueError(f"searchMode {config.searchMode!r} needs keyword search, which storeType {config.storeType!r} lacks")
         pool = pool_size(k)
-        with metrics.SEARCH_SECONDS.labels(config.storeType, "keyword").time():
-            keyword = cast(KeywordSearch, store).keyword_search(query, pool, where=where)
-        found: dict[str, SearchHit] = {}
-        if config.searchMode == "hybrid":
+        lean = isinstance(store, RankedIds)
+        rows: dict[str, tuple[str, dict[str, Any]]] = {}  # (text, metadata) of the candidates read so far
+
+        def vector_side() -> dict[str, float]:  # each candidate's cosine, in the vector side's order
             with metrics.SEARCH_SECONDS.labels(config.storeType, "vector").time():
-                found = {h.id: h for h in store.search(vector, pool, where=where)}
-        bm25 = {h.id: h.bm25 for h in keyword}
-        unscored = [i for i in found if i not in bm25]  # the vector side's finds, on the keyword side
+                if lean:
+                    return dict(cast(RankedIds, store).nearest(vector, pool, where=where))
+                hits = store.search(vector, pool, where=where)
+                rows.update((h.id, (h.text, h.metadata)) for h in hits)
+                return {h.id: h.similarity for h in hits}
+
+        # a hybrid search's two sides at once: a served store answers the vector side while the keyword side runs
+        nearest = _SIDES.submit(vector_side) if config.searchMode == "hybrid" else None
+        try:
+            with metrics.SEARCH_SECONDS.labels(config.storeType, "keyword").time():
+                if lean:
+                    keyword = cast(RankedIds, store).keyword_ranked(query, pool, where=where)
+                else:
+                    keyword_hits = cast(KeywordSearch, store).keyword_search(query, pool, where=where)
+                    keyword = [(h.id, h.bm25) for h in keyword_hits]
+                    rows.update((h.id, (h.text, h.metadata)) for h in keyword_hits)
+        finally:
+            similarity = nearest.result() if nearest is not None else {}  # (its error, if any, before the keyword side's)
+        bm25 = dict(keyword)
+        unscored = [i for i in similarity if i not in bm25]  # the vector side's finds, on the keyword side
         if unscored and isinstance(store, KeywordScores):
-            bm25.update({i: s for i, s in store.keyword_scores(query, unscored).items() if i in found})
+            bm25.update({i: s for i, s in store.keyword_scores(query, unscored).items() if i in similarity})
         bm25.update({i: 0.0 for i in unscored if i not in bm25})  # (a store that cannot say: below the pool's least)
-        self._with_vectors(store, vector, [h for h in keyword if h.id not in found], found)
-        similarity = {i: h.similarity for i, h in found.items()}
+        similarity.update(self._similarities(store, vector, [i for i, _ in keyword if i not in similarity]))
         weight = 0.0 if config.searchMode == "keyword" else config.vectorWeight
         fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)[:k]
+        unread = [i for i, _ in fused if i not in rows]
+        if unread:
+            rows.update(cast(RankedIds, store).rows(unread))  # (a chunk deleted since it was ranked: left out)
         ranking = _parts(config, similarity, bm25, dict(fused))
-        return [replace(found[i], ranking=ranking[i], ranked=round(score, 6))
-                for (i, _), score in zip(fused, relevances(fused, list(similarity.values())))]
+        return [SearchHit(i, *rows[i], similarity[i], ranking=ranking[i], ranked=round(score, 6))
+                for (i, _), score in zip(fused, relevances(fused, list(similarity.values()))) if i in rows]
 
     @staticmethod
-    def _with_vectors(store: KnowledgeStore, vector: list[float], hits: list[KeywordHit], found: dict[str, SearchHit]) -> None:
-        """The keyword side's finds into ``found`` with their cosine to the query, from their stored vectors."""
-        if not hits:
-            return
-        q = normalise(vector)[0]
-        stored = {c.id: c.vector for c in store.get(ids=[h.id for h in hits])}
-        for h in hits:
-            v = stored.get(h.id)
-            sim = float(normalise(v)[0] @ q) if v is not None else float(np.nan)
-            found[h.id] = SearchHit(h.id, h.text, h.metadata, sim)
+    def _similarities(store: KnowledgeStore, vector: list[float], ids: list[str]) -> dict[str, float]:
+        """The cosine to the query of each of ``ids`` (the keyword side's finds): computed by the store where it can
+        (``Similarities``: no vectors sent), else from their stored vectors; NaN for one without its vector."""
+        if not ids:
+            return {}
+        if isinstance(store, Similarities):
+            similarity = store.similarities(vector, ids)
+        else:
+            q = normalise(vector)[0]
+            similarity = {c.id: float(normalise(c.vector)[0] @ q) for c in store.get(ids=ids) if c.vector is not None}
+        return {i: similarity.get(i, float(np.nan)) for i in ids}
 
 
 def _parts(config: RagConfiguration, similarity: dict[str, float], bm25: dict[str, float],

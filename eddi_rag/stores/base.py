@@ -221,3 +221,30 @@ class KeywordScores(Protocol):
     keyword side too."""
 
     def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class RankedIds(Protocol):
+    """What a backend may also offer: its vector and keyword searches as ids and scores alone, and the rows of the ids
+    a caller keeps. A hybrid search ranks a pool of candidates a side (retrieval.retriever.POOL) and keeps ``k`` of
+    them: it then reads the text and metadata of those ``k``, not of the whole pool."""
+
+    def nearest(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[tuple[str, float]]:
+        """(id, cosine) of what ``search`` finds, in its order."""
+        ...
+
+    def keyword_ranked(self, text: str, k: int, where: filters.Where = None) -> list[tuple[str, float]]:
+        """(id, score) of what ``keyword_search`` finds, in its order."""
+        ...
+
+    def rows(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """(text, metadata) of each of ``ids`` that exists."""
+        ...
+
+
+@runtime_checkable
+class Similarities(Protocol):
+    """What a backend may also offer: the cosine of some stored chunks to a vector, computed where the vectors are
+    (a hybrid search scores the keyword side's finds on the vector side so, instead of reading their vectors)."""
+
+    def similarities(self, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]: ...

@@ -33,7 +33,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import LIST_FILTERING, Chunk, DimensionMismatchError, KeywordScores, KnowledgeStore
+from eddi_rag.stores.base import (
+    LIST_FILTERING,
+    Chunk,
+    DimensionMismatchError,
+    KeywordScores,
+    KnowledgeStore,
+    RankedIds,
+    Similarities,
+)
 
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
 PAGING_CHUNKS = 3_000  # above the engines' page sizes (Chroma 1,000, Typesense 250, Elasticsearch 1,000...)
@@ -451,6 +459,35 @@ class KeywordTests(_Fixtures):
         scored = store.keyword_scores("Vienna train", ["k0", "k1", "k2", "k3"])
         assert scored == pytest.approx(searched) and set(scored) == {"k0", "k2"}
         assert store.keyword_scores("Vienna train", ["k2"]) == pytest.approx({"k2": searched["k2"]})
+
+    def test_similarities_are_the_search_s_cosines(self, store):
+        """A backend computing given chunks' cosine to a vector (Similarities, what a hybrid search asks of the
+        keyword side's finds) gives each the similarity its vector search gives it; an unknown id none."""
+        if not isinstance(store, Similarities):
+            pytest.skip(f"{type(store).__name__} computes no similarities")
+        assert store.similarities(vec(1), ["s0"]) == {}
+        store.upsert([Chunk(f"s{i}", f"text {i}", {"i": i}, vec(1, i)) for i in range(4)])
+        searched = {h.id: h.similarity for h in store.search(vec(1, 2), 4)}
+        assert store.similarities(vec(1, 2), ["s0", "s3", "nope"]) == pytest.approx({i: searched[i] for i in ("s0", "s3")},
+                                                                                    abs=1e-5)
+        assert store.similarities(vec(1, 2), []) == {}
+
+    def test_ranked_ids_are_the_searches_without_their_rows(self, store):
+        """A backend ranking by ids (RankedIds, what a hybrid search asks so it reads the rows of the results it keeps
+        alone) ranks as its searches do, with their scores, and reads the rows of the ids asked that exist."""
+        if not isinstance(store, RankedIds):
+            pytest.skip(f"{type(store).__name__} ranks no ids apart")
+        texts = ["the night train to Vienna", "goulash in the dining car", "a train timetable for Vienna and Graz", "apple strudel"]
+        store.upsert([Chunk(f"r{i}", t, {"i": i}, vec(1, i)) for i, t in enumerate(texts)])
+        where = {"i": {"$lt": 3}}
+        searched = store.search(vec(1, 2), 3, where=where)
+        assert [i for i, _ in store.nearest(vec(1, 2), 3, where=where)] == [h.id for h in searched]
+        assert [s for _, s in store.nearest(vec(1, 2), 3, where=where)] == pytest.approx([h.similarity for h in searched])
+        keyword = store.keyword_search("Vienna train", 3, where=where)
+        ranked = store.keyword_ranked("Vienna train", 3, where=where)
+        assert [i for i, _ in ranked] == [h.id for h in keyword] and [s for _, s in ranked] == pytest.approx([h.bm25 for h in keyword])
+        assert store.rows(["r2", "nope", "r3"]) == {"r2": (texts[2], {"i": 2}), "r3": (texts[3], {"i": 3})}
+        assert store.rows([]) == {}
 
     def test_keyword_statistics_belong_to_each_knowledge_base(self, make):
         """BM25 of one KB must not change when another KB (on the same file or server) grows."""

@@ -21,7 +21,7 @@ costs what the document's rows cost, not three passes over a million.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -190,10 +190,16 @@ class MetadataColumns:
 
     def narrow(self, node: Node | None) -> np.ndarray | None:
         """The rows (ascending) a string equality or a ``$containsAny`` of ``node`` (itself, or one its Ands require)
-        allows, the fewest when there are several; None when it has none. Only these rows can match ``node``."""
+        allows, or an Or each of whose branches has one (several documents' chunks at once), the fewest when there are
+        several; None when it has none. Only these rows can match ``node``."""
         best: np.ndarray | None = None
         for c in _required(node):
-            if isinstance(c, Compare) and c.op == "$containsAny":
+            if isinstance(c, Or):
+                branches = [self.narrow(child) for child in c.children]
+                if not branches or any(b is None for b in branches):
+                    continue
+                rows = np.unique(np.concatenate(cast(list[np.ndarray], branches)))
+            elif isinstance(c, Compare) and c.op == "$containsAny":
                 rows = self._holding(c)
             elif isinstance(c, Compare) and c.op == "$eq" and isinstance(c.value, str):
                 col = self._columns.get(c.field)

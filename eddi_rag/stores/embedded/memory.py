@@ -102,6 +102,12 @@ class InMemoryStore:
                 return []
             return [SearchHit(t.id_of(r), t.payload[r][0], dict(t.payload[r][1]), sim) for r, sim in t.search(q, k, node)]
 
+    def similarities(self, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of each of ``ids`` that exists to ``vector`` (Similarities)."""
+        with self._t.lock:
+            q = query_vector(vector, self._t.dim, len(ids), self.kb_id)
+            return {} if q is None else self._t.similarities(q, ids)
+
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """BM25 (bm25s) over the chunk texts; the index is rebuilt after writes, on first use."""
         node = filters.node(where)

@@ -360,6 +360,12 @@ class RowTable:
             return found[:k]
         return sorted(found[:end], key=lambda rs: (-rs[1], self.ids[rs[0]] or ""))[:k]
 
+    def similarities(self, q: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of each of ``ids`` that is a live row to the unit vector ``q``."""
+        found = [(id, self.row_of[id]) for id in ids if id in self.row_of]
+        sims = self.vectors[[r for _, r in found]] @ q if found else []
+        return {id: float(s) for (id, _), s in zip(found, sims)}
+
     def _exact(self, q: np.ndarray, k: int, mask: np.ndarray | None, selected: int) -> list[tuple[int, float]]:
         if mask is not None and selected * 4 < self.n:  # few rows: multiply only those
             rows = np.flatnonzero(mask)

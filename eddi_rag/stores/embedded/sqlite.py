@@ -362,6 +362,12 @@ class SqliteStore:
 
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
+        picks = self.nearest(vector, k, where)
+        found = self.rows([id for id, _ in picks])
+        return [SearchHit(id, *found[id], sim) for id, sim in picks if id in found]
+
+    def nearest(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[tuple[str, float]]:
+        """(id, cosine) of what ``search`` finds (RankedIds)."""
         node = filters.node(where)
         cache = self._cache
         with cache.table.lock:
@@ -373,10 +379,17 @@ class SqliteStore:
             picks = [(table.id_of(r), sim) for r, sim in table.search(q, k, node)]
         if built and table.hnsw is not None:
             self._save_graph(cache)
-        found = self._rows([id for id, _ in picks])
-        return [SearchHit(id, *found[id], sim) for id, sim in picks if id in found]
+        return picks
 
-    def _rows(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    def similarities(self, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of each of ``ids`` that exists to ``vector`` (Similarities)."""
+        with self._cache.table.lock:
+            table = self._table(self.db)
+            q = query_vector(vector, table.dim, len(ids), self.kb_id)
+            return {} if q is None else table.similarities(q, ids)
+
+    def rows(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """(text, metadata) of each of ``ids`` that exists (RankedIds)."""
         if not ids:
             return {}
         rows = self.db.query(
@@ -388,6 +401,12 @@ class SqliteStore:
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
         """BM25 over the chunk texts (``keywords``: tantivy, English stemming), filtered by ``where``: the index names
         candidates best first, the in-memory rows say which pass (more are asked while fewer than ``k`` did)."""
+        picked = self.keyword_ranked(text, k, where)
+        found = self.rows([id for id, _ in picked])
+        return [KeywordHit(id, *found[id], score) for id, score in picked if id in found]
+
+    def keyword_ranked(self, text: str, k: int, where: filters.Where = None) -> list[tuple[str, float]]:
+        """(id, score) of what ``keyword_search`` finds (RankedIds)."""
         node = filters.node(where)
         cache = self._cache
         if k <= 0:
@@ -395,10 +414,8 @@ class SqliteStore:
         with cache.table.lock:
             table = self._table(self.db)
             allowed = table.select(node)
-            picked = self._keywords(cache).best(text, k, node, allowed is not None, lambda ranked: [
+            return self._keywords(cache).best(text, k, node, allowed is not None, lambda ranked: [
                 (id, score) for id, score in ranked if id in table.row_of and (allowed is None or allowed[table.row_of[id]])])
-        found = self._rows([id for id, _ in picked])
-        return [KeywordHit(id, *found[id], score) for id, score in picked if id in found]
 
     def keyword_scores(self, text: str, ids: Sequence[str]) -> dict[str, float]:
         """The BM25 score ``keyword_search`` gives each of ``ids`` (KeywordScores)."""
