@@ -22,9 +22,12 @@ of it or more. Traffic goes to 127.0.0.1 only, ``--rest-seconds`` per row. Asser
 
 Point 6, the fleet path: at each of ``--fleet-sizes`` (default 10k and 100k; none to skip) the same paths with the
 state and the knowledge base on one throwaway PostgreSQL 16 + pgvector server (tests.support.services, pgserver from
-PyPI, a unix socket): pgvector's HNSW for the vectors, PostgreSQL's own full-text search for the keywords.
+PyPI, a unix socket): pgvector's HNSW for the vectors, the BM25 index kept beside PostgreSQL for the keywords
+(stores.pgvector_keywords). ``--fleet-copies sql`` writes the copies after the first in PostgreSQL itself (``INSERT
+... SELECT``, each copy's vectors random unit vectors, the HNSW index built once after): a million chunks in about
+half an hour on 2 cores, where writing them through the store takes hours.
 
-    .venv/bin/python benchmarks/bench_query.py [--fleet-sizes 10000 100000]
+    .venv/bin/python benchmarks/bench_query.py [--fleet-sizes 10000 100000] [--fleet-copies store|sql]
 """
 
 from __future__ import annotations
@@ -174,6 +177,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--fleet-sizes", type=int, nargs="*", default=[10000, 100000],
                         help="sizes measured on PostgreSQL + pgvector (none: skip)")
+    parser.add_argument("--fleet-copies", choices=["store", "sql"], default="store",
+                        help="the copies after the first: written through the store (its vectors), or by PostgreSQL (random vectors)")
     args = parser.parse_args()
     data = Path(args.data)
     docs = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines()]
@@ -233,15 +238,18 @@ def main() -> None:
         with postgres() as url, tempfile.TemporaryDirectory() as tmp:
             allow_outbound(url.rsplit("host=", 1)[-1].split("&")[0])
             with Runtime(tmp, state_url=url, fleet=True) as rt:
-                kb, store, _, copy, built = fill(rt, {"storeType": "pgvector", "storeParameters": {"url": url}}, docs, size, stand_in)
+                kb, store, _, copy, built = fill(rt, {"storeType": "pgvector", "storeParameters": {"url": url}}, docs,
+                                                 size, stand_in, in_sql=args.fleet_copies == "sql")
                 vectors = {q: stand_in.embed_query(q) for q in asked}
                 table(store.count(), f"pgvector; {copy} cop{'y' if copy == 1 else 'ies'}, the first through the pipeline in "
                       f"{built:.0f} s", paths(rt, kb, store, vectors, asked), embed_p50)
 
 
-def fill(rt: Runtime, where: dict, docs: list[dict], size: int, stand_in: Hashed) -> tuple[str, object, list, int, float]:
+def fill(rt: Runtime, where: dict, docs: list[dict], size: int, stand_in: Hashed, in_sql: bool = False
+         ) -> tuple[str, object, list, int, float]:
     """A KB with every default on ``where``'s store, filled with copies of the corpus up to ``size`` chunks: the first
-    through the ingestion pipeline, the others written to the store as it wrote the first (under new document ids)."""
+    through the ingestion pipeline, the others written to the store as it wrote the first (under new document ids), or
+    with ``in_sql`` (a ``pgvector`` store) by PostgreSQL itself."""
     rt.embeddings.for_config = lambda config: stand_in  # (only the product's own work is timed)
     kb = rt.resources.create("rags", {"name": "bench", "embeddingProvider": "local", **where}).id
     t0 = time.perf_counter()
@@ -249,12 +257,38 @@ def fill(rt: Runtime, where: dict, docs: list[dict], size: int, stand_in: Hashed
     built = time.perf_counter() - t0
     store = rt.stores.get(kb, rt.rag_config(kb))
     one = store.get()
+    copies = math.ceil(size / len(one))
+    if in_sql:
+        copies_in_sql(where["storeParameters"]["url"], kb, copies)
+        return kb, store, one, copies, built
     copy = 1
     while copy * len(one) < size:
         store.upsert([Chunk(f"{c.id}~{copy}", c.text, {**c.metadata, "document_id": f"{c.metadata['document_id']}~{copy}"},
                             stand_in.embed_query(c.text)) for c in one])
         copy += 1
     return kb, store, one, copy, built
+
+
+def copies_in_sql(url: str, kb: str, copies: int) -> None:
+    """Copies 1 .. ``copies`` - 1 of a ``pgvector`` KB's rows (its first copy) written by PostgreSQL: new ids and
+    document ids, random vectors, the HNSW index dropped before and built after (in one process's memory)."""
+    import psycopg
+
+    from eddi_rag.stores import pgvector_keywords
+    from eddi_rag.stores.pgvector import table_name
+
+    table = table_name(kb)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP INDEX IF EXISTS {table}_hnsw")
+        conn.execute(
+            f"INSERT INTO {table} (id, text, metadata, embedding) SELECT o.id || '~' || c, o.text, jsonb_set(o.metadata, "
+            "'{document_id}', to_jsonb((o.metadata ->> 'document_id') || '~' || c)), (SELECT array_agg(random()::real - 0.5) "
+            "FROM generate_series(1, vector_dims(o.embedding) + 0 * c))::vector "  # (one per row: the row is in it)
+            f"FROM {table} o, generate_series(1, %s) c", (copies - 1,))
+        conn.execute("SET maintenance_work_mem = '6GB'")
+        conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
+        with conn.transaction(), conn.cursor() as cur:
+            pgvector_keywords.log_drop(cur, table)  # (every process's keyword index built again, as after a drop)
 
 
 def paths(rt: Runtime, kb: str, store: object, vectors: dict[str, list[float]], asked: list[str]) -> dict[str, tuple[float, float]]:
