@@ -102,3 +102,29 @@ def test_a_documents_chunks_are_found_by_its_index(pgvector_params, ctx):
         assert "eddi_kb_bydoc_doc" in plan, plan
     finally:
         store.drop()
+
+
+@pytest.mark.integration
+@pytest.mark.services
+def test_a_selective_filter_still_gets_the_exact_k_nearest_that_pass_it(pgvector_params, ctx):
+    """HNSW filters after its candidate list (pgvector before 0.8): a filter that passes few rows gets a wider list,
+    then an exact scan, so it still gets the k nearest rows that pass; a filter passing most rows gets them from the
+    first list. Either way the same rows as an exact search over them."""
+    import numpy as np
+
+    store = PgVectorStore("selective", pgvector_params, ctx)
+    try:
+        rng = np.random.default_rng(3)
+        vectors = rng.standard_normal((3000, 16)).astype(np.float32)
+        store.upsert([Chunk(f"c{i:04d}", "t", {"rare": i % 50 == 0, "i": i}, vectors[i].tolist()) for i in range(3000)])
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        q = rng.standard_normal(16).astype(np.float32)
+        sims = unit @ (q / np.linalg.norm(q))
+        for where, passing in (({"rare": True}, [i for i in range(3000) if i % 50 == 0]), ({"rare": False}, None)):
+            hits = store.search(q.tolist(), 20, where=where)
+            assert len(hits) == 20 and all(h.metadata["rare"] == where["rare"] for h in hits)
+            if passing is not None:  # (few pass: the exact answer; many: HNSW's, approximate)
+                exact = sorted(passing, key=lambda i: -sims[i])[:20]
+                assert [h.id for h in hits] == [f"c{i:04d}" for i in exact]
+    finally:
+        store.drop()
