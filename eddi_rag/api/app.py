@@ -31,7 +31,7 @@ from eddi_rag.api import (
     variables,
     vault,
 )
-from eddi_rag.api.edge import ASGIApp, around_requests, document_text_rule
+from eddi_rag.api.edge import ASGIApp, around_requests, document_errors, document_text_rule
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import resource_router
 from eddi_rag.auth import AuthError
@@ -141,6 +141,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
+            document_errors(generate())
             collections.document_json_parameters(generate())
             document_text_rule(generate())
         return app.openapi_schema or generate()
