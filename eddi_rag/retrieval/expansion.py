@@ -159,21 +159,20 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
     if mode == "none":
         return [Passage([h], [Chunk(h.id, h.text, h.metadata)], max_chars=max_chars, overlap=overlap) for h in hits]
     passages = []
-    groups = group_by_document(hits)
     reach = neighbors if mode == "neighbors" else SECTION_WINDOW
-    arounds: list[filters.Node | None] = []  # each group's chunks within reach, in its document
-    for group in groups:
+    groups = []  # (hits of one document, their positions, the document's chunks within reach of them)
+    for group in group_by_document(hits):
         document, positions = group[0].metadata.get("document_id"), [_position(h) for h in group]
-        arounds.append(filters.parse({"document_id": document, "position_in_doc": {
-            "$gte": min(positions) - reach, "$lte": max(positions) + reach}}) if document else None)
+        around = filters.parse({"document_id": document, "position_in_doc": {
+            "$gte": min(positions) - reach, "$lte": max(positions) + reach}}) if document else None
+        groups.append((group, positions, around))
     # every group's surroundings in one read (a round trip per document was most of a served store's expansion)
-    wanted = [a for a in arounds if a is not None]
+    wanted = [around for _, _, around in groups if around is not None]
     own = filters.node(where)
     either = wanted[0] if len(wanted) == 1 else filters.Or(tuple(wanted))
     around_all = [c for c in store.get(where=filters.And((either, own)) if own else either)
                   if recheck is None or filters.matches(recheck, c.metadata)] if wanted else []
-    for group, around in zip(groups, arounds):
-        positions = [_position(h) for h in group]
+    for group, positions, around in groups:
         fetched = {c.id: c for c in around_all if filters.matches(around, c.metadata)} if around is not None else {}
         chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
         candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
