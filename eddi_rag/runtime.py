@@ -104,7 +104,7 @@ class Runtime:
         self.grants = Grants(KbGrants(self.db), directory)  # who may reach a knowledge base beyond tenant roles
         self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact,
                              groups=self.groups.of)
-        self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact)
+        self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact, self.documents.seen)
         self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing,
                              lambda: self.keys.any() or OidcConfig.from_env() is not None)
         self.search.explained = self.health.explained
@@ -131,7 +131,7 @@ class Runtime:
         self.keys = Keys(KeyStore(self.db))
         self.variables = GlobalVariables(variables)
         self.vault = Vault(secrets)
-        self.feedback = Votes(FeedbackLog(self.db), self.documents)
+        self.feedback = Votes(FeedbackLog(self.db), self.documents, lambda caller, kb_id: self.grants.may(caller, kb_id, "VIEW"))
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 
     @classmethod

@@ -12,7 +12,6 @@ from pydantic import Field
 from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, curators_only, kb_of_tenant
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
-from eddi_rag.auth import Principal
 
 kb_router = APIRouter(prefix="/ragstore/rags/{id}", tags=["feedback"], dependencies=[Depends(kb_of_tenant)], route_class=Route,
                       responses=ERROR_RESPONSES)
@@ -24,8 +23,9 @@ feedback_router = APIRouter(tags=["feedback"], route_class=Route, responses=ERRO
 def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, vote: Literal["up", "down"] | None = None,
                   limit: int = Query(200, ge=1, le=1000), reviewed: bool | None = None) -> list[dict[str, Any]]:
     """Citation feedback of the caller's tenant, newest first (``vote=down``: what to review;
-    ``reviewed=false``: not yet marked reviewed); a viewer sees, of knowledge bases that read by permissions, its own."""
-    return runtime.feedback.list(caller.tenant, kbId, vote, limit, reviewed, seen_by=_whose_votes(caller))
+    ``reviewed=false``: not yet marked reviewed), on the knowledge bases it may view; a viewer sees, of knowledge bases
+    that read by permissions, its own."""
+    return runtime.feedback.list(caller.tenant, kbId, vote, limit, reviewed, caller=caller)
 
 
 @feedback_router.get("/ragstore/feedback/export.csv", response_class=Response,
@@ -33,14 +33,8 @@ def feedback_list(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None, 
 def feedback_csv(runtime: RuntimeDep, caller: Viewer, kbId: str | None = None,
                  vote: Literal["up", "down"] | None = None) -> Response:
     """The votes as CSV, for a spreadsheet."""
-    return Response(runtime.feedback.csv(caller.tenant, kbId, vote, seen_by=_whose_votes(caller)), media_type="text/csv; charset=utf-8",
+    return Response(runtime.feedback.csv(caller.tenant, kbId, vote, caller=caller), media_type="text/csv; charset=utf-8",
                     headers={"Content-Disposition": 'attachment; filename="feedback.csv"'})
-
-
-def _whose_votes(caller: Principal) -> str | None:
-    """Whose votes on knowledge bases that read by permissions a caller sees: every vote for an editor (None), else
-    its own user's (a user-less viewer: none)."""
-    return None if caller.allows("editor") else (caller.user_id or "")
 
 
 class Review(RequestBody):
@@ -57,6 +51,9 @@ def feedback_review(feedback_id: str, body: Review, runtime: RuntimeDep, caller:
 class TestQuestion(RequestBody):
     question: str = Field(min_length=1, max_length=2000, pattern=r"\S")
     chunkId: str | None = Field(default=None, max_length=200)  # the chunk a vote named, when it came from one
+    asUser: str | None = Field(default=None, min_length=1, max_length=300, pattern=r"\S", description=(
+        "The user the question is asked as, with that user's permissions (the group directory's groups); without it, "
+        "as nobody: of a knowledge base that reads by permissions, nothing is found."))
 
 
 @kb_router.get("/questions")
@@ -71,7 +68,7 @@ def questions(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, An
 def add_question(id: str, body: TestQuestion, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Save a test question; what it finds now is its baseline."""
     with runtime.health.explained(id):
-        return runtime.questions.add(caller.tenant, id, body.question, body.chunkId, caller.user_id)
+        return runtime.questions.add(caller.tenant, id, body.question, body.chunkId, caller.user_id, body.asUser)
 
 
 @kb_router.post("/question-runs", dependencies=[QueryLimit])

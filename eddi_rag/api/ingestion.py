@@ -117,13 +117,15 @@ def reparse(id: str, runtime: RuntimeDep, caller: Editor,
 
 @router.get("/ingestion/{ingestion_id}/status")
 def ingestion_status(id: str, ingestion_id: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    return runtime.ingesting.job(id, ingestion_id).to_json()
+    """One ingestion; of a knowledge base that reads by permissions, a viewer's only when it may read the document."""
+    return runtime.ingesting.job(id, ingestion_id, readable(runtime, id, caller)).to_json()
 
 
 @router.get("/ingestions")
 def ingestions(id: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
-    """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason."""
-    return [j.to_json() for j in runtime.ingesting.history(id, limit)]
+    """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason. A viewer of a
+    knowledge base whose audience is OWNER or DOCUMENT_ACL sees those of the stored documents it may read."""
+    return [j.to_json() for j in runtime.ingesting.history(id, limit, readable(runtime, id, caller))]
 
 
 @router.post("/ingestion/{ingestion_id}/retry", status_code=202)

@@ -21,28 +21,35 @@ from prometheus_client.registry import Collector
 from starlette.types import Message, Receive, Scope, Send
 
 from eddi_rag.api.edge import ASGIApp, around_requests
+from eddi_rag.auth import Principal
 from eddi_rag.auth.http import require
 from eddi_rag.common import metrics
+from eddi_rag.resource_types import parse_uri
 from eddi_rag.runtime import Runtime
 
 log = logging.getLogger("eddi_rag.requests")
 
 
 class RuntimeCollector(Collector):
-    """Figures read from the runtime at scrape time."""
+    """Figures read from the runtime at scrape time, of the knowledge bases the scraping credential may view (its
+    tenant's, those shared with named users and groups only when it is among them): another tenant's names, ids and
+    counts are never shown."""
 
-    def __init__(self, runtime: Runtime):
-        self.runtime = runtime
+    def __init__(self, runtime: Runtime, caller: Principal):
+        self.runtime, self.caller = runtime, caller
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        jobs = GaugeMetricFamily("eddi_rag_ingestion_jobs", "Ingestion jobs by state (failed: any reason).", labels=["state"])
-        for state, count in self.runtime.ingesting.job_counts().items():
+        kbs = [id for id in (parse_uri(d.resource).id for d in self.runtime.knowledge_bases.every(self.caller.tenant))
+               if self.runtime.grants.may(self.caller, id, "VIEW")]
+        jobs = GaugeMetricFamily("eddi_rag_ingestion_jobs", "Ingestion jobs by state (failed: any reason), of the knowledge "
+                                 "bases the credential may view.", labels=["state"])
+        for state, count in self.runtime.ingesting.job_counts(kbs).items():
             jobs.add_metric([state], count)
         yield jobs
-        chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base (unreachable stores, and those read by "
-                                   "permissions, left out).",
+        chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base the credential may view (unreachable "
+                                   "stores, and those read by permissions, left out).",
                                    labels=["kb", "name", "store"])
-        for kb_id, name, store_type, count in self.runtime.health.chunk_counts():
+        for kb_id, name, store_type, count in self.runtime.health.chunk_counts(kbs):
             chunks.add_metric([kb_id, name, store_type], count)
         yield chunks
         turns = {s.labels["outcome"]: s.value for m in metrics.RAG_TURNS.collect() for s in m.samples if s.name.endswith("_total")}
@@ -56,7 +63,6 @@ def install(app: FastAPI, runtime: Runtime) -> None:
     registry = CollectorRegistry(auto_describe=True)
     latency = Histogram("eddi_rag_http_request_seconds", "HTTP requests by method, route template and status.",
                         ["method", "route", "status"], registry=registry)
-    registry.register(RuntimeCollector(runtime))
 
     async def observe(inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         start = time.perf_counter()
@@ -84,8 +90,11 @@ def install(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus(request: Request) -> Response:
-        require("viewer")(request)  # like every endpoint but /health once auth is on
-        return Response(generate_latest(registry) + generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+        caller = require("viewer")(request)  # like every endpoint but /health once auth is on
+        figures = CollectorRegistry(auto_describe=True)
+        figures.register(RuntimeCollector(runtime, caller))
+        return Response(generate_latest(registry) + generate_latest(figures) + generate_latest(metrics.REGISTRY),
+                        media_type=CONTENT_TYPE_LATEST)
 
 
 def log_requests(log_format: str) -> None:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
-from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, kb_of_tenant
+from eddi_rag.api.deps import Editor, RuntimeDep, Viewer, curators_only, kb_of_tenant, readable
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 from eddi_rag.api.uploads import MAX_FILES, BadUploadError, is_multipart
 
@@ -45,7 +45,9 @@ def sync_permissions(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor
 
 @router.get("/status")
 def status(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
-    """What the source needs, its cursor, its last run and the next one due, and its last permission sync."""
+    """What the source needs, its cursor, its last run and the next one due, and its last permission sync (of a
+    knowledge base that reads by permissions, for its editors: a run counts and names every document)."""
+    curators_only(runtime, id, caller, "the sources' runs")
     return runtime.sources.status(id, sourceId)
 
 
@@ -66,19 +68,23 @@ def reset_cursor(id: str, sourceId: str, runtime: RuntimeDep, caller: Editor) ->
 @router.get("/cursor")
 def cursor(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:
     """Where the source's next run resumes: ``{sourceId, cursor}`` (null: it lists the source in full)."""
+    curators_only(runtime, id, caller, "the sources' cursors")
     return {"sourceId": sourceId, "cursor": runtime.sources.cursor(id, sourceId)}
 
 
 @router.get("/runs")
 def runs(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer, limit: int = Query(20, ge=1)) -> list[dict[str, Any]]:
-    """Run history, newest first (``limit`` above 200 reads as 200)."""
+    """Run history, newest first (``limit`` above 200 reads as 200); of a knowledge base that reads by permissions, for
+    its editors."""
+    curators_only(runtime, id, caller, "the sources' runs")
     return runtime.sources.runs(id, sourceId, limit)
 
 
 @router.get("/documents")
 def documents(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
-    """The source's documents in the knowledge base: {documentId, name, status: ok|failed, reason, updatedAt, missedRuns}."""
-    return runtime.sources.documents(id, sourceId)
+    """The source's documents in the knowledge base: {documentId, name, status: ok|failed, reason, updatedAt, missedRuns};
+    a viewer of a knowledge base whose audience is OWNER or DOCUMENT_ACL sees those stored that it may read."""
+    return runtime.sources.documents(id, sourceId, readable(runtime, id, caller))
 
 
 @router.post("/retry")
@@ -118,7 +124,8 @@ async def store_files(id: str, sourceId: str, request: Request, runtime: Runtime
 @router.get("/files")
 def list_files(id: str, sourceId: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
     """The files the source holds: {fileId, fileName, contentType, size, sha256, uploadedAt, status:
-    Indexed | Changed | Not indexed}."""
+    Indexed | Changed | Not indexed}; of a knowledge base that reads by permissions, for its editors."""
+    curators_only(runtime, id, caller, "the sources' files")
     return runtime.sources.uploads.list(id, sourceId)
 
 

@@ -177,11 +177,15 @@ class JobRecords:
                              "ORDER BY document", (kb_id,))
         return [r["document"] for r in rows if r["status"].startswith("failed")]
 
-    def counts(self) -> dict[str, int]:
-        """How many jobs are in each state (every ``failed: …`` counted as ``failed``)."""
+    def counts(self, kb_ids: list[str] | None = None) -> dict[str, int]:
+        """How many jobs are in each state (every ``failed: …`` counted as ``failed``); ``kb_ids``: of those knowledge
+        bases only (None: of every one)."""
         counts = dict.fromkeys((PENDING, PROCESSING, COMPLETED, CANCELLED, "failed"), 0)
+        if kb_ids is not None and not kb_ids:
+            return counts
+        of = "" if kb_ids is None else f" WHERE kb_id IN ({','.join('?' * len(kb_ids))})"
         for r in self.db.query("SELECT CASE WHEN status LIKE 'failed%' THEN 'failed' ELSE status END AS state, "
-                               "COUNT(*) AS n FROM ingestion_jobs GROUP BY state"):
+                               f"COUNT(*) AS n FROM ingestion_jobs{of} GROUP BY state", tuple(kb_ids or ())):
             counts[r["state"]] = r["n"]
         return counts
 

@@ -107,8 +107,8 @@ class IngestionQueue:
     def failing(self, kb_id: str) -> list[str]:
         return self.records.failing(kb_id)
 
-    def counts(self) -> dict[str, int]:
-        return self.records.counts()
+    def counts(self, kb_ids: list[str] | None = None) -> dict[str, int]:
+        return self.records.counts(kb_ids)
 
     def last_updates(self) -> dict[str, str]:
         return self.records.last_updates()

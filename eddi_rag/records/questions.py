@@ -37,22 +37,23 @@ def _now() -> str:
 class TestQuestions:
     __test__ = False  # (not a pytest class)
 
-    def __init__(self, db: StateDatabase, find: Callable[[str, str], Found], version: Callable[[str], int]):
-        """``find(kb_id, question)``: the passages a search finds now; ``version(kb_id)``: its configuration's."""
+    def __init__(self, db: StateDatabase, find: Callable[[str, str, str | None], Found], version: Callable[[str], int]):
+        """``find(kb_id, question, as_user)``: the passages a search finds now, read with that user's permissions (None:
+        nobody's); ``version(kb_id)``: its configuration's."""
         self.db, self.find, self.version = db, find, version
         state.migrate(db)
 
-    def add(self, tenant: str, kb_id: str, question: str, chunk_id: str | None = None) -> dict[str, Any]:
-        """Save a question (checked by the questions verb; ``chunk_id``: the chunk a vote named) with what it finds now
-        as its baseline."""
+    def add(self, tenant: str, kb_id: str, question: str, chunk_id: str | None = None, as_user: str | None = None) -> dict[str, Any]:
+        """Save a question (checked by the questions verb; ``chunk_id``: the chunk a vote named; ``as_user``: whose
+        permissions it is asked with) with what it finds now as its baseline."""
         count = self.db.query("SELECT COUNT(*) AS n FROM test_questions WHERE tenant=? AND kb_id=?", (tenant, kb_id))[0]["n"]
         if count >= MAX_QUESTIONS:
             raise QuestionError(f"this knowledge base keeps {count} test questions, the most it may; delete some first")
-        found, now = self.find(kb_id, question), _now()
+        found, now = self.find(kb_id, question, as_user), _now()
         id = secrets.token_hex(8)
         self.db.execute("INSERT INTO test_questions (id, tenant, kb_id, question, chunk_id, baseline, baseline_version, "
-                        "created_on, accepted_on) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (id, tenant, kb_id, question, chunk_id, json.dumps(found), self.version(kb_id), now, now))
+                        "created_on, accepted_on, as_user) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (id, tenant, kb_id, question, chunk_id, json.dumps(found), self.version(kb_id), now, now, as_user))
         return self._one(tenant, kb_id, id)
 
     def list(self, tenant: str, kb_id: str) -> list[dict[str, Any]]:
@@ -68,8 +69,9 @@ class TestQuestions:
         passages: [{n, citation, status: same | changed | new | gone, was?, diff?}], chunkFound?}]}."""
         results = []
         for saved in self.list(tenant, kb_id):
-            after = self.find(kb_id, saved["question"])
+            after = self.find(kb_id, saved["question"], saved["asUser"])
             results.append({**compare(saved["baseline"], after), "id": saved["id"], "question": saved["question"],
+                            "asUser": saved["asUser"],
                             "baselineVersion": saved["baselineVersion"],
                             **({"chunkId": saved["chunkId"], "chunkFound": any(saved["chunkId"] in p["chunks"] for p in after)}
                                if saved["chunkId"] else {})})
@@ -80,7 +82,7 @@ class TestQuestions:
         """What the question finds now becomes its baseline."""
         saved = self._one(tenant, kb_id, id)
         self.db.execute("UPDATE test_questions SET baseline=?, baseline_version=?, accepted_on=? WHERE id=?",
-                        (json.dumps(self.find(kb_id, saved["question"])), self.version(kb_id), _now(), id))
+                        (json.dumps(self.find(kb_id, saved["question"], saved["asUser"])), self.version(kb_id), _now(), id))
         return self._one(tenant, kb_id, id)
 
     def accept_all(self, tenant: str, kb_id: str) -> builtins.list[dict[str, Any]]:
@@ -97,7 +99,7 @@ class TestQuestions:
     def _json(r: Any) -> dict[str, Any]:
         return {"id": r["id"], "kbId": r["kb_id"], "question": r["question"], "chunkId": r["chunk_id"],
                 "baseline": json.loads(r["baseline"]), "baselineVersion": r["baseline_version"],
-                "createdOn": r["created_on"], "acceptedOn": r["accepted_on"]}
+                "createdOn": r["created_on"], "acceptedOn": r["accepted_on"], "asUser": r["as_user"]}
 
 
 def compare(before: Found, after: Found) -> dict[str, Any]:

@@ -294,13 +294,20 @@ def _synced_permissions(c: sqlite3.Connection) -> None:
         c.execute("ALTER TABLE group_members ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
 
 
+def _questions_asked_as(c: sqlite3.Connection) -> None:
+    """Version 20: the user a test question is asked as (``test_questions.as_user``; NULL: nobody, who reads nothing
+    of a knowledge base that reads by permissions)."""
+    if "as_user" not in _columns(c, "test_questions"):
+        c.execute("ALTER TABLE test_questions ADD COLUMN as_user TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
                                                                  _canonical_places, _principals, _source_cursors,
-                                                                 _synced_permissions)
+                                                                 _synced_permissions, _questions_asked_as)
 LATEST = len(MIGRATIONS)
 
 

@@ -26,6 +26,13 @@ class StateUnavailableError(EddiRagError, RuntimeError):
         return {"Retry-After": "2"}
 
 
+BUSY_SECONDS = 30.0  # how long a statement waits for another process's write to end before it is a 503
+
+
+def _locked(e: sqlite3.OperationalError) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
 class StateDatabase(Protocol):
     """What the state's components use of a database, whichever holds it."""
     dialect: str
@@ -49,11 +56,13 @@ class Database:
     WAL mode lets another process (the CLI beside a running server) read while we write.
     """
 
-    def __init__(self, path: str | Path = ":memory:"):
-        self.path = str(path)
+    def __init__(self, path: str | Path = ":memory:", busy_seconds: float = BUSY_SECONDS):
+        """``busy_seconds``: how long a statement waits for another process's write (``serve --processes``, a worker
+        beside a server) before it gives up with StateUnavailableError (503, Retry-After): nothing of it written."""
+        self.path, self.busy_seconds = str(path), busy_seconds
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=busy_seconds)
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
         if self.path != ":memory:":
@@ -64,31 +73,54 @@ class Database:
         self.dialect = SQLITE
         self.migrated = False  # state.migrate brought its tables up to date
 
+    def _busy(self, e: sqlite3.OperationalError) -> StateUnavailableError:
+        return StateUnavailableError(f"the state database stayed locked by another process's write for "
+                                     f"{self.busy_seconds:g} s ({e}); nothing of this request was written: try again")
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             outer = self._depth == 0
             if outer:
-                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    raise (self._busy(e) if _locked(e) else e) from e
             self._depth += 1
             try:
                 yield self._conn
-            except BaseException:
+            except BaseException as e:
                 self._depth -= 1
                 if outer:
                     self._conn.execute("ROLLBACK")
+                    if isinstance(e, sqlite3.OperationalError) and _locked(e):
+                        raise self._busy(e) from e
                 raise
             self._depth -= 1
             if outer:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.OperationalError as e:
+                    self._conn.execute("ROLLBACK")
+                    raise (self._busy(e) if _locked(e) else e) from e
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         with self._lock:
-            return self._conn.execute(sql, params)
+            try:
+                return self._conn.execute(sql, params)
+            except sqlite3.OperationalError as e:
+                if _locked(e) and not self._conn.in_transaction:
+                    raise self._busy(e) from e
+                raise
 
     def query(self, sql: str, params=()) -> list[sqlite3.Row]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as e:
+                if _locked(e) and not self._conn.in_transaction:
+                    raise self._busy(e) from e
+                raise
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to the file."""

@@ -329,7 +329,7 @@ def feedback(request: Request, vote: str = "down", reviewed: str = "no"):
     caller = caller_of(request)
     runtime = runtime_of(request)
     done = {"no": False, "yes": True}.get(reviewed)  # "all": both
-    items = runtime.feedback.list(caller.tenant, None, vote if vote in ("up", "down") else None, reviewed=done)
+    items = runtime.feedback.list(caller.tenant, None, vote if vote in ("up", "down") else None, reviewed=done, caller=caller)
     names = {kb_id_of(d.resource): d.name for d in runtime.knowledge_bases.every(caller.tenant)}
     return render(request, "feedback.html", caller, items=items, vote=vote, reviewed=reviewed, names=names)
 

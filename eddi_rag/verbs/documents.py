@@ -115,6 +115,23 @@ class Documents:
             self.let_go(kb_id, document_id)
         return removed
 
+    def seen(self, kb_id: str, document_ids: builtins.list[str], readable: filters.Node | None) -> set[str]:
+        """Those of ``document_ids`` the KB holds that a reader may read (``readable``: retrieval.access; None: every
+        one the KB holds), for what names documents beside their chunks (ingestions)."""
+        wanted, store = sorted(set(document_ids)), self._store(kb_id)
+
+        def found(ids: builtins.list[str], limit: int) -> builtins.list[Chunk]:
+            node = _seen_by({"document_id": {"$in": ids}}, None, readable)
+            return _checked(store.get(node, limit=limit), node, readable)
+        seen: set[str] = set()
+        for start in range(0, len(wanted), filters.MAX_VALUES):
+            ids = wanted[start:start + filters.MAX_VALUES]
+            chunks = found(ids, DOCUMENT_SCAN)
+            seen |= {str(c.metadata.get("document_id")) for c in chunks}
+            if len(chunks) >= DOCUMENT_SCAN:  # long documents filled the read: the others asked for one at a time
+                seen |= {d for d in ids if d not in seen and found([d], 1)}
+        return seen
+
     def visible(self, kb_id: str, chunk_id: str, user_id: str | None, readable: filters.Node | None = None) -> bool:
         """Whether the KB holds ``chunk_id`` and ``user_id``'s search could find it (shared, or that user's; and what
         ``readable`` allows)."""

@@ -5,8 +5,10 @@ What is kept is ``records.feedback`` / ``records.questions``; the rules a caller
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any
 
+from eddi_rag.auth import Principal
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.records.feedback import Feedback, FeedbackLog, Vote
 from eddi_rag.records.questions import QuestionError, TestQuestions
@@ -26,8 +28,10 @@ def _visible(documents: Documents, kb_id: str, chunk_id: str, user_id: str | Non
 
 
 class Votes:
-    def __init__(self, log: FeedbackLog, documents: Documents):
-        self.log, self.documents = log, documents
+    def __init__(self, log: FeedbackLog, documents: Documents, may_view: Callable[[Principal, str], bool] = lambda caller, kb_id: True):
+        """``may_view(caller, kb_id)``: whether a caller may view a knowledge base (Grants.may: one shared with named
+        users and groups is theirs)."""
+        self.log, self.documents, self.may_view = log, documents, may_view
 
     def record(self, tenant: str, kb_id: str, question: str, chunk_id: str, vote: Vote, source: str | None = None,
                citation: str | None = None, comment: str | None = None, user_id: str | None = None,
@@ -37,29 +41,32 @@ class Votes:
         return self.log.record(tenant, kb_id, question, chunk_id, vote, source, citation, comment, user_id)
 
     def list(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, limit: int = 200,
-             reviewed: bool | None = None, seen_by: str | None = None) -> builtins.list[dict[str, Any]]:
-        """The tenant's votes, newest first (``reviewed=False``: not yet marked reviewed). ``seen_by``: a viewer's user
-        ("" for none), who sees of the knowledge bases that read by permissions only its own votes (a vote names a
-        chunk, its source and the question that found it)."""
+             reviewed: bool | None = None, caller: Principal | None = None) -> builtins.list[dict[str, Any]]:
+        """The tenant's votes, newest first (``reviewed=False``: not yet marked reviewed). ``caller``: who asks (None:
+        every vote, in process): the votes on knowledge bases it may view, and of those that read by permissions, its
+        own alone unless it edits them (a vote names a chunk, its source and the question that found it; a viewer with
+        no user has none there)."""
         items = self.log.list(tenant, kb_id, vote, limit, reviewed)
-        if seen_by is None:
+        if caller is None:
             return items
-        open_kbs: dict[str, bool] = {}
+        seen: dict[str, tuple[bool, bool]] = {}  # kb id: (may view it, reads everything of it)
 
         def shown(item: dict[str, Any]) -> bool:
-            if item["kbId"] not in open_kbs:
+            if item["kbId"] not in seen:
                 try:
-                    open_kbs[item["kbId"]] = self.documents.kbs.get(item["kbId"]).audience == AGENT_USERS
+                    every = caller.allows("editor") or self.documents.kbs.get(item["kbId"]).audience == AGENT_USERS
+                    seen[item["kbId"]] = (self.may_view(caller, item["kbId"]), every)
                 except Exception:  # noqa: BLE001 - a knowledge base gone or unreadable: its votes stay its editors'
-                    open_kbs[item["kbId"]] = False
-            return open_kbs[item["kbId"]] or (bool(seen_by) and item["userId"] == seen_by)
+                    seen[item["kbId"]] = (caller.allows("editor"), caller.allows("editor"))
+            view, every = seen[item["kbId"]]
+            return view and (every or (caller.user_id is not None and item["userId"] == caller.user_id))
         return [item for item in items if shown(item)]
 
     def review(self, tenant: str, id: str, reviewed: bool | None = None, note: str | None = None) -> dict[str, Any]:
         return self.log.review(tenant, id, reviewed, note)
 
-    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, seen_by: str | None = None) -> str:
-        return self.log.csv(tenant, kb_id, vote, self.list(tenant, kb_id, vote, 100_000, seen_by=seen_by))
+    def csv(self, tenant: str, kb_id: str | None = None, vote: Vote | None = None, caller: Principal | None = None) -> str:
+        return self.log.csv(tenant, kb_id, vote, self.list(tenant, kb_id, vote, 100_000, caller=caller))
 
 
 class Questions:
@@ -67,9 +74,10 @@ class Questions:
         self.questions, self.documents = questions, documents
 
     def add(self, tenant: str, kb_id: str, question: str, chunk_id: str | None = None,
-            user_id: str | None = None) -> dict[str, Any]:
+            user_id: str | None = None, as_user: str | None = None) -> dict[str, Any]:
         """Save a test question (``chunk_id``: the chunk a vote named, which ``user_id`` must see); what it finds
-        now is its baseline."""
+        now is its baseline. ``as_user``: the user it is asked as, with that user's permissions (the group directory's
+        groups); None: nobody, who reads nothing of a knowledge base that reads by permissions."""
         question = question.strip() if isinstance(question, str) else ""
         if not question:
             raise QuestionError("question is empty")
@@ -79,7 +87,9 @@ class Questions:
             raise QuestionError(f"question is {len(question)} characters; at most {MAX_QUERY_CHARS} are allowed")
         if chunk_id is not None:
             _visible(self.documents, kb_id, chunk_id, user_id, "$.chunkId: ")
-        return self.questions.add(tenant, kb_id, question, chunk_id)
+        if as_user is not None and (not isinstance(as_user, str) or not as_user.strip() or text_problem(as_user, "asUser")):
+            raise QuestionError(f"asUser: a user id, got {as_user!r}")
+        return self.questions.add(tenant, kb_id, question, chunk_id, as_user.strip() if as_user else None)
 
     def list(self, tenant: str, kb_id: str) -> builtins.list[dict[str, Any]]:
         return self.questions.list(tenant, kb_id)

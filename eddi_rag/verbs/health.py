@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -66,6 +66,12 @@ def verdict(checks: list[Check]) -> dict[str, Any]:
             return {"status": level, "check": found[0].check, "detail": found[0].detail, "fix": found[0].fix,
                     "problems": len(found)}
     return {"status": "ok", "detail": "all checks passed", "problems": 0}
+
+
+# errors of engines' clients that say it is out of reach (not a fault of the question): a search failing with one is a 503
+UNAVAILABLE = frozenset({"OperationalError", "InterfaceError", "ConnectError", "ConnectTimeout", "ReadTimeout", "PoolTimeout",
+                         "TransportError", "RemoteProtocolError", "ServerSelectionTimeoutError", "AutoReconnect",
+                         "NetworkTimeout", "ConnectionTimeout", "ServiceUnavailable", "ResponseHandlingException"})
 
 
 class KnowledgeBaseNotReadyError(EddiRagError):
@@ -129,11 +135,11 @@ class Health:
             result["error"] = self.redact(report["error"])
         return result
 
-    def chunk_counts(self) -> list[tuple[str, str, str, int]]:
-        """(KB id, name, store type, chunks) of every knowledge base whose store answers, but those that read by
-        permissions (audience OWNER or DOCUMENT_ACL: their counts are their editors', in Health)."""
+    def chunk_counts(self, kb_ids: Iterable[str] | None = None) -> list[tuple[str, str, str, int]]:
+        """(KB id, name, store type, chunks) of every knowledge base (of ``kb_ids``, when given) whose store answers, but
+        those that read by permissions (audience OWNER or DOCUMENT_ACL: their counts are their editors', in Health)."""
         out = []
-        for kb_id in self.resources.ids("rags"):
+        for kb_id in self.resources.ids("rags") if kb_ids is None else kb_ids:
             try:
                 config = self.kbs.get(kb_id)
                 if config.audience != AGENT_USERS:
@@ -354,8 +360,14 @@ class Health:
                 return KnowledgeBaseNotReadyError(kb_id, name, c.check, c.detail, c.fix, status)
         if isinstance(error, EddiRagError):
             return error
+        if isinstance(error, (ConnectionError, TimeoutError)) or type(error).__name__ in UNAVAILABLE:
+            return KnowledgeBaseNotReadyError(kb_id, name, "search", self.redact(f"{type(error).__name__}: {error}"),
+                                              "try again; if it keeps failing, open Health for this knowledge base", 503)
+        # every check passes and nothing was out of reach: a fault of this product on this question, not a server down
+        log.exception("a search of knowledge base %s failed", kb_id, exc_info=error)
         return KnowledgeBaseNotReadyError(kb_id, name, "search", self.redact(f"{type(error).__name__}: {error}"),
-                                          "try again; if it keeps failing, open Health for this knowledge base", 503)
+                                          "this is a fault of eddi-rag on this question (the knowledge base itself is "
+                                          "healthy): report it with the question; trying again will not help", 500)
 
     def verdict(self, kb_id: str, curator: bool = True) -> dict[str, Any]:
         """One verdict from every check (``verdict``), with the checks; not ``curator`` (a viewer of a knowledge base

@@ -20,6 +20,7 @@ from eddi_rag.ingest.loaders import EXTENSIONS, detect
 from eddi_rag.ingest.parsing import render
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.ingest.preview import preview_chunks
+from eddi_rag.stores.filters import Node
 from eddi_rag.verbs.contract_types import IngestionResult, as_document
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
@@ -58,8 +59,11 @@ REFUSALS = (400, 413, 415, 422)  # statuses of a file refused for what it is (ke
 
 
 class Ingesting:
-    def __init__(self, kbs: KnowledgeBases, ingestor: Ingestor, jobs: IngestionQueue, redact: Callable[[str], str] = lambda s: s):
-        self.kbs, self.ingestor, self.jobs, self.redact = kbs, ingestor, jobs, redact
+    def __init__(self, kbs: KnowledgeBases, ingestor: Ingestor, jobs: IngestionQueue, redact: Callable[[str], str] = lambda s: s,
+                 seen: Callable[[str, list[str], Node | None], set[str]] = lambda kb_id, ids, readable: set(ids)):
+        """``seen(kb_id, document_ids, readable)``: those of the documents the KB holds that a reader may read
+        (Documents.seen): an ingestion names its document, so a reader sees only those of documents it may read."""
+        self.kbs, self.ingestor, self.jobs, self.redact, self.seen = kbs, ingestor, jobs, redact, seen
 
     def text(self, kb_id: str, document: str, text: str, version: int = 0, **options: Any) -> int:
         """Ingest a text now; returns its chunk count (``options``: user_id, ttl_seconds, metadata, source)."""
@@ -92,16 +96,25 @@ class Ingesting:
         return self.jobs.submit(kb_id, version, REEMBED_DOCUMENT, REEMBED.encode(), REEMBED)
 
     # -- the KB's ingestion jobs -----------------------------------------------------------------
-    def job(self, kb_id: str, ingestion_id: str) -> Job:
-        """One ingestion of ``kb_id`` (UnknownIngestionError, a 404, for an unknown one or another KB's)."""
+    def job(self, kb_id: str, ingestion_id: str, readable: Node | None = None) -> Job:
+        """One ingestion of ``kb_id`` (UnknownIngestionError, a 404, for an unknown one or another KB's). ``readable``:
+        what a reader may read of the KB (retrieval.access; None: all of it): an ingestion of a document it may not read
+        (or not yet stored) is unknown to it, as a missing one is."""
         job = self.jobs.status(ingestion_id)
-        if job is None or job.kb_id != kb_id:
+        if job is None or job.kb_id != kb_id or not self._shown([job], kb_id, readable):
             raise UnknownIngestionError(ingestion_id, kb_id)
         return job
 
-    def history(self, kb_id: str, limit: int = 100) -> list[Job]:
-        """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason."""
-        return self.jobs.of_kb(kb_id, limit)
+    def history(self, kb_id: str, limit: int = 100, readable: Node | None = None) -> list[Job]:
+        """The KB's ingestions, newest first: pending, processing (with progress), completed, failed: reason.
+        ``readable``: only those of stored documents a reader may read (retrieval.access; None: all of them)."""
+        return self._shown(self.jobs.of_kb(kb_id, limit), kb_id, readable)
+
+    def _shown(self, jobs: list[Job], kb_id: str, readable: Node | None) -> list[Job]:
+        if readable is None:
+            return jobs
+        seen = self.seen(kb_id, [j.document_id or j.document for j in jobs], readable)
+        return [j for j in jobs if (j.document_id or j.document) in seen]
 
     def retry(self, kb_id: str, ingestion_id: str) -> Job:
         """Queue a failed or cancelled ingestion of ``kb_id`` again, with the document it was given (409 otherwise)."""
@@ -112,9 +125,10 @@ class Ingesting:
         written); 409 for one that already ended."""
         return self.jobs.cancel(self.job(kb_id, ingestion_id).id)
 
-    def job_counts(self) -> dict[str, int]:
-        """How many ingestion jobs of every KB are in each state (every ``failed: …`` counted as ``failed``)."""
-        return self.jobs.counts()
+    def job_counts(self, kb_ids: list[str] | None = None) -> dict[str, int]:
+        """How many ingestion jobs are in each state (every ``failed: …`` counted as ``failed``), of ``kb_ids`` (None:
+        of every KB)."""
+        return self.jobs.counts(kb_ids)
 
     def last_ingested(self) -> dict[str, str]:
         """Each KB's most recent ingestion time, by KB id."""

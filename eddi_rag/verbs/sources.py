@@ -44,6 +44,7 @@ from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, acl_json, clas
 from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, Run, SourceBusyError, SourceRuns
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
+from eddi_rag.stores.filters import Node
 from eddi_rag.verbs.documents import AclNotKeptError, Documents
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
@@ -357,10 +358,15 @@ class SourceSync:
         _, source = self.source(kb_id, source_id)
         return self.run_records.history(kb_id, source.effective_id, limit)
 
-    def documents(self, kb_id: str, source_id: str) -> list[dict[str, Any]]:
+    def documents(self, kb_id: str, source_id: str, readable: Node | None = None) -> list[dict[str, Any]]:
+        """The source's documents; ``readable``: only those stored that a reader may read (retrieval.access; None: all)."""
         _, source = self.source(kb_id, source_id)
+        known = list(self.ledger.known(kb_id, source.effective_id).values())
+        if readable is not None:
+            seen = self.kb_documents.seen(kb_id, [r["document_id"] for r in known], readable)
+            known = [r for r in known if r["document_id"] in seen]
         return [{"documentId": r["document_id"], "name": r["name"], "status": r["status"], "reason": r["reason"],
-                 "updatedAt": r["updated_at"], "missedRuns": r["missed"]} for r in self.ledger.known(kb_id, source.effective_id).values()]
+                 "updatedAt": r["updated_at"], "missedRuns": r["missed"]} for r in known]
 
     def reset_cursor(self, kb_id: str, source_id: str) -> dict[str, Any]:
         """The source's next run lists it in full instead of resuming from its cursor (the cursor is forgotten; what

@@ -21,6 +21,7 @@ import codecs
 import importlib
 import io
 import re
+import unicodedata
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -158,13 +159,37 @@ def _text_head(data: bytes, encoding: str | None, head: int = 65536) -> str:
     it checked), else Windows-1252 when it holds no control character (``text_encoding``); UnsupportedFileTypeError
     when it is none of them."""
     if encoding is not None and encoding != "utf-8-sig":
-        return data[:head * 4].decode(encoding, "replace")[:head]
+        return _readable(data[:head * 4].decode(encoding, "replace")[:head], encoding)
     try:
         return _utf8_head(data, head)
     except UnsupportedFileTypeError:
         if text_encoding(data) == "cp1252":
-            return data[:head].decode("cp1252")
+            return _readable(data[:head].decode("cp1252"), "cp1252")
         raise
+
+
+NOT_TEXT = frozenset({"Cs", "Co", "Cn", "Cc"})  # surrogates, private use, unassigned, control: what random bytes decode to
+
+
+def _readable(text: str, encoding: str) -> str:
+    """``text`` decoded by a guess (a byte-order mark, or Windows-1252 because it was not UTF-8), when it reads as text;
+    else UnsupportedFileTypeError: random bytes behind a UTF-16 mark decode to surrogates, private-use and unassigned
+    characters (about a fifth of them), and bytes that happen to hold no control character decode to Windows-1252's
+    upper half, where a Western text written in it is mostly ASCII (a text in another code page, Cyrillic's say, is
+    refused too: saved as UTF-8 it is read)."""
+    sample = text[:65536]
+    if encoding == "cp1252":
+        letters = [c for c in sample if not c.isspace()]
+        if letters and sum(c < "\x80" for c in letters) < 0.6 * len(letters):
+            raise _refuse("binary data, or text in a code page other than UTF-8 and Windows-1252 (of its first "
+                          f"{len(letters):,} characters read as Windows-1252, {sum(c >= chr(128) for c in letters):,} are "
+                          "outside ASCII): save a text as UTF-8")
+        return text
+    odd = sum(1 for c in sample if c == "\ufffd" or (unicodedata.category(c) in NOT_TEXT and not c.isspace()))
+    if sample and odd > max(2, 0.01 * len(sample)):
+        raise _refuse(f"binary data behind a {encoding.upper()} byte-order mark ({odd:,} of its first {len(sample):,} "
+                      "characters are no text: unassigned, private-use, surrogate or control characters)")
+    return text
 
 
 def _utf8_head(data: bytes, head: int = 65536, step: int = 1 << 20) -> str:
@@ -276,7 +301,10 @@ def decode_text(data: bytes) -> str:
     if encoding is None:
         raise _refuse("bytes that are neither a known binary format nor text (UTF-8, UTF-16 or UTF-32 with its "
                       "byte-order mark, or Windows-1252)")
-    return clean_text(data.decode(encoding, "replace"))
+    text = data.decode(encoding, "replace")
+    if encoding not in ("utf-8", "utf-8-sig"):
+        _readable(text, encoding)
+    return clean_text(text)
 
 
 def rewritten(data: bytes, change: Callable[[str, bytes], bytes]) -> bytes:

@@ -125,9 +125,21 @@ class KeywordIndex:
         return {self.searcher.doc(address)["id"][0]: float(score) for score, address in hits}
 
     def _any_word(self, text: str) -> tantivy.Query | None:
-        """Chunks holding any of the words of ``text`` (each quoted: no query syntax), None when it has none."""
-        words = WORD.findall(text)
-        return self.index.parse_query(" OR ".join(f'"{w}"' for w in dict.fromkeys(words)), ["text"]) if words else None
+        """Chunks holding any of the words of ``text`` (each quoted: no query syntax), None when it has none. A word the
+        analyzer keeps no term of (a run of Chinese past its 40-byte token limit) is left out: any string is a query."""
+        words = list(dict.fromkeys(WORD.findall(text)))
+        if not words:
+            return None
+        try:
+            return self.index.parse_query(" OR ".join(f'"{w}"' for w in words), ["text"])
+        except ValueError:  # "Only excluding terms given": some word analysed to nothing
+            kept = []
+            for w in words:
+                try:
+                    kept.append((tantivy.Occur.Should, self.index.parse_query(f'"{w}"', ["text"])))
+                except ValueError:
+                    continue
+            return tantivy.Query.boolean_query(kept) if kept else None
 
     def _any_acl(self, values: Sequence[str]) -> tantivy.Query:
         """Chunks whose acl holds one of ``values``: a union of term queries, which tantivy intersects with the words'

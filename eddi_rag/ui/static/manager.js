@@ -982,7 +982,7 @@ function initQuestions(kb) {
     const r = await api("GET", kbUrl(kb.id, "/questions"));
     if (!r.ok) { box.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
     box.replaceChildren(r.data.length ? el("ul", { class: "questions" }, r.data.map((q) => el("li", { "data-question": q.id },
-      q.question, el("span", { class: "muted" }, ` · ${q.baseline.length} passage(s) at version ${q.baselineVersion}`),
+      q.question, el("span", { class: "muted" }, ` · as ${q.asUser ? `user ${q.asUser}` : "nobody"} · ${q.baseline.length} passage(s) at version ${q.baselineVersion}`),
       CAN_EDIT() ? [" ", el("button", { type: "button", class: "link danger", onclick: async () => {
         await api("DELETE", kbUrl(kb.id, `/questions/${q.id}`)); list();
       } }, "Delete")] : "")))
@@ -992,8 +992,9 @@ function initQuestions(kb) {
     const question = $("#question").value.trim();
     if (!question) { status.textContent = "Ask a question first."; return; }
     const chunk = new URLSearchParams(window.location.search).get("chunk");
-    const r = await api("POST", kbUrl(kb.id, "/questions"), { question, chunkId: chunk || null });
-    status.textContent = r.ok ? "Kept." : problem(r);
+    const asUser = $("#user").value.trim();  // asked as the user of the question asked (permissions): else as nobody
+    const r = await api("POST", kbUrl(kb.id, "/questions"), { question, chunkId: chunk || null, asUser: asUser || null });
+    status.textContent = r.ok ? `Kept, asked as ${asUser ? `user ${asUser}` : "nobody"}.` : problem(r);
     list();
   });
   $("#run-questions").addEventListener("click", async () => {
@@ -1019,7 +1020,7 @@ function initQuestions(kb) {
     box.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "question-results", class: "stack" },
       el("thead", {}, el("tr", {}, el("th", {}, "Question"), el("th", {}, "Result"), el("th", {}, "Passages now"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
       el("tbody", {}, r.data.results.map((q) => el("tr", { class: q.changed ? "changed" : "same", "data-question": q.id },
-        el("td", { "data-label": "Question" }, q.question),
+        el("td", { "data-label": "Question" }, q.question, el("div", { class: "muted small" }, `as ${q.asUser ? `user ${q.asUser}` : "nobody"}`)),
         el("td", { "data-label": "Result" }, el("span", { class: `tag ${q.changed ? "changed" : "same"}` }, q.changed ? "changed" : "same"),
           q.chunkFound === false ? el("div", { class: "small" }, "the chunk voted on is no longer found") : ""),
         el("td", { "data-label": "Passages" }, el("ol", { class: "passages-now" }, q.passages.map(passageChange))),
