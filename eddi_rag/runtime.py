@@ -44,6 +44,7 @@ from eddi_rag.verbs.ingesting import Ingesting, job_runner
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases, fleet_store_error
 from eddi_rag.verbs.saving import Saving
 from eddi_rag.verbs.schedule import SourceScheduler
+from eddi_rag.verbs.sealing import Sealing
 from eddi_rag.verbs.search import Search, SearchRequest
 from eddi_rag.verbs.sources import SourceSync
 from eddi_rag.verbs.turns import Turns
@@ -98,7 +99,7 @@ class Runtime:
         # the verbs
         self.documents = Documents(self.knowledge_bases, self.stores, self.generations, self.jobs.let_go)
         self.catalog = Catalog(self.resources, self.knowledge_bases)
-        self.saving = Saving(self.resources, self.knowledge_bases, self.documents, self.jobs)
+        self.saving = Saving(self.resources, self.knowledge_bases, self.documents, self.jobs, sealing=Sealing(secrets))
         directory = GroupDirectory(self.db)
         self.groups = Groups(directory)  # the groups of a user named by a caller acting for users
         self.grants = Grants(KbGrants(self.db), directory)  # who may reach a knowledge base beyond tenant roles

@@ -238,6 +238,15 @@ def loopback_allowed():
 
 
 @pytest.fixture(autouse=True)
+def vault_on(monkeypatch):
+    """The secrets vault is on, as a server that keeps keys has it: a literal key a test types into a configuration (a
+    stand-in provider's, a test database's password) is moved into it at save (verbs.sealing). A test of a server
+    without a vault takes the setting away (``monkeypatch.delenv``)."""
+    if "EDDI_VAULT_MASTER_KEY" not in os.environ:
+        monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the-test-suite-vault-master-key")
+
+
+@pytest.fixture(autouse=True)
 def quick_retries(monkeypatch):
     """Keep the real retry policy (3 attempts, exponential) but with millisecond waits."""
     from eddi_rag.embeddings import guard

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from eddi_rag.backends import registry
+from eddi_rag.verbs.eddi_export import secret_field
 from tests.test_api import BASE, kb_id
 
 DOC = "The night train to Vienna leaves at 22:10 from platform 4."
@@ -50,7 +51,11 @@ def test_an_eddi_store_configuration_is_accepted_kept_and_works(client, request,
     r = client.post(BASE, json=config)
     assert r.status_code == 201, r.text
     id = kb_id(r)
-    assert client.get(f"{BASE}/{id}").json()["storeParameters"] == params  # exactly what was sent
+    kept = client.get(f"{BASE}/{id}").json()["storeParameters"]
+    assert {k: v for k, v in kept.items() if not secret_field(k)} == {k: v for k, v in params.items() if not secret_field(k)}
+    for k, v in params.items():  # a password or key typed: moved into the vault, its reference kept (issue 56)
+        if secret_field(k):
+            assert kept[k].startswith("${vault:") and client.runtime.resolver.resolve(kept[k], "default") == v
     ingested = client.post(f"{BASE}/{id}/documents", json={"documents": [{"document_id": "rail.md", "text": DOC}]}).json()
     assert ingested["documents_processed"] == 1, ingested
     hits = client.post(f"{BASE}/{id}/query", json={"query": "When does the Vienna train leave?"}).json()["results"]

@@ -215,3 +215,68 @@ def test_test_questions_are_asked_as_a_named_user_or_as_nobody(world):
     assert SECRET_DOC in str(by_user["alice"])
     bad = client.post(f"{base}/questions", json={"question": "x", "asUser": " "}, headers=as_["editor"])
     assert bad.status_code == 422 and "asUser" in bad.text
+
+
+TYPED = {  # a literal typed into each secret field the issue names: (where, the config's part holding it)
+    "$.sources[0].imap.password": {"sources": [{"name": "Mail", "imap": {"host": "mail.example.com", "username": "kb",
+                                                                          "password": "typed-imap-pass-1"}}]},
+    "$.sources[0].confluence.apiToken": {"sources": [{"name": "Wiki", "confluence": {
+        "baseUrl": "https://example.atlassian.net/wiki", "email": "kb@example.com", "apiToken": "typed-confluence-2",
+        "spaces": ["ENG"]}}]},
+    "$.sources[0].sharepoint.clientSecret": {"sources": [{"name": "Sites", "sharepoint": {
+        "tenantId": "11111111-2222-3333-4444-555555555555", "clientId": "66666666-7777-8888-9999-000000000000",
+        "clientSecret": "typed-sharepoint-3", "sites": ["example.sharepoint.com:/sites/eng"]}}]},
+    "$.sources[0].s3.secretAccessKey": {"sources": [{"name": "Bucket", "s3": {"bucket": "docs-bucket", "accessKeyId": "AKIAEXAMPLE",
+                                                                              "secretAccessKey": "typed-s3-secret-4"}}]},
+    "$.sources[0].azureBlob.sasToken": {"sources": [{"name": "Blobs", "azureBlob": {
+        "accountUrl": "https://acct.blob.core.windows.net", "container": "docs", "sasToken": "sv=typed-sas-5"}}]},
+    "$.sources[0].azureBlob.accountKey": {"sources": [{"name": "Blobs", "azureBlob": {
+        "accountUrl": "https://acct.blob.core.windows.net", "container": "docs", "accountKey": "typed-account-key-6"}}]},
+    "$.sources[0].gcs.credentials": {"sources": [{"name": "GCS", "gcs": {"bucket": "docs-bucket", "credentials":
+        '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----typed-7"}'}}]},
+    "$.sources[0].gdrive.credentials": {"sources": [{"name": "Drive", "gdrive": {"folderIds": ["abc"], "credentials":
+        '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----typed-8"}'}}]},
+    "$.embeddingParameters.apiKey": {"embeddingProvider": "openai", "embeddingParameters": {"apiKey": "sk-typed-key-9",
+                                                                                           "model": "text-embedding-3-small"}},
+}
+
+
+def _typed_secret(part: dict) -> str:
+    """The literal typed into ``part`` (the one value holding "typed")."""
+    values = [v for source in part.get("sources", []) for body in source.values() if isinstance(body, dict)
+              for v in body.values()] + list(part.get("embeddingParameters", {}).values())
+    return next(v for v in values if isinstance(v, str) and "typed" in v)
+
+
+@pytest.mark.parametrize("where", list(TYPED))
+def test_a_secret_typed_into_a_configuration_goes_to_the_vault_and_never_comes_back(tmp_path, monkeypatch, where):
+    """Finding 3: a literal secret was a 201 and came back in plain text to every viewer. It is moved into the tenant's
+    vault at save and the configuration keeps its reference; no face shows it; with the vault off it is refused."""
+    from tests.support.app import app_client
+
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "a-master-key-for-the-edges-test")
+    config = {"name": "sealed", "embeddingProvider": "local", "storeType": "sqlite", **TYPED[where]}
+    secret = _typed_secret(TYPED[where])
+    with app_client(tmp_path / "on") as client:
+        made = client.post("/ragstore/rags", json=config)
+        assert made.status_code == 201, made.text
+        kb = made.headers["Location"].split("/")[-1].split("?")[0]
+        for path in (f"/ragstore/rags/{kb}", f"/ui/kbs/{kb}", f"/ui/kbs/{kb}/diff?a=1&b=1", f"/ragstore/rags/{kb}/doctor"):
+            shown = client.get(path)
+            assert "typed-" not in shown.text and secret not in shown.text, path
+        stored = client.runtime.catalog.read("rags", kb)
+        keys, field = where.removeprefix("$.").replace("[0]", ".0").split("."), None
+        field = stored
+        for k in keys:
+            field = field[int(k)] if k.isdigit() else field[k]
+        assert field == f"${{vault:rag-{kb}-{where.removeprefix('$.').replace('[0]', '.0')}}}"
+        assert client.runtime.resolver.resolve(field, "default") == secret  # kept where it resolves
+        again = client.put(f"/ragstore/rags/{kb}", params={"version": 1}, json={**config, "description": "saved again"})
+        assert again.status_code == 200, again.text
+        assert [m["keyName"] for m in client.runtime.vault.list("default")] == [field[8:-1]]  # the same key, replaced
+    monkeypatch.delenv("EDDI_VAULT_MASTER_KEY")
+    with app_client(tmp_path / "off") as client:
+        refused = client.post("/ragstore/rags", json=config)
+        assert refused.status_code == 400 and refused.json()["errors"][0]["path"] == where, refused.text
+        assert "typed-" not in refused.text and "EDDI_VAULT_MASTER_KEY" in refused.text and "${vault:KEY}" in refused.text
+        assert client.get("/ragstore/rags/descriptors").json() == []  # nothing stored

@@ -124,7 +124,15 @@ def test_reembed_all_after_a_model_change_keeps_every_chunk(client, openai_serve
     assert client.get(f"{BASE}/{kb}/verdict").json()["status"] == "ok"
 
 
-def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(client, monkeypatch):
+def test_the_create_dialog_asks_for_the_providers_key_and_keeps_what_was_typed(tmp_path, monkeypatch):
+    from tests.support.app import app_client
+
+    monkeypatch.delenv("EDDI_VAULT_MASTER_KEY", raising=False)  # (a server whose vault is off)
+    with app_client(tmp_path) as client:
+        _create_dialog(client, monkeypatch)
+
+
+def _create_dialog(client, monkeypatch):
     page = client.get("/ui").text  # (the default choice's needs: the local model and sqlite need nothing)
     assert '"local": []' in page.replace("&#34;", '"') and '"sqlite": []' in page.replace("&#34;", '"')
     # another provider's, asked for by the dialog when it is chosen

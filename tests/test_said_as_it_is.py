@@ -25,8 +25,11 @@ def test_a_global_variable_is_read_by_the_save_check_and_the_doctor_as_a_query_r
     assert checks["secrets"]["ok"] and checks["store"]["ok"], checks
 
 
-def test_references_the_server_cannot_resolve_say_why(runtime, monkeypatch):
+def test_references_the_server_cannot_resolve_say_why(tmp_path, monkeypatch):
+    from eddi_rag.runtime import Runtime
+
     monkeypatch.delenv("EDDI_VAULT_MASTER_KEY", raising=False)
+    runtime = Runtime(tmp_path)  # (a server whose vault is off)
     off = runtime.saving.create("rags", {**KB, "name": "off", "embeddingParameters": {"apiKey": "${vault:docs-key}"}}).id
     (check,) = [c for c in runtime.health.checks(off) if c.check == "secrets"]
     assert "the secrets vault is off" in check.detail and "EDDI_VAULT_DOCS_KEY" in check.detail
@@ -35,6 +38,7 @@ def test_references_the_server_cannot_resolve_say_why(runtime, monkeypatch):
                                       tenant="A").id
     (check,) = [c for c in runtime.health.checks(theirs) if c.check == "secrets"]
     assert "names the vault of tenant 'B'" in check.detail and "/secretstore/secrets/A/" in check.fix
+    runtime.close()
 
 
 def test_an_llm_task_naming_no_knowledge_base_is_refused_when_saved(runtime):

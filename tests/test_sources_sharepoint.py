@@ -139,6 +139,29 @@ def test_an_expired_delta_link_relists_the_drive(world):
     assert names(runtime, kb) == {"leave.md", "canteen.md", "salaries.md", "travel.md"}
 
 
+def test_a_file_deleted_while_the_delta_link_had_expired_leaves_at_the_relisting(tmp_path, monkeypatch):
+    """Issue 56, finding 4: after a 410 the full relisting counted the deleted file missed once (of the two complete
+    runs ``tombstoneAfterMissedRuns`` waits for), and the deltas after it never named it again: it stayed searchable."""
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", CLIENT_SECRET)
+    with FakeGraph(page_size=2) as graph:
+        drive = graph.drive(graph.site("/sites/hr", "HR"), "Documents")
+        graph.put(drive, "canteen.md", b"# Canteen\n\nThe canteen opens at noon.\n", permissions=EVERYONE)
+        graph.put(drive, "salaries.md", b"# Salaries\n\nSalary bands rise by three percent.\n", permissions=EVERYONE)
+        runtime = Runtime(tmp_path / "data")
+        spec = source(graph)
+        spec["settings"] = {}  # tombstoneAfterMissedRuns: its default, 2
+        kb = make_kb(runtime, chunkStrategy="markdown", minScore=0, sources=[spec])
+        runtime.sources.run(kb, "intranet")
+        graph.expire_tokens()
+        graph.remove(drive, "salaries.md")
+        relisted = runtime.sources.run(kb, "intranet")
+        assert "cursor was no longer valid" in relisted.message and relisted.deleted == 1
+        assert names(runtime, kb) == {"canteen.md"}
+        assert [d["name"] for d in runtime.sources.documents(kb, "intranet")] == ["HR/Documents/canteen.md"]
+        assert runtime.sources.run(kb, "intranet").deleted == 0  # a delta from the new link: nothing more
+        runtime.close()
+
+
 def test_a_throttled_run_waits_as_graph_asks_and_finishes(world):
     runtime, kb, graph, drive = world
     graph.throttle["/v1.0/drives"] = 2  # two 429s with Retry-After: 1

@@ -54,12 +54,14 @@ class Sink(Protocol):
 class SyncEnd:
     """How a sync ended: ``complete`` when every document of the source was named (the rest are gone), ``stopped``
     the limit that cut it short, ``notes`` why it is not complete, ``cursor`` where the next sync resumes (None: a
-    full listing again)."""
+    full listing again); ``relisted``: a full listing after an expired cursor, which stands in for the deletions the
+    cursor's changes would have told (what it lacks is gone at once)."""
 
     complete: bool = True
     stopped: str | None = None
     notes: list[str] = field(default_factory=list)
     cursor: str | None = None
+    relisted: bool = False  # a full listing standing in for the changes an expired cursor no longer tells
 
 
 class SourceConnector(Protocol):

@@ -36,10 +36,11 @@ FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"} 
 NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
 OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")  # source types EDDI lacks
 OUR_ACCESS_FIELDS = ("audience", "aclMode", "owner")  # who may read (docs/permissions.md): EDDI has no such field yet
-_SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "token", "accesstoken",
+_SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "secretaccesskey", "accountkey",
+                 "token", "accesstoken",
                  "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}
 _SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "credential", "credentials", "authorization")
-_QUANTITIES = ("max", "min", "num", "number", "total", "budget")  # maxTokens counts tokens, it is none
+_QUANTITIES = ("max", "min", "num", "number", "total", "budget", "batch")  # maxTokens counts tokens, it is none
 _STRUCTURAL = {"type", "subtype", "name", "action", "actions", "expressions", "fromobjectpath", "toobjectpath",
                "behaviorrulename", "scope", "uri", "occurrence",
                # what names a model, a place or a choice is never a credential, however random it looks

@@ -35,6 +35,7 @@ from eddi_rag.stores.ownership import (
 )
 from eddi_rag.verbs.documents import Documents
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
+from eddi_rag.verbs.sealing import Sealing
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +48,14 @@ class Saving:
     def __init__(self, resources: ResourceStore, kbs: KnowledgeBases, documents: Documents, jobs: IngestionQueue,
                  source_removed: Callable[[str, RagConfiguration, str, bool], None] = lambda *a: None,
                  kb_gone: Callable[[str], None] = lambda kb_id: None,
-                 rechunk: Callable[[str], object] = lambda kb_id: None):
+                 rechunk: Callable[[str], object] = lambda kb_id: None, sealing: Sealing | None = None):
         """``source_removed(kb_id, config before, source id, its chunks too)``: forget a source's state and files
         (SourceSync.forget_source); ``kb_gone(kb_id)``: forget what else is kept of a knowledge base deleted for good
         (its grants: KbGrants.forget); ``rechunk(kb_id)``: parse its kept files again, after a version that chunks
-        differently (Ingesting.reparse_all)."""
+        differently (Ingesting.reparse_all). ``sealing``: where a secret typed into a knowledge base goes (the vault;
+        verbs.sealing)."""
         self.resources, self.kbs, self.documents, self.jobs = resources, kbs, documents, jobs
+        self.sealing = sealing or Sealing(None)
         self.source_removed, self.kb_gone, self.rechunk = source_removed, kb_gone, rechunk
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
@@ -60,14 +63,17 @@ class Saving:
         """Version 1 of a new resource (``id``: keep this one; it must be unused). ``adopt``: the caller, an admin
         of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership). ``who``: the
         caller, whose verified user owns a new knowledge base (``owner``) unless an administrator names another."""
-        saved = self.kbs.checked(kind, _with_access(kind, data, None, who), tenant)
         if kind != "rags":
-            return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
+            return self.resources.create(kind, self.kbs.checked(kind, data, tenant), description=description, id=id, tenant=tenant)
         id = id or secrets.token_hex(12)
+        sealed, pending = self.sealing.seal(data, tenant, id)
+        saved = self.kbs.checked(kind, _with_access(kind, sealed, None, who), tenant)
         claimed = self._claim(id, saved, tenant, adopt)
+        kept = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending)
         try:
             return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
         except BaseException:
+            self.sealing.undo(tenant, kept)
             if claimed is not None:
                 self.documents.ownership.release(id)
             raise
@@ -78,8 +84,9 @@ class Saving:
         ``audience``, ``aclMode`` and ``owner`` left out are kept (an EDDI client, which knows none of them, never
         opens a knowledge base to everyone by saving it); only an administrator changes the owner."""
         before = self._config(id) if kind == "rags" else None
-        return self._update_checked(kind, id, version, self.kbs.checked(kind, _with_access(kind, data, before, who), tenant),
-                                    tenant, adopt)
+        sealed, pending = self.sealing.seal(data, tenant, id) if kind == "rags" else (data, [])
+        return self._update_checked(kind, id, version, self.kbs.checked(kind, _with_access(kind, sealed, before, who), tenant),
+                                    tenant, adopt, pending)
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
@@ -87,10 +94,11 @@ class Saving:
             current = self.resources.current_version(kind, id, tenant=tenant)
         except ResourceNotFoundError:
             return self.create(kind, data, tenant, id)
-        saved = self.kbs.checked(kind, _with_access(kind, data, self._config(id) if kind == "rags" else None, None), tenant)
-        if self.resources.read(kind, id, current) == saved:
+        sealed, pending = self.sealing.seal(data, tenant, id) if kind == "rags" else (data, [])
+        saved = self.kbs.checked(kind, _with_access(kind, sealed, self._config(id) if kind == "rags" else None, None), tenant)
+        if self.resources.read(kind, id, current) == saved and not pending:
             return ResourceRef(kind, id, current)
-        return self._update_checked(kind, id, current, saved, tenant)
+        return self._update_checked(kind, id, current, saved, tenant, pending=pending)
 
     def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool,
                before: RagConfiguration | None = None) -> Place | None:
@@ -149,13 +157,16 @@ class Saving:
                              (CLAIMED_ONCE, datetime.now(timezone.utc).isoformat()))
 
     def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any], tenant: str = DEFAULT_TENANT,
-                        adopt: bool = False) -> ResourceRef:
+                        adopt: bool = False, pending: list[tuple[str, str]] | None = None) -> ResourceRef:
+        """``pending``: the secrets sealed out of ``saved`` (verbs.sealing), kept in the vault with it."""
         before = self._config(id) if kind == "rags" else None
         claimed = self._claim(id, saved, tenant, adopt, before) if kind == "rags" else None
         old = self.documents.stores.place(id, before) if before is not None else None
+        sealed = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending or [])
         try:
             ref = self.resources.update(kind, id, version, saved)
         except BaseException:
+            self.sealing.undo(tenant, sealed)
             if claimed is not None and claimed != old:
                 self.documents.ownership.release(id, keep=old)
             raise

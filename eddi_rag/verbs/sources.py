@@ -150,7 +150,7 @@ class SourceSync:
             run.stopReason = run.stopReason or ended.stopped
             run.message = "; ".join(ended.notes) or None
             if ended.complete and run.stopReason is None:
-                self._reconcile(kb_id, config, source, sink.listed, run)
+                self._reconcile(kb_id, config, source, sink.listed, run, at_once=ended.relisted)
             if items is None and run.stopReason is None:  # its work recorded: the next run resumes past it
                 self.ledger.advance(kb_id, sid, ended.cursor)
             run.status = COMPLETED
@@ -174,13 +174,18 @@ class SourceSync:
                 raise
             ended = kind.sync(ctx, source, None, sink)
             ended.notes.insert(0, f"the cursor was no longer valid ({e}): the source was listed in full")
+            ended.relisted = True
             return ended
 
-    def _reconcile(self, kb_id: str, config: RagConfiguration, source: IngestionSource, listed: set[str], run: Run) -> None:
+    def _reconcile(self, kb_id: str, config: RagConfiguration, source: IngestionSource, listed: set[str], run: Run,
+                   at_once: bool = False) -> None:
         """After a complete run: count a miss for each known document the listing lacks, remove those missed
         ``tombstoneAfterMissedRuns`` times; the purge marker likewise, which sweeps what no run wrote since. A source
-        that held documents and lists none deletes nothing unless its connector can read it now (check_access)."""
-        sid, limit = source.effective_id, source.settings.tombstoneAfterMissedRuns
+        that held documents and lists none deletes nothing unless its connector can read it now (check_access).
+        ``at_once``: a full listing after an expired cursor, standing in for the changes it would have told (a deletion
+        among them): what it lacks is removed now, as a change's deletion is (later runs resume from a new cursor and
+        would never name it again)."""
+        sid, limit = source.effective_id, 1 if at_once else source.settings.tombstoneAfterMissedRuns
         known = self.ledger.known(kb_id, sid)
         if known and not listed:
             try:

@@ -132,8 +132,8 @@ function renderField(path, name, schema, value, readonly) {
   const hint = [];
   if (schema["x-help"] || schema.description) hint.push(schema["x-help"] || schema.description);
   if (schema.default !== undefined && schema.default !== null && !["object", "array"].includes(typeof schema.default)) hint.push(`default: ${schema.default}`);
-  const secret = SECRET.test(name);
-  if (secret) hint.push("a secret: a reference, ${vault:key} (Store a key below) or ${env:NAME}, never the key itself");
+  const secret = schema.writeOnly === true || SECRET.test(name);  // (writeOnly: the schema's mark of a secret field)
+  if (secret) hint.push("a secret: a reference, ${vault:key} (Store a key below) or ${env:NAME}; a key typed here is moved into the vault when saved");
   let input;
   const common = { id, name: path, "data-path": path, "data-type": type, "aria-describedby": `${id}-hint ${id}-error`, disabled: readonly };
   if (type === "enum" || type === "boolean") {

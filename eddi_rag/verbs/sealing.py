@@ -1,0 +1,126 @@
+"""A secret typed into a knowledge base's configuration is never kept as typed (issue 56): a secret field holds a
+reference (``${vault:KEY}``, ``${env:NAME}``). A literal value is moved into the tenant's vault when the configuration is
+saved, and the configuration keeps its reference; with the vault off it is refused, naming the field and the fix.
+
+Secret fields: those the schema marks ``writeOnly`` (a source's ``imap.password``, ``s3.secretAccessKey``,
+``gcs.credentials`` …) and, in the free parameter maps (``embeddingParameters``, ``storeParameters``,
+``rerankerParameters``), those a credential's name gives away (``apiKey``, ``password``, ``authToken`` …: the export's
+``secret_field``). The vault key is the knowledge base's own (``rag-<id>-<field>``), so saving the same field again
+replaces its value."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from eddi_rag.common.secrets import is_reference
+from eddi_rag.config import ConfigValidationError, load_schema
+from eddi_rag.records.vault import SecretVault, reference
+from eddi_rag.verbs.eddi_export import secret_field
+
+PARAMETER_MAPS = ("embeddingParameters", "storeParameters", "rerankerParameters")
+
+
+@functools.cache
+def source_secrets() -> dict[str, tuple[str, ...]]:
+    """Each source type's secret fields: those the schema marks ``writeOnly``."""
+    types = load_schema()["properties"]["sources"]["items"]["properties"]
+    return {kind: tuple(name for name, spec in (body.get("properties") or {}).items() if spec.get("writeOnly"))
+            for kind, body in types.items() if isinstance(body, dict) and body.get("type") == "object"}
+
+
+@dataclass(frozen=True)
+class Literal:
+    path: str  # as a validation error names it: $.sources[0].imap.password
+    keys: tuple[Any, ...]  # where it is in the configuration
+    value: str
+
+    def key_name(self, kb_id: str) -> str:
+        """The vault key it is kept under: the knowledge base's own, by field."""
+        field = re.sub(r"[^A-Za-z0-9._-]+", ".", ".".join(str(k) for k in self.keys)).strip(".")
+        return f"rag-{kb_id}-{field}"[:128]
+
+
+def literals(data: Any) -> list[Literal]:
+    """The literal values (not references, not empty) of a configuration's secret fields."""
+    return list(_literals(data)) if isinstance(data, dict) else []
+
+
+def _literals(data: dict[str, Any]) -> Iterator[Literal]:
+    for group in PARAMETER_MAPS:
+        params = data.get(group)
+        for name, value in (params.items() if isinstance(params, dict) else ()):
+            if secret_field(name) and _literal(value):
+                yield Literal(f"$.{group}.{name}", (group, name), value)
+    sources = data.get("sources")
+    for i, source in enumerate(sources if isinstance(sources, list) else ()):
+        for kind, fields in source_secrets().items():
+            body = source.get(kind) if isinstance(source, dict) else None
+            if not isinstance(body, dict):
+                continue
+            for name in fields:
+                if _literal(body.get(name)):
+                    yield Literal(f"$.sources[{i}].{kind}.{name}", ("sources", i, kind, name), body[name])
+
+
+def _literal(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and not is_reference(value)
+
+
+def _replaced(data: Any, keys: tuple[Any, ...], value: str) -> Any:
+    """``data`` with the value at ``keys`` replaced (copies along the way: the caller's data is not changed)."""
+    if not keys:
+        return value
+    head, rest = keys[0], keys[1:]
+    if isinstance(data, list):
+        return [_replaced(v, rest, value) if i == head else v for i, v in enumerate(data)]
+    return {**data, head: _replaced(data[head], rest, value)}
+
+
+class Sealing:
+    """What a save does with the secrets typed into a knowledge base (``seal``), and, once it is saved, keeping them
+    (``keep``) or, when it is not, forgetting them (``undo``)."""
+
+    def __init__(self, vault: SecretVault | None):
+        self.vault = vault
+
+    def seal(self, data: Any, tenant: str, kb_id: str) -> tuple[Any, list[tuple[str, str]]]:
+        """(``data`` with each literal secret replaced by its vault reference, [(vault key, value)] to keep once the
+        configuration is saved); ConfigValidationError naming every such field when the vault is off."""
+        found = literals(data)
+        if not found:
+            return data, []
+        if self.vault is None or not self.vault.available:
+            raise ConfigValidationError([{
+                "path": f.path, "value": "(a secret: not shown)",
+                "message": "a secret is kept as a reference, never as typed, and this server's vault is off (the "
+                           "operator sets EDDI_VAULT_MASTER_KEY) to keep it for you: store it in the tenant's vault "
+                           "(PUT /secretstore/secrets/{tenant}/{key}) or have the operator set an environment variable, "
+                           "then give its reference: ${vault:KEY} or ${env:NAME}"} for f in found])
+        pending = []
+        for f in found:
+            key = f.key_name(kb_id)
+            data = _replaced(data, f.keys, reference(tenant, key))
+            pending.append((key, f.value))
+        return data, pending
+
+    def keep(self, tenant: str, kb_id: str, name: str, pending: list[tuple[str, str]]) -> list[tuple[str, str | None]]:
+        """Store the sealed secrets; returns what each key held before (None: it is new), for ``undo``."""
+        before = []
+        for key, value in pending:
+            assert self.vault is not None
+            before.append((key, self.vault.value(tenant, key)))
+            self.vault.store(tenant, key, value, f"{key.removeprefix(f'rag-{kb_id}-')} of knowledge base {name!r}")
+        return before
+
+    def undo(self, tenant: str, before: list[tuple[str, str | None]]) -> None:
+        """The vault as it was before ``keep`` (a save that failed after it)."""
+        for key, value in before:
+            assert self.vault is not None
+            if value is None:
+                self.vault.delete(tenant, key)
+            else:
+                self.vault.store(tenant, key, value)
