@@ -214,10 +214,21 @@ def several_processes(config) -> None:
         sock.close()
 
 
-def one_server_per_folder(data_dir: str | None, state_url: str | None) -> IO[str] | None:
-    """The data directory's serve lock (an open file holding an exclusive lock, None where there is nothing to lock):
-    a second ``serve`` on one folder of the embedded default is refused, saying what is supported (one ``serve`` with
-    several processes shares its data coherently; two servers started apart would each hold the port's half)."""
+ONE_PER_FOLDER = {
+    "serve": "one server per data directory is supported on the embedded default. Point this one at another --data-dir; "
+             "for several serving processes on this machine, start the one server with --processes N; for several "
+             "machines, keep the state on PostgreSQL (--state-url) with knowledge bases on a store every process reaches "
+             "(docs/operations.md: A fleet). CLI commands (ingest, load, doctor) may run beside the server.",
+    "worker": "one worker per data directory is supported on the embedded default (a second would only wait on the same "
+              "SQLite file's lock). Several workers share the work of a fleet whose state is on PostgreSQL (--state-url).",
+}
+
+
+def one_server_per_folder(data_dir: str | None, state_url: str | None, role: str = "serve") -> IO[str] | None:
+    """The data directory's lock of ``role`` (``serve`` or ``worker``; an open file holding an exclusive lock, None
+    where there is nothing to lock): a second ``serve`` (or ``worker``) on one folder of the embedded default is
+    refused, saying what is supported (one ``serve`` with several processes shares its data coherently; two servers
+    started apart would each hold the port's half)."""
     import fcntl
     import os
 
@@ -225,7 +236,7 @@ def one_server_per_folder(data_dir: str | None, state_url: str | None) -> IO[str
         return None
     folder = Path(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    handle = open(folder / "serve.lock", "a+")  # noqa: SIM115 - held open while the server runs
+    handle = open(folder / f"{role}.lock", "a+")  # noqa: SIM115 - held open while the server runs
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -233,11 +244,7 @@ def one_server_per_folder(data_dir: str | None, state_url: str | None) -> IO[str
         other = handle.read().strip() or "?"
         handle.close()
         raise click.ClickException(
-            f"another eddi-rag serve (pid {other}) serves {data_dir}: one server per data directory is supported on the "
-            "embedded default. Point this one at another --data-dir; for several serving processes on this machine, "
-            "start the one server with --processes N; for several machines, keep the state on PostgreSQL (--state-url) "
-            "with knowledge bases on a store every process reaches (docs/operations.md: A fleet). CLI commands (ingest, "
-            "load, doctor) may run beside the server.") from None
+            f"another eddi-rag {role} (pid {other}) works on {data_dir}: {ONE_PER_FOLDER[role]}") from None
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
@@ -259,12 +266,15 @@ def worker(host, port, data_dir, state_url, log_format) -> None:
     from eddi_rag.api.observability import log_requests
     from eddi_rag.api.worker import create_worker_app
 
+    held = one_server_per_folder(data_dir, state_url, "worker")  # (released when the process ends)
     runtime = fleet_runtime(data_dir, state_url)
     click.echo(f"eddi-rag worker on {runtime.state_dialect()} state; health: http://{host}:{port}/health/ready", err=True)
     log_requests(log_format)
     uvicorn.run(create_worker_app(runtime), host=host, port=port, access_log=False, timeout_graceful_shutdown=30,
                 timeout_keep_alive=KEEP_ALIVE_SECONDS)
     runtime.close()
+    if held is not None:
+        held.close()
 
 
 @main.command()

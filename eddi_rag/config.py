@@ -7,6 +7,7 @@ the two in step).
 
 from __future__ import annotations
 
+import difflib
 import json
 from datetime import datetime, timezone
 from functools import cache
@@ -14,7 +15,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from eddi_rag.common import jsonvalues
 from eddi_rag.common.quoting import quoted
@@ -230,6 +231,12 @@ class SourceSettings(BaseModel):
     timeBudgetMinutes: int = 10
     acl: list[str] | None = None  # who may read what it brings, unless the source says per document (retrieval.access)
     permissionSyncMinutes: int = 15  # a source that keeps permissions: how often they are listed again (0: only on request)
+
+    @field_validator("acl")
+    @classmethod
+    def _trimmed(cls, acl: list[str] | None) -> list[str] | None:
+        """Each principal without the spaces around it ("group:hr " is group:hr), duplicates dropped."""
+        return None if acl is None else list(dict.fromkeys(p.strip() for p in acl))
 
 
 # a source of these types has the block of its name
@@ -487,6 +494,44 @@ def _audience_errors(data: dict[str, Any]) -> list[dict[str, Any]]:
                  "acl list, and EDDI's langchain4j layout (storeNamespace, or pgvector's table) holds scalar metadata only; "
                  "leave storeNamespace out (the knowledge base gets a store of its own) or choose AGENT_USERS or OWNER"}]
     return []
+
+
+OPEN_MAPS = ("embeddingParameters", "storeParameters", "rerankerParameters", "requiredMetadata", "ocr")  # left open, as EDDI's maps
+
+
+def unknown_fields(data: Any) -> list[dict[str, Any]]:
+    """The fields of a RagConfiguration that the schema does not know, where EDDI's REST refuses them too (its model
+    is read with unknown properties failing): the configuration itself, each source, its block and its settings; the
+    parameter maps stay open. Each error names the path and the nearest known name. Checked when a configuration is
+    saved, not when a stored one is read (one saved before this was refused still works)."""
+    if not isinstance(data, dict):
+        return []
+    schema = load_schema()
+    errors = _unknown(data, schema, "$")
+    source_schema = schema["properties"]["sources"]["items"]
+    for i, source in enumerate(data.get("sources") or [] if isinstance(data.get("sources"), list) else []):
+        if not isinstance(source, dict):
+            continue
+        errors += _unknown(source, source_schema, f"$.sources[{i}]")
+        for name, body in source.items():
+            spec = source_schema["properties"].get(name)
+            if isinstance(body, dict) and isinstance(spec, dict) and "properties" in spec:
+                errors += _unknown(body, spec, f"$.sources[{i}].{name}")
+    return errors
+
+
+def _unknown(data: dict[str, Any], schema: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    known = list(schema.get("properties") or {})
+    out = []
+    for name in data:
+        if name in known or (path == "$" and name in OPEN_MAPS):
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or \
+            [k for k in known if k.lower() == str(name).lower()]
+        out.append({"path": f"{path}.{name}", "value": data[name],
+                    "message": f"unknown field {name!r}" + (f": did you mean {near[0]!r}?" if near else
+                                                           f" (known here: {', '.join(known)})")})
+    return out
 
 
 def validate_rag_configuration(data: Any) -> RagConfiguration:

@@ -13,7 +13,7 @@ import pytest
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.eddi_export import NOTES, ExportRefusedError, export_agent, scrub
 from eddi_rag.verbs.eddi_import import import_agent_export
-from tests.support.eddi_rules import refusals
+from tests.support.eddi_rules import dropped, refusals
 from tests.test_eddi_round_trip import IDS, WF, eddi_export, round_trip, unzipped, zipped
 
 RAG = f"{WF}/1/{IDS['rag']}.rag.json"
@@ -32,6 +32,17 @@ OURS = [
                                                                         "pathPrefix": "/v3/Zq8RwX2kP9mL4vT7"}}]},
     {"name": "finance", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${vault:k}"}, "storeType": "in-memory",
      "audience": "OWNER", "aclMode": "warn", "owner": "user:alice"},  # EDDI has no audience yet: in the notes
+    # EDDI's rules of 2026-10 (issue 56, finding 11): a web source on a private or loopback address refuses the whole
+    # agent there; our own fields (and ours inside a web source) would be dropped by its import
+    {"name": "intranet", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${vault:k}"}, "storeType": "in-memory",
+     "sources": [{"id": "wiki", "name": "Wiki", "type": "web", "web": {"startUrl": "http://10.1.2.3/wiki/"}},
+                 {"id": "local", "name": "Local", "type": "web", "web": {"startUrl": "https://docs.example.com/",
+                                                                         "sitemapUrls": ["http://localhost:8080/sitemap.xml"]}},
+                 {"id": "public", "name": "Public", "type": "web", "web": {"startUrl": "https://www.example.com/"}}]},
+    {"name": "tuned", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${vault:k}"}, "storeType": "in-memory",
+     "searchMode": "hybrid", "contextExpansion": "section", "maxPassageChars": 3000, "vectorWeight": 0.7,
+     "sources": [{"id": "site", "name": "Site", "type": "web", "settings": {"acl": ["group:staff"]},
+                  "web": {"startUrl": "https://docs.example.com/", "include": ["/docs/*"]}}]},
 ]
 
 
@@ -54,7 +65,7 @@ def test_every_export_of_ours_passes_eddis_rules_and_comes_back_as_it_was(tmp_pa
         (tmp_path / "manuals").mkdir()
         _, exported = round_trip(runtime, eddi_export(config))
         written = json.loads(exported[RAG])
-        assert refusals(written) == [], written
+        assert refusals(written) == [] and dropped(written) == [], written
         notes = json.loads(exported[NOTES])
         (entry,) = notes["leftOut"]
         assert entry["file"] == RAG and (entry.get("replaced") or entry.get("sources"))

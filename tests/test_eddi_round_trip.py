@@ -8,7 +8,7 @@ import json
 import zipfile
 
 from eddi_rag.runtime import Runtime
-from eddi_rag.verbs.eddi_export import NOTES, export_agent
+from eddi_rag.verbs.eddi_export import EDDI_FIELDS, NOTES, export_agent
 from eddi_rag.verbs.eddi_import import import_agent_export
 
 AGENT, WF = "6750a1b2c3d4e5f6a7b8c9d0", "6750a1b2c3d4e5f6a7b8c9d1"
@@ -131,10 +131,14 @@ def test_an_eddi_export_comes_back_the_same(tmp_path):
     before = eddi_export(EVERY_FIELD)
     with Runtime(tmp_path) as runtime:
         report, after = round_trip(runtime, before)
-        assert sorted(after) == sorted(before)  # every file, at its place
+        assert sorted(after) == sorted([*before, NOTES])  # every file, at its place; our fields in the notes
+        rag = f"{WF}/1/{IDS['rag']}.rag.json"
+        ours = {k: v for k, v in EVERY_FIELD.items() if k not in EDDI_FIELDS}  # EDDI's import would drop them
+        assert json.loads(after[rag]) == {k: v for k, v in EVERY_FIELD.items() if k in EDDI_FIELDS}
+        assert json.loads(after[NOTES])["leftOut"] == [{"file": rag, "replaced": ours}]
         modelled = {f"{WF}/1/{WF}.workflow.json", f"{AGENT}.agent.json",
-                    *(f"{WF}/1/{IDS[k]}.{k}.json" for k in ("rag", "langchain", "httpcalls"))}
-        for path in before:
+                    *(f"{WF}/1/{IDS[k]}.{k}.json" for k in ("langchain", "httpcalls"))}
+        for path in (p for p in before if p != rag):
             if path.endswith(".descriptor.json"):  # names and descriptions kept; dates are the import's
                 got, want = json.loads(after[path]), json.loads(before[path].replace(b"?version=2", b"?version=1"))
                 assert (got["name"], got["description"], got["resource"]) == (want["name"], want["description"], want["resource"]), path
@@ -146,6 +150,8 @@ def test_an_eddi_export_comes_back_the_same(tmp_path):
         assert runtime.resources.descriptor("workflows", WF).name == "main"
         assert [w for w in report.warnings if "logRequests" in w] and len(report.warnings) == 1
         assert len(report.kept) == 7 and not report.skipped  # 5 parts of the workflow, the snippet and the schedule
+        again = import_agent_export(runtime.resources, zipped(after), checked=runtime.knowledge_bases.checked)
+        assert runtime.resources.read("rags", next(r.id for r in again.created if r.kind == "rags")) == EVERY_FIELD
 
 
 def test_a_leftover_embedding_parameter_is_a_warning_the_model_never_sees(client):

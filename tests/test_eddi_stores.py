@@ -181,6 +181,37 @@ def test_a_chroma_collection_langchain4j_wrote_is_read_and_written_in_place(runt
         runtime.documents.drop(kb)
 
 
+@pytest.mark.integration
+@pytest.mark.services
+def test_rows_of_our_layout_never_land_in_a_collection_langchain4j_made(chroma_params, tmp_path):
+    """Issue 56, finding 13: a row with our layout's ``__eddi_list_acl`` appeared once in EDDI's Chroma collection (a
+    store of our layout addressing it by name). Such a write is refused before anything is written; one in EDDI's
+    layout goes on, and a boolean written there reads back as one."""
+    import chromadb
+
+    from eddi_rag.state.sqlite import Database
+    from eddi_rag.stores.base import Chunk, LayoutMismatchError, StoreContext
+    from eddi_rag.stores.chroma import ChromaStore
+
+    name = f"eddi_kb_layout_{uuid.uuid4().hex[:8]}"
+    client = chromadb.HttpClient(host=chroma_params["host"], port=int(chroma_params["port"]))
+    collection = client.create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
+    collection.add(ids=[str(uuid.uuid4())], embeddings=[[1.0, 0.0]], documents=["EDDI's"], metadatas=[{"source": "a.txt"}])
+    ctx = StoreContext(Database(tmp_path / "s.db"), tmp_path)
+    chunk = Chunk("c1", "ours", {"source": "b.md", "acl": ["group:finance"], "reviewed": True}, [0.0, 1.0])
+    try:
+        ours = ChromaStore("kb-ours", {**chroma_params, "collectionName": name}, ctx)
+        with pytest.raises(LayoutMismatchError, match="storeNamespace"):
+            ours.upsert([chunk])
+        assert collection.count() == 1 and not any(k.startswith("__eddi_list") for m in collection.get()["metadatas"] for k in m)
+        theirs = ChromaStore("kb-theirs", {**chroma_params, "collectionName": name, "layout": "langchain4j"}, ctx)
+        theirs.upsert([Chunk("c1", "ours", {"source": "b.md", "reviewed": True}, [0.0, 1.0])])
+        assert theirs.get(ids=["c1"])[0].metadata["reviewed"] is True  # (stored "true", its mark beside it)
+        assert theirs.get(where={"reviewed": {"$gt": "a"}}) == []  # a string never matches a boolean
+    finally:
+        client.delete_collection(name)
+
+
 def test_a_qdrant_collection_in_langchain4j_layout_is_read_and_written_in_place(runtime, tmp_path, local_model):
     """And Qdrant: points as langchain4j's QdrantEmbeddingStore writes them for EDDI (a UUID, the segment under
     text_segment, its metadata flat beside it), in a cosine collection named as EDDI names it ("id" namespace)."""

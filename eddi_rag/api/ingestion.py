@@ -42,6 +42,9 @@ async def ingest(id: str, request: Request, runtime: RuntimeDep, caller: Editor,
     land beside those of earlier ingestions of the same name (``documentId`` ``<name>#<ingestionId>``);
     ``replace=true`` replaces the document of that name instead (it needs a ``documentName``, or file
     names). ``acl``: who may read it (docs/permissions.md). 413 over the upload limit, 415 for an unsupported type."""
+    if kbId is not None and kbId != id:  # as EDDI since 2026-10: the path names the knowledge base, nothing else may
+        raise HTTPException(400, f"kbId {kbId!r} names another knowledge base than the path's ({id}): leave it out, or "
+                                 "send the document to that knowledge base's own path; nothing was ingested")
     if replace and documentName is None and not is_multipart(request):
         raise HTTPException(400, "replace=true needs a documentName: the document whose chunks it replaces")
     version = runtime.knowledge_bases.version(id, version)  # 404 for an unknown config or version, before the body is read

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from eddi_rag.backends import registry
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
-from eddi_rag.config import RagConfiguration
+from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, VectorCache
 from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
 from eddi_rag.embeddings.model import Embedder
@@ -106,6 +106,8 @@ class EmbeddingModelFactory:
 
     def _build(self, provider: str, params: dict[str, Any], tenant: str) -> Embedder:
         spec = registry.load(registry.EMBEDDINGS, provider)
+        if ignored := registry.ignored_endpoints(provider, params):  # (a configuration stored before it was refused)
+            raise ConfigValidationError(ignored)
         resolved = resolve_parameters(params, self.resolver, tenant)
         self.outbound.check_endpoints(params, resolved, f"embeddingParameters of {provider!r}")
         resolved = registry.prepare_parameters(registry.EMBEDDINGS, provider, resolved)

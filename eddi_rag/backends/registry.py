@@ -138,6 +138,24 @@ def prepare_parameters(group: str, name: str, params: dict[str, Any]) -> dict[st
     return out
 
 
+# Keys that name where an embedding provider sends data (EDDI's EmbeddingParameters.ENDPOINT_KEYS, compared
+# case-insensitively): one the provider does not take would send every document to its default endpoint instead, so
+# EDDI refuses it at save and when the model is built (since 2026-10); so do we.
+ENDPOINT_KEYS = frozenset({"baseurl", "endpoint", "url", "serverurl", "host", "apibase", "base_url", "api_base", "apiurl"})
+
+
+def ignored_endpoints(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Errors ({path, message, value}) for an endpoint-like embedding parameter provider ``name`` does not take."""
+    try:
+        known = load(EMBEDDINGS, name).connection_schema().get("properties", {})
+    except (UnknownProviderError, ProviderUnavailableError):
+        return []
+    return [{"path": f"$.{_PARAMS[EMBEDDINGS]}.{key}", "value": value,
+             "message": f"{key!r} is not a parameter of embeddingProvider {name!r}, so documents and queries would go to "
+                        f"its default endpoint instead (EDDI refuses it too); it takes: {', '.join(known) or 'none'}"}
+            for key, value in sorted(params.items()) if key not in known and key.lower() in ENDPOINT_KEYS]
+
+
 def unused_embedding_parameters(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Warnings ({path, message, value}) for the embeddingParameters provider ``name`` does not take. EDDI logs and
     ignores such a parameter (an export carries leftovers such as ``logRequests`` or ``numCtx``); so do we,
@@ -148,7 +166,7 @@ def unused_embedding_parameters(name: str, params: dict[str, Any]) -> list[dict[
         return []
     return [{"path": f"$.{_PARAMS[EMBEDDINGS]}.{key}", "value": value,
              "message": f"{key!r} is not a parameter of embeddingProvider {name!r}: ignored (it takes: {', '.join(known) or 'none'})"}
-            for key, value in params.items() if key not in known]
+            for key, value in params.items() if key not in known and key.lower() not in ENDPOINT_KEYS]
 
 
 def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -160,7 +178,7 @@ def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[d
     except ProviderUnavailableError:
         return []  # cannot check without the extra; building the store will say what is missing
     known = schema.get("properties", {})
-    errors = [] if group == EMBEDDINGS else [  # an unknown embedding parameter is a warning (unused_embedding_parameters)
+    errors = ignored_endpoints(name, params) if group == EMBEDDINGS else [  # else a warning (unused_embedding_parameters)
         {"path": f"$.{field}.{key}", "value": value,
          "message": f"unknown parameter {key!r} for {_FIELD[group]} {name!r}; known: {', '.join(known) or 'none'}"}
         for key, value in params.items() if key not in known

@@ -34,8 +34,8 @@ def not_an_id(name: object) -> bool:
 
 def parse_acl(value: Any, path: str = "acl") -> list[str]:
     """``value`` as an ACL: a list (or a comma-separated string) of principals ``user:<id>``, ``group:<id>``,
-    ``email:<address>``, ``public``, ``link:organization``, each maybe ``deny:``-prefixed; duplicates dropped, order
-    kept. InvalidAclError names ``path`` and the entry."""
+    ``email:<address>``, ``public``, ``link:organization``, each maybe ``deny:``-prefixed, surrounding spaces trimmed;
+    duplicates dropped, order kept. InvalidAclError names ``path`` and the entry."""
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, list):
@@ -44,6 +44,7 @@ def parse_acl(value: Any, path: str = "acl") -> list[str]:
         raise InvalidAclError(f"{path}: at most {MAX_ENTRIES:,} principals, got {len(value):,}")
     out: list[str] = []
     for i, entry in enumerate(value):
+        entry = entry.strip() if isinstance(entry, str) else entry  # ("group:hr " is group:hr, never a principal of its own)
         granted = entry[len(DENY):] if isinstance(entry, str) and entry.startswith(DENY) else entry
         if not isinstance(entry, str) or not _PRINCIPAL.match(granted):
             shown = repr(entry)[:80] if isinstance(entry, str) else type(entry).__name__

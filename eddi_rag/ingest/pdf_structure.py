@@ -7,7 +7,9 @@ two-column page: column by column), then
 - **running headers and footers** left out: lines in the top or bottom margin that repeat on at least half of
   the pages (digits aside), page numbers (``3``, ``Page 3 of 9``, ``3/9``), and on a single page the margin's
   small print; a page of nothing else keeps them;
-- **paragraphs** joined, a word hyphenated at a line's end joined again, ligatures (ﬁ, ﬂ) spelled out.
+- **paragraphs** joined, a word hyphenated at a line's end joined again, ligatures (ﬁ, ﬂ) spelled out;
+- **code**: consecutive lines set in a monospaced font (Courier, a "Mono" face, Consolas …) kept line by line in a
+  fenced block, as a Markdown file's code is (unless nearly all the document is set so: then it is its text).
 
 Each page becomes Markdown (``#`` per level) with the heading path in force where it begins, so a section that
 runs over a page break keeps its path (``loaders.Part.headings``)."""
@@ -27,6 +29,7 @@ MAX_HEADING_WORDS = 15
 _PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,5}(?:\s*(?:/|of)\s*\d{1,5})?$|(?:^|\s)\d{1,5}\s*/\s*\d{1,5}$", re.I)
 _NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?\s+\S")
 _HYPHENATED = re.compile(r"(?<=[a-zà-ÿ])\s?[-\u2010\u00ad]$")  # a word hyphenated at a line's end
+_MONOSPACED = re.compile(r"courier|mono|consol|menlo|inconsolata|code|typewriter", re.I)  # a font's name
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Line:
     size: float
     y: float
     bold: bool | None  # None: not known (a line read by OCR)
+    mono: bool = False  # set in a monospaced font (code)
 
     @property
     def key(self) -> str:
@@ -56,13 +60,15 @@ def normal(text: str) -> str:
 def read_page(page: Any) -> Page:
     """The page's lines in drawing order, each with its font size in points and its height on the page."""
     out = Page(height=float(page.mediabox.height))
-    current: list[tuple[str, float, float, bool]] = []
+    current: list[tuple[str, float, float, bool, bool]] = []
 
     def close() -> None:
-        text = "".join(t for t, _, _, _ in current).strip()
-        if text:
-            weight = Counter({s: len(t) for t, s, _, _ in current})
-            out.lines.append(Line(normal(text), weight.most_common(1)[0][0], current[0][2], all(b for *_, b in current)))
+        text = "".join(t for t, *_ in current).rstrip()
+        if text.strip():
+            weight = Counter({s: len(t) for t, s, *_ in current})
+            mono = all(m for *_, m in current)
+            out.lines.append(Line(normal(text if mono else text.strip()), weight.most_common(1)[0][0], current[0][2],
+                                  all(b for _, _, _, b, _ in current), mono))
         current.clear()
 
     def visit(text: str, cm: list[float], tm: list[float], font: Any, size: float) -> None:
@@ -70,13 +76,14 @@ def read_page(page: Any) -> Page:
             return
         scale = math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
         y = tm[5] * cm[3] + cm[5]
-        bold = "bold" in str((font or {}).get("/BaseFont", "")).lower()
+        name = str((font or {}).get("/BaseFont", ""))
+        bold, mono = "bold" in name.lower(), bool(_MONOSPACED.search(name))
         pieces = text.split("\n")
         for i, piece in enumerate(pieces):
             if current and abs(current[-1][2] - y) > 1.0:
                 close()
             if piece.strip():
-                current.append((piece, round(size * scale, 1), y, bold))
+                current.append((piece, round(size * scale, 1), y, bold, mono))
             if i < len(pieces) - 1:
                 close()
 
@@ -168,11 +175,14 @@ def to_markdown(pages: list[Page], outline: dict[int, list[tuple[str, int]]]) ->
     level_of_size = {size: min(6, i + 1) for i, size in enumerate(larger)}
     path: list[tuple[int, str]] = []  # (level, "## Title")
     out = []
+    every = [line for page in pages for line in page.lines]
+    code_apart = sum(line.mono for line in every) < 0.9 * len(every)  # (a document set in a monospaced font is no code)
     for number, page in enumerate(pages, 1):
         titles = dict(outline.get(number, []))
         carried = tuple(heading for _, heading in path)
         blocks: list[str] = []
         paragraph: list[str] = []
+        code: list[str] = []
         last_y: float | None = None
         gaps = [a.y - b.y for a, b in zip(page.lines, page.lines[1:]) if 0 < a.y - b.y < 40]
         spacing = sorted(gaps)[len(gaps) // 2] if gaps else 14.0
@@ -182,8 +192,19 @@ def to_markdown(pages: list[Page], outline: dict[int, list[tuple[str, int]]]) ->
                 text = " ".join(paragraph)
                 blocks.append("\\" + text if text.startswith("#") else text)  # a line of text, not a heading
                 paragraph.clear()
+            if code:
+                blocks.append("```\n" + "\n".join(code) + "\n```")
+                code.clear()
 
         for line in page.lines:
+            if line.mono and code_apart:  # code: kept line by line
+                if paragraph:
+                    flush()
+                code.append(line.text.replace("```", "`\u200b``"))
+                last_y = line.y
+                continue
+            if code:
+                flush()
             level = _heading_level(line, titles, level_of_size, body, len(larger))
             if level:
                 flush()

@@ -62,6 +62,7 @@ class SitemapConnector:
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         assert source.sitemap is not None
         limit = source.settings.maxBytesPerPage
+        ctx.outbound.check(source.sitemap.url)  # a sitemap the guard refuses: the run fails, saying so (not 0 documents)
         with ctx.outbound.client() as client:  # the sitemaps now; each page when the sink reads it
             return feed(listing(source.effective_id, source.sitemap, client, lambda url: page(ctx.outbound, url, limit)), sink)
 

@@ -125,6 +125,13 @@ class DimensionMismatchError(EddiRagError, ValueError):
     failure = CONFIGURATION
 
 
+class LayoutMismatchError(EddiRagError, ValueError):
+    """A place in another layout than the store writes (EDDI's langchain4j collection, written as ours): refused before
+    anything is written (HTTP 409)."""
+    status = 409
+    failure = CONFIGURATION
+
+
 class HealthDetails(TypedDict, total=False):
     documents: int  # chunks in the KB
     dimension: int | None

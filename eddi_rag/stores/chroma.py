@@ -26,10 +26,22 @@ from chromadb.errors import NotFoundError
 
 from eddi_rag.common.parameters import alias
 from eddi_rag.stores import filters, langchain4j
-from eddi_rag.stores.base import COLLECTIONS, LIST_FILTERING, METADATA_FILTERING, PERSISTENT, SEARCH, Chunk, SearchHit, StoreContext, StoreHealth
+from eddi_rag.stores.base import (
+    COLLECTIONS,
+    LIST_FILTERING,
+    METADATA_FILTERING,
+    PERSISTENT,
+    SEARCH,
+    Chunk,
+    LayoutMismatchError,
+    SearchHit,
+    StoreContext,
+    StoreHealth,
+)
 from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, normalise, overfetch, parameters_schema, string_lists
 
 META = "__eddi_meta"
+LAYOUT_MARK = "eddi:layout"  # a collection this product made in langchain4j's layout (EDDI's make none)
 LISTS = "__eddi_list_"  # + a field: the strings of a list-valued field, for $contains
 _NEVER = {META: {"$eq": "\x00never"}}
 _PAGE = 1000
@@ -164,7 +176,8 @@ class ChromaStore(OverwriteThenPrune):
             if create_dim is None:
                 return None
             return self.client.get_or_create_collection(
-                self.name, embedding_function=None, metadata={"hnsw:space": "cosine", "eddi:dimension": create_dim})
+                self.name, embedding_function=None, metadata={"hnsw:space": "cosine", "eddi:dimension": create_dim,
+                                                              **({LAYOUT_MARK: langchain4j.LAYOUT} if self.l4j else {})})
 
     @staticmethod
     def _dimension_of(col) -> int | None:
@@ -223,6 +236,11 @@ class ChromaStore(OverwriteThenPrune):
         matrix = check_vectors(chunks)
         check_dimension(self._dimension(), matrix.shape[1], self.kb_id)
         col = self._col(create_dim=matrix.shape[1])
+        layout = col.metadata or {}
+        if not self.l4j and ("eddi:dimension" not in layout or layout.get(LAYOUT_MARK) == langchain4j.LAYOUT):
+            raise LayoutMismatchError(  # (our layout's rows, __eddi_list_* among them, never land in EDDI's collection)
+                f"collection {self.name!r} holds EDDI's (langchain4j's) records, not this store's: set storeNamespace to "
+                "read and write it in EDDI's layout, or name another collection; nothing was written")
         last = {c.id: i for i, c in enumerate(chunks)}
         order = sorted(last.values())
         for start in range(0, len(order), _PAGE):

@@ -14,8 +14,9 @@ langchain4j's rows: pgvector ``embedding_id UUID PRIMARY KEY, embedding vector(n
 Chroma a record per segment (UUID id, the text as its document, flat metadata); Qdrant a point per segment
 (UUID id, ``text_segment`` and the metadata flat in its payload);
 its metadata values are strings and numbers only (``Metadata`` refuses others). So a chunk we write there
-gets a UUID derived from our chunk id (kept in metadata as ``chunkId``), booleans as ``"true"``/``"false"``
-(filters compare them the same way; ``private`` and ``expires`` read back as booleans), no null values; a list
+gets a UUID derived from our chunk id (kept in metadata as ``chunkId``), booleans as ``"true"``/``"false"`` with a
+mark beside (``<key>__boolean: 1``: they read back as booleans, and a filter comparing a string with the key passes
+them by, as the reference does; ``private`` and ``expires`` are always booleans), no null values; a list
 or object (a chunk's ``boxes``) as JSON text, read back as it was (``jsonKeys`` names them).
 EDDI's own chunks carry ``source`` (the document's name) and, from source runs, ``documentId``: they read
 here with ``document_id`` taken from those."""
@@ -34,6 +35,7 @@ LAYOUT = "langchain4j"
 NAME_TAG = "eddiName"  # pgvector: the kbId to tag chunks with when an explicit table turns out to be EDDI's
 FLAGS = ("private", "expires")  # our boolean metadata, read back as booleans
 JSON_KEYS = "jsonKeys"  # the keys whose values were lists or objects, written as JSON text
+BOOLEAN = "__boolean"  # + 1 beside a key whose value was a boolean (written as "true"/"false")
 _NAMESPACE = uuid.UUID("6f1d1c52-3b7e-4d55-9a0e-1b6c0e7d2a41")  # chunk id -> embedding_id (uuid5)
 MAX_PG_IDENTIFIER = 63
 
@@ -89,7 +91,12 @@ def encode(chunk_id: str, metadata: dict[str, Any]) -> dict[str, Any]:
             out[key] = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
             structured.append(key)
             continue
-        out[key] = ("true" if value else "false") if isinstance(value, bool) else value
+        if isinstance(value, bool):  # a string to langchain4j; the key remembered as a boolean's (filters, decode)
+            out[key] = "true" if value else "false"
+            if key not in FLAGS:
+                out[key + BOOLEAN] = 1
+            continue
+        out[key] = value
     if structured:
         out[JSON_KEYS] = ",".join(structured)
     out["chunkId"] = chunk_id
@@ -105,12 +112,37 @@ def encode_value(value: Any) -> Any:
     return value
 
 
+POSITIVE = ("$eq", "$gt", "$gte", "$lt", "$lte", "$in")
+NEVER_BOOLEAN = frozenset({"document_id", "source", "kbId", "chunkId", *FLAGS})  # (no guard on the hot paths' fields)
+
+
 def encode_node(node: Any) -> Any:
-    """A filter tree comparing values the way ``encode`` stored them (for filters run on the stored rows)."""
+    """A filter tree comparing values the way ``encode`` stored them (for filters run on the stored rows). A boolean is
+    stored as the string ``"true"``/``"false"``, so a string compared with a field that held a boolean must not match
+    it (the reference compares values of one type only: ``{"even": {"$gt": "doc1.md"}}`` matches no boolean): such a
+    comparison is guarded by the boolean's mark (``<field>__boolean``, written beside it since 2026-11; a row written
+    before has none, and compares as it did)."""
     if isinstance(node, (filters.And, filters.Or)):
         return type(node)(tuple(encode_node(n) for n in node.children))
-    value = tuple(encode_value(list(node.value))) if isinstance(node.value, tuple) else encode_value(node.value)
-    return filters.Compare(node.field, node.op, value)
+    if node.op in filters.CONTAINS or node.field in NEVER_BOOLEAN or node.value == ():
+        return filters.Compare(node.field, node.op, tuple(encode_value(list(node.value))) if isinstance(node.value, tuple)
+                               else encode_value(node.value))
+    values = node.value if isinstance(node.value, tuple) else (node.value,)
+    truths = tuple(encode_value(v) for v in values if isinstance(v, bool))
+    others = tuple(v for v in values if not isinstance(v, bool))
+    listed = node.op in filters.LISTED
+    mark = node.field + BOOLEAN
+
+    def compare(vals: tuple[Any, ...]) -> filters.Compare:
+        return filters.Compare(node.field, node.op, vals if listed else vals[0])
+
+    parts: list[filters.Node] = [compare(truths)] if truths else []
+    if node.op in POSITIVE:  # a boolean's value, or another's on a field that held no boolean
+        parts += [filters.And((compare(others), filters.Compare(mark, "$ne", 1)))] if others else []
+        return parts[0] if len(parts) == 1 else filters.Or(tuple(parts))
+    # $ne / $nin: true of a boolean for a value that is none (each value excluded, as its type says)
+    parts += [filters.Or((compare(others), filters.Compare(mark, "$eq", 1)))] if others else []
+    return parts[0] if len(parts) == 1 else filters.And(tuple(parts))
 
 
 def decode(row_id_: str, metadata: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
@@ -126,6 +158,10 @@ def decode(row_id_: str, metadata: dict[str, Any] | None) -> tuple[str, dict[str
     for flag in FLAGS:
         if out.get(flag) in ("true", "false"):
             out[flag] = out[flag] == "true"
+    for mark in [k for k in out if k.endswith(BOOLEAN)]:
+        key = mark[:-len(BOOLEAN)]
+        if out.pop(mark) == 1 and out.get(key) in ("true", "false"):
+            out[key] = out[key] == "true"
     if "document_id" not in out and (out.get("documentId") or out.get("source")):
         out["document_id"] = out.get("documentId") or out.get("source")
     return chunk_id, out

@@ -260,7 +260,7 @@ class PgVectorStore:
         if self.kb_tag is not None:
             scope = filters.Compare("kbId", "$eq", self.kb_tag)
             node = scope if node is None else filters.And((node, scope))
-        return to_postgres(node, langchain4j_rows=self.l4j)
+        return to_postgres(langchain4j.encode_node(node) if self.l4j and node is not None else node, langchain4j_rows=self.l4j)
 
     def _row(self, id_: Any, text: str | None, metadata: Any) -> tuple[str, str, dict[str, Any]]:
         """(chunk id, text, metadata) of a row; an EDDI row's with our names (langchain4j.decode)."""

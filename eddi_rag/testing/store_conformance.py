@@ -99,6 +99,13 @@ FILTERS = [
     {"colour": "RED"},  # strings compare with their case (Typesense's own filter does not)
     {"colour": {"$ne": "RED"}},
     {"colour": {"$nin": ["Red", "blue"]}},
+    # a string compared with a field that holds booleans (EDDI's langchain4j layout stores them as "true"/"false")
+    {"even": {"$gt": "doc1.md"}},
+    {"even": {"$lt": "zzz"}},
+    {"even": "true"},
+    {"even": {"$in": ["true", "x", 3]}},
+    {"even": {"$ne": "true"}},
+    {"even": {"$nin": ["false", "true"]}},
 ]
 
 

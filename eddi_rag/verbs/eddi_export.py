@@ -17,6 +17,7 @@ ingestion state are not exported (EDDI's do not carry them either)."""
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import math
 import re
@@ -26,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from eddi_rag.backends import registry
 from eddi_rag.common.secrets import REDACTED
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import Descriptor, parse_uri, resource_uri
@@ -35,7 +37,6 @@ from eddi_rag.workflow.traversal import workflow_steps
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
 NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
 OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")  # source types EDDI lacks
-OUR_ACCESS_FIELDS = ("audience", "aclMode", "owner")  # who may read (docs/permissions.md): EDDI has no such field yet
 _SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "secretaccesskey", "accountkey",
                  "token", "accesstoken",
                  "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}
@@ -139,11 +140,56 @@ def _descriptor(d: Descriptor, uri: str) -> dict[str, Any]:
 
 
 def _ours_only(source: Any) -> bool:
-    """Whether a source is of a type EDDI does not have (a folder, a sitemap): EDDI's import would refuse it."""
+    """Whether EDDI's import would refuse a source: of a type EDDI does not have (a folder, a sitemap), or a web source
+    whose start URL or a sitemap is a local or private address (``IngestionSource.WebSource.requireRoutableHost``)."""
     if not isinstance(source, dict):
         return False
     kind = source.get("type")
-    return kind in OUR_SOURCE_TYPES or (kind is None and any(k in source for k in OUR_SOURCE_TYPES))
+    if kind in OUR_SOURCE_TYPES or (kind is None and any(k in source for k in OUR_SOURCE_TYPES)):
+        return True
+    web = source.get("web")
+    urls = [web.get("startUrl"), *(web.get("sitemapUrls") or [])] if isinstance(web, dict) else []
+    return any(isinstance(u, str) and not routable(u) for u in urls)
+
+
+def routable(url: str) -> bool:
+    """Whether EDDI saves ``url`` as a web source's start URL or sitemap: its host is no literal loopback, site-local,
+    link-local or any-local address, nor ``localhost`` (literals only: EDDI resolves no name at save)."""
+    host = (urlsplit(url).hostname or "").strip("[]")
+    if host.lower() == "localhost":
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return True  # a name: EDDI's crawler checks it per request
+    site_local = any(address in network for network in SITE_LOCAL if network.version == address.version)
+    return not (address.is_loopback or address.is_link_local or address.is_unspecified or site_local)
+
+
+SITE_LOCAL = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fec0::/10"))  # Java's
+
+
+# What EDDI's RagConfiguration models (labsai/EDDI configs/rag/model/RagConfiguration.java, IngestionSource.java):
+# a field beyond these is dropped by its import, so an export keeps ours in its notes, which our import puts back.
+EDDI_FIELDS = frozenset({"name", "embeddingProvider", "embeddingParameters", "storeType", "storeParameters", "storeNamespace",
+                         "chunkStrategy", "chunkSize", "chunkOverlap", "maxResults", "minScore", "sources"})
+EDDI_SOURCE_FIELDS = {"": frozenset({"id", "name", "enabled", "type", "web", "upload", "settings", "cron"}),
+                      "web": frozenset({"startUrl", "sameSiteOnly", "includeSubdomains", "pathPrefix", "maxDepth", "maxPages",
+                                        "excludePatterns", "sitemapUrls", "requestDelayMs", "timeoutSeconds", "userAgent",
+                                        "respectRobots"}),
+                      "upload": frozenset({"maxFiles", "maxFileBytes", "maxTotalBytes"}),
+                      "settings": frozenset({"maxContentLength", "tombstoneAfterMissedRuns", "maxSegmentsPerRun",
+                                             "costPerThousandSegments", "maxBytesPerPage", "timeBudgetMinutes"})}
+
+
+def eddi_source(source: dict[str, Any]) -> dict[str, Any]:
+    """A web or upload source as EDDI models it: the fields it does not (ours: ``settings.acl``, ``web.include`` …)
+    left out."""
+    out = {k: v for k, v in source.items() if k in EDDI_SOURCE_FIELDS[""]}
+    for block in ("web", "upload", "settings"):
+        if isinstance(out.get(block), dict):
+            out[block] = {k: v for k, v in out[block].items() if k in EDDI_SOURCE_FIELDS[block]}
+    return out
 
 
 # What EDDI's import accepts of a RagConfiguration (labsai/EDDI configs/rag/model/RagConfiguration.java: validate()
@@ -179,6 +225,11 @@ def eddi_compatible(data: dict[str, Any], where: str) -> tuple[dict[str, Any], d
         if params is not None:
             replaced["embeddingParameters"] = data.get("embeddingParameters")
             out["embeddingParameters"] = params
+    params = out.get("embeddingParameters")
+    if isinstance(out.get("embeddingProvider"), str) and isinstance(params, dict) and \
+            (ignored := {e["path"].rsplit(".", 1)[-1] for e in registry.ignored_endpoints(out["embeddingProvider"], params)}):
+        replaced.setdefault("embeddingParameters", data.get("embeddingParameters"))  # (stored before EDDI refused them)
+        out["embeddingParameters"] = {k: v for k, v in params.items() if k not in ignored}
     if data.get("storeType", "in-memory") not in EDDI_STORES:
         replaced["storeType"], replaced["storeParameters"] = data["storeType"], data.get("storeParameters")
         out["storeType"] = "in-memory"
@@ -187,9 +238,14 @@ def eddi_compatible(data: dict[str, Any], where: str) -> tuple[dict[str, Any], d
     if isinstance(strategy, str) and strategy.strip() and strategy.strip().lower() not in EDDI_CHUNKING:
         replaced["chunkStrategy"] = strategy
         out["chunkStrategy"] = "recursive"
-    for field in OUR_ACCESS_FIELDS:  # EDDI reads every knowledge base as AGENT_USERS until its audience ships (#798)
-        if field in data:
-            replaced[field] = out.pop(field)
+    for field in list(out):  # ours (searchMode, contextExpansion, audience …): EDDI's import would drop them
+        if field not in EDDI_FIELDS:
+            replaced.setdefault(field, data[field])
+            out.pop(field)
+    sources = out.get("sources")
+    if isinstance(sources, list) and any(isinstance(s, dict) and eddi_source(s) != s for s in sources):
+        replaced["sources"] = sources  # (each with the fields of ours EDDI's import would drop)
+        out["sources"] = [eddi_source(s) if isinstance(s, dict) else s for s in sources]
     return {k: v for k, v in out.items() if v is not None}, {k: v for k, v in replaced.items()}
 
 
@@ -248,8 +304,10 @@ def export_agent(resources: ResourceStore, agent_id: str, tenant: str | None = N
     add_kept("", "agents", agent_id, None)
     if left_out:
         files[NOTES] = {"note": "What EDDI would refuse is left out of these RagConfigurations (sources of types EDDI does "
-                                "not have: a folder on the server, a sitemap) or written as EDDI's nearest value "
-                                "(replaced: the values here), so EDDI imports them; eddi-rag's import puts them back. "
+                                "not have: a folder on the server, a sitemap; a web source on a local or private address) "
+                                "or written as EDDI's nearest value, and the fields EDDI does not model (searchMode, "
+                                "contextExpansion …) are kept here rather than dropped by its import (replaced: the values "
+                                "here), so EDDI imports them; eddi-rag's import puts them back. "
                                 "EDDI has no audience yet: it reads every knowledge base as AGENT_USERS (everyone who "
                                 "may talk to the agent), whatever audience is replaced here.",
                         "leftOut": left_out}

@@ -19,6 +19,7 @@ from eddi_rag.config import (
     ConfigValidationError,
     RagConfiguration,
     llm_task_errors,
+    unknown_fields,
     validate_rag_configuration,
     with_source_ids,
 )
@@ -184,6 +185,8 @@ class KnowledgeBases:
             raise ConfigValidationError(errors)
         if kind != "rags":
             return data
+        if errors := unknown_fields(data):
+            raise ConfigValidationError(errors)
         self.validate(data)
         foreign = [{"path": f"$.{field}", "value": f"${{vars:{named}/{key}}}",
                     "message": f"names a global variable of tenant {named!r}; a knowledge base reads its own tenant's"}

@@ -40,6 +40,25 @@ def table_blocks(rows: list[list[str]]) -> list[str]:
     return ["\n".join(row_lines(header, row)) for row in rows[1:]] or [" | ".join(h for h in header if h)]
 
 
+TITLE_ROWS = 10  # rows above a sheet's header read as its title, at most
+
+
+def header_at(leading: Sequence[Sequence[Any]]) -> int:
+    """Where a sheet's header row is among its first rows: past the title rows above it (each at most one filled cell,
+    "Quarterly prices 2027", or empty) when a row with two or more filled cells follows within ``TITLE_ROWS``; else the
+    first row, as before."""
+    for i, row in enumerate(leading[:TITLE_ROWS + 1]):
+        if sum(1 for v in row if format_value(v)) >= 2:
+            return i
+    return 0
+
+
+def titled(lead: str, titles: Sequence[Sequence[Any]]) -> str:
+    """``lead`` (``Sheet: Prices``) with the title rows above the header after it, on every part of the sheet."""
+    text = " / ".join(format_value(v) for row in titles for v in row if format_value(v))
+    return f"{lead}\n{text}" if text else lead
+
+
 def format_value(value: Any) -> str:
     if value is None:
         return ""

@@ -1,16 +1,18 @@
-"""XLSX (openpyxl, cached values): per sheet, row 1 is the header; each later row is written as
+"""XLSX (openpyxl, cached values): per sheet, row 1 is the header (or the first row of two or more filled cells, past
+title rows above it, which lead every part of the sheet); each later row is written as
 ``header: value`` lines. Cited as ``sheet``, ``row`` and ``cell`` (one cell, ``C12``) or
 ``cells`` (``A12:C12``, ``A12:C14`` for packed rows)."""
 
 from __future__ import annotations
 
 import io
+import itertools
 import zipfile
 from collections.abc import Callable
 from typing import Any
 
 from eddi_rag.ingest.loaders import Counter, Part, UnreadableDocumentError, ooxml
-from eddi_rag.ingest.loaders.rows import Row, format_value, pack_rows, row_lines, row_span
+from eddi_rag.ingest.loaders.rows import TITLE_ROWS, Row, format_value, header_at, pack_rows, row_lines, row_span, titled
 
 
 def cite_cells(sheet: str) -> Callable[[list[Row]], dict[str, Any]]:
@@ -42,16 +44,18 @@ def load(data: bytes, name: str, fits: Callable[[str], bool], meter: Counter) ->
     try:
         for sheet in book.worksheets:
             values = sheet.iter_rows(values_only=True)
-            header = [format_value(v) for v in next(values, ())]
+            leading = list(itertools.islice(values, TITLE_ROWS + 1))
+            at = header_at(leading)  # (title rows above the header: the sheet's lead, not the header)
+            header = [format_value(v) for v in (leading[at] if leading else ())]
             rows = []
-            for number, row in enumerate(values, 2):
+            for number, row in enumerate(itertools.chain(leading[at + 1:], values), at + 2):
                 meter.count("rows")
                 filled = [i for i, v in enumerate(row) if format_value(v)]
                 if filled:
                     rows.append(Row(number, "\n".join(row_lines(header, row)), filled[0] + 1, filled[-1] + 1))
             if not rows and any(header):  # a sheet that is only a header row: keep it, it is content too
-                rows.append(Row(1, " | ".join(h for h in header if h), 1, len(header)))
-            parts += pack_rows(rows, f"Sheet: {sheet.title}", fits, cite_cells(sheet.title))
+                rows.append(Row(at + 1, " | ".join(h for h in header if h), 1, len(header)))
+            parts += pack_rows(rows, titled(f"Sheet: {sheet.title}", leading[:at]), fits, cite_cells(sheet.title))
     finally:
         book.close()
     return parts
