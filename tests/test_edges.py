@@ -421,3 +421,22 @@ def test_a_code_block_in_a_pdf_keeps_its_lines(runtime):
     text = "\n".join(c["text"] for c in runtime.documents.chunks(kb, "guide.pdf"))
     assert "```\npip install eddi-rag\neddi-rag serve --port 7070\n  --data-dir .eddi-rag\n```" in text, text
     assert "Install the client, then run this:" in text and "The server answers at once." in text
+
+
+def test_a_secret_stored_before_sealing_is_shown_redacted_and_saving_back_keeps_it(tmp_path):
+    """Finding 3, for configurations saved before secrets were sealed: no face shows the literal they hold
+    (``${vault:REDACTED}``, as EDDI's export writes one), and a client that saves back what it read loses nothing."""
+    from tests.support.app import app_client
+
+    config = {"name": "legacy", "embeddingProvider": "openai", "storeType": "sqlite",
+              "embeddingParameters": {"apiKey": "sk-legacy-typed-0123456789", "model": "text-embedding-3-small"}}
+    with app_client(tmp_path) as client:
+        kb = client.runtime.resources.create("rags", config).id  # (as an earlier release stored it)
+        for path in (f"/ragstore/rags/{kb}", f"/ui/kbs/{kb}", f"/ui/kbs/{kb}/diff?a=1&b=1"):
+            assert "sk-legacy-typed" not in client.get(path).text, path
+        read = client.get(f"/ragstore/rags/{kb}").json()
+        assert read["embeddingParameters"]["apiKey"] == "${vault:REDACTED}"
+        saved = client.put(f"/ragstore/rags/{kb}", params={"version": 1}, json={**read, "minScore": 0.5})
+        assert saved.status_code == 200, saved.text
+        kept = client.runtime.catalog.read("rags", kb)["embeddingParameters"]["apiKey"]
+        assert kept.startswith("${vault:") and client.runtime.resolver.resolve(kept, "default") == "sk-legacy-typed-0123456789"

@@ -144,7 +144,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     @router.get("/{id}")
     def read(id: str, runtime: RuntimeDep, caller: Viewer, version: Version = 0):
-        data = runtime.catalog.read(kind, id, version, caller.tenant)
+        data = runtime.catalog.shown(kind, id, version, caller.tenant)
         shared(runtime, caller, id, "VIEW")
         return data
 

@@ -252,7 +252,7 @@ def _kb(request: Request, id: str) -> tuple[Principal, Any, dict[str, Any], dict
     caller = caller_of(request)
     runtime = runtime_of(request)
     version = runtime.catalog.current_version("rags", id, caller.tenant)
-    config = runtime.catalog.read("rags", id, version)
+    config = runtime.catalog.shown("rags", id, version)
     runtime.grants.check(caller, id, "VIEW")  # a knowledge base shared with named users and groups: theirs
     return caller, runtime, {"id": id, "name": config.get("name", id), "version": version}, config
 
@@ -282,10 +282,10 @@ def diff(id: str, request: Request, a: int = Query(1, ge=1, le=MAX_VERSION), b: 
     b = b or kb["version"]
 
     def lines(version: int) -> list[str]:
-        return json.dumps(runtime.catalog.read("rags", id, version), indent=2, sort_keys=True).splitlines()
+        return json.dumps(runtime.catalog.shown("rags", id, version), indent=2, sort_keys=True).splitlines()
 
     whole = lines(a) if a == b else None  # one version, whole
-    changes = [] if whole else _changed_fields(runtime.catalog.read("rags", id, a), runtime.catalog.read("rags", id, b))
+    changes = [] if whole else _changed_fields(runtime.catalog.shown("rags", id, a), runtime.catalog.shown("rags", id, b))
     return render(request, "kb_diff.html", caller, kb=kb, config=config, tab="config", a=a, b=b, changes=changes, whole=whole)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from eddi_rag.resource_types import Descriptor, ResourceNotFoundError
 from eddi_rag.resources import ResourceStore
+from eddi_rag.verbs import sealing
 from eddi_rag.verbs.eddi_export import export_agent
 from eddi_rag.verbs.eddi_import import ImportReport, import_agent_export
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -27,6 +28,12 @@ class Catalog:
     def read(self, kind: str, id: str, version: int = 0, tenant: str | None = None) -> dict[str, Any]:
         """The resource as saved (version 0: the current one)."""
         return self.resources.read(kind, id, version, tenant)
+
+    def shown(self, kind: str, id: str, version: int = 0, tenant: str | None = None) -> dict[str, Any]:
+        """The resource as a face shows it: a knowledge base's secret typed into it before secrets were sealed as
+        ``${vault:REDACTED}`` (verbs.sealing; saved back, the stored value stays)."""
+        data = self.read(kind, id, version, tenant)
+        return sealing.shown(data) if kind == "rags" else data
 
     def current_version(self, kind: str, id: str, tenant: str | None = None) -> int:
         return self.resources.current_version(kind, id, tenant)

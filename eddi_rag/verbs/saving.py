@@ -35,7 +35,7 @@ from eddi_rag.stores.ownership import (
 )
 from eddi_rag.verbs.documents import Documents
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
-from eddi_rag.verbs.sealing import Sealing
+from eddi_rag.verbs.sealing import Sealing, restored
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Saving:
         ``audience``, ``aclMode`` and ``owner`` left out are kept (an EDDI client, which knows none of them, never
         opens a knowledge base to everyone by saving it); only an administrator changes the owner."""
         before = self._config(id) if kind == "rags" else None
-        sealed, pending = self.sealing.seal(data, tenant, id) if kind == "rags" else (data, [])
+        sealed, pending = self._sealed(kind, id, data, tenant)
         return self._update_checked(kind, id, version, self.kbs.checked(kind, _with_access(kind, sealed, before, who), tenant),
                                     tenant, adopt, pending)
 
@@ -94,11 +94,22 @@ class Saving:
             current = self.resources.current_version(kind, id, tenant=tenant)
         except ResourceNotFoundError:
             return self.create(kind, data, tenant, id)
-        sealed, pending = self.sealing.seal(data, tenant, id) if kind == "rags" else (data, [])
+        sealed, pending = self._sealed(kind, id, data, tenant)
         saved = self.kbs.checked(kind, _with_access(kind, sealed, self._config(id) if kind == "rags" else None, None), tenant)
         if self.resources.read(kind, id, current) == saved and not pending:
             return ResourceRef(kind, id, current)
         return self._update_checked(kind, id, current, saved, tenant, pending=pending)
+
+    def _sealed(self, kind: str, id: str, data: Any, tenant: str) -> tuple[Any, list[tuple[str, str]]]:
+        """A knowledge base's new version with its typed secrets sealed (verbs.sealing), a ``${vault:REDACTED}`` the
+        client read back from a stored literal put back first (nothing it saves as it read it is lost)."""
+        if kind != "rags":
+            return data, []
+        try:
+            stored = self.resources.read(kind, id)
+        except ResourceNotFoundError:
+            stored = None
+        return self.sealing.seal(restored(data, stored), tenant, id)
 
     def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool,
                before: RagConfiguration | None = None) -> Place | None:

@@ -6,7 +6,8 @@ Secret fields: those the schema marks ``writeOnly`` (a source's ``imap.password`
 ``gcs.credentials`` …) and, in the free parameter maps (``embeddingParameters``, ``storeParameters``,
 ``rerankerParameters``), those a credential's name gives away (``apiKey``, ``password``, ``authToken`` …: the export's
 ``secret_field``). The vault key is the knowledge base's own (``rag-<id>-<field>``), so saving the same field again
-replaces its value."""
+replaces its value. A configuration stored before keeps its literal until saved again, and every face shows it as
+``${vault:REDACTED}`` (``shown``), which saved back keeps the stored value (``restored``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from eddi_rag.common.secrets import is_reference
+from eddi_rag.common.secrets import REDACTED, is_reference
 from eddi_rag.config import ConfigValidationError, load_schema
 from eddi_rag.records.vault import SecretVault, reference
 from eddi_rag.verbs.eddi_export import secret_field
@@ -67,7 +68,37 @@ def _literals(data: dict[str, Any]) -> Iterator[Literal]:
 
 
 def _literal(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip()) and not is_reference(value)
+    return isinstance(value, str) and bool(value.strip()) and not is_reference(value)  # (REDACTED is a reference)
+
+
+def shown(data: Any) -> Any:
+    """A stored configuration as a face shows it: a literal secret (one saved before secrets were sealed) as EDDI's
+    export writes one, ``${vault:REDACTED}``; sending it back keeps the stored value (``restored``)."""
+    for found in literals(data):
+        data = _replaced(data, found.keys, REDACTED)
+    return data
+
+
+def restored(data: Any, before: Any) -> Any:
+    """``data`` (a configuration sent to be saved) with each ``${vault:REDACTED}`` where ``before`` (the stored one)
+    holds a literal secret put back to that literal: a client that saves what it read loses nothing."""
+    if not isinstance(data, dict):
+        return data
+    for found in literals(before):
+        if _at(data, found.keys) == REDACTED:
+            data = _replaced(data, found.keys, found.value)
+    return data
+
+
+def _at(data: Any, keys: tuple[Any, ...]) -> Any:
+    for key in keys:
+        if isinstance(data, dict) and isinstance(key, str):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
 
 
 def _replaced(data: Any, keys: tuple[Any, ...], value: str) -> Any:
