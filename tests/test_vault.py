@@ -189,6 +189,6 @@ def test_a_knowledge_base_whose_key_is_not_stored_is_saved_saying_so_with_its_fi
     assert "PUT /secretstore/secrets/A/openai-key" in warning["fix"]
     c.put(f"{VAULT}/A/openai-key", headers=c.a, json={"value": SECRET})
     kb = r.headers["Location"].split("/")[-1].split("?")[0]
-    again = c.put(f"/ragstore/rags/{kb}?version=1", headers=c.a, json={**body, "description": "now with its key"})
+    again = c.put(f"/ragstore/rags/{kb}?version=1", headers=c.a, json={**body, "minScore": 0.5})
     assert again.status_code == 200 and again.json() == {"warnings": []}  # every reference resolves now
     assert c.post("/ragstore/rags", headers=c.a, json={"name": "offline", "embeddingProvider": "local", "storeType": "sqlite"}).json() == {"warnings": []}

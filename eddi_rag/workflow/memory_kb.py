@@ -151,10 +151,10 @@ class MemoryKnowledge:
     def _ensure(self, kb_id: str, agent_id: str) -> None:
         with self._lock:
             if not self.resources.exists("rags", kb_id):
-                config = {"name": self.name, "description": "Saved conversation turns and notes, searchable (REQ-EMB-005)",
-                          "storeType": self.store_type, "chunkStrategy": "recursive", "contextExpansion": "none",
-                          "minScore": 0.55, **self.embedding.rag_fields()}
-                self.create("rags", config, tenant=self._tenant(agent_id), id=kb_id)
+                config = {"name": self.name, "storeType": self.store_type, "chunkStrategy": "recursive",
+                          "contextExpansion": "none", "minScore": 0.55, **self.embedding.rag_fields()}
+                self.create("rags", config, tenant=self._tenant(agent_id), id=kb_id,
+                            description="Saved conversation turns and notes, searchable (REQ-EMB-005)")  # (the descriptor's)
 
     def _document(self, item: SavedItem) -> Any:
         from eddi_rag.ingest.pipeline import Document
