@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ class StateUnavailableError(EddiRagError, RuntimeError):
 
 
 BUSY_SECONDS = 30.0  # how long a statement waits for another process's write to end before it is a 503
+SNAPSHOT_RETRIES = 5  # BEGIN IMMEDIATE asked again after SQLITE_BUSY_SNAPSHOT (10 to 50 ms apart)
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -73,19 +75,35 @@ class Database:
         self.dialect = SQLITE
         self.migrated = False  # state.migrate brought its tables up to date
 
-    def _busy(self, e: sqlite3.OperationalError) -> StateUnavailableError:
+    def _busy(self, e: sqlite3.OperationalError, started: float) -> StateUnavailableError:
+        waited = time.monotonic() - started
+        if waited < self.busy_seconds * 0.9:  # SQLite answered without waiting (a read of this connection was open)
+            return StateUnavailableError(f"another process's write to the state database conflicted with this one "
+                                         f"({e}, {getattr(e, 'sqlite_errorname', '')}); nothing of this request was "
+                                         "written: try again")
         return StateUnavailableError(f"the state database stayed locked by another process's write for "
-                                     f"{self.busy_seconds:g} s ({e}); nothing of this request was written: try again")
+                                     f"{waited:.0f} s ({e}); nothing of this request was written: try again")
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting for another process's write up to ``busy_seconds`` (SQLite's busy handler). A
+        read of this connection still open when another process wrote (a cursor not read to its end) makes SQLite
+        answer SQLITE_BUSY_SNAPSHOT at once, without waiting: asked again a few times, as that read ends."""
+        started = time.monotonic()
+        for attempt in range(SNAPSHOT_RETRIES + 1):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as e:
+                if getattr(e, "sqlite_errorname", "") != "SQLITE_BUSY_SNAPSHOT" or attempt == SNAPSHOT_RETRIES:
+                    raise (self._busy(e, started) if _locked(e) else e) from e
+                time.sleep(0.01 * (attempt + 1))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            outer = self._depth == 0
+            outer, began = self._depth == 0, time.monotonic()
             if outer:
-                try:
-                    self._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as e:
-                    raise (self._busy(e) if _locked(e) else e) from e
+                self._begin()
             self._depth += 1
             try:
                 yield self._conn
@@ -94,7 +112,7 @@ class Database:
                 if outer:
                     self._conn.execute("ROLLBACK")
                     if isinstance(e, sqlite3.OperationalError) and _locked(e):
-                        raise self._busy(e) from e
+                        raise self._busy(e, began) from e
                 raise
             self._depth -= 1
             if outer:
@@ -102,24 +120,26 @@ class Database:
                     self._conn.execute("COMMIT")
                 except sqlite3.OperationalError as e:
                     self._conn.execute("ROLLBACK")
-                    raise (self._busy(e) if _locked(e) else e) from e
+                    raise (self._busy(e, began) if _locked(e) else e) from e
 
     def execute(self, sql: str, params=()) -> sqlite3.Cursor:
         with self._lock:
+            started = time.monotonic()
             try:
                 return self._conn.execute(sql, params)
             except sqlite3.OperationalError as e:
                 if _locked(e) and not self._conn.in_transaction:
-                    raise self._busy(e) from e
+                    raise self._busy(e, started) from e
                 raise
 
     def query(self, sql: str, params=()) -> list[sqlite3.Row]:
         with self._lock:
+            started = time.monotonic()
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.OperationalError as e:
                 if _locked(e) and not self._conn.in_transaction:
-                    raise self._busy(e) from e
+                    raise self._busy(e, started) from e
                 raise
 
     def data_version(self) -> int:
