@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +175,45 @@ def test_doctor_checks_every_kb_and_prints_fixes(tmp_path):
     assert "start the store or fix storeParameters" in out
     assert "store holds 3-d vectors, model gives 384-d" in out
     assert "3 problem(s) found" in out
+
+
+@pytest.mark.integration
+def test_sigterm_to_the_server_an_operator_finds_stops_it_with_a_backlog(tmp_path):
+    """Issue 56, finding 8: "the first SIGTERM to serve was ignored" with a backlog. Its cause: the warm parse processes
+    were named eddi-rag-idle, so ``pgrep -n eddi-rag`` (the newest process so named) was one of them, and the SIGTERM
+    stopped it (a fresh one took its place) instead of the server. With PDFs waiting, the only process named eddi-rag is
+    the server, and one SIGTERM to it shuts it down, giving the running job back."""
+    import signal
+
+    import httpx
+    import psutil
+
+    from tests.support import files
+    from tests.support.ports import free_port
+    from tests.support.serving import wait_until_healthy
+    from tests.support.waiting import until
+
+    port = free_port()
+    command = str(Path(sys.executable).parent / "eddi-rag")  # as an operator starts it (its process is named eddi-rag)
+    server = subprocess.Popen([command, "serve", "--port", str(port), "--data-dir", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(base, server)
+        kb = httpx.post(f"{base}/ragstore/rags", json={"name": "backlog", "embeddingProvider": "local",
+                                                       "storeType": "sqlite"}).headers["Location"].split("/")[-1].split("?")[0]
+        pdf = files.pdf(["The night train to Vienna leaves at 22:10 from platform 4. " * 40] * 3)
+        for i in range(40):  # a backlog: parse processes started and kept warm while it is worked off
+            assert httpx.post(f"{base}/ragstore/rags/{kb}/ingest", params={"documentName": f"d{i}.pdf"}, content=pdf,
+                              headers={"Content-Type": "application/pdf"}).status_code == 202
+        me = psutil.Process(server.pid)
+        until(lambda: me.children(recursive=True), "a warm parse process")
+        tree = [me, *me.children(recursive=True)]  # (other tests' servers may run beside: this one's tree alone)
+        assert [p.pid for p in tree if "eddi-rag" in p.name()] == [server.pid], [(p.pid, p.name()) for p in tree]
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=90)  # (a bound on a hang, not a speed: it took under 2 s here)
+        assert "Shutting down" in server.stdout.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=30)

@@ -9,7 +9,8 @@ a limit, or once it has grown past half its memory limit, so no parse inherits m
 
 Every process is started by one long-lived thread: Linux's parent-death signal (``parsing._die_with_parent``) fires
 when the *thread* that started a child ends, so a child started by a request's thread would die with it. A process
-is named ``eddi-rag-idle`` while it waits and ``eddi-rag-parse`` while it parses (``ps``, ``/proc/<pid>/comm``).
+is named ``ragparse-idle`` while it waits and ``ragparse-busy`` while it parses (``ps``, ``/proc/<pid>/comm``): never
+a name with ``eddi-rag`` in it, which an operator's ``pgrep``/``pkill`` takes for the server.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import time
 from typing import IO
 
 MAX_USES = 200  # files one process parses before it retires
-IDLE, BUSY = "eddi-rag-idle", "eddi-rag-parse"
+# (no "eddi-rag" in them: ``pgrep -n eddi-rag``, an operator's way to the server, found a warm parse process, and the
+# SIGTERM meant for the server stopped it instead: issue 56, finding 8)
+IDLE, BUSY = "ragparse-idle", "ragparse-busy"
 # What the child may see of the server's environment (never its secrets).
 _ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
 
