@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eddi_rag.api.app import create_app
 from eddi_rag.runtime import Runtime
@@ -440,3 +442,44 @@ def test_a_secret_stored_before_sealing_is_shown_redacted_and_saving_back_keeps_
         assert saved.status_code == 200, saved.text
         kept = client.runtime.catalog.read("rags", kb)["embeddingParameters"]["apiKey"]
         assert kept.startswith("${vault:") and client.runtime.resolver.resolve(kept, "default") == "sk-legacy-typed-0123456789"
+
+
+_SYNTAX = ["-", "+", ":", '"', "^", "~", "*", "?", "(", ")", "[", "]", "{", "}", "\\", "/", "AND", "OR", "NOT", "&&", "||",
+           " ", "title:", "火车", "Zürich"]
+_QUERY = st.one_of(
+    st.lists(st.one_of(st.sampled_from(_SYNTAX), st.text(max_size=12),
+                       st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)), min_size=1, max_size=10).map("".join),
+    st.sampled_from(["x" * 10_000, "\ud800", "a\udfffb", " ", ""]))
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    """Knowledge bases searched by vector, keyword and hybrid search, with English, German and Chinese text, and REST."""
+    from tests.support.app import app_client
+
+    with app_client(tmp_path_factory.mktemp("any-query")) as client:
+        kbs = [make_kb(client.runtime, mode, searchMode=mode, minScore=0) for mode in ("hybrid", "keyword", "vector")]
+        for kb in kbs:
+            client.runtime.ingest(kb, "a.md", "The night train to Vienna leaves at 22:10. Der Zug fährt um zehn. 火车十点出发。")
+        yield client, kbs
+
+
+@settings(max_examples=40, deadline=None)
+@given(query=_QUERY)
+def test_any_text_a_user_types_is_answered_or_refused_naming_the_query(searched, query):
+    """Issue 57, point 6 (and 56's finding 10): random Unicode, lone surrogates and query syntax, through the Python face
+    and REST on every search mode: an answer, or a 400 naming the query (empty, too long, a character no text holds),
+    never a 500 or a 503. (CI runs a fixed seed; EDDI_RAG_HYPOTHESIS=random runs fresh ones.)"""
+    import json
+
+    from eddi_rag.verbs.contract_types import InvalidQueryError
+
+    client, kbs = searched
+    for kb in kbs:
+        try:
+            client.runtime.search.hits(SearchRequest(kb, query))
+        except InvalidQueryError as e:
+            assert e.status == 400 and "query" in str(e), e
+        r = client.post(f"/ragstore/rags/{kb}/query", content=json.dumps({"query": query, "minScore": 0}),
+                        headers={"Content-Type": "application/json"})
+        assert r.status_code == 200 or (r.status_code in (400, 422) and "query" in r.text), (query, r.status_code, r.text)

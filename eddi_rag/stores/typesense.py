@@ -320,6 +320,8 @@ class TypesenseStore(OverwriteThenPrune):
         """Typesense's own full-text search on the chunk text, ranked by its ``text_match``; words
         are dropped from the query until k chunks match (so any word can find a chunk)."""
         native, rest, schema = self._plan(where)
+        # words, not Typesense's syntax: a leading "-" excludes a word there, and "*" alone matches every document
+        text = " ".join(word.lstrip("-") for word in text.split() if word.strip("-*"))
         if schema is None or native == FALSE or k <= 0 or not text.strip():
             return []
         n = min(_PAGE, k if rest is None else 3 * k + 10)
@@ -327,7 +329,7 @@ class TypesenseStore(OverwriteThenPrune):
             native, q=text, query_by="text", per_page=n, prefix="false", drop_tokens_threshold=n,
             exclude_fields="embedding"))
         hits = [KeywordHit(h["document"]["chunk_id"], h["document"]["text"], json.loads(h["document"]["metadata_json"]),
-                           float(h["text_match"])) for h in found["hits"]]
+                           float(h.get("text_match", 0))) for h in found["hits"]]
         hits = [h for h in hits if rest is None or filters.matches(rest, h.metadata)]
         return sorted(hits, key=lambda h: (-h.bm25, h.id))[:k]
 

@@ -109,6 +109,13 @@ FILTERS = [
 ]
 
 
+# What a user may type that query parsers read as syntax, scripts without spaces, and long or odd strings: each must be
+# searched as words (ids found, or none), never raise. (Lone surrogates are refused before a store is asked.)
+ODD_QUERIES = ["-x", "+", ":", '"', "^", "~", "*", "?", "[", "]", "(", ")", "{", "}", "\\", "/", "!", "&&", "||",
+               "AND OR NOT", "NOT train", "a:b", "title:train", "train^2", "train~", "*train", '"unclosed train', "(train",
+               "作为卡罗莱纳黑豹队的先发球员，谁在九场比赛中拿下了五次擒杀？", "火车" * 50, "🙂 train", "\u200b", " ", "\n\t",
+               "x" * 2000, "Zürich–Wien ✓", "ق" * 30, "-" * 100]
+
 _FIELDS = ["n", "w", "colour", "source", "even", "missing"]
 
 
@@ -454,6 +461,18 @@ class KeywordTests(_Fixtures):
         assert {h.id for h in hits} == {"k0", "k2"} and all(h.bm25 > 0 for h in hits)
         assert [h.id for h in store.keyword_search("Vienna", 3, where={"i": {"$gt": 0}})] == ["k2"]
         assert store.keyword_search("zeppelin", 3) == []
+
+    def test_any_string_is_a_keyword_query(self, store):
+        """Query syntax, scripts without spaces and long strings are words to look for, never an error (issue 56/57:
+        a Chinese question made tantivy raise "Only excluding terms given")."""
+        if "keyword_search" not in store.capabilities:
+            pytest.skip(f"{type(store).__name__} declares no keyword_search")
+        store.upsert([Chunk("k0", "the night train to Vienna; 火车十点出发", {"i": 0}, vec(1))])
+        for text in ODD_QUERIES:
+            hits = store.keyword_search(text, 3)
+            assert all(h.id == "k0" for h in hits), text
+            if isinstance(store, KeywordScores):
+                store.keyword_scores(text, ["k0"])
 
     def test_keyword_scores_are_the_keyword_search_scores(self, store):
         """A backend scoring given chunks (KeywordScores, what a hybrid search asks of the vector side's finds) gives

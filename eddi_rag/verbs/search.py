@@ -18,6 +18,7 @@ from typing import Any
 from cachetools import TTLCache
 
 from eddi_rag.backends.factories import EmbeddingModelFactory
+from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.config import RagConfiguration
 from eddi_rag.retrieval import access, marks
 from eddi_rag.retrieval.access import Access, Reader, WithheldError
@@ -59,6 +60,8 @@ class SearchRequest:
             wrong.append("query is empty")
         elif len(text) > MAX_QUERY_CHARS:
             wrong.append(f"query is {len(text)} characters; at most {MAX_QUERY_CHARS} are allowed")
+        elif problem := text_problem(text, "query"):  # (as REST refuses it: a lone surrogate no engine can read)
+            wrong.append(problem)
         if self.k is not None and self.k < 1:
             wrong.append(f"k (maxResults) must be at least 1, got {self.k}")
         if self.min_score is not None and not 0 <= self.min_score <= 1:
