@@ -309,6 +309,7 @@ class RagConfiguration(BaseModel):
     chunkOverlap: int = 64
     ocr: str = "auto"  # scans and images: auto (pages without text), always, off
     ocrLanguages: list[str] = Field(default_factory=lambda: ["eng"])  # Tesseract language packs
+    language: str | list[str] = "auto"  # the documents' language: auto (detected), an ISO 639-1 code, or codes to detect among
     maxResults: int = 5
     minScore: float = 0.6
     searchMode: str = "hybrid"

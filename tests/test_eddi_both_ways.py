@@ -40,7 +40,7 @@ OURS = [
                                                                          "sitemapUrls": ["http://localhost:8080/sitemap.xml"]}},
                  {"id": "public", "name": "Public", "type": "web", "web": {"startUrl": "https://www.example.com/"}}]},
     {"name": "tuned", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${vault:k}"}, "storeType": "in-memory",
-     "searchMode": "hybrid", "contextExpansion": "section", "maxPassageChars": 3000, "vectorWeight": 0.7,
+     "searchMode": "hybrid", "contextExpansion": "section", "maxPassageChars": 3000, "vectorWeight": 0.7, "language": ["de", "en"],
      "sources": [{"id": "site", "name": "Site", "type": "web", "settings": {"acl": ["group:staff"]},
                   "web": {"startUrl": "https://docs.example.com/", "include": ["/docs/*"]}}]},
 ]

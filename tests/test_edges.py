@@ -483,3 +483,30 @@ def test_any_text_a_user_types_is_answered_or_refused_naming_the_query(searched,
         r = client.post(f"/ragstore/rags/{kb}/query", content=json.dumps({"query": query, "minScore": 0}),
                         headers={"Content-Type": "application/json"})
         assert r.status_code == 200 or (r.status_code in (400, 422) and "query" in r.text), (query, r.status_code, r.text)
+
+
+def test_each_document_keeps_its_language_detected_offline_or_as_the_knowledge_base_says(client):
+    """Issue 57, point 1: a language per knowledge base (auto, a code, or codes to detect among) and per document
+    (metadata.language on its chunks, in the documents list); English, German and Chinese beside each other."""
+    texts = {"en.md": "The night train to Vienna leaves at ten in the evening from platform four.",
+             "de.md": "Der Nachtzug nach Wien fährt um zweiundzwanzig Uhr von Gleis vier ab.",
+             "zh.md": "开往维也纳的夜间火车晚上十点从四号站台出发。"}
+    auto = make_kb(client, "auto")
+    for name, text in texts.items():
+        client.runtime.ingest(auto, name, text)
+    listed = client.get(f"/ragstore/rags/{auto}/documents").json()["documents"]
+    assert {d["documentId"]: d["language"] for d in listed} == {"en.md": "en", "de.md": "de", "zh.md": "zh"}
+    assert {c["id"] for c in client.runtime.documents.chunks(auto, "de.md")}  # (chunks carry it:)
+    stored = client.runtime.stores.get(auto, client.runtime.knowledge_bases.get(auto)).get({"language": "zh"})
+    assert [c.metadata["document_id"] for c in stored] == ["zh.md"]
+    german = make_kb(client, "german", language="de")
+    client.runtime.ingest(german, "en.md", texts["en.md"])  # said: every document is German
+    assert client.get(f"/ragstore/rags/{german}/documents").json()["documents"][0]["language"] == "de"
+    among = make_kb(client, "among", language=["de", "fr"])
+    client.runtime.ingest(among, "de.md", texts["de.md"])
+    client.runtime.ingest(among, "digits.md", "12 34 56")  # nothing to tell by: no language
+    langs = {d["documentId"]: d.get("language") for d in client.get(f"/ragstore/rags/{among}/documents").json()["documents"]}
+    assert langs == {"de.md": "de", "digits.md": None}
+    bad = client.post("/ragstore/rags", json={"name": "bad", "embeddingProvider": "local", "storeType": "sqlite",
+                                              "language": "german"})
+    assert bad.status_code == 400 and "$.language" in bad.text

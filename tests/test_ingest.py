@@ -155,7 +155,7 @@ def test_reingesting_a_document_replaces_its_chunks(runtime):
     assert [c.text for c in store.get({"source": "guide.md"})] == ["A much shorter guide about tea."]
     meta = store.get({"source": "other.md"})[0].metadata
     assert {k: meta.pop(k) for k in ("content_hash", "ingestedAt")}
-    assert meta == {"source": "other.md", "kbId": kb, "document_id": "other.md", "position_in_doc": 0}
+    assert meta == {"source": "other.md", "kbId": kb, "document_id": "other.md", "position_in_doc": 0, "language": "en"}
 
 
 @pytest.mark.integration

@@ -30,7 +30,7 @@ from eddi_rag.common.principals import ACL, InvalidAclError, parse_acl
 from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import SharedBuffers
 from eddi_rag.errors import FILE, EddiRagError
-from eddi_rag.ingest import ocr
+from eddi_rag.ingest import language, ocr
 from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits, chunk_bound
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
@@ -340,6 +340,8 @@ class Ingestor:
         tag = config.name if config.eddi_layout == "name" else kb_id  # EDDI tags its "name" layout with the KB's name
         common: dict[str, Any] = {**doc.metadata, "source": doc.source or doc.document_id, "kbId": tag,
                                   "document_id": doc.document_id, "ingestedAt": now}
+        if "language" not in common and (found := language.of_document(config.language, doc.text)) is not None:
+            common["language"] = found  # (the document's, on each chunk: what its keyword search will analyse it as)
         if doc.user_id is not None:
             common.update(user_id=doc.user_id, private=True)
         if (acl := doc.acl if doc.acl is not None else plan.acl) is not None:

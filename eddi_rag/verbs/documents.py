@@ -63,7 +63,7 @@ class Documents:
 
     def list(self, kb_id: str, max_chunks: int = DOCUMENT_SCAN, user_id: str | None = None,
              readable: filters.Node | None = None) -> dict[str, Any]:
-        """The KB's documents ({documentId, source, chunks, ingestedAt, user?, acl?}); past ``max_chunks``
+        """The KB's documents ({documentId, source, chunks, ingestedAt, user?, language?, acl?}); past ``max_chunks``
         chunks the list is cut: ``complete`` false. ``user_id``: only the shared documents and that
         user's own, as that user's search sees them; ``readable``: only what a reader may read (counts included)."""
         found: dict[str, dict[str, Any]] = {}
@@ -74,6 +74,7 @@ class Documents:
             doc = found.setdefault(m.get("document_id", "?"), {
                 "documentId": m.get("document_id"), "source": m.get("source"), "chunks": 0, "ingestedAt": m.get("ingestedAt"),
                 **({"userId": m["user_id"]} if "user_id" in m else {}),
+                **({"language": m["language"]} if isinstance(m.get("language"), str) else {}),
                 **({"acl": m[ACL]} if isinstance(m.get(ACL), list) else {})})
             doc["chunks"] += 1
             doc["disabled"] = doc.get("disabled", 0) + (1 if m.get(DISABLED) else 0)

@@ -714,11 +714,12 @@ async function loadDocuments(kb) {
   box.replaceChildren(
     r.data.complete ? "" : el("p", { class: "notice" }, "Only the documents of the first chunks read are listed."),
     el("div", { class: "table-wrap" }, el("table", { class: "documents" },
-      el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Ingested"), el("th", {}, "User"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
+      el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Language"), el("th", {}, "Ingested"), el("th", {}, "User"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
       el("tbody", {}, r.data.documents.map((d) => el("tr", { "data-document": d.documentId },
         el("td", {}, el("a", { href: `/ui/kbs/${encodeURIComponent(kb.id)}/document?d=${encodeURIComponent(d.documentId)}` },
           d.source && d.source !== d.documentId ? `${d.documentId} (${d.source})` : d.documentId)),
         el("td", { class: "num" }, d.chunks, d.disabled ? el("span", { class: "muted" }, ` (${d.disabled} off)`) : ""),
+        el("td", { title: "what the document's text was found to be in (the knowledge base's language: auto detects it)" }, d.language || "—"),
         el("td", {}, d.ingestedAt ? when(new Date(d.ingestedAt * 1000).toISOString()) : "—"),
         el("td", {}, d.userId || "shared"),
         el("td", {}, CAN_EDIT() ? el("button", { type: "button", class: "link danger", onclick: async () => {
