@@ -285,3 +285,25 @@ def test_a_large_subset_asked_again_and_again_gets_a_graph_of_its_own_and_loses_
     table.remove([table.row_of["r0020"]])
     assert "r0020" not in [table.ids[r] for r, _ in table.search(matrix[20], 5, node)]
     assert all(s.graph is None for s in table._subsets.values())
+
+
+def test_a_reload_keeps_the_tables_lock_so_the_other_half_of_a_hybrid_search_waits_for_it(tmp_path):
+    """A fresh CI run's Try it answered 503 "sqlite store unavailable: LookupError: row 0 is dead": the first search
+    after another writer reloads the table (``restore`` clears it) under its lock, and ``clear`` made a new lock, so the
+    hybrid search's other half, run at the same time, read the half-restored table. The lock is the same one now."""
+    from eddi_rag.stores.embedded.rows import RowTable
+
+    table = RowTable("auto")
+    lock = table.lock
+    table.restore(["a", None, "b"], normalise(np.eye(3, 4, dtype=np.float32)), [{}, {}, {}])
+    table.clear()
+    assert table.lock is lock
+    with lock:  # a reload in progress: another thread taking the table's lock must wait
+        import threading
+
+        entered = threading.Event()
+        other = threading.Thread(target=lambda: (table.lock.acquire(), entered.set(), table.lock.release()))
+        other.start()
+        assert not entered.wait(0.2)
+    other.join(5)
+    assert entered.is_set()

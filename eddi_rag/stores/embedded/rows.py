@@ -174,7 +174,11 @@ class RowTable:
         return removed
 
     def clear(self) -> None:
+        """No rows; the same lock (a reload runs under it: a new one let the other half of a hybrid search, waiting on
+        the old, read the table half restored: "row 0 is dead")."""
+        lock = self.lock
         RowTable.__init__(self, self.index, self.ef_search)
+        self.lock = lock
 
     def compact(self) -> None:
         """Drop dead rows (renumbering the rest); the HNSW graph is rebuilt at its next search (until then the
