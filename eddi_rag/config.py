@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from eddi_rag.common import jsonvalues
+from eddi_rag.common.principals import parse_acl
 from eddi_rag.common.quoting import quoted
 from eddi_rag.errors import CONFIGURATION, EddiRagError
 
@@ -235,8 +236,8 @@ class SourceSettings(BaseModel):
     @field_validator("acl")
     @classmethod
     def _trimmed(cls, acl: list[str] | None) -> list[str] | None:
-        """Each principal without the spaces around it ("group:hr " is group:hr), duplicates dropped."""
-        return None if acl is None else list(dict.fromkeys(p.strip() for p in acl))
+        """As every ACL is read (``principals.parse_acl``): "group:hr " is group:hr, duplicates dropped."""
+        return None if acl is None else parse_acl(acl, "settings.acl")
 
 
 # a source of these types has the block of its name

@@ -125,3 +125,17 @@ def test_a_folder_source_comes_back_with_its_path(tmp_path):
         back = runtime.resources.read("rags", next(r.id for r in again.created if r.kind == "rags"))
         assert back["sources"][0]["folder"]["path"] == "k9XqZ2mW7vB4nL8tQ3"
 
+
+
+def test_a_start_url_eddi_refuses_is_told_as_eddi_tells_it():
+    """EDDI's requireRoutableHost: a literal (digits and dots, or a colon) read as an address, or localhost; a name is
+    never resolved. An IPv4-mapped loopback and the one-number form of 169.254.169.254 are literals too."""
+    from eddi_rag.verbs.eddi_export import routable
+    from tests.support.eddi_rules import routable as eddi_reads
+
+    for url in ("http://10.1.2.3/", "http://127.0.0.1:8080/", "http://localhost/", "http://[::1]/", "http://[fe80::1]/",
+                "http://0.0.0.0/", "http://172.20.0.1/", "http://[::ffff:127.0.0.1]/", "http://2852039166/"):
+        assert not routable(url), url
+    for url in ("https://docs.example.com/", "http://8.8.8.8/", "http://0xa9fea9fe/", "http://intranet/"):
+        assert routable(url), url
+        assert eddi_reads(url), url

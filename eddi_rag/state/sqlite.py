@@ -28,7 +28,7 @@ class StateUnavailableError(EddiRagError, RuntimeError):
 
 
 BUSY_SECONDS = 30.0  # how long a statement waits for another process's write to end before it is a 503
-SNAPSHOT_RETRIES = 5  # BEGIN IMMEDIATE asked again after SQLite refused it at once (10 to 50 ms apart)
+RETRIES_AT_ONCE = 5  # BEGIN IMMEDIATE asked again after SQLite refused it at once (10 to 50 ms apart)
 
 
 def _locked(e: sqlite3.OperationalError) -> bool:
@@ -75,14 +75,18 @@ class Database:
         self.dialect = SQLITE
         self.migrated = False  # state.migrate brought its tables up to date
 
+    def _at_once(self, started: float) -> bool:
+        """Whether SQLite refused a statement begun at ``started`` without its busy wait (well inside the bound)."""
+        return time.monotonic() - started < self.busy_seconds / 2
+
     def _busy(self, e: sqlite3.OperationalError, started: float) -> StateUnavailableError:
-        waited = time.monotonic() - started
-        if waited < self.busy_seconds * 0.9:  # SQLite answered without waiting (a read of this connection was open)
+        if self._at_once(started):  # SQLite answered without waiting (a read of this connection was open)
             return StateUnavailableError(f"another process's write to the state database conflicted with this one "
                                          f"({e}, {getattr(e, 'sqlite_errorname', '')}); nothing of this request was "
                                          "written: try again")
         return StateUnavailableError(f"the state database stayed locked by another process's write for "
-                                     f"{waited:.0f} s ({e}); nothing of this request was written: try again")
+                                     f"{time.monotonic() - started:.0f} s ({e}); nothing of this request was written: "
+                                     "try again")
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, waiting for another process's write up to ``busy_seconds`` (SQLite's busy handler). Under
@@ -90,13 +94,12 @@ class Database:
         wait (measured: 4 in 2,600 uploads under 8 clients; each answered a 503 then): asked again, 10 to 50 ms apart,
         it succeeded every time."""
         started = time.monotonic()
-        for attempt in range(SNAPSHOT_RETRIES + 1):
+        for attempt in range(RETRIES_AT_ONCE + 1):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as e:
-                at_once = _locked(e) and time.monotonic() - started < self.busy_seconds / 2
-                if not at_once or attempt == SNAPSHOT_RETRIES:
+                if not (_locked(e) and self._at_once(started)) or attempt == RETRIES_AT_ONCE:
                     raise (self._busy(e, started) if _locked(e) else e) from e
                 time.sleep(0.01 * (attempt + 1))
 

@@ -106,8 +106,9 @@ def _compile(node: filters.Node | None, column: str = "metadata", langchain4j_ro
 
     jsonb equality is already type-aware (1 = 1.0, "1" != 1, true != 1); ordering compares
     numbers as numeric and strings byte-wise (COLLATE "C"), as the reference evaluator does.
-    ``langchain4j_rows``: the column is langchain4j's JSON (cast), booleans are stored as strings, and a row
-    of EDDI's has its document id in ``documentId`` or ``source`` (stores.langchain4j)."""
+    ``langchain4j_rows``: the column is langchain4j's JSON (cast), and a row of EDDI's has its document id in
+    ``documentId`` or ``source`` (stores.langchain4j); the filter comes encoded as such rows store their values (booleans
+    as strings, guarded by their marks: ``langchain4j.encode_node``, applied once by the store)."""
     if node is None:
         return pgsql.SQL("TRUE"), []
     if isinstance(node, (filters.And, filters.Or)):
@@ -118,7 +119,6 @@ def _compile(node: filters.Node | None, column: str = "metadata", langchain4j_ro
     value = node.value
     if langchain4j_rows:
         col = pgsql.SQL("({}::jsonb)").format(col)
-        value = langchain4j.encode_value(value if not isinstance(value, tuple) else list(value))
     field: pgsql.Composable = pgsql.SQL("({} -> %s)").format(col)
     field_params: list[Any] = [node.field]
     if langchain4j_rows and node.field == "document_id":

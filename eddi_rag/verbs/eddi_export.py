@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from eddi_rag.backends import registry
+from eddi_rag.common.outbound import literal_address
 from eddi_rag.common.secrets import REDACTED
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import Descriptor, parse_uri, resource_uri
@@ -154,13 +155,14 @@ def _ours_only(source: Any) -> bool:
 
 def routable(url: str) -> bool:
     """Whether EDDI saves ``url`` as a web source's start URL or sitemap: its host is no literal loopback, site-local,
-    link-local or any-local address, nor ``localhost`` (literals only: EDDI resolves no name at save)."""
+    link-local or any-local address, nor ``localhost`` (literals only: EDDI resolves no name at save; a literal is
+    digits and dots, or holds a colon, as EDDI tells them, read as a resolver reads it: ``outbound.literal_address``)."""
     host = (urlsplit(url).hostname or "").strip("[]")
     if host.lower() == "localhost":
         return False
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
+    literal = all(ch == "." or ch.isdigit() for ch in host) or ":" in host
+    address = literal_address(host) if literal and host else None
+    if address is None:
         return True  # a name: EDDI's crawler checks it per request
     site_local = any(address in network for network in SITE_LOCAL if network.version == address.version)
     return not (address.is_loopback or address.is_link_local or address.is_unspecified or site_local)
