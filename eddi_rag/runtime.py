@@ -126,6 +126,7 @@ class Runtime:
         self.saving.source_removed = self.sources.forget_source
         self.saving.kb_gone = self.grants.forget
         self.saving.rechunk = self.ingesting.reparse_all
+        self.saving.relabel = self.ingesting.relabel
         self.saving.claim_existing()
         self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db)
         self.collections = VectorCollections(Collections(self.db, self.stores))

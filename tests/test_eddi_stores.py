@@ -61,9 +61,10 @@ def langchain4j_reads(url: str, table: str) -> list[tuple[str, str, dict]]:
 def eddi_kb(runtime, pgvector_params):
     made = []
 
-    def make(name: str, namespace: str, **params):
+    def make(name: str, namespace: str, language: str = "auto", searchMode: str = "hybrid", **params):
         config = {"name": name, "embeddingProvider": "local", "storeType": "pgvector", "storeNamespace": namespace,
-                  "minScore": 0, "contextExpansion": "none", "storeParameters": {**pgvector_params, **params}}
+                  "minScore": 0, "contextExpansion": "none", "storeParameters": {**pgvector_params, **params},
+                  "language": language, "searchMode": searchMode}
         kb = runtime.resources.create("rags", config).id
         made.append(kb)
         return kb
@@ -118,6 +119,22 @@ def test_eddis_id_namespace_tags_chunks_and_keeps_a_shared_table_apart(runtime, 
     assert {h.metadata["source"] for h in runtime.query(b, "refunds", max_results=10, min_score=0)} == {"refunds.txt", "pets.txt"}
     assert runtime.stores.get(a, runtime.rag_config(a)).count() == 1
     runtime.documents.drop(b)  # (the shared table goes with the first drop)
+
+
+@pytest.mark.integration
+@pytest.mark.services
+def test_a_table_eddi_wrote_is_searched_in_the_knowledge_base_s_language(runtime, eddi_kb, postgres_url, local_model):
+    """Issue 57, point 2: PostgreSQL's full-text search over an adopted table reads the knowledge base's language
+    (German's stemmer finds "Nachtzüge" by "Nachtzug"; English's, before, did not)."""
+    rows = [("wien.txt", "Die Nachtzüge nach Wien fahren um zweiundzwanzig Uhr ab."),
+            ("kaese.txt", "Der Käse reift sechs Monate im Keller.")]
+    for table, name in (("eddi_kb_fahrplan", "Fahrplan"), ("eddi_kb_fahrplan_auto", "Fahrplan auto")):
+        langchain4j_table(postgres_url, table, 384)
+        eddi_writes(postgres_url, table, local_model, name, rows)
+    kb = eddi_kb("Fahrplan", "name", language="de", searchMode="keyword")
+    assert [h.metadata["source"] for h in runtime.query(kb, "Nachtzug", min_score=0)] == ["wien.txt"]
+    english = eddi_kb("Fahrplan auto", "name", searchMode="keyword")  # language auto: English's configuration, as before
+    assert runtime.query(english, "Nachtzug", min_score=0) == []
 
 
 @pytest.mark.integration

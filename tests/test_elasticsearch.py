@@ -47,3 +47,17 @@ def test_requests_have_the_documented_shape():
     assert knn["field"] == "embedding" and knn["k"] == 17 and knn["num_candidates"] == 50
     assert knn["filter"] == {"term": {"m_str.source": "x.md"}}
     assert server.requests[0]["headers"]["accept"].startswith("application/vnd.elasticsearch+json")
+
+
+@pytest.mark.integration
+def test_a_knowledge_base_s_language_names_the_text_field_s_analyzer():
+    """Issue 57, point 2: the index of a German knowledge base analyses its text with Elasticsearch's built-in german
+    analyzer, a Chinese one with cjk; auto and English keep standard, as before (Elasticsearch's documented mapping)."""
+    analyzers = {}
+    for language in ("de", "zh", ["ja"], "auto", "en", ["de", "en"]):
+        with ElasticsearchStandIn() as server:
+            store = ElasticsearchStore("kb1", {"url": server.url, "kbLanguage": language}, StoreContext(Database()))
+            store.upsert([Chunk("a", "Die Nachtzüge fahren ab.", {"source": "x.md"}, [1.0, 0.0, 0.0])])
+            create = next(r for r in server.requests if r["method"] == "PUT")
+            analyzers[str(language)] = create["json"]["mappings"]["properties"]["text"].get("analyzer")
+    assert analyzers == {"de": "german", "zh": "cjk", "['ja']": "cjk", "auto": None, "en": None, "['de', 'en']": None}

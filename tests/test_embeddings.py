@@ -50,7 +50,8 @@ def test_local_model_truncates_long_input(local_model):
 
 
 def test_unknown_provider_names_the_known_ones():
-    with pytest.raises(registry.UnknownProviderError, match="known: azure-openai, bedrock, cohere, gemini, google, local, mistral, ollama, openai, vertex"):
+    known = "azure-openai, bedrock, cohere, gemini, google, local, local-multilingual, mistral, ollama, openai, vertex"
+    with pytest.raises(registry.UnknownProviderError, match=f"known: {known}"):
         registry.load(registry.EMBEDDINGS, "nope")
 
 

@@ -68,6 +68,18 @@ def test_keyword_search_uses_atlas_search_with_the_documented_shapes():
         "dynamic": False, "fields": {"text": {"type": "string", "analyzer": "lucene.english"}}}}}
 
 
+def test_the_text_index_reads_the_knowledge_base_s_language():
+    """Issue 57, point 2: Atlas Search's language analyzers (https://www.mongodb.com/docs/atlas/atlas-search/analyzers/language/)."""
+    from eddi_rag.stores.languages import atlas_analyzer
+    from eddi_rag.stores.mongodb_atlas import search_indexes
+
+    assert {str(lang): atlas_analyzer(lang) for lang in ("de", "zh", "ja", ["ko"], "auto", "en", ["de", "fr"], "xx")} == {
+        "de": "lucene.german", "zh": "lucene.smartcn", "ja": "lucene.kuromoji", "['ko']": "lucene.nori",
+        "auto": "lucene.english", "en": "lucene.english", "['de', 'fr']": "lucene.english", "xx": "lucene.english"}
+    text = search_indexes("v", "t", 384, "lucene.german")[1].document
+    assert text["definition"]["mappings"]["fields"]["text"] == {"type": "string", "analyzer": "lucene.german"}
+
+
 @pytest.mark.parametrize("where", FILTERS + ACL_FILTERS, ids=[str(f) for f in FILTERS + ACL_FILTERS])
 def test_compiled_filters_mean_in_mongodb_what_the_reference_means(where):
     """Every conformance filter, compiled to MQL, run by mongomock (MongoDB's query language in Python, arrays

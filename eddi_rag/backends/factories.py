@@ -130,6 +130,12 @@ class EmbeddingModelFactory:
         return self.get(config.embeddingProvider, config.embeddingParameters, config.tenant)
 
 
+# Engines whose keyword search analyses text by the knowledge base's ``language`` setting, not each chunk's: PostgreSQL's
+# full-text search on an adopted table, Typesense's locale, Elasticsearch's and Atlas Search's analyzers, Qdrant's
+# full-text index (docs/languages.md).
+ANALYSE_BY_SETTING = frozenset({"pgvector", "typesense", "elasticsearch", "mongodb-atlas", "qdrant"})
+
+
 class EmbeddingStoreFactory:
     """One store object per (storeType, configuration id, parameters). A store is built only for a knowledge
     base whose tenant holds its physical place, or when nobody does (stores.ownership: then it is claimed)."""
@@ -149,7 +155,10 @@ class EmbeddingStoreFactory:
         params = registry.prepare_parameters(registry.STORES, config.storeType, params)
         if eddi_table:  # EDDI's own parameter: EDDI's connection defaults (database and user "eddi")
             params = {"database": "eddi", "user": "eddi", **params}
-        return langchain4j.adopt(config.storeType, config.eddi_layout, kb_id, config.name, params)
+        params = langchain4j.adopt(config.storeType, config.eddi_layout, kb_id, config.name, params)
+        if config.storeType in ANALYSE_BY_SETTING:
+            params[langchain4j.LANGUAGE] = config.language
+        return params
 
     def place(self, kb_id: str, config: RagConfiguration, params: dict[str, Any] | None = None) -> Place | None:
         """The physical store ``config`` addresses for ``kb_id`` (None: an embedded engine, whose tables are the

@@ -34,6 +34,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     },
     EMBEDDINGS: {
         "local": "eddi_rag.embeddings.local:PROVIDER",
+        "local-multilingual": "eddi_rag.embeddings.multilingual:PROVIDER",
         "openai": "eddi_rag.embeddings.openai:PROVIDER",
         "azure-openai": "eddi_rag.embeddings.azure_openai:PROVIDER",
         "ollama": "eddi_rag.embeddings.ollama:PROVIDER",

@@ -39,6 +39,9 @@ class EmbeddingProvider:
     remote: bool = True  # remote providers get batching, retries and dimension checks (guard.py)
     asymmetric: bool = False  # documents and queries are embedded with two task types (embed_query is not embed_documents)
     capabilities: frozenset[str] = field(default_factory=lambda: frozenset({"embeddings"}))
+    # The languages the model reads, given its parameters (None: many, or not known): a hybrid search asked in
+    # another language is ordered by its keyword side (retrieval.retriever).
+    languages: Callable[[dict[str, Any]], frozenset[str] | None] = lambda params: None
 
     def connection_schema(self) -> dict[str, Any]:
         return {"type": "object", "properties": self.parameters, "required": list(self.required),

@@ -132,6 +132,12 @@ class LocalOnnxEmbeddings(EmbeddingModel):
         return self.embed_array([text])[0].tolist()
 
 
+def languages(params: dict[str, Any]) -> frozenset[str] | None:
+    """all-MiniLM-L6-v2 was trained on English alone (it finds a Russian question's XQuAD paragraph 3 times in 10:
+    benchmarks/README.md); another model (``modelPath``) may read any."""
+    return None if params.get("modelPath") else frozenset({"en"})
+
+
 def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
     return LocalOnnxEmbeddings(
         model_path=params.get("modelPath"),
@@ -149,6 +155,7 @@ PROVIDER = EmbeddingProvider(
     build=build,
     remote=False,
     default_model=DEFAULT_MODEL,
+    languages=languages,
     parameters={
         "modelPath": {"type": "string", "description": "Another sentence-transformers ONNX model (with tokenizerPath)."},
         "tokenizerPath": {"type": "string", "description": "Its tokenizer.json."},

@@ -18,13 +18,15 @@ inside, by the recursive splitter.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from eddi_rag.config import RagConfiguration
-from eddi_rag.ingest import boxes
+from eddi_rag.ingest import boxes, ocr
 from eddi_rag.ingest.tokens import TokenBudget, budget_for
 
 if TYPE_CHECKING:
@@ -58,8 +60,9 @@ def fit_spec(config: RagConfiguration) -> dict[str, Any]:
 
 
 def ocr_spec(config: RagConfiguration) -> dict[str, Any]:
-    """How scans and images are read under ``config`` (``ocr``, ``ocrLanguages``), as data for the parse process."""
-    return {"mode": config.ocr, "languages": list(config.ocrLanguages)}
+    """How scans and images are read under ``config`` (``ocr``, ``ocrLanguages`` or its ``language``), as data for the
+    parse process."""
+    return {"mode": config.ocr, "languages": ocr.packs(config)[0]}
 
 
 def split_parts(parts: list[Part], config: RagConfiguration, budget: TokenBudget | None = None) -> list[Piece]:
@@ -131,11 +134,28 @@ def paragraphs(text: str) -> list[str]:
     return [p.strip() for p in _PARAGRAPH_BREAK.split(text) if p.strip()]
 
 
-@lru_cache(maxsize=1)
-def _segmenter():
-    import pysbd
+# The language whose sentence rules split a document's text (``in_language``): pysbd's, for its 23 languages
+# (German's "z. B.", Hindi's danda, Arabic's question mark); English's rules for any other (they also end a sentence at
+# Chinese and Japanese 。！？).
+_LANGUAGE: ContextVar[str | None] = ContextVar("sentence_language", default=None)
 
-    return pysbd.Segmenter(language="en", clean=False)
+
+@contextmanager
+def in_language(code: str | None) -> Iterator[None]:
+    """Sentences split by the rules of language ``code`` (a document's, ISO 639-1) while inside."""
+    token = _LANGUAGE.set(code)
+    try:
+        yield
+    finally:
+        _LANGUAGE.reset(token)
+
+
+@cache
+def _segmenter(code: str = "en"):
+    import pysbd
+    from pysbd.languages import LANGUAGE_CODES
+
+    return pysbd.Segmenter(language=code if code in LANGUAGE_CODES else "en", clean=False)
 
 
 def sentences(paragraph: str) -> list[str]:
@@ -144,7 +164,7 @@ def sentences(paragraph: str) -> list[str]:
     expression of each sentence, which made every paragraph cost a compile per sentence and pushed pysbd's own
     expressions out of ``re``'s cache (a third of the time splitting took)."""
     out, prior_end = [], 0
-    for sent in _segmenter().processor(paragraph).process():
+    for sent in _segmenter(_LANGUAGE.get() or "en").processor(paragraph).process():
         if not sent.strip():
             continue
         at = paragraph.find(sent)

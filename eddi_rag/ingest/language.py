@@ -28,15 +28,16 @@ def _detect():
     return detect
 
 
-def detect(text: str, among: Sequence[str] = ()) -> str | None:
-    """The ISO 639-1 code of ``text``'s language (``among``: only one of these), or None when it cannot tell."""
+def detect(text: str, among: Sequence[str] = (), min_score: float = MIN_SCORE) -> str | None:
+    """The ISO 639-1 code of ``text``'s language (``among``: only one of these), or None when it cannot tell (the
+    model's score below ``min_score``)."""
     sample = " ".join(text[:SAMPLE_CHARS].split())
     if sum(ch.isalpha() for ch in sample) < 3:
         return None
     found = _detect()(sample, model="lite", k=TOP if among else 1)
     for guess in found if isinstance(found, list) else [found]:
         code = str(guess["lang"]).split("-")[0]
-        if (not among or code in among) and float(guess["score"]) >= (MIN_SCORE if not among else 0.0):
+        if (not among or code in among) and float(guess["score"]) >= (min_score if not among else 0.0):
             return code
     return None
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from eddi_rag.config import RagConfiguration
 from eddi_rag.errors import DEPENDENCY
 from eddi_rag.ingest.loaders import UnreadableDocumentError
 
@@ -83,6 +84,26 @@ def installed_languages() -> set[str] | None:
     folders = [Path(os.environ["TESSDATA_PREFIX"])] if os.environ.get("TESSDATA_PREFIX") else \
         sorted(Path("/usr/share/tesseract-ocr").glob("*/tessdata")) + [Path("/usr/share/tessdata")]
     return {f.stem for folder in folders for f in folder.glob("*.traineddata")} - {"osd"}
+
+
+# ISO 639-1 (a knowledge base's ``language``) -> Tesseract's language pack (Debian: tesseract-ocr-<pack>).
+TESSERACT = {"en": "eng", "de": "deu", "fr": "fra", "es": "spa", "it": "ita", "pt": "por", "nl": "nld", "da": "dan",
+             "sv": "swe", "no": "nor", "nb": "nor", "fi": "fin", "pl": "pol", "cs": "ces", "sk": "slk", "hu": "hun",
+             "ro": "ron", "tr": "tur", "el": "ell", "ru": "rus", "uk": "ukr", "bg": "bul", "ar": "ara", "he": "heb",
+             "fa": "fas", "hi": "hin", "th": "tha", "vi": "vie", "id": "ind", "zh": "chi_sim", "ja": "jpn", "ko": "kor"}
+
+
+def packs(config: RagConfiguration) -> tuple[list[str], list[str]]:
+    """(the packs ``config``'s scans are read with, the packs its ``language`` asks for that are not installed):
+    ``ocrLanguages`` when the knowledge base names it, else the packs of its ``language`` codes that are installed
+    (English's when it is ``auto`` or none is)."""
+    language = config.language
+    if "ocrLanguages" in config.model_fields_set or language == "auto":
+        return list(config.ocrLanguages), []
+    wanted = list(dict.fromkeys(TESSERACT[c] for c in ([language] if isinstance(language, str) else language) if c in TESSERACT))
+    installed = installed_languages()
+    kept = [p for p in wanted if installed is None or p in installed]
+    return kept or list(DEFAULT_LANGUAGES), [p for p in wanted if p not in kept]
 
 
 def language_errors(languages: list[str], installed: set[str] | None = None) -> list[str]:

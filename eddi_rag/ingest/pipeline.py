@@ -31,7 +31,7 @@ from eddi_rag.config import RagConfiguration
 from eddi_rag.embeddings.buffer import SharedBuffers
 from eddi_rag.errors import FILE, EddiRagError
 from eddi_rag.ingest import language, ocr
-from eddi_rag.ingest.chunking import fit_spec, ocr_spec, split_parts
+from eddi_rag.ingest.chunking import fit_spec, in_language, ocr_spec, split_parts
 from eddi_rag.ingest.limits import DocumentLimits, chunk_bound
 from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
 from eddi_rag.ingest.parsing import parse
@@ -184,6 +184,29 @@ class Ingestor:
         self._rebuild(kb_id, config, fresh, old)
         return len(fresh)
 
+    def relabel(self, kb_id: str, config: RagConfiguration, progress: Progress = SILENT) -> int:
+        """Each document's chunks labelled with its language under ``config.language`` (after a change of it), which
+        the keyword half analyses them as: same texts and vectors, nothing embedded. Returns the chunks relabelled."""
+        if config.eddi_layout:
+            return 0  # (EDDI's store is read in place, never rewritten)
+        store = self.stores.get(kb_id, config)
+        documents: dict[Any, list[Chunk]] = {}
+        for chunk in store.get():
+            documents.setdefault(chunk.metadata.get("document_id"), []).append(chunk)
+        changed = []
+        for chunks in documents.values():
+            chunks.sort(key=lambda c: c.metadata.get("position_in_doc", 0) if isinstance(c.metadata.get("position_in_doc"), int) else 0)
+            found = language.of_document(config.language, "\n\n".join(c.text for c in chunks))
+            for c in chunks:
+                if c.metadata.get("language") != found:
+                    kept = {k: v for k, v in c.metadata.items() if k != "language"}
+                    changed.append(Chunk(c.id, c.text, {**kept, **({"language": found} if found else {})}, c.vector))
+        for start in range(0, len(changed), REEMBED_BATCH):
+            store.upsert(changed[start:start + REEMBED_BATCH])
+            progress.embedded(min(start + REEMBED_BATCH, len(changed)), len(changed))
+        self.on_change(kb_id)
+        return len(changed)
+
     def _rebuild(self, kb_id: str, config: RagConfiguration, chunks: list[Chunk], old: list[Chunk]) -> None:
         """The store holding ``chunks`` alone (dropped and opened afresh: their dimension may differ), or
         ``old`` again when writing them fails."""
@@ -213,8 +236,10 @@ class Ingestor:
         or ParseCancelledError before anything is stored."""
         parts = parse(fmt, data, fields.get("source") or document, fit_spec(config), self.limits, progress.parsed,
                       progress.cancelled, ocr_spec(config))
-        if poor := ocr.poorly_read(parts, config.ocrLanguages):
-            progress.warn(poor)
+        languages, missing = ocr.packs(config)
+        if poor := ocr.poorly_read(parts, languages):
+            progress.warn(poor + (f" (the packs of its language, {', '.join(missing)}, are not installed: "
+                                  f"Debian's tesseract-ocr-{missing[0].replace('_', '-')})" if missing else ""))
         if max_chars is not None:
             parts = truncated(parts, max_chars)
         text = "\n\n".join(p.text for p in parts)
@@ -319,7 +344,9 @@ class Ingestor:
         if len(doc.text) > self.limits.max_chars:
             raise self.limits.over("max_chars", f"document {doc.document_id!r}: its text is {len(doc.text):,} characters")
         budget = budget_for(config)
-        pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
+        found = doc.metadata.get("language") if "language" in doc.metadata else language.of_document(config.language, doc.text)
+        with in_language(found if isinstance(found, str) else None):  # (its sentences split by its language's rules)
+            pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
         bound, limit = chunk_bound(self.limits, file_bytes)
         if len(pieces) > bound:
             of = f" from a file of {file_bytes:,} bytes, more than {bound:,}" if limit == "max_chunks_per_mb" else ""
@@ -333,15 +360,15 @@ class Ingestor:
         over = sum(1 for p in pieces if budget.count(p.text) > budget.limit)
         switched_off = {c.text for c in old if c.metadata.get(DISABLED)}  # a curator's: kept by their text
         acl = next((c.metadata[ACL] for c in old if isinstance(c.metadata.get(ACL), list)), None)
-        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off, acl)
+        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off, acl, found if isinstance(found, str) else None)
 
     def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()
         tag = config.name if config.eddi_layout == "name" else kb_id  # EDDI tags its "name" layout with the KB's name
         common: dict[str, Any] = {**doc.metadata, "source": doc.source or doc.document_id, "kbId": tag,
                                   "document_id": doc.document_id, "ingestedAt": now}
-        if "language" not in common and (found := language.of_document(config.language, doc.text)) is not None:
-            common["language"] = found  # (the document's, on each chunk: what its keyword search will analyse it as)
+        if "language" not in common and plan.language is not None:
+            common["language"] = plan.language  # (the document's, on each chunk: what its keyword search will analyse it as)
         if doc.user_id is not None:
             common.update(user_id=doc.user_id, private=True)
         if (acl := doc.acl if doc.acl is not None else plan.acl) is not None:
@@ -381,3 +408,4 @@ class _Plan:
     token_limit: int
     switched_off: set[str] = field(default_factory=set)  # texts of the document's chunks switched off before
     acl: list[str] | None = None  # the ACL its chunks had (kept when the document comes again without one)
+    language: str | None = None  # the document's (metadata.language), found before it was split

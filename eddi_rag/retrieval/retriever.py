@@ -25,9 +25,11 @@ from typing import Any, cast
 
 import numpy as np
 
+from eddi_rag.backends import registry
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.common import metrics
 from eddi_rag.config import RagConfiguration
+from eddi_rag.ingest import language
 from eddi_rag.retrieval.access import EVERYONE, Access, WithheldError
 from eddi_rag.retrieval.expansion import Passage, fill, gather
 from eddi_rag.retrieval.fusion import best_first, fuse, relevances
@@ -252,12 +254,15 @@ class Retriever:
             bm25.update({i: s for i, s in store.keyword_scores(query, unscored).items() if i in similarity})
         bm25.update({i: 0.0 for i in unscored if i not in bm25})  # (a store that cannot say: below the pool's least)
         similarity.update(self._similarities(store, vector, [i for i, _ in keyword if i not in similarity]))
-        weight = 0.0 if config.searchMode == "keyword" else config.vectorWeight
-        fused = fuse(similarity, bm25, "weighted" if config.searchMode == "keyword" else config.fusion, weight)[:k]
+        by = "keyword" if config.searchMode == "keyword" else config.fusion
+        if by != "keyword" and not _model_reads(config, query):
+            by = UNREAD  # the English model's side would only push out what the keyword side found (Russian: 0.59 against 0.97)
+        fusion, weight = (config.fusion, config.vectorWeight) if by == config.fusion else ("weighted", 0.0)
+        fused = fuse(similarity, bm25, fusion, weight)[:k]
         unread = [i for i, _ in fused if i not in rows]
         if unread:
             rows.update(cast(RankedIds, store).rows(unread))  # (a chunk deleted since it was ranked: left out)
-        ranking = _parts(config, similarity, bm25, dict(fused))
+        ranking = _parts(by, similarity, bm25, dict(fused))
         return [SearchHit(i, *rows[i], similarity[i], ranking=ranking[i], ranked=round(score, 6))
                 for (i, _), score in zip(fused, relevances(fused, list(similarity.values()))) if i in rows]
 
@@ -275,12 +280,28 @@ class Retriever:
         return {i: similarity.get(i, float(np.nan)) for i in ids}
 
 
-def _parts(config: RagConfiguration, similarity: dict[str, float], bm25: dict[str, float],
-          fused: dict[str, float]) -> dict[str, dict[str, Any]]:
+UNREAD = "keyword: the model does not read the question's language"  # (a hybrid search ordered by its keyword side)
+QUERY_LANGUAGE_SCORE = 0.5  # how sure the language of a question must be before the vector side is set aside (XQuAD:
+# 1 English question in 1,190 is then taken for another language, 27 Chinese ones for none)
+
+
+def _model_reads(config: RagConfiguration, query: str) -> bool:
+    """Whether the knowledge base's model reads ``query``'s language: False only when its provider says which languages
+    it reads (the English local model) and the question is, surely enough, in another."""
+    try:
+        reads = registry.load(registry.EMBEDDINGS, config.embeddingProvider or "").languages(config.embeddingParameters)
+    except Exception:  # noqa: BLE001 - (no provider, or one that cannot load: the search says so elsewhere)
+        return True
+    return reads is None or language.detect(query, min_score=QUERY_LANGUAGE_SCORE) in (None, *reads)
+
+
+def _parts(by: str, similarity: dict[str, float], bm25: dict[str, float],
+           fused: dict[str, float]) -> dict[str, dict[str, Any]]:
     """Each result's vector and keyword part among the candidates: its rank and score on each side (keyword None
-    where it holds none of the words; vector None in keyword mode), and the fused value that ordered it."""
+    where it holds none of the words; vector None in keyword mode), and the fused value that ordered it (``by``:
+    the fusion, or what ordered it instead)."""
     v = {i: {"rank": r, "similarity": round(s, 4)} for r, (i, s) in enumerate(best_first(similarity), 1)}
     kw = {i: {"rank": r, "bm25": round(s, 4)} for r, (i, s) in enumerate(best_first({i: s for i, s in bm25.items() if s > 0}), 1)}
-    if config.searchMode == "keyword":
+    if by == "keyword":
         return {i: {"by": "keyword", "fused": round(f, 6), "keyword": kw.get(i)} for i, f in fused.items()}
-    return {i: {"by": config.fusion, "fused": round(f, 6), "vector": v.get(i), "keyword": kw.get(i)} for i, f in fused.items()}
+    return {i: {"by": by, "fused": round(f, 6), "vector": v.get(i), "keyword": kw.get(i)} for i, f in fused.items()}

@@ -19,7 +19,7 @@ from typing import Any
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from eddi_rag.common.parameters import alias
-from eddi_rag.stores import filters
+from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -33,6 +33,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
+from eddi_rag.stores.languages import elasticsearch_analyzer
 from eddi_rag.stores.toolkit import (
     TYPED_FIELDS,
     OverwriteThenPrune,
@@ -122,8 +123,9 @@ class ElasticsearchStore(OverwriteThenPrune):
         self.kb_id = kb_id
         self.index = str(params.get("indexName") or index_name(kb_id))
         self.num_candidates = int(params.get("numCandidates", 100))
+        self.analyzer = elasticsearch_analyzer(params.get(langchain4j.LANGUAGE))  # (set when the index is made)
         clients = context.state.setdefault("elasticsearch-clients", {})
-        key = tuple(sorted((k, str(v)) for k, v in params.items() if k not in ("indexName", "numCandidates")))
+        key = tuple(sorted((k, str(v)) for k, v in params.items() if k not in ("indexName", "numCandidates", langchain4j.LANGUAGE)))
         if key not in clients:
             url = params.get("url") or f"{'https' if params.get('useTls') else 'http'}://{params.get('host', 'localhost')}:{params.get('port', 9200)}"
             auth: dict[str, Any] = {}
@@ -161,7 +163,7 @@ class ElasticsearchStore(OverwriteThenPrune):
             ],
             "properties": {
                 "chunk_id": {"type": "keyword"},
-                "text": {"type": "text"},
+                "text": {"type": "text", **({"analyzer": self.analyzer} if self.analyzer else {})},
                 "metadata": {"type": "object", "enabled": False},
                 "embedding": {"type": "dense_vector", "dims": dim, "index": True, "similarity": "cosine"},
             },

@@ -33,6 +33,7 @@ from eddi_rag.stores import filters
 NAMESPACES = ("name", "id")
 LAYOUT = "langchain4j"
 NAME_TAG = "eddiName"  # pgvector: the kbId to tag chunks with when an explicit table turns out to be EDDI's
+LANGUAGE = "kbLanguage"  # (given by the store factory) the knowledge base's language setting, for the engines that analyse by it
 FLAGS = ("private", "expires")  # our boolean metadata, read back as booleans
 JSON_KEYS = "jsonKeys"  # the keys whose values were lists or objects, written as JSON text
 BOOLEAN = "__boolean"  # + 1 beside a key whose value was a boolean (written as "true"/"false")

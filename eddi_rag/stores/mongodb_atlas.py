@@ -6,7 +6,7 @@ meaning (no "3" == 3, missing fields only match ``$ne``/``$nin``, as MongoDB alr
 ``$vectorSearch`` can only pre-filter on fields declared in its index, so filters run as a
 ``$match`` after it, over-fetching (3×, then more) until k chunks pass. Writes of one
 ``replace`` happen in a transaction (Atlas clusters are replica sets). Keyword search is Atlas
-Search (Lucene BM25, English analyzer) over a ``search`` index on ``text``, filtered by a ``$match``.
+Search (Lucene BM25, the analyzer of the knowledge base's language, English's by default) over a ``search`` index on ``text``, filtered by a ``$match``.
 
 storeParameters: ``connectionString``, ``databaseName`` (``eddi``), ``collectionName``
 (``eddi_kb_<sanitised id>``), ``indexName`` (``vector_index``), ``numCandidates`` (100).
@@ -21,7 +21,7 @@ from typing import Any
 from pymongo import MongoClient, ReplaceOne
 from pymongo.operations import SearchIndexModel
 
-from eddi_rag.stores import filters
+from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -35,6 +35,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
+from eddi_rag.stores.languages import atlas_analyzer
 from eddi_rag.stores.toolkit import (
     TYPED_FIELDS,
     check_dimension,
@@ -102,14 +103,15 @@ def search_pipeline(index: str, vector: list[float], limit: int, num_candidates:
     return pipeline
 
 
-def search_indexes(vector_index: str, text_index: str, dim: int) -> list[SearchIndexModel]:
+def search_indexes(vector_index: str, text_index: str, dim: int, analyzer: str = "lucene.english") -> list[SearchIndexModel]:
+    """The vectorSearch index, and the search index whose ``analyzer`` reads the text (languages.atlas_analyzer)."""
     return [
         SearchIndexModel(definition={"fields": [{"type": "vector", "path": "embedding", "numDimensions": dim,
                                                  "similarity": "cosine"},
                                                 *({"type": "filter", "path": f"m_list.{f}"} for f in PREFILTERED)]},
                          name=vector_index, type="vectorSearch"),
         SearchIndexModel(definition={"mappings": {"dynamic": False, "fields": {
-            "text": {"type": "string", "analyzer": "lucene.english"}}}}, name=text_index, type="search"),
+            "text": {"type": "string", "analyzer": analyzer}}}}, name=text_index, type="search"),
     ]
 
 
@@ -167,6 +169,7 @@ class MongoAtlasStore:
         self.index = str(params.get("indexName", "vector_index"))
         self.text_index = str(params.get("textIndexName", "text_index"))
         self.num_candidates = int(params.get("numCandidates", 100))
+        self.analyzer = atlas_analyzer(params.get(langchain4j.LANGUAGE))  # (set when the index is made)
         self._meta = self.db["eddi_kb_meta"]
 
     def _dimension(self) -> int | None:
@@ -177,7 +180,7 @@ class MongoAtlasStore:
         """Create the vectorSearch and text search indexes and wait until Atlas says they are queryable."""
         if self.collection.name not in self.db.list_collection_names():
             self.db.create_collection(self.collection.name)  # a search index needs an existing collection
-        self.collection.create_search_indexes(search_indexes(self.index, self.text_index, dim))
+        self.collection.create_search_indexes(search_indexes(self.index, self.text_index, dim, self.analyzer))
         deadline = time.monotonic() + wait_seconds
         for name in (self.index, self.text_index):
             while not any(i.get("queryable") for i in self.collection.list_search_indexes(name)):

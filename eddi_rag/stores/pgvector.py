@@ -42,6 +42,7 @@ from eddi_rag.stores.base import (
     StoreHealth,
 )
 from eddi_rag.stores.embedded.keywords import KeywordIndex
+from eddi_rag.stores.languages import postgres_configuration
 from eddi_rag.stores.toolkit import check_dimension, check_vectors, engine_name, parameters_schema, query_vector
 
 MAX_IDENTIFIER = 63
@@ -200,6 +201,9 @@ class PgVectorStore:
             raise ValueError(f"storeParameters.tableName {self.table!r} is longer than {MAX_IDENTIFIER} characters")
         self.configured_dimension = int(params["dimension"]) if params.get("dimension") else None
         self.ef_search = int(params.get("efSearch", 100))
+        # PostgreSQL's full-text search (an adopted table's keyword search) in the knowledge base's language
+        configuration = postgres_configuration(params.get(langchain4j.LANGUAGE) or "auto")
+        self._config, self._english = pgsql.Literal(configuration), configuration == "english"
         self.index = str(params.get("index", "hnsw"))
         if self.index not in ("hnsw", "none"):
             raise ValueError(f"storeParameters.index must be 'hnsw' or 'none', got {self.index!r}")
@@ -251,8 +255,11 @@ class PgVectorStore:
 
     @property
     def _tsv(self) -> pgsql.Composable:
-        """The text as PostgreSQL's full-text search reads it: the generated column where the table has one."""
-        return pgsql.SQL("tsv" if self._tsv_column else "to_tsvector('english', text)")
+        """The text as PostgreSQL's full-text search reads it, in the knowledge base's language: the generated column
+        (English's) where the table has one and that is its language."""
+        if self._tsv_column and self._english:  # (the column is English's)
+            return pgsql.SQL("tsv")
+        return pgsql.SQL("to_tsvector({}::regconfig, text)").format(self._config)
 
     def _cond(self, where: filters.Where) -> tuple[pgsql.Composable, list[Any]]:
         """``where`` in SQL, within the knowledge base's chunks (its kbId tag in EDDI's "id" namespace)."""
@@ -515,9 +522,9 @@ class PgVectorStore:
         if self._bm25:
             return self._bm25_search(text, k, node, cond, params, columns, found)
         query = pgsql.SQL(
-            "SELECT {id} AS id, ts_rank_cd({v}, q) AS rank{r} FROM {t}, to_tsquery('english', %s) AS q "
+            "SELECT {id} AS id, ts_rank_cd({v}, q) AS rank{r} FROM {t}, to_tsquery({cfg}::regconfig, %s) AS q "
             "WHERE {v} @@ q AND {c} ORDER BY rank DESC, id LIMIT %s"
-        ).format(id=self._key, t=self._ident, c=cond, v=self._tsv, r=columns)
+        ).format(id=self._key, t=self._ident, c=cond, v=self._tsv, r=columns, cfg=self._config)
         with self._lock:
             rows = self._conn.execute(query, [" | ".join(terms), *params, k]).fetchall()
         if found is None:
@@ -573,8 +580,8 @@ class PgVectorStore:
         if self._bm25:
             with self._keywords() as index:
                 return index.scores(text, ids)
-        query = pgsql.SQL("SELECT {id} AS id, metadata, ts_rank_cd({v}, q) FROM {t}, to_tsquery('english', %s) AS q "
-                          "WHERE {v} @@ q AND {by}").format(id=self._key, t=self._ident, v=self._tsv, by=self._by_ids)
+        query = pgsql.SQL("SELECT {id} AS id, metadata, ts_rank_cd({v}, q) FROM {t}, to_tsquery({cfg}::regconfig, %s) AS q "
+                          "WHERE {v} @@ q AND {by}").format(id=self._key, t=self._ident, v=self._tsv, by=self._by_ids, cfg=self._config)
         with self._lock:
             rows = self._conn.execute(query, [" | ".join(terms), self._ids(ids)]).fetchall()
         return {self._row(r[0], None, r[1])[0]: float(r[2]) for r in rows}

@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg import sql as pgsql
 
-from eddi_rag.stores.embedded.keywords import KeywordIndex
+from eddi_rag.stores.embedded.keywords import KeywordIndex, Row
 
 GENERATIONS, LOG = "eddi_rag_keyword_generations", "eddi_rag_keyword_log"
 KEPT = 256  # write transactions the log keeps (a process further behind builds its index again)
@@ -131,8 +131,9 @@ def _build(conn: psycopg.Connection, ident: pgsql.Composable, entry: _Cached, ge
     return entry.index
 
 
-def _rows(conn: psycopg.Connection, ident: pgsql.Composable, where: str, params: list[Any]) -> list[tuple[str, str, list[str]]]:
-    """(id, text, acl strings) of the table's rows."""
+def _rows(conn: psycopg.Connection, ident: pgsql.Composable, where: str, params: list[Any]) -> list[Row]:
+    """(id, text, acl strings, language) of the table's rows."""
     rows = conn.execute(pgsql.SQL("SELECT id, text, CASE jsonb_typeof(metadata -> 'acl') WHEN 'array' THEN "
-                                  "metadata -> 'acl' END FROM {} " + where).format(ident), params).fetchall()
-    return [(id, text, [e for e in acl if isinstance(e, str)] if acl else []) for id, text, acl in rows]
+                                  "metadata -> 'acl' END, CASE jsonb_typeof(metadata -> 'language') WHEN 'string' THEN "
+                                  "metadata ->> 'language' END FROM {} " + where).format(ident), params).fetchall()
+    return [(id, text, [e for e in acl if isinstance(e, str)] if acl else [], language) for id, text, acl, language in rows]

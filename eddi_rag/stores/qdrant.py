@@ -39,6 +39,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
+from eddi_rag.stores.languages import qdrant_text_index
 from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, string_lists
 
 _NAMESPACE = uuid.UUID("6f1f6a52-7a3c-4a0e-9d0e-0c2f5f1b6e11")
@@ -128,7 +129,10 @@ class QdrantStore(OverwriteThenPrune):
             self.capabilities = type(self).capabilities - {LIST_FILTERING}
         self.kb_tag = params.get("kbTag")
         self.text_key = "text_segment" if self.l4j else "text"
-        params = {k: v for k, v in params.items() if k not in ("layout", "kbTag")}
+        # The full-text index in the knowledge base's language, set when it is made; local mode (``path``) reads only
+        # Qdrant's default tokenization ("Text queries in the local Qdrant only support ... the default").
+        self.text_index = {} if params.get("path") else qdrant_text_index(params.get(langchain4j.LANGUAGE))
+        params = {k: v for k, v in params.items() if k not in ("layout", "kbTag", langchain4j.LANGUAGE)}
         self.collection = str(params.get("collectionName") or collection_name(kb_id))
         clients = context.state.setdefault("qdrant-clients", {})
         if params.get("path"):  # one client per folder, however it is spelled (local mode locks its folder)
@@ -228,10 +232,10 @@ class QdrantStore(OverwriteThenPrune):
 
     def _text_index(self) -> None:
         """Qdrant's full-text index on the chunk text, with BM25 scoring (its default tokenizer:
-        lowercased words, so local mode can score it too)."""
-        self.client.create_payload_index(self.collection, self.text_key, field_schema=models.TextIndexParams(
-            type=models.TextIndexType.TEXT, tokenizer=models.TokenizerType.WORD, lowercase=True,
-            scoring=models.TextScoringParams(type=models.TextScoringType.BM25)))
+        lowercased words, so local mode can score it too), in the knowledge base's language (languages.qdrant_text_index)."""
+        self.client.create_payload_index(self.collection, self.text_key, field_schema=models.TextIndexParams(**{
+            "type": models.TextIndexType.TEXT, "tokenizer": models.TokenizerType.WORD, "lowercase": True,
+            "scoring": models.TextScoringParams(type=models.TextScoringType.BM25), **self.text_index}))
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if chunks:

@@ -23,7 +23,7 @@ import numpy as np
 import typesense
 from typesense.exceptions import ObjectNotFound
 
-from eddi_rag.stores import filters
+from eddi_rag.stores import filters, langchain4j
 from eddi_rag.stores.base import (
     COLLECTIONS,
     KEYWORD_SEARCH,
@@ -37,6 +37,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
+from eddi_rag.stores.languages import typesense_locale
 from eddi_rag.stores.toolkit import OverwriteThenPrune, check_dimension, check_vectors, engine_name, overfetch, parameters_schema, query_vector, string_lists
 
 _TYPED = {"string": "m_str__", "number": "m_num__", "bool": "m_bool__"}
@@ -188,6 +189,7 @@ class TypesenseStore(OverwriteThenPrune):
             clients[key] = typesense.Client({"nodes": [{"host": key[0], "port": key[1], "protocol": key[2]}],
                                              "api_key": key[3], "connection_timeout_seconds": 30})
         self.client = clients[key]
+        self.locale = typesense_locale(params.get(langchain4j.LANGUAGE))  # (set when the collection is made)
 
     def _schema(self) -> dict[str, Any] | None:
         try:
@@ -248,7 +250,7 @@ class TypesenseStore(OverwriteThenPrune):
         if dim is None:
             self.client.collections.create({"name": self.name, "fields": [
                 {"name": "chunk_id", "type": "string", "sort": True},
-                {"name": "text", "type": "string"},
+                {"name": "text", "type": "string", **({"locale": self.locale} if self.locale else {})},
                 {"name": "metadata_json", "type": "string", "index": False, "optional": True},
                 {"name": "embedding", "type": "float[]", "num_dim": int(matrix.shape[1])},
                 {"name": "m_str__.*", "type": "string", "optional": True},

@@ -14,6 +14,7 @@ from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.common.principals import parse_acl
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest import pages
+from eddi_rag.ingest.job_states import RELABEL
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, JobProgress, UnknownIngestionError
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import EXTENSIONS, detect
@@ -38,6 +39,8 @@ def job_runner(kbs: KnowledgeBases, ingestor: Ingestor) -> Callable[[str, int, s
     """What the ingestion queue runs for a job: the file ingested as ``document_id`` (its chunks' source:
     ``name``) with the configuration version the job was submitted against; returns its chunk count."""
     def run(kb_id: str, version: int, document_id: str, name: str, data: bytes, fmt: str, progress: JobProgress) -> int:
+        if fmt == REEMBED and bytes(data) == RELABEL:  # every document's language, as the current configuration says
+            return ingestor.relabel(kb_id, kbs.get(kb_id), progress)
         if fmt == REEMBED:  # every chunk again, with the current configuration's model
             return ingestor.reembed(kb_id, kbs.get(kb_id), progress)
         return ingestor.ingest_file(kb_id, kbs.get(kb_id, version), document_id, data, fmt, progress, source=name, acl=progress.acl,
@@ -54,6 +57,7 @@ def _named(document: str) -> str:
 
 
 REEMBED_DOCUMENT = "(re-embed all documents)"
+RELABEL_DOCUMENT = "(label the documents' languages)"
 PAGE_WIDTH, PAGE_MIN_WIDTH, PAGE_MAX_WIDTH = pages.WIDTH, pages.MIN_WIDTH, pages.MAX_WIDTH  # a page shown, in pixels
 REFUSALS = (400, 413, 415, 422)  # statuses of a file refused for what it is (kept in the history: refusals_kept)
 
@@ -94,6 +98,12 @@ class Ingesting:
         cancellable, retried as any ingestion)."""
         version = self.kbs.version(kb_id, 0)
         return self.jobs.submit(kb_id, version, REEMBED_DOCUMENT, REEMBED.encode(), REEMBED)
+
+    def relabel(self, kb_id: str) -> Job:
+        """Queue labelling every document's language again as the current configuration's ``language`` says (after a
+        change of it): the keyword half analyses each so; nothing is embedded."""
+        version = self.kbs.version(kb_id, 0)
+        return self.jobs.submit(kb_id, version, RELABEL_DOCUMENT, RELABEL, REEMBED)
 
     # -- the KB's ingestion jobs -----------------------------------------------------------------
     def job(self, kb_id: str, ingestion_id: str, readable: Node | None = None) -> Job:

@@ -57,6 +57,7 @@ class Saving:
         self.resources, self.kbs, self.documents, self.jobs = resources, kbs, documents, jobs
         self.sealing = sealing or Sealing(None)
         self.source_removed, self.kb_gone, self.rechunk = source_removed, kb_gone, rechunk
+        self.relabel: Callable[[str], object] = lambda kb_id: None  # (Ingesting.relabel, given by the runtime)
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
                description: str = "", adopt: bool = False, who: Principal | None = None) -> ResourceRef:
@@ -192,6 +193,8 @@ class Saving:
                         self.source_removed(id, before, source.effective_id, True)
                 if any(getattr(after, f) != getattr(before, f) for f in CHUNKING):
                     self.rechunk(id)  # the documents chunked as the new version says, from their kept files
+                if after.language != before.language:
+                    self.relabel(id)  # the documents' languages as the new version says (the keyword half's analysis)
         return ref
 
     def _config(self, id: str) -> RagConfiguration | None:

@@ -1,5 +1,5 @@
 """A knowledge base's chunk texts under BM25, for the ``sqlite`` store's keyword search: a tantivy index (the
-Lucene-style engine, through tantivy-py; English stemming), held in memory beside the store's in-memory rows and
+Lucene-style engine, through tantivy-py), held in memory beside the store's in-memory rows and
 kept current by each write made through this process (the chunks written added, the ones replaced or deleted
 taken out). When another process wrote, it is built again from the database at the next keyword search.
 
@@ -7,23 +7,32 @@ Measured against FTS5's ``bm25()`` over every matching row (``benchmarks/bench_k
 against 39 ms p50 at 100,000 chunks through the store, nDCG@10 0.2733 against 0.2718. The filters stay exact: the index names
 candidates, best first, and the store's rows decide which pass. Who may read a chunk (its ``acl``: retrieval.access) is
 indexed too and decided inside tantivy's query, so a reader who may read a tenth of the chunks is not handed the
-other nine tenths first (the clause scores nothing: BM25 stays as it was)."""
+other nine tenths first (the clause scores nothing: BM25 stays as it was).
+
+Each chunk is analysed in its language (``metadata.language``; eddi_rag.stores.languages): a field per analysis,
+Snowball's stemmer and stop words for the languages that have them, accents folded in Latin scripts, Chinese and the
+other unspaced scripts as character pairs. A query is analysed as each language the index holds and asked of that
+language's field, so a knowledge base of several languages finds each document in its own, and the query is terms,
+never query syntax: any string is a query."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import tantivy
 
 from eddi_rag.common.principals import ACL
 from eddi_rag.stores import filters
+from eddi_rag.stores.languages import LATIN, NEUTRAL, SNOWBALL, STOP_WORDS, analysis, spaced
+from eddi_rag.stores.toolkit import string_lists
 
-WORD = re.compile(r"\w+")
+WORD = r"[\p{L}\p{M}\p{N}]+"  # a word: letters with their marks (Devanagari's vowel signs) and digits
+MAX_TOKEN_BYTES = 40  # longer tokens are dropped, as tantivy's own analyzers do
 BUILD_HEAP, WRITE_HEAP = 64_000_000, 15_000_000  # a writer's indexing buffer, while it builds or writes (15 MB: tantivy's least)
 
 
-Row = tuple[str, str, Sequence[str]]  # (chunk id, text, its acl's strings)
+Row = tuple[str, str, Sequence[str], str | None]  # (chunk id, text, its acl's strings, its language)
 Ranked = list[tuple[str, float]]  # (chunk id, BM25 score), best first
 
 
@@ -44,24 +53,59 @@ def acl_of(node: filters.Node | None) -> tuple[tuple[str, ...] | None, tuple[str
     return holding, lacking
 
 
-def _document(row: Row) -> tantivy.Document:
-    id, text, acl = row
-    return tantivy.Document(id=id, text=text, **({"acl": list(acl)} if acl else {}))
+def keyword_row(id: str, text: str, metadata: dict[str, Any]) -> Row:
+    """A chunk as the index takes it."""
+    language = metadata.get("language")
+    return id, text, string_lists(metadata).get("acl", []), language if isinstance(language, str) else None
+
+
+def _analyzer(name: str) -> tantivy.TextAnalyzer:
+    """The analysis called ``name`` (a Snowball stemmer's language, or NEUTRAL)."""
+    codes = {code for code, stemmer in SNOWBALL.items() if stemmer == name}
+    builder = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(WORD)).filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES))
+               .filter(tantivy.Filter.lowercase()))
+    if codes & STOP_WORDS:
+        builder = builder.filter(tantivy.Filter.stopword(name))
+    if name != NEUTRAL:
+        builder = builder.filter(tantivy.Filter.stemmer(name))
+    if codes & LATIN:
+        builder = builder.filter(tantivy.Filter.ascii_fold())
+    return builder.build()
+
+
+ANALYZERS = {name: _analyzer(name) for name in (NEUTRAL, *dict.fromkeys(SNOWBALL.values()))}
+TERMS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()  # the text field holds analysed terms
+
+
+def terms(text: str, analysis: str) -> list[str]:
+    """``text``'s terms under the analysis called ``analysis``."""
+    return ANALYZERS[analysis].analyze(spaced(text))
 
 
 class KeywordIndex:
     def __init__(self, rows: Iterable[Row]):
-        """``rows``: (chunk id, text, acl strings) of every chunk of the knowledge base."""
+        """``rows``: (chunk id, text, acl strings, language) of every chunk of the knowledge base."""
         builder = tantivy.SchemaBuilder()
         builder.add_text_field("id", stored=True, tokenizer_name="raw")
-        builder.add_text_field("text", tokenizer_name="en_stem")
+        builder.add_text_field("text", tokenizer_name="terms")
         builder.add_text_field("acl", tokenizer_name="raw")
         self.schema = builder.build()
         self.index = tantivy.Index(self.schema)
+        self.index.register_tokenizer("terms", TERMS)
+        self.analyses: set[str] = set()  # the analyses of the chunks written (a query is analysed as each)
         writer = self.index.writer(heap_size=BUILD_HEAP, num_threads=1)
         for row in rows:
-            writer.add_document(_document(row))
+            writer.add_document(self._document(row))
         self._commit(writer)
+
+    def _document(self, row: Row) -> tantivy.Document:
+        """A chunk analysed in its language before tantivy sees it: one field for every language, so BM25 weighs a
+        word by how rare it is in the whole knowledge base (a field per language would let a language of one
+        document, or one misjudged, rank it first for any word it holds)."""
+        id, text, acl, language = row
+        name = analysis(language)
+        self.analyses.add(name)
+        return tantivy.Document(id=id, text=" ".join(terms(text, name)), **({"acl": list(acl)} if acl else {}))
 
     def _commit(self, writer: tantivy.IndexWriter) -> None:
         """Commit, and let the writer go: a writer holds its threads and buffer (about 7 MB and 6 threads), which
@@ -77,7 +121,7 @@ class KeywordIndex:
         for id in {*gone, *(row[0] for row in written)}:
             writer.delete_documents_by_term("id", id)
         for row in written:
-            writer.add_document(_document(row))
+            writer.add_document(self._document(row))
         self._commit(writer)
 
     def search(self, text: str, n: int, holding: Sequence[str] | None = None, lacking: Sequence[str] = ()) -> list[tuple[str, float]]:
@@ -125,21 +169,17 @@ class KeywordIndex:
         return {self.searcher.doc(address)["id"][0]: float(score) for score, address in hits}
 
     def _any_word(self, text: str) -> tantivy.Query | None:
-        """Chunks holding any of the words of ``text`` (each quoted: no query syntax), None when it has none. A word the
-        analyzer keeps no term of (a run of Chinese past its 40-byte token limit) is left out: any string is a query."""
-        words = list(dict.fromkeys(WORD.findall(text)))
-        if not words:
-            return None
-        try:
-            return self.index.parse_query(" OR ".join(f'"{w}"' for w in words), ["text"])
-        except ValueError:  # "Only excluding terms given": some word analysed to nothing
-            kept = []
-            for w in words:
-                try:
-                    kept.append((tantivy.Occur.Should, self.index.parse_query(f'"{w}"', ["text"])))
-                except ValueError:
-                    continue
-            return tantivy.Query.boolean_query(kept) if kept else None
+        """Chunks holding any of the terms of ``text`` as each language the index holds analyses it (term queries:
+        no query syntax, any string is a query), None when it has none. A word that one of those languages drops
+        as a stop word is dropped from all: else "de", dropped from every Spanish chunk, would match only the few
+        chunks of no language as a rare word."""
+        found: dict[str, None] = {}
+        for word in dict.fromkeys(terms(text, NEUTRAL)):
+            each = [ANALYZERS[name].analyze(word) for name in sorted(self.analyses)]
+            if all(each):
+                found.update(dict.fromkeys(term for analysed in each for term in analysed))
+        clauses = [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "text", term)) for term in found]
+        return tantivy.Query.boolean_query(clauses) if clauses else None
 
     def _any_acl(self, values: Sequence[str]) -> tantivy.Query:
         """Chunks whose acl holds one of ``values``: a union of term queries, which tantivy intersects with the words'

@@ -28,7 +28,7 @@ from eddi_rag.stores.base import (
     StoreContext,
     StoreHealth,
 )
-from eddi_rag.stores.embedded.bm25 import Bm25Index
+from eddi_rag.stores.embedded.keywords import KeywordIndex, keyword_row
 from eddi_rag.stores.embedded.rows import INDEXES, RowTable
 from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
 
@@ -54,7 +54,7 @@ class InMemoryStore:
             spaces[kb_id] = RowTable(params.get("index", "auto"), params.get("efSearch"))
         self._t: RowTable = spaces[kb_id]
         self._t.index, self._t.ef_search = params.get("index", "auto"), params.get("efSearch")
-        self._bm25: tuple[int, Bm25Index] | None = None
+        self._bm25: tuple[int, KeywordIndex] | None = None
 
     def _add(self, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
         check_dimension(self._t.dim, matrix.shape[1], self.kb_id)
@@ -109,7 +109,8 @@ class InMemoryStore:
             return {} if q is None else self._t.similarities(q, ids)
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
-        """BM25 (bm25s) over the chunk texts; the index is rebuilt after writes, on first use."""
+        """BM25 over the chunk texts, each in its language (embedded.keywords, as the ``sqlite`` store's); the index is
+        rebuilt after writes, on first use."""
         node = filters.node(where)
         with self._t.lock:
             t = self._t
@@ -124,12 +125,12 @@ class InMemoryStore:
         with self._t.lock:
             return self._index().scores(text, ids)
 
-    def _index(self) -> Bm25Index:
-        """The BM25 index of the chunks as they are now, built again after writes (under the table's lock)."""
+    def _index(self) -> KeywordIndex:
+        """The keyword index of the chunks as they are now, built again after writes (under the table's lock)."""
         t = self._t
         if self._bm25 is None or self._bm25[0] != t.version:
             rows = t.rows(None)
-            self._bm25 = (t.version, Bm25Index([t.ids[r] for r in rows], [t.payload[r][0] for r in rows]))
+            self._bm25 = (t.version, KeywordIndex(keyword_row(t.ids[r], *t.payload[r]) for r in rows))
         return self._bm25[1]
 
     def get(

@@ -42,10 +42,10 @@ from eddi_rag.stores.base import (
     StoreHealth,
 )
 from eddi_rag.stores.embedded.ann import Hnsw
-from eddi_rag.stores.embedded.keywords import KeywordIndex
+from eddi_rag.stores.embedded.keywords import KeywordIndex, keyword_row
 from eddi_rag.stores.embedded.memory import INDEX_PARAMETERS
 from eddi_rag.stores.embedded.rows import RowTable
-from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector, string_lists
+from eddi_rag.stores.toolkit import check_dimension, check_vectors, parameters_schema, query_vector
 
 
 def to_sqlite(node: filters.Node | None, column: str = "metadata") -> tuple[str, list[Any]]:
@@ -229,7 +229,7 @@ class SqliteStore:
         if rows:
             table.add([r[0] for r in rows], np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]), metadata)
         if cache.keywords is not None and cache.keywords_generation == have:
-            cache.keywords.write(ids, [(r[0], r[1], string_lists(m).get("acl", [])) for r, m in zip(rows, metadata)])
+            cache.keywords.write(ids, [keyword_row(r[0], r[1], m) for r, m in zip(rows, metadata)])
             cache.keywords_generation = generation
         cache.generation = generation
         return True
@@ -322,7 +322,7 @@ class SqliteStore:
                 table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
             if cache.keywords is not None and cache.keywords_generation == cache.generation:  # kept current
                 cache.keywords.write([id for id in gone if id is not None],
-                                     [(ch.id, ch.text, string_lists(ch.metadata).get("acl", [])) for ch in chunks])
+                                     [keyword_row(ch.id, ch.text, ch.metadata) for ch in chunks])
                 cache.keywords_generation = generation
             cache.generation = generation
         return len(rows)
@@ -399,7 +399,7 @@ class SqliteStore:
         return {r["id"]: (r["text"], json.loads(r["metadata"])) for r in rows}
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
-        """BM25 over the chunk texts (``keywords``: tantivy, English stemming), filtered by ``where``: the index names
+        """BM25 over the chunk texts (``keywords``: tantivy, each in its language), filtered by ``where``: the index names
         candidates best first, the in-memory rows say which pass (more are asked while fewer than ``k`` did)."""
         picked = self.keyword_ranked(text, k, where)
         found = self.rows([id for id, _ in picked])
@@ -427,9 +427,10 @@ class SqliteStore:
         """The knowledge base's keyword index, built again when another process wrote (under the table's lock)."""
         if cache.keywords is None or cache.keywords_generation != cache.generation:
             rows = self.db.query("SELECT id, text, CASE json_type(metadata, '$.acl') WHEN 'array' THEN json_extract(metadata, "
-                                 "'$.acl') END AS acl FROM kb_chunks WHERE kb=?", (self.kb_id,))
+                                 "'$.acl') END AS acl, CASE json_type(metadata, '$.language') WHEN 'text' THEN "
+                                 "json_extract(metadata, '$.language') END AS language FROM kb_chunks WHERE kb=?", (self.kb_id,))
             cache.keywords = KeywordIndex((r["id"], r["text"], [e for e in json.loads(r["acl"]) if isinstance(e, str)]
-                                           if r["acl"] else []) for r in rows)
+                                           if r["acl"] else [], r["language"]) for r in rows)
             cache.keywords_generation = cache.generation
         return cache.keywords
 

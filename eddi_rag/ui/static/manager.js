@@ -953,6 +953,7 @@ function ranking(r) {
   const side = (name, part) => (part ? `${name} #${part.rank} (${name === "keyword" ? `BM25 ${part.bm25}` : `cosine ${part.similarity}`})`
     : name === "keyword" ? "keyword: none of the words" : `${name}: not found`);
   if (r.by === "keyword") return `Ranked by ${side("keyword", r.keyword)}.`;
+  if (r.by.startsWith("keyword: ")) return `Ranked by ${side("keyword", r.keyword)} (${r.by.slice(9)}).`;
   return `Ranked by ${r.by === "rrf" ? "RRF" : "weighted score"} ${r.fused}: ${side("vector", r.vector)}, ${side("keyword", r.keyword)}.`;
 }
 

@@ -1,0 +1,104 @@
+"""The offline models side by side (issue 57, point 3): all-MiniLM-L6-v2 (``local``) against multilingual-e5-small
+(``local-multilingual``) on the English sets and on their speed and memory, in one run.
+
+    .venv/bin/python benchmarks/bench_models.py [--docs ../shared/data/claude-docs-qa] [--beir ../shared/data/nfcorpus]
+        [--model local --model local-multilingual] [--speed-only]
+
+For each model: claude-docs-qa through REST with every default but the model (hit@5 within 12,000 characters,
+bench_docs_qa's metric), NFCorpus through the pipeline (nDCG@10 of the hybrid default, ``eddi-rag eval --pipeline``'s
+way), and its speed: 240 XQuAD English paragraphs embedded as ingestion embeds them (passages a second), 200 questions
+one at a time (ms a question), and the resident memory loading the model added to the process. XQuAD's languages are
+bench_xquad.py's (``--config '{"embeddingProvider": "local-multilingual"}'``). Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_docs_qa import BASE, Bench, question_set  # noqa: E402
+
+from eddi_rag.api.app import create_app  # noqa: E402
+from eddi_rag.backends.registry import BUILTIN, EMBEDDINGS, load  # noqa: E402
+from eddi_rag.runtime import Runtime  # noqa: E402
+from eddi_rag.tools.eval import evaluate_pipeline, load_beir  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def speed(provider: str, xquad: Path) -> tuple[float, float, float]:
+    """(passages a second, ms a question, MB the model added)."""
+    data = json.loads((xquad / "xquad.en.json").read_text(encoding="utf-8"))["data"]
+    paragraphs = [p["context"] for a in data for p in a["paragraphs"]]
+    questions = [q["question"] for a in data for p in a["paragraphs"] for q in p["qas"]][:200]
+    before = rss_mb()
+    model = load(EMBEDDINGS, provider).build({})
+    model.embed_documents(["warm up"])
+    added = rss_mb() - before
+    started = time.perf_counter()
+    for start in range(0, len(paragraphs), 64):  # (ingestion's batches)
+        model.embed_documents(paragraphs[start:start + 64])
+    per_second = len(paragraphs) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for q in questions:
+        model.embed_query(q)
+    return per_second, 1000 * (time.perf_counter() - started) / len(questions), added
+
+
+def docs_qa(provider: str, data: Path, budget: int) -> float:
+    qa, pages = question_set(data)
+    with tempfile.TemporaryDirectory() as tmp, Runtime(tmp) as runtime, TestClient(create_app(runtime)) as client:
+        r = client.post(BASE, json={"name": data.name, "embeddingProvider": provider, "storeType": "sqlite"})
+        assert r.status_code == 201, r.text
+        kb = r.headers["Location"].split("/")[-1].split("?")[0]
+        client.post(f"{BASE}/{kb}/ingest", files=[("file", (p.name, p.read_bytes(), "text/markdown")) for p in pages])
+        runtime.jobs.wait_idle()
+        return Bench(client, qa, budget).score(kb)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", default=str(SHARED / "claude-docs-qa"))
+    parser.add_argument("--beir", default=str(SHARED / "nfcorpus"))
+    parser.add_argument("--xquad", default=str(SHARED / "xquad"))
+    parser.add_argument("--budget", type=int, default=12000)
+    parser.add_argument("--model", action="append", choices=sorted(BUILTIN[EMBEDDINGS]))
+    parser.add_argument("--speed-only", action="store_true")
+    args = parser.parse_args()
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    rows = []
+    for provider in args.model or ["local", "local-multilingual"]:
+        per_second, query_ms, added = speed(provider, Path(args.xquad))
+        say(f"{provider}: {per_second:.1f} passages/s, {query_ms:.1f} ms a question, +{added:.0f} MB")
+        hit = ndcg = float("nan")
+        if not args.speed_only:
+            hit = docs_qa(provider, Path(args.docs), args.budget)
+            say(f"{provider}: claude-docs-qa hit@5 {hit:.3f}")
+            with tempfile.TemporaryDirectory() as tmp:
+                beir = Path(args.beir)
+                data = load_beir(beir / "corpus.jsonl", beir / "queries.jsonl", beir / "qrels" / "test.tsv")
+                scores = evaluate_pipeline(data, ["hybrid"], Path(tmp), {"embeddingProvider": provider}, say)
+            ndcg = scores["hybrid"]["nDCG@10"]
+            say(f"{provider}: NFCorpus nDCG@10 {ndcg:.4f}")
+        rows.append((provider, hit, ndcg, per_second, query_ms, added))
+    print("| model | claude-docs-qa hit@5 | NFCorpus nDCG@10 | passages/s | ms a question | MB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for provider, hit, ndcg, per_second, query_ms, added in rows:
+        print(f"| {provider} | {hit:.3f} | {ndcg:.4f} | {per_second:.1f} | {query_ms:.1f} | {added:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

