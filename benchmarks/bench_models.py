@@ -7,7 +7,8 @@
 For each model: claude-docs-qa through REST with every default but the model (hit@5 within 12,000 characters,
 bench_docs_qa's metric), NFCorpus through the pipeline (nDCG@10 of the hybrid default, ``eddi-rag eval --pipeline``'s
 way), and its speed: 240 XQuAD English paragraphs embedded as ingestion embeds them (passages a second), 200 questions
-one at a time (ms a question), and the resident memory loading the model added to the process. XQuAD's languages are
+one at a time (ms a question), and the resident memory the model holds after them (run one ``--model`` a process
+for a figure of its own: the first model's libraries are counted with it). XQuAD's languages are
 bench_xquad.py's (``--config '{"embeddingProvider": "local-multilingual"}'``). Asserts nothing.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -36,7 +36,9 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The process's resident memory now (Linux), in MB."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024
 
 
 def speed(provider: str, xquad: Path) -> tuple[float, float, float]:
@@ -47,7 +49,6 @@ def speed(provider: str, xquad: Path) -> tuple[float, float, float]:
     before = rss_mb()
     model = load(EMBEDDINGS, provider).build({})
     model.embed_documents(["warm up"])
-    added = rss_mb() - before
     started = time.perf_counter()
     for start in range(0, len(paragraphs), 64):  # (ingestion's batches)
         model.embed_documents(paragraphs[start:start + 64])
@@ -55,7 +56,7 @@ def speed(provider: str, xquad: Path) -> tuple[float, float, float]:
     started = time.perf_counter()
     for q in questions:
         model.embed_query(q)
-    return per_second, 1000 * (time.perf_counter() - started) / len(questions), added
+    return per_second, 1000 * (time.perf_counter() - started) / len(questions), rss_mb() - before
 
 
 def docs_qa(provider: str, data: Path, budget: int) -> float:

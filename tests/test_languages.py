@@ -161,3 +161,18 @@ def test_qdrant_s_full_text_index_is_told_the_knowledge_base_s_language():
     assert shapes["auto"] == shapes["en"] == shapes["['de', 'fr']"] == {"type": "text"}
     local = QdrantStore("kb", {"path": ":memory:", "kbLanguage": "de"}, StoreContext(Database()))
     assert local.text_index == {}
+
+
+def test_the_extractive_answer_and_the_match_marks_read_the_question_s_language():
+    """Point 5: the extractive answer picks the sentence that answers a Chinese or German question (stemmed and
+    stopped in its language; Chinese as pairs of characters), and Try it marks it."""
+    from eddi_rag.answers.extractive import extractive_answer
+    from eddi_rag.retrieval.marks import matching
+
+    chinese = "开往维也纳的夜间火车晚上十点出发。今天天气很好。奶酪在地窖里熟化六个月。"
+    german = "Der Käse reift sechs Monate im Keller. Die Nachtzüge nach Wien fahren um zehn Uhr ab. Es regnet."
+    system = f"## Relevant Context:\n[Source 1: zh.md]\n{chinese}\n\n[Source 2: de.md]\n{german}\n"
+    assert extractive_answer(system, "夜间火车几点出发？", 1) == "开往维也纳的夜间火车晚上十点出发。 [Source 1]"
+    assert extractive_answer(system, "Wann fährt der Nachtzug nach Wien?", 1) == \
+        "Die Nachtzüge nach Wien fahren um zehn Uhr ab. [Source 2]"
+    assert matching(chinese, 0, len(chinese), "奶酪熟化多久", 1) == [[24, len(chinese)]]

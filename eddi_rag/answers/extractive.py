@@ -25,7 +25,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from eddi_rag.common.quoting import unquoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS
 from eddi_rag.ingest import chunking
-from eddi_rag.stores.embedded.bm25 import Bm25Index, terms
+from eddi_rag.ingest.language import detect
+from eddi_rag.stores.embedded.bm25 import Bm25Index, stop_words, terms
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT
 from eddi_rag.workflow.llm_task import SEARCH_RESULTS_HEADER as SEARCH_RESULTS
 
@@ -97,16 +98,18 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3, earlie
     unique = list(said.values())
     if not unique or not question.strip():
         return NOTHING_FOUND
-    scores = dict(Bm25Index([str(i) for i in range(len(unique))], [s for _, s in unique]).search(f"{earlier} {question}",
-                                                                                                   len(unique)))
+    language = detect(question) or detect(" ".join(s for _, s in unique[:20]))  # (stemmed and stopped in its rules)
+    stopwords = QUESTION_STOPWORDS if language in (None, "en") else stop_words(language)
+    scores = dict(Bm25Index([str(i) for i in range(len(unique))], [s for _, s in unique], language).search(
+        f"{earlier} {question}", len(unique)))
     if not scores:
         return NOTHING_FOUND
-    (asked,), has = terms([question], QUESTION_STOPWORDS), terms([s for _, s in unique], QUESTION_STOPWORDS)
+    (asked,), has = terms([question], stopwords, language), terms([s for _, s in unique], stopwords, language)
     idf = {t: math.log(1 + len(unique) / (1 + sum(t in h for h in has))) for t in asked}
     picked: list[int] = []
     covered: set[str] = set()
     candidates = [int(i) for i in scores]  # (every sentence with a question term)
-    named = _tokens(question) - set(QUESTION_STOPWORDS)  # as written: "Widget 5"'s 5, which BM25's terms leave out
+    named = _tokens(question) - set(stopwords)  # as written: "Widget 5"'s 5, which BM25's terms leave out
     written = [_tokens(sentence) for _, sentence in unique]
     while candidates and len(picked) < max_sentences:
         best = max(candidates, key=lambda i: sum(idf[t] for t in has[i] & asked - covered) + TIE * scores[str(i)]

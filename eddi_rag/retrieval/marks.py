@@ -1,6 +1,6 @@
 """Which sentences of a hit answer the question, so a reader is shown those and not the whole chunk: the hit's
-sentences (headings and list markers aside) ranked by BM25 against the question (the keyword index's own
-tokenizer and stemmer), the best ones that share a term with it, as ``[start, end)`` offsets in the passage."""
+sentences (headings and list markers aside) ranked by BM25 against the question (in the hit's language: its
+sentence rules, stemmer and stop words; Chinese as pairs of characters), the best ones that share a term with it, as ``[start, end)`` offsets in the passage."""
 
 from __future__ import annotations
 
@@ -47,7 +47,10 @@ def matching(text: str, start: int, end: int, question: str, most: int = MOST) -
 def _sentences_ranked(hit: str) -> tuple[list[tuple[int, int]], Bm25Index | None]:
     """A hit's sentences and their BM25 index, kept for the next question it answers: splitting them (pysbd) and
     indexing them took two thirds of a ``/query`` request's time."""
+    from eddi_rag.ingest.language import detect
     from eddi_rag.stores.embedded.bm25 import Bm25Index  # (bm25s and scipy: at the first marked hit, not at start)
 
-    spans = sentence_spans(hit)
-    return spans, Bm25Index([str(i) for i in range(len(spans))], [hit[s:e] for s, e in spans]) if spans else None
+    language = detect(hit)  # (its sentences split and its words stemmed by its language's rules)
+    with chunking.in_language(language):
+        spans = sentence_spans(hit)
+    return spans, Bm25Index([str(i) for i in range(len(spans))], [hit[s:e] for s, e in spans], language) if spans else None
