@@ -77,5 +77,7 @@ PROVIDER = EmbeddingProvider(
     remote=False,
     asymmetric=True,
     default_model=MODEL,
-    parameters={"batchSize": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 8}},
+    parameters={"batchSize": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 8},
+                "maxLength": {"type": "integer", "minimum": 8, "maximum": 512, "default": 512,
+                              "description": "Tokens a chunk holds at most (markdown chunking), counted as OpenAI counts."}},
 )

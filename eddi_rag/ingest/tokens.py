@@ -77,4 +77,5 @@ def budget_for(config: RagConfiguration) -> TokenBudget:
     params = config.embeddingParameters
     if config.embeddingProvider == "local":
         return budget_of("model", int(params.get("maxLength", provider.max_tokens)), params.get("tokenizerPath"))
-    return budget_of("cl100k_base", provider.max_tokens)
+    limit = int(params.get("maxLength", provider.max_tokens)) if "maxLength" in provider.parameters else provider.max_tokens
+    return budget_of("cl100k_base", limit)
