@@ -136,3 +136,27 @@ def test_bad_arguments_are_tool_errors_naming_them(tmp_path, args, message):
         result = anyio.run(run, url)
     runtime.close()
     assert result.is_error and message in result.content[0].text
+
+
+ODD_QUERIES = ["-x", "+", "a:b", '"', "^2", "~", "*", "[a TO b]", "AND OR NOT", "\\", "火车十点", "Zürich?", "x" * 10_000,
+               "\ud800", " ", "title:(night OR", "夜行列車は"]
+
+
+def test_any_string_is_a_query_on_the_mcp_face_too(tmp_path):
+    """Issue 57, point 6 on MCP (the property test drives Python and REST): each odd string is answered, or is a tool
+    error naming the query, never another failure."""
+    from eddi_rag.interop.mcp import build_server
+
+    runtime = Runtime(tmp_path)
+    seed(runtime)
+
+    async def run() -> list:
+        async with Client(build_server(runtime)) as client:
+            return [await client.call_tool("search_knowledge_base", {"knowledge_base_id": "Trains", "query": q})
+                    for q in ODD_QUERIES]
+
+    results = anyio.run(run)
+    runtime.close()
+    for query, result in zip(ODD_QUERIES, results):
+        assert not result.is_error or "query" in result.content[0].text, (query[:20], result.content)
+    assert sum(not r.is_error for r in results) >= len(ODD_QUERIES) - 4  # (blank, a lone surrogate, too long: refused)
