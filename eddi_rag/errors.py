@@ -13,6 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 FILE, DEPENDENCY, CONFIGURATION, READER = "file", "dependency", "configuration", "reader"
+TLS_TO_PLAIN = ("WRONG_VERSION_NUMBER", "wrong version number")  # OpenSSL's words for a TLS hello a plain port answered
+
+
+def described(e: BaseException) -> str:
+    """What went wrong, said to a person: our own error's message as it is (it names what and why), another's after its
+    kind (``ConnectionRefusedError: …``: its message alone may be a bare code), and a hint where OpenSSL's words hide
+    the cause (TLS asked of a port that speaks plain text)."""
+    text = str(e).strip()
+    said = text if isinstance(e, EddiRagError) and text else f"{type(e).__name__}: {text}" if text else type(e).__name__
+    if any(words in text for words in TLS_TO_PLAIN):
+        said += " (the server answered TLS in plain text: this port does not speak TLS; use the server's TLS port, or turn TLS off for it)"
+    return said
 
 
 class EddiRagError(Exception):

@@ -95,6 +95,18 @@ def test_context_is_the_section_an_llm_task_would_inject_and_feedback_is_kept_fo
     assert len(client.get(f"/ragstore/feedback?kbId={kb}").json()) == 2
 
 
+def test_the_extractive_answer_is_named_so_when_serve_makes_it_at_its_first_use(client):
+    """Issue 58 (the workflow author's findings): ``serve`` hands the app a chat model made at its first use
+    (answers.choice.Deferred); Try it labelled its extractive answer "By Deferred, from the context below"."""
+    from eddi_rag.answers.choice import later
+
+    client.app.state.chat_model = later("extractive", None, None, offline=True)
+    kb = make_kb(client, "Rail", minScore=0)
+    ingest(client, kb, "night.md", "The night train to Vienna leaves at 22:10 from platform 4.")
+    answer = client.post(f"{BASE}/{kb}/context", json={"query": "When does the night train leave?", "answer": True}).json()["answer"]
+    assert answer["by"] == "extractive" and answer["model"] is None and "22:10" in answer["text"], answer
+
+
 def test_doctor_reports_each_check_with_its_fix(client):
     kb = make_kb(client, "Rail", storeType="pgvector", storeParameters={"url": "${env:NO_SUCH_VARIABLE_HERE}"})
     checks = {c["check"]: c for c in client.get(f"{BASE}/{kb}/doctor").json()}

@@ -71,3 +71,17 @@ def test_cli_maps_a_product_error_to_its_message(tmp_path):
 def test_a_stored_configuration_that_cannot_be_used_is_a_conflict(name):
     cls = next(c for n, c in product_errors().items() if n.endswith("." + name))
     assert cls.status == 409
+
+
+def test_what_went_wrong_is_said_without_our_class_names():
+    """Issue 58, finding 8: a source's failure began "UnresolvableHostError: …"; our errors' messages say what and why
+    on their own, another library's keeps its kind, and OpenSSL's WRONG_VERSION_NUMBER gets its cause."""
+    import ssl
+
+    from eddi_rag.common.outbound import UnresolvableHostError
+    from eddi_rag.errors import described
+
+    assert described(UnresolvableHostError("source Mail: cannot resolve mail.example")) == "source Mail: cannot resolve mail.example"
+    assert described(ConnectionRefusedError(111, "Connection refused")) == "ConnectionRefusedError: [Errno 111] Connection refused"
+    assert "this port does not speak TLS" in described(ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"))
+    assert described(RuntimeError()) == "RuntimeError"

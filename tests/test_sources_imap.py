@@ -88,3 +88,12 @@ def test_a_refused_login_fails_the_run_without_the_password_and_a_bad_host_is_na
     with pytest.raises(ConfigValidationError) as missing:
         make_kb(runtime, sources=[{"name": "M", "type": "imap", "imap": {"host": "127.0.0.1"}}])
     assert "username" in str(missing.value)
+
+
+def test_tls_asked_of_a_plain_port_says_so(world, tmp_path):
+    """Issue 58, finding 8: TLS against Dovecot's plain-text port said only OpenSSL's WRONG_VERSION_NUMBER."""
+    runtime, kb, _ = world
+    source = {**runtime.catalog.read("rags", kb)["sources"][0]}
+    tls = make_kb(runtime, "tls", sources=[{**source, "name": "Mail TLS", "imap": {**source["imap"], "useTls": True}}])
+    failed = runtime.sources.run(tls, "mail")
+    assert failed.status == "FAILED" and "this port does not speak TLS" in failed.error, failed.error

@@ -31,7 +31,7 @@ from eddi_rag import state
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import SecretResolver
 from eddi_rag.config import IngestionSource, RagConfiguration
-from eddi_rag.errors import EddiRagError
+from eddi_rag.errors import EddiRagError, described
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
@@ -156,7 +156,7 @@ class SourceSync:
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("source %s of %s failed: %s", sid, kb_id, e)
-            run.status, run.error = FAILED, self.redact(f"{type(e).__name__}: {e}")
+            run.status, run.error = FAILED, self.redact(described(e))
         if settings.costPerThousandSegments is not None:
             run.costUsd = round(run.embedded / 1000 * settings.costPerThousandSegments, 6)
         run.finishedAt = fleet.now()
@@ -313,7 +313,7 @@ class SourceSync:
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("permission sync of source %s of %s failed: %s", sid, kb_id, e)
-            run.status, run.error = FAILED, self.redact(f"{type(e).__name__}: {e}")
+            run.status, run.error = FAILED, self.redact(described(e))
         run.finishedAt = fleet.now()
         self.run_records.finish(run)
         return run
@@ -407,7 +407,7 @@ class SourceSync:
             kind.validate(ctx, source)
             kind.check_access(ctx, source)
         except Exception as e:  # noqa: BLE001 - whatever it is, the answer says it
-            return {"sourceId": source.effective_id, "ok": False, "error": self.redact(f"{type(e).__name__}: {e}")}
+            return {"sourceId": source.effective_id, "ok": False, "error": self.redact(described(e))}
         return {"sourceId": source.effective_id, "ok": True}
 
     def cursor(self, kb_id: str, source_id: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eddi_rag.answers.choice import is_extractive
 from eddi_rag.common.principals import Reader
 from eddi_rag.common.quoting import DOCUMENTS, quoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
@@ -67,7 +68,7 @@ class Turns:
         from eddi_rag.answers.extractive import NOTHING_FOUND, ExtractiveChatModel
 
         model = chat_model if chat_model is not None else ExtractiveChatModel()
-        extractive = isinstance(model, ExtractiveChatModel)
+        extractive = is_extractive(model)  # (also when made at its first use: answers.choice.Deferred)
         if not section:
             text = NOTHING_FOUND
         else:
