@@ -97,3 +97,18 @@ def test_tls_asked_of_a_plain_port_says_so(world, tmp_path):
     tls = make_kb(runtime, "tls", sources=[{**source, "name": "Mail TLS", "imap": {**source["imap"], "useTls": True}}])
     failed = runtime.sources.run(tls, "mail")
     assert failed.status == "FAILED" and "this port does not speak TLS" in failed.error, failed.error
+
+
+def test_a_subject_in_raw_windows_1252_keeps_its_letters(world):
+    """Issue 58, finding 8: an old mailer's subject in raw 8-bit windows-1252 (no RFC 2047 encoding) became U+FFFD in
+    the document's name and its citation; German and Chinese (raw UTF-8) beside it."""
+    runtime, kb, imap = world
+    for subject, charset in (("Grüße aus Köln", "cp1252"), ("会议纪要", "utf-8")):
+        imap.append("INBOX", b"From: Andr\xe9 <andre@acme.example>\r\nSubject: " + subject.encode(charset) +
+                    b"\r\nMessage-ID: <" + subject.encode("utf-8").hex().encode() + b"@acme.example>\r\n"
+                    b"Content-Type: text/plain; charset=utf-8\r\n\r\nThe canteen menu changes on Monday.\r\n")
+    run = runtime.sources.run(kb, "mail")
+    assert run.status == "COMPLETED", run.error
+    assert {"INBOX/Grüße aus Köln.eml", "INBOX/会议纪要.eml"} <= sources(runtime, kb)
+    chunks = runtime.stores.get(kb, runtime.rag_config(kb)).get({"source": "INBOX/Grüße aus Köln.eml"})
+    assert {c.metadata["subject"] for c in chunks} == {"Grüße aus Köln"} and chunks[0].metadata["sender"].startswith("André")

@@ -22,6 +22,7 @@ from typing import Any
 
 from eddi_rag.config import ImapSource, IngestionSource
 from eddi_rag.errors import EddiRagError
+from eddi_rag.ingest.loaders.mail import header
 from eddi_rag.sources import Item, holding
 from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, cursor_part, gone
 
@@ -123,9 +124,9 @@ class ImapConnector:
             fetched = client.fetch(new[start:start + BATCH], [HEADERS, "RFC822.SIZE"])
             for uid, data in fetched.items():
                 head = _header(data)
-                taken = _sender_allowed(str(head.get("From", "")), spec.senders)
+                taken = _sender_allowed("".join(header(head, "From")[:1]), spec.senders)
                 document_id = _document_id(sid, folder, str(head.get("Message-ID", "")), validity, uid) if taken else ""
-                found[uid] = (document_id, str(head.get("Subject", "")), int(data.get(b"RFC822.SIZE", 0)))
+                found[uid] = (document_id, "".join(header(head, "Subject")[:1]), int(data.get(b"RFC822.SIZE", 0)))
         present = {known[str(u)] for u in current if str(u) in known} | {f[0] for f in found.values()}
         for uid, document_id in known.items():
             if int(uid) not in current and document_id and document_id not in present:

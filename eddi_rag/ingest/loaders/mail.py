@@ -16,7 +16,7 @@ import email.utils
 import quopri
 from collections.abc import Callable
 from dataclasses import replace
-from email.message import EmailMessage
+from email.message import EmailMessage, Message
 from typing import Any
 
 from eddi_rag.ingest import loaders
@@ -78,6 +78,25 @@ def _attachment(attachment: EmailMessage, file_name: str, fits: Callable[[str], 
     return loaders.load(fmt, payload, file_name, fits, meter, ocr)
 
 
+def header(message: Message, name: str) -> list[str]:
+    """Each ``name`` header of ``message`` as text. A header written in raw 8-bit bytes (no RFC 2047 encoding, as old
+    mailers send) is read as UTF-8, else as windows-1252 (where the email package gives U+FFFD for every such byte);
+    one that is encoded is decoded by the email package."""
+    out = []
+    for key, raw in message.raw_items():
+        if key.lower() != name.lower():
+            continue
+        if isinstance(raw, str) and any("\udc80" <= ch <= "\udcff" for ch in raw):
+            data = raw.encode("utf-8", "surrogateescape")
+            try:
+                out.append(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(data.decode("cp1252", "replace"))
+        else:
+            out.append(str(message.policy.header_fetch_parse(key, raw)) if isinstance(raw, str) else str(raw))
+    return out
+
+
 def _about(message: EmailMessage) -> dict[str, Any]:
     """sender, recipients, sentAt, subject: what a mail's every chunk carries."""
     about: dict[str, Any] = {}
@@ -92,13 +111,13 @@ def _about(message: EmailMessage) -> dict[str, Any]:
         when = None
     if when is not None:
         about["sentAt"] = when.isoformat()
-    if message.get("subject"):
-        about["subject"] = " ".join(str(message["subject"]).split())
+    if subject := "".join(header(message, "subject")[:1]):
+        about["subject"] = " ".join(subject.split())
     return about
 
 
-def _addresses(message: EmailMessage, header: str) -> str:
-    values = [str(v) for v in message.get_all(header, [])]
+def _addresses(message: EmailMessage, name: str) -> str:
+    values = header(message, name)
     return ", ".join(f"{n} <{a}>" if n and n != a else a or n for n, a in email.utils.getaddresses(values) if a or n)
 
 
