@@ -65,6 +65,19 @@ def test_a_refused_upload_stays_in_the_history_and_cannot_be_retried(client):
     assert retry.status_code == 409 and "upload the file again" in retry.json()["error"]
 
 
+def test_the_upload_hint_names_every_format_read_scans_included(client):
+    """Issue 58 (the workflow author's findings): the Documents page said "PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown,
+    text", though images are read by OCR and mail, EPUB, OpenDocument and RTF are read too; the hint is made from the
+    loaders' own list now."""
+    from eddi_rag.ingest.loaders import FORMATS
+
+    kb = make_kb(client, "Rail")
+    page = client.get(f"/ui/kbs/{kb}/documents").text
+    hint = page.split('id="formats">', 1)[1].split("<", 1)[0]
+    assert "images (PNG, JPEG" in hint and "read by OCR" in hint
+    assert all(f.extensions[0][1:].upper() in hint for f in FORMATS.values() if f.name != "image"), hint
+
+
 def test_a_chunk_switched_off_is_never_found_and_on_again_it_is(client):
     kb = make_kb(client, "Rail", minScore=0, chunkStrategy="paragraph", chunkSize=60, chunkOverlap=0, contextExpansion="none")
     ingest(client, kb, "guide.md", GUIDE)

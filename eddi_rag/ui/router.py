@@ -313,7 +313,7 @@ def _flat(value: Any, path: str = "") -> dict[str, str]:
 
 @router.get("/kbs/{id}/documents")
 def documents(id: str, request: Request):
-    return _kb_page(request, id, "kb_documents.html", "documents")
+    return _kb_page(request, id, "kb_documents.html", "documents", formats=runtime_of(request).ingesting.formats())
 
 
 @router.get("/kbs/{id}/try")

@@ -17,7 +17,7 @@ from eddi_rag.ingest import pages
 from eddi_rag.ingest.job_states import RELABEL
 from eddi_rag.ingest.jobs import REEMBED, IngestionQueue, Job, JobProgress, UnknownIngestionError
 from eddi_rag.ingest.limits import max_upload_bytes
-from eddi_rag.ingest.loaders import EXTENSIONS, detect
+from eddi_rag.ingest.loaders import EXTENSIONS, detect, readable
 from eddi_rag.ingest.parsing import render
 from eddi_rag.ingest.pipeline import Document, DocumentError, Ingestor
 from eddi_rag.ingest.preview import preview_chunks
@@ -72,6 +72,11 @@ class Ingesting:
     def text(self, kb_id: str, document: str, text: str, version: int = 0, **options: Any) -> int:
         """Ingest a text now; returns its chunk count (``options``: user_id, ttl_seconds, metadata, source)."""
         return self.ingestor.ingest_text(kb_id, self.kbs.get(kb_id, version), _named(document), text, **options).chunks
+
+    @staticmethod
+    def formats() -> str:
+        """The formats a file may be in, as a person names them (the upload hint)."""
+        return readable()
 
     @staticmethod
     def upload_limit() -> int:

@@ -106,6 +106,13 @@ def supported() -> str:
     return ", ".join(f"{f.name} ({' '.join(f.extensions)})" for f in FORMATS.values())
 
 
+def readable() -> str:
+    """The formats read, as a person names them ("PDF, DOCX, …, images (PNG, JPEG, TIFF …: read by OCR), EML, …"): the
+    upload hint, made from FORMATS so a new loader is named there too."""
+    return ", ".join("images (PNG, JPEG, TIFF, WebP, BMP: read by OCR)" if f.name == "image" else f.extensions[0][1:].upper()
+                     for f in FORMATS.values())
+
+
 def _refuse(detected: str) -> UnsupportedFileTypeError:
     return UnsupportedFileTypeError(f"unsupported file type: detected {detected}; supported: {supported()}")
 
