@@ -4,7 +4,8 @@ when nothing was injected or nothing matches.
 
 Sentences are picked to cover the question's terms: each next sentence is the one adding the most of what the
 picked ones do not cover yet (each term weighted by its IDF among the context's sentences, a sentence's BM25 score
-breaking ties), so three sentences answer three parts of a question rather than repeat its most frequent word.
+breaking ties), so three sentences answer three parts of a question rather than repeat its most frequent word; a
+sentence that adds none of the question's terms the answer lacks ends it (no padding off the question).
 Headings are not sentences (they name a section, they do not answer). Measured on claude-docs-qa
 (``benchmarks/bench_answers.py``, benchmarks/README.md): the answer holds the expected fact 0.54 of the time at
 three sentences, against 0.38 for the three best sentences by BM25 (and 0.47 for BM25 at the same length); fusing
@@ -114,6 +115,8 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3, earlie
     while candidates and len(picked) < max_sentences:
         best = max(candidates, key=lambda i: sum(idf[t] for t in has[i] & asked - covered) + TIE * scores[str(i)]
                    + EXACT * len(named & written[i]))
+        if picked and not (has[best] & asked - covered or named & written[best]):
+            break  # it adds nothing the question asks that the answer lacks: padding, off the question
         named -= written[best]  # (a word once said adds nothing to the next pick)
         picked.append(best)
         covered |= has[best] & asked
