@@ -5,7 +5,9 @@ when nothing was injected or nothing matches.
 Sentences are picked to cover the question's terms: each next sentence is the one adding the most of what the
 picked ones do not cover yet (each term weighted by its IDF among the context's sentences, a sentence's BM25 score
 breaking ties), so three sentences answer three parts of a question rather than repeat its most frequent word; a
-sentence that adds none of the question's terms the answer lacks ends it (no padding off the question).
+sentence that adds none of the question's terms the answer lacks, and matches the question less than half as well as
+the best, ends it (no padding off the question; "Saver fares are non-refundable." after the sentence on Saver fares'
+refunds is still said).
 Headings are not sentences (they name a section, they do not answer). Measured on claude-docs-qa
 (``benchmarks/bench_answers.py``, benchmarks/README.md): the answer holds the expected fact 0.54 of the time at
 three sentences, against 0.38 for the three best sentences by BM25 (and 0.47 for BM25 at the same length); fusing
@@ -87,6 +89,9 @@ EXACT = 0.5  # each word or number of the question a sentence adds as written (a
 QUESTION_STOPWORDS = sorted(STOPWORDS_EN_PLUS)  # (with "what", "how", "does": a question's words that ask, not name)
 
 
+PAD = 0.5  # a sentence adding no term the answer lacks is still said when its BM25 score is at least this share of the best
+
+
 def extractive_answer(system: str, question: str, max_sentences: int = 3, earlier: str = "") -> str:
     """Up to ``max_sentences`` sentences that together cover ``question``'s terms best (see the module doc), in
     the order picked, each with its label; or NOTHING_FOUND. ``earlier``: the question before a follow-up ("and
@@ -110,13 +115,14 @@ def extractive_answer(system: str, question: str, max_sentences: int = 3, earlie
     picked: list[int] = []
     covered: set[str] = set()
     candidates = [int(i) for i in scores]  # (every sentence with a question term)
+    top = max(scores.values())
     named = _tokens(question) - set(stopwords)  # as written: "Widget 5"'s 5, which BM25's terms leave out
     written = [_tokens(sentence) for _, sentence in unique]
     while candidates and len(picked) < max_sentences:
         best = max(candidates, key=lambda i: sum(idf[t] for t in has[i] & asked - covered) + TIE * scores[str(i)]
                    + EXACT * len(named & written[i]))
-        if picked and not (has[best] & asked - covered or named & written[best]):
-            break  # it adds nothing the question asks that the answer lacks: padding, off the question
+        if picked and not (has[best] & asked - covered or named & written[best]) and scores[str(best)] < PAD * top:
+            break  # it adds nothing the question asks that the answer lacks, and matches it far less: padding
         named -= written[best]  # (a word once said adds nothing to the next pick)
         picked.append(best)
         covered |= has[best] & asked
