@@ -230,6 +230,10 @@ def test_sources_preview_run_history_and_purge(browser, server, tmp_path, monkey
     assert runtime.sources.documents(kb, "handbook") == []  # EDDI's purge: the state goes, the document stays
     browser.refresh()
     has_text(browser, "#documents", "lockers.md")
+    folder.rename(tmp_path / "moved")  # a failed run's row says why (issue 58: it showed "FAILED 0 0 0 0")
+    assert runtime.sources.run(kb, "handbook").status == "FAILED"  # (a scheduled run: the card's Run checks first)
+    visible(browser, "#sources .source").find_element(By.XPATH, ".//button[text()='History']").click()
+    has_text(browser, "#sources .source-out table", "does not exist or is not a folder")
 
 
 def test_a_documents_readers_are_shown_changed_and_try_it_asks_as_a_user(browser, server):

@@ -754,7 +754,8 @@ function renderSources(kb) {
     const history = async () => {
       const runs = await call("GET", "/runs?limit=20");
       if (runs) show(runs.length ? el("table", {}, el("thead", {}, el("tr", {}, ["Started", "Status", "Added", "Updated", "Deleted", "Failed"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, runs.map((run) => el("tr", {}, el("td", {}, when(run.startedAt)), el("td", {}, run.status),
+        el("tbody", {}, runs.map((run) => el("tr", {}, el("td", {}, when(run.startedAt)),
+          el("td", {}, run.status, run.status === "FAILED" && run.error ? el("div", { class: "muted reason" }, run.error) : ""),
           ["added", "updated", "deleted", "failed"].map((k) => el("td", { class: "num" }, (run.counts || run)[k] ?? "")))))) : el("p", { class: "empty" }, "Never run."));
     };
     const facts = el("dl", { class: "source-status" });
