@@ -37,7 +37,7 @@ from eddi_rag.ingest.loaders import Part, UnreadableDocumentError, detect
 from eddi_rag.ingest.parsing import parse
 from eddi_rag.ingest.progress import SILENT, Progress
 from eddi_rag.ingest.tokens import budget_for
-from eddi_rag.stores.base import DISABLED, Chunk
+from eddi_rag.stores.base import DISABLED, Chunk, position
 
 EMBED_BATCH = 64
 IN_FLIGHT = 2  # slices of EMBED_BATCH texts one ingestion keeps queued for the model at once
@@ -195,7 +195,7 @@ class Ingestor:
             documents.setdefault(chunk.metadata.get("document_id"), []).append(chunk)
         changed = []
         for chunks in documents.values():
-            chunks.sort(key=lambda c: c.metadata.get("position_in_doc", 0) if isinstance(c.metadata.get("position_in_doc"), int) else 0)
+            chunks.sort(key=position)
             found = language.of_document(config.language, "\n\n".join(c.text for c in chunks))
             for c in chunks:
                 if c.metadata.get("language") != found:
@@ -344,8 +344,9 @@ class Ingestor:
         if len(doc.text) > self.limits.max_chars:
             raise self.limits.over("max_chars", f"document {doc.document_id!r}: its text is {len(doc.text):,} characters")
         budget = budget_for(config)
-        found = doc.metadata.get("language") if "language" in doc.metadata else language.of_document(config.language, doc.text)
-        with in_language(found if isinstance(found, str) else None):  # (its sentences split by its language's rules)
+        given = doc.metadata.get("language") if "language" in doc.metadata else language.of_document(config.language, doc.text)
+        found = given if isinstance(given, str) else None
+        with in_language(found):  # (its sentences split by its language's rules)
             pieces = split_parts(doc.parts or [Part(doc.text)], config, budget)
         bound, limit = chunk_bound(self.limits, file_bytes)
         if len(pieces) > bound:
@@ -360,7 +361,7 @@ class Ingestor:
         over = sum(1 for p in pieces if budget.count(p.text) > budget.limit)
         switched_off = {c.text for c in old if c.metadata.get(DISABLED)}  # a curator's: kept by their text
         acl = next((c.metadata[ACL] for c in old if isinstance(c.metadata.get(ACL), list)), None)
-        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off, acl, found if isinstance(found, str) else None)
+        return _Plan(pieces, hashes, todo, vectors, over, budget.limit, switched_off, acl, found)
 
     def _write(self, kb_id: str, config: RagConfiguration, store: Any, doc: Document, plan: _Plan) -> IngestReport:
         now = time.time()

@@ -25,7 +25,7 @@ from typing import Any
 
 from eddi_rag.common import citations
 from eddi_rag.stores import filters
-from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit
+from eddi_rag.stores.base import Chunk, KnowledgeStore, SearchHit, position
 
 MODES = ("none", "neighbors", "section")
 SECTION_WINDOW = 64  # chunks either side of a hit considered for its section
@@ -53,7 +53,7 @@ class Passage:
     @property
     def whole(self) -> bool:
         """Every chunk of its document is in it."""
-        return self.end is not None and sorted(_position(c) for c in self.chunks) == list(range(self.end + 1))
+        return self.end is not None and sorted(position(c) for c in self.chunks) == list(range(self.end + 1))
 
     @property
     def covers(self) -> str | None:
@@ -83,18 +83,13 @@ class Passage:
     @property
     def span(self) -> list[int]:
         """First and last ``position_in_doc`` injected."""
-        positions = [_position(c) for c in self.chunks] or [_position(h) for h in self.hits]
+        positions = [position(c) for c in self.chunks] or [position(h) for h in self.hits]
         return [min(positions), max(positions)]
 
     def to_json(self) -> dict[str, Any]:
         return {"text": self.text, "source": self.best.metadata.get("source"), "citation": self.label,
                 "covers": self.covers, "hits": [h.id for h in self.hits], "hitOffsets": self.hit_offsets(),
                 "chunks": [c.id for c in self.chunks], "span": self.span}
-
-
-def _position(item: Chunk | SearchHit) -> int:
-    value = item.metadata.get("position_in_doc")
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _path(item: Chunk | SearchHit) -> tuple[str, ...]:
@@ -119,7 +114,7 @@ def _join(chunks: list[Chunk], overlap: int) -> tuple[str, dict[str, tuple[int, 
         text = chunk.text.strip()
         if prev is None:
             start, out = 0, text
-        elif _position(chunk) != _position(prev) + 1:
+        elif position(chunk) != position(prev) + 1:
             start = len(out) + len(GAP)
             out += GAP + text
         else:
@@ -162,7 +157,7 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
     reach = neighbors if mode == "neighbors" else SECTION_WINDOW
     groups = []  # (hits of one document, their positions, the document's chunks within reach of them)
     for group in group_by_document(hits):
-        document, positions = group[0].metadata.get("document_id"), [_position(h) for h in group]
+        document, positions = group[0].metadata.get("document_id"), [position(h) for h in group]
         around = filters.parse({"document_id": document, "position_in_doc": {
             "$gte": min(positions) - reach, "$lte": max(positions) + reach}}) if document else None
         groups.append((group, positions, around))
@@ -176,18 +171,18 @@ def gather(store: KnowledgeStore, hits: list[SearchHit], mode: str, *, neighbors
         fetched = {c.id: c for c in around_all if filters.matches(around, c.metadata)} if around is not None else {}
         chunks = [fetched.get(h.id) or Chunk(h.id, h.text, h.metadata) for h in group]
         candidates = [c for c in fetched.values() if c.id not in {h.id for h in group}]
-        reached = max((_position(c) for c in fetched.values()), default=None)
+        reached = max((position(c) for c in fetched.values()), default=None)
         end = reached if reached is not None and reached < max(positions) + reach else None
         order: Callable[[Chunk], tuple[int, ...]]
         if mode == "neighbors":
-            candidates = [c for c in candidates if min(abs(_position(c) - p) for p in positions) <= neighbors]
-            order = lambda c: (min(abs(_position(c) - p) for p in positions), _position(c))  # noqa: E731
+            candidates = [c for c in candidates if min(abs(position(c) - p) for p in positions) <= neighbors]
+            order = lambda c: (min(abs(position(c) - p) for p in positions), position(c))  # noqa: E731
         else:
             paths = [_path(h) for h in group]
             floor = [min(2, len(p)) for p in paths]  # never above the hit's ## section
             candidates = [c for c in candidates if any(_common(_path(c), p) >= f for p, f in zip(paths, floor))]
             order = lambda c: (-max(_common(_path(c), p) for p in paths),  # noqa: E731
-                               min(abs(_position(c) - p) for p in positions), _position(c))
+                               min(abs(position(c) - p) for p in positions), position(c))
         passages.append(Passage(group, chunks, candidates=sorted(candidates, key=order), max_chars=max_chars,
                                 overlap=overlap, end=end))
     return passages
@@ -209,7 +204,7 @@ def fill(passages: list[Passage], total_chars: int | None = None) -> list[Passag
                 break
             p.chunks.append(chunk)
             size += len(chunk.text)
-        p.chunks.sort(key=_position)
+        p.chunks.sort(key=position)
         p.text, p.offsets = _join(p.chunks, p.overlap)
         used += size
     return passages

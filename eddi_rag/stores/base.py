@@ -70,6 +70,12 @@ class SearchHit:
         }
 
 
+def position(item: Chunk | SearchHit) -> int:
+    """A chunk's place in its document (``position_in_doc``; 0 when it has none)."""
+    value = item.metadata.get("position_in_doc")
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 @dataclass
 class KeywordHit:
     """A keyword (BM25 or native full-text) match; ``bm25`` is the engine's own score, only

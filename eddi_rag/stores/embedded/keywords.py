@@ -116,7 +116,7 @@ class KeywordIndex:
         self.searcher = self.index.searcher()
 
     def write(self, gone: Sequence[str], written: Sequence[Row]) -> None:
-        """The chunks ``gone`` taken out, ``written`` (id, text, acl) put in (replacing any of the same id)."""
+        """The chunks ``gone`` taken out, ``written`` (id, text, acl, language) put in (replacing any of the same id)."""
         writer = self.index.writer(heap_size=WRITE_HEAP, num_threads=1)
         for id in {*gone, *(row[0] for row in written)}:
             writer.delete_documents_by_term("id", id)

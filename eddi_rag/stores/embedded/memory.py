@@ -54,7 +54,7 @@ class InMemoryStore:
             spaces[kb_id] = RowTable(params.get("index", "auto"), params.get("efSearch"))
         self._t: RowTable = spaces[kb_id]
         self._t.index, self._t.ef_search = params.get("index", "auto"), params.get("efSearch")
-        self._bm25: tuple[int, KeywordIndex] | None = None
+        self._keywords: tuple[int, KeywordIndex] | None = None
 
     def _add(self, chunks: Sequence[Chunk], matrix: np.ndarray) -> None:
         check_dimension(self._t.dim, matrix.shape[1], self.kb_id)
@@ -128,10 +128,10 @@ class InMemoryStore:
     def _index(self) -> KeywordIndex:
         """The keyword index of the chunks as they are now, built again after writes (under the table's lock)."""
         t = self._t
-        if self._bm25 is None or self._bm25[0] != t.version:
+        if self._keywords is None or self._keywords[0] != t.version:
             rows = t.rows(None)
-            self._bm25 = (t.version, KeywordIndex(keyword_row(t.ids[r], *t.payload[r]) for r in rows))
-        return self._bm25[1]
+            self._keywords = (t.version, KeywordIndex(keyword_row(t.ids[r], *t.payload[r]) for r in rows))
+        return self._keywords[1]
 
     def get(
         self, where: filters.Where = None, limit: int | None = None, offset: int = 0, ids: Sequence[str] | None = None
