@@ -613,7 +613,7 @@ def reference() -> None:
     """For contributors: rewrite the generated parts of docs/configuration.md and docs/cli.md."""
     from eddi_rag.tools.reference import rewrite
 
-    click.echo("\n".join(f"rewrote docs/{page}" for page in rewrite(main)) or "docs/ is up to date")
+    click.echo("\n".join(f"rewrote {page}" for page in rewrite(main)) or "docs/ is up to date")
 
 
 if __name__ == "__main__":

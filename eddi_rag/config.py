@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from datetime import datetime, timezone
 from functools import cache
 from importlib import resources
@@ -59,157 +60,6 @@ def load_schema(name: str = SCHEMA_FILE) -> dict[str, Any]:
     return json.loads(text)
 
 
-class FolderSource(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    path: str
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the path under the folder; * crosses folders
-    exclude: list[str] = Field(default_factory=list)
-
-
-class WebSource(BaseModel):
-    """A same-site crawl, EDDI's ``web`` block (``include``/``exclude`` and ``respectRobotsTxt`` are our older spellings)."""
-    model_config = ConfigDict(extra="ignore")
-
-    startUrl: str
-    sameSiteOnly: bool = True
-    includeSubdomains: bool = False
-    pathPrefix: str = "/"  # only paths under it are crawled and ingested
-    maxDepth: int = 3  # links followed from the start page
-    maxPages: int = 200
-    excludePatterns: list[str] = Field(default_factory=list)  # EDDI's globs on the path (sources.path_glob)
-    sitemapUrls: list[str] = Field(default_factory=list)
-    requestDelayMs: int = 500
-    timeoutSeconds: int = 15
-    userAgent: str | None = None
-    respectRobots: bool = True
-    respectRobotsTxt: bool = True
-    include: list[str] = Field(default_factory=list)  # globs on the URL path; empty: every page of the site
-    exclude: list[str] = Field(default_factory=list)
-
-    @property
-    def robots(self) -> bool:
-        return self.respectRobots and self.respectRobotsTxt
-
-
-class SitemapSource(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    url: str
-    maxPages: int = 1000
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-
-
-class GitSource(BaseModel):
-    """A Git repository's files on one branch (``sources/git.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    url: str  # https://… or file://… (inside EDDI_RAG_FOLDER_ROOTS)
-    branch: str = "main"
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the path in the repository; * crosses folders
-    exclude: list[str] = Field(default_factory=list)
-
-
-class S3Source(BaseModel):
-    """The objects under a prefix of an S3 bucket or S3-compatible store (``sources/s3.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    bucket: str
-    prefix: str = ""
-    region: str = "us-east-1"
-    endpointUrl: str | None = None  # an S3-compatible store; absent: AWS's endpoint of the region
-    accessKeyId: str | None = None  # secret references; neither: unsigned requests (a public bucket)
-    secretAccessKey: str | None = None
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the key under the prefix
-    exclude: list[str] = Field(default_factory=list)
-
-
-class GcsSource(BaseModel):
-    """The objects under a prefix of a Google Cloud Storage bucket (``sources/gcs.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    bucket: str
-    prefix: str = ""
-    endpointUrl: str | None = None  # another endpoint of the JSON API (an emulator); absent: Google's
-    credentials: str | None = None  # a secret reference to a service account's JSON key; absent: anonymous requests
-    projectId: str | None = None
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the name under the prefix
-    exclude: list[str] = Field(default_factory=list)
-
-
-class AzureBlobSource(BaseModel):
-    """The blobs under a prefix of an Azure Blob Storage container (``sources/azure_blob.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    accountUrl: str  # https://<account>.blob.core.windows.net (or an emulator's http://host:port/<account>)
-    container: str
-    prefix: str = ""
-    accountKey: str | None = None  # a secret reference to the account's key; or sasToken; neither: anonymous
-    sasToken: str | None = None
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the name under the prefix
-    exclude: list[str] = Field(default_factory=list)
-
-
-class SharePointSource(BaseModel):
-    """The files of SharePoint Online or OneDrive document libraries, through Microsoft Graph (``sources/sharepoint.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    tenantId: str  # the Entra tenant (its id or domain)
-    clientId: str  # the app registration's application id
-    clientSecret: str  # a secret reference to its client secret
-    sites: list[str] = Field(min_length=1)  # site ids, or host:/sites/path
-    drives: list[str] = Field(default_factory=list)  # document libraries by name; none: every one of each site
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the file's name
-    exclude: list[str] = Field(default_factory=list)
-    permissions: bool = True  # each file read by whom Graph says; false: settings.acl
-    graphUrl: str = "https://graph.microsoft.com"
-    loginUrl: str = "https://login.microsoftonline.com"
-
-
-class GoogleDriveSource(BaseModel):
-    """The files of a Shared Drive, or every file shared with a service account, through the Drive API v3
-    (``sources/gdrive.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    credentials: str  # a secret reference to the service account's JSON key
-    driveId: str | None = None  # a Shared Drive; none: every file shared with the service account
-    subject: str | None = None  # a user the service account acts for (domain-wide delegation)
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the file's name
-    exclude: list[str] = Field(default_factory=list)
-    permissions: bool = True  # each file read by whom its Drive permissions name; false: settings.acl
-    groupMembers: bool = True  # the permission sync fills the group directory from the Admin SDK
-    apiUrl: str = "https://www.googleapis.com"
-    adminUrl: str = "https://admin.googleapis.com"
-
-
-class ConfluenceSource(BaseModel):
-    """The pages (and their attachments) of Confluence Cloud spaces, through its REST API v2 (``sources/confluence.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    baseUrl: str  # https://<site>.atlassian.net
-    email: str  # the Atlassian account the API token belongs to
-    apiToken: str  # a secret reference to the API token
-    spaces: list[str] = Field(min_length=1)  # space keys
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs on the page's title
-    exclude: list[str] = Field(default_factory=list)
-    attachments: bool = True  # each page's attachments too, each a document read as its page
-    permissions: bool = True  # pages read by whom their restrictions (else the space's permissions) name
-
-
-class ImapSource(BaseModel):
-    """The mails of a mailbox's folders, over IMAP (``sources/imap.py``)."""
-    model_config = ConfigDict(extra="ignore")
-
-    host: str
-    port: int = 993
-    useTls: bool = True  # IMAP over TLS (993); false: plain IMAP (143), for a server on a trusted network
-    username: str
-    password: str | None = None  # a secret reference
-    folders: list[str] = Field(default_factory=lambda: ["INBOX"], min_length=1)
-    senders: list[str] = Field(default_factory=list)  # addresses or @domains whose mails are kept; none: every mail
-
-
 class UploadSource(BaseModel):
     """How much a ``type: upload`` source may hold (EDDI's ``upload`` block)."""
     model_config = ConfigDict(extra="ignore")
@@ -240,15 +90,11 @@ class SourceSettings(BaseModel):
         return None if acl is None else parse_acl(acl, "settings.acl")
 
 
-# a source of these types has the block of its name
-BLOCK_TYPES = ("folder", "web", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")
-SOURCE_TYPES = ("web", "upload", "folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")
-
-
 class IngestionSource(BaseModel):
-    """Where a knowledge base's documents come from and are kept in sync with (EDDI's ``sources[]``)."""
+    """Where a knowledge base's documents come from and are kept in sync with (EDDI's ``sources[]``). The block of its
+    type (``web``, ``sharepoint`` …) is its connector's to read (``sources.base.Connector.spec``): kept here as given."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
 
     id: str | None = None  # given on save; EDDI's effectiveId: the id, else the name's slug
     name: str
@@ -256,23 +102,18 @@ class IngestionSource(BaseModel):
     enabled: bool = True
     cron: str | None = None  # 5 fields, UTC, e.g. "0 3 * * *"
     schedule: str | None = None  # our older spelling of cron
-    folder: FolderSource | None = None
-    web: WebSource | None = None
-    sitemap: SitemapSource | None = None
-    git: GitSource | None = None
-    s3: S3Source | None = None
-    gcs: GcsSource | None = None
-    azureBlob: AzureBlobSource | None = None
-    sharepoint: SharePointSource | None = None
-    gdrive: GoogleDriveSource | None = None
-    confluence: ConfluenceSource | None = None
-    imap: ImapSource | None = None
     upload: UploadSource = Field(default_factory=UploadSource)
     settings: SourceSettings = Field(default_factory=SourceSettings)
 
     @property
     def type(self) -> str:
-        return self.type_ or next((t for t in BLOCK_TYPES if getattr(self, t) is not None), "web")
+        """Its ``type``; absent: the block it holds, else web (EDDI's default)."""
+        return self.type_ or next((k for k, v in (self.model_extra or {}).items() if isinstance(v, dict)), "web")
+
+    def block(self, kind: str) -> dict[str, Any] | None:
+        """The block named ``kind`` (its connector's configuration), as given."""
+        found = (self.model_extra or {}).get(kind)
+        return found if isinstance(found, dict) else None
 
     @property
     def when(self) -> str | None:
@@ -391,6 +232,10 @@ def schema_errors(data: Any, schema: dict[str, Any]) -> list[dict[str, Any]]:
     validator = Draft202012Validator(schema)
     errors = []
     for err in sorted(validator.iter_errors(data), key=lambda e: (e.json_path, e.message)):
+        missing = re.fullmatch(r"'(\w+)' is a required property", err.message) if err.validator == "required" else None
+        if missing:  # named where it is missing: the field a form shows
+            errors.append({"path": f"{err.json_path}.{missing.group(1)}", "message": err.message, "value": None})
+            continue
         errors.append({"path": err.json_path, "message": err.message, "value": err.instance})
     return errors
 
@@ -448,15 +293,25 @@ def with_source_ids(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "sources": [saved(s) if isinstance(s, dict) and s.get("name") else s for s in data["sources"]]}
 
 
-def _explain(error: dict[str, Any]) -> dict[str, Any]:
+def source_blocks(schema: dict[str, Any]) -> list[str]:
+    """The names of the connectors' blocks in a source (each generated from its connector: ``x-connector``)."""
+    return [k for k, v in schema["properties"]["sources"]["items"]["properties"].items() if v.get("x-connector")]
+
+
+def _explain(error: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """A source's oneOf failure, said plainly."""
     value = error["value"]
     if error["path"].startswith("$.sources[") and "is not valid under any of the given schemas" in error["message"] \
             and isinstance(value, dict):
-        kinds = [k for k in BLOCK_TYPES if k in value]
-        kind = f"type {value['type']!r} and " if isinstance(value.get("type"), str) else ""
-        return {**error, "message": f"a source has the block of its type, one of {', '.join(BLOCK_TYPES)} (type "
-                                    f"upload: none); this one has {kind}{', '.join(kinds) if kinds else 'no block'}"}
+        blocks = source_blocks(schema)
+        kinds = [k for k in blocks if k in value]
+        kind = value.get("type")
+        if isinstance(kind, str) and kind in blocks and kind not in value:
+            return {**error, "path": f"{error['path']}.{kind}", "message": f"a source of type {kind!r} needs its block "
+                    f"{kind!r} (its fields: {', '.join(schema['properties']['sources']['items']['properties'][kind].get('required', [])) or 'none required'})"}
+        said = f"type {kind!r} and " if isinstance(kind, str) else ""
+        return {**error, "message": f"a source has the block of its type, one of {', '.join(blocks)} (type "
+                                    f"upload: none); this one has {said}{', '.join(kinds) if kinds else 'no block'}"}
     return error
 
 
@@ -501,14 +356,14 @@ def _audience_errors(data: dict[str, Any]) -> list[dict[str, Any]]:
 OPEN_MAPS = ("embeddingParameters", "storeParameters", "rerankerParameters", "requiredMetadata", "ocr")  # left open, as EDDI's maps
 
 
-def unknown_fields(data: Any) -> list[dict[str, Any]]:
+def unknown_fields(data: Any, schema: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The fields of a RagConfiguration that the schema does not know, where EDDI's REST refuses them too (its model
     is read with unknown properties failing): the configuration itself, each source, its block and its settings; the
     parameter maps stay open. Each error names the path and the nearest known name. Checked when a configuration is
     saved, not when a stored one is read (one saved before this was refused still works)."""
     if not isinstance(data, dict):
         return []
-    schema = load_schema()
+    schema = schema or load_schema()
     errors = _unknown(data, schema, "$")
     source_schema = schema["properties"]["sources"]["items"]
     for i, source in enumerate(data.get("sources") or [] if isinstance(data.get("sources"), list) else []):
@@ -536,13 +391,15 @@ def _unknown(data: dict[str, Any], schema: dict[str, Any], path: str) -> list[di
     return out
 
 
-def validate_rag_configuration(data: Any) -> RagConfiguration:
-    """Validate raw JSON against the schema (plus cross-field rules) and build the model."""
+def validate_rag_configuration(data: Any, schema: dict[str, Any] | None = None) -> RagConfiguration:
+    """Validate raw JSON against the schema (plus cross-field rules) and build the model. ``schema``: the one with every
+    connector registered (``sources.connectors.configuration_schema``); absent, the packaged file's built-in ones."""
     wrong = jsonvalues.problem(data)
     if wrong:
         path, _, message = wrong.partition(": ")
         raise ConfigValidationError([{"path": path, "message": message, "value": None}])
-    errors = [_explain(e) for e in schema_errors(data, load_schema())]
+    schema = schema or load_schema()
+    errors = [_explain(e, schema) for e in schema_errors(data, schema)]
     if not errors:
         errors += _source_errors(data.get("sources") or [])
         if data.get("storeNamespace") and data.get("storeType", "in-memory") in NAMESPACE_REFUSED:

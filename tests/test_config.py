@@ -45,7 +45,7 @@ def test_unknown_keys_are_ignored_like_eddi():
 @pytest.mark.parametrize(
     "data, path, value",
     [
-        ({}, "$", {}),
+        ({}, "$.name", None),  # a required field: named where it is missing
         ({"name": ""}, "$.name", ""),
         ({"name": "kb", "minScore": 1.5}, "$.minScore", 1.5),
         ({"name": "kb", "minScore": -0.1}, "$.minScore", -0.1),

@@ -50,7 +50,7 @@ def test_every_relative_link_points_at_a_file_that_exists(path):
 
 def test_the_readme_knowledge_base_is_a_valid_configuration():
     config = validate_rag_configuration(json.loads(blocks(README, "json")[0]))
-    assert config.chunkStrategy == "markdown" and config.sources[0].folder is not None
+    assert config.chunkStrategy == "markdown" and config.sources[0].block("folder") is not None
 
 
 def test_the_readme_python_example_runs_as_written(tmp_path, monkeypatch):

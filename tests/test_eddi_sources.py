@@ -64,7 +64,7 @@ def test_eddis_source_json_is_accepted_with_its_limits(client):
         ({**EDDI_WEB_SOURCE, "settings": {"tombstoneAfterMissedRuns": 0}}, "$.sources[0].settings.tombstoneAfterMissedRuns"),
         ({**EDDI_WEB_SOURCE, "settings": {"timeBudgetMinutes": 1441}}, "$.sources[0].settings.timeBudgetMinutes"),
         ({**EDDI_UPLOAD_SOURCE, "upload": {"maxFileBytes": 2000, "maxTotalBytes": 1000}}, "$.sources[0].upload.maxFileBytes"),
-        ({"name": "w", "type": "web"}, "$.sources[0]"),  # a web source needs its web block
+        ({"name": "w", "type": "web"}, "$.sources[0].web"),  # a web source needs its web block (named where it is missing)
     ]:
         bad = client.post(BASE, json=kb([source]))
         assert bad.status_code == 400 and path in [e["path"] for e in bad.json()["errors"]], (path, bad.text)
@@ -268,7 +268,7 @@ def test_a_version_the_source_gives_saves_reading_and_what_it_says_of_a_document
     from dataclasses import replace
 
     from eddi_rag.config import UploadSource
-    from eddi_rag.sources.folder import FolderConnector
+    from eddi_rag.sources.connectors.folder import FolderConnector
 
     kb_ = runtime.resources.create("rags", kb([{"name": "docs", "type": "upload"}], chunkStrategy="recursive")).id
     files = runtime.sources.files

@@ -34,6 +34,59 @@ def test_the_layout_names_every_store_backend():
     assert sorted(files - named()) == []
 
 
+def rooms() -> dict[str, str]:
+    """Each folder of eddi_rag/ the layout describes -> what it says of it (its lines)."""
+    out: dict[str, str] = {}
+    current = None
+    for line in layout().splitlines()[1:]:
+        found = re.match(r"^    ([A-Za-z_]\w*(?:/|\.py))\s", line + " ")
+        current = found.group(1) if found else current if line.startswith(" " * 17) else None
+        if current:
+            out[current] = out.get(current, "") + " " + line
+    return {room: text for room, text in out.items() if room.endswith("/")}
+
+
+CONNECTORS = PACKAGE / "sources" / "connectors"  # their registry is their list: a new one is its file and its tests
+NAMED_OTHERWISE = {  # a type's name as another word
+    "verbs/eddi_export.py": {"'folder'"},  # a field name (a source's folder) among those an export keeps
+    "testing/store_conformance.py": {"'s3'"},  # a chunk's id
+}
+
+
+def test_each_module_is_named_in_the_folder_it_lives_in():
+    """A module the layout names lives in the folder it is named under (at any depth), and every module of a folder is
+    named there, but connectors."""
+    assert sorted(rooms()) == sorted(p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    misplaced, unnamed = [], []
+    for room, text in rooms().items():
+        folder = PACKAGE / room.rstrip("/")
+        names = set(re.findall(r"[A-Za-z_]\w*(?:\.py|/)", text)) - {room}
+        here = {p.name for p in folder.rglob("*.py")} | {p.name + "/" for p in folder.rglob("*") if p.is_dir()}
+        misplaced += [f"{room}{n}" for n in sorted(names - here)]
+        unnamed += [p.relative_to(PACKAGE).as_posix() for p in sorted(folder.rglob("*.py"))
+                    if p.name not in names and p.name != "__init__.py" and CONNECTORS not in p.parents]
+    assert (misplaced, unnamed) == ([], [])
+
+
+def test_a_connector_is_its_file_alone():
+    """Nothing outside a connector's module names its type or imports it: the schema, the docs and the Manager's card
+    are made from the registry (a new connector adds its file and its tests, nothing else)."""
+    from eddi_rag.sources.connectors import connectors
+
+    modules = [p.stem for p in CONNECTORS.glob("*.py") if p.name != "__init__.py"]
+    assert sorted(modules) == sorted(m.__module__.rsplit(".", 1)[1] for m in map(type, connectors().values()))
+    theirs = [t for t in connectors() if t not in ("web", "upload")]  # (EDDI's two: its export and import name them)
+    found = []
+    for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.js"), *PACKAGE.rglob("*.html")]:
+        if CONNECTORS in path.parents or "__pycache__" in path.parts:
+            continue
+        text = path.read_text()
+        name = path.relative_to(PACKAGE).as_posix()
+        found += [f"{name}: {t!r}" for t in theirs if re.search(rf"[\"']{t}[\"']", text) and repr(t) not in NAMED_OTHERWISE.get(name, ())]
+        found += [f"{name} imports {m}" for m in re.findall(r"eddi_rag\.sources\.connectors\.(\w+)", text)]
+    assert found == []
+
+
 def test_everything_the_layout_names_exists():
     outside = {"schemas/", "examples/", "workflows/", "documents/", "tests/", "conformance/", "benchmarks/", "docs/",
                "templates/", "static/", "eddi_rag/"}

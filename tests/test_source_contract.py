@@ -16,8 +16,8 @@ import pytest
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.config import IngestionSource, UploadSource
 from eddi_rag.sources.base import SourceContext
-from eddi_rag.sources.connectors import CONNECTORS, connector
-from eddi_rag.sources.upload import Files, file_id
+from eddi_rag.sources.connectors import configuration_schema, connector, connectors
+from eddi_rag.sources.files import Files, file_id
 from eddi_rag.state.sqlite import Database
 from eddi_rag.testing import SourceContract
 from tests.support.dovecot import PASSWORD, USER, Mailbox, dovecot
@@ -267,10 +267,9 @@ class ImapWorld:
 
 
 def test_every_source_type_has_a_connector_in_the_contract():
-    from eddi_rag.config import SOURCE_TYPES
-
-    assert sorted(CONNECTORS) == sorted(SOURCE_TYPES)
-    assert sorted(k.lower() for k in CONNECTORS) == sorted(  # (azureBlob's class: TestAzureblobConnector)
+    schema = configuration_schema()["properties"]["sources"]["items"]["properties"]["type"]
+    assert list(connectors()) == schema["enum"]
+    assert sorted(k.lower() for k in connectors()) == sorted(  # (azureBlob's class: TestAzureblobConnector)
         k.removeprefix("Test").removesuffix("Connector").lower() for k in globals() if k.endswith("Connector") and k.startswith("Test"))
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from eddi_rag.common.principals import Reader
 from eddi_rag.runtime import Runtime
-from eddi_rag.sources.gdrive import acl_of
+from eddi_rag.sources.connectors.gdrive import acl_of
 from tests.support.fake_drive import DOC, FakeDrive
 from tests.support.kbs import make_kb, sources_held, sources_read
 

@@ -136,14 +136,14 @@ def test_s3_keys_are_the_sources_own_never_the_servers(monkeypatch):
     """A source naming no keys sends unsigned requests: the server's own AWS credentials never sign for a tenant."""
     from botocore import UNSIGNED
 
-    from eddi_rag.sources import s3
+    from eddi_rag.sources.connectors import s3
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "the-servers-own")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-used")
     config = validate_rag_configuration({"name": "kb", "sources": [{"name": "b", "type": "s3", "s3": {"bucket": "private"}}]})
-    assert s3.client(config.sources[0].s3, lambda v: v).client.meta.config.signature_version is UNSIGNED
+    assert s3.client(s3.CONNECTOR.spec(config.sources[0]), lambda v: v).client.meta.config.signature_version is UNSIGNED
     with pytest.raises(s3.S3SourceError, match="both accessKeyId and secretAccessKey"):
-        s3.client(config.sources[0].s3.model_copy(update={"accessKeyId": "only-one"}), lambda v: v)
+        s3.client(s3.CONNECTOR.spec(config.sources[0]).model_copy(update={"accessKeyId": "only-one"}), lambda v: v)
 
 
 def test_a_git_source_reads_nothing_outside_the_roots_and_no_file_over_the_limit(tmp_path, monkeypatch):

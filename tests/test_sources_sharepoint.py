@@ -12,7 +12,7 @@ import pytest
 
 from eddi_rag.common.principals import Reader
 from eddi_rag.runtime import Runtime
-from eddi_rag.sources.sharepoint import acl_of
+from eddi_rag.sources.connectors.sharepoint import acl_of
 from eddi_rag.verbs.knowledge_bases import ConfigValidationError
 from eddi_rag.verbs.schedule import SourceScheduler
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph

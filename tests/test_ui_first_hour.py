@@ -202,9 +202,9 @@ def test_the_configuration_form_is_grouped_with_presets_and_structured_editors(b
     card = visible(browser, ".source-card")
     card.find_element(By.CSS_SELECTOR, ".src-name").send_keys("Handbook")
     Select(card.find_element(By.CSS_SELECTOR, ".src-type")).select_by_visible_text("folder")
-    visible(browser, ".source-card .src-where").send_keys(str(tmp_path))
+    visible(browser, '.source-card [data-block="path"]').send_keys(str(tmp_path))
     sources = browser.find_element(By.CSS_SELECTOR, 'fieldset[data-group="sources"]')
-    click(browser, sources.find_element(By.CSS_SELECTOR, "details.advanced summary"))
+    click(browser, sources.find_element(By.CSS_SELECTOR, ":scope > details.advanced > summary"))  # the group's, not a card's
     visible(browser, '[data-path="$.requiredMetadata"]').send_keys("author, year")
     screenshot(browser, "2-editor-groups")
     click(browser, browser.find_element(By.ID, "save"))

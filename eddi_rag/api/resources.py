@@ -19,6 +19,7 @@ from eddi_rag.auth.http import check_role
 from eddi_rag.config import load_schema
 from eddi_rag.embeddings import references
 from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef, parse_uri
+from eddi_rag.verbs.knowledge_bases import configuration_schema
 
 
 def _created(ref: ResourceRef, status: int = 201, runtime: Any = None) -> Response:
@@ -49,7 +50,7 @@ def written(kind: str) -> dict[str, Any]:
 
 def rag_schema() -> dict[str, Any]:
     """The RagConfiguration JSON Schema as the OpenAPI document embeds it."""
-    return {k: v for k, v in load_schema().items() if k not in ("$schema", "$id")}
+    return {k: v for k, v in configuration_schema().items() if k not in ("$schema", "$id")}
 
 
 def provider_schema() -> dict[str, Any]:
@@ -115,7 +116,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     if kind == "rags":
         @router.get("/jsonSchema")
         def json_schema(caller: Viewer) -> dict[str, Any]:
-            return load_schema()
+            return configuration_schema()
 
         @router.post("/chunkPreview")
         def chunk_preview(body: ChunkPreviewRequest, request: Request, runtime: RuntimeDep, caller: Viewer) -> dict[str, Any]:

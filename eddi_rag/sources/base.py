@@ -10,15 +10,102 @@ absence); one cut short at a limit, or a delta, concludes nothing about what it 
 
 from __future__ import annotations
 
+import builtins
+import fnmatch
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol, cast
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Generic, Protocol, TypeVar, cast
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, Listing
+from eddi_rag.ingest.loaders import EXTENSIONS
+
+
+@dataclass
+class Item:
+    document_id: str  # the store's document id
+    name: str  # what citations show; its extension helps decide the type
+    fetch: Callable[[], tuple[bytes, str | None]]  # the bytes and their Content-Type
+    acl: list[str] | None = None  # who may read it, as its source says (a connector's own); None: the source's default
+    version: str | None = None  # the source's token for this version (an ETag, a content hash): equal means unchanged, unread
+    url: str | None = None  # where a reader opens it (a citation's link), kept on its chunks as ``url``
+    media_type: str | None = None  # its type as the source says, when its fetch gives none
+    metadata: dict[str, Any] = field(default_factory=dict)  # more the source says of it, kept on its chunks
+
+
+def holding(body: bytes, content_type: str | None = None) -> Callable[[], tuple[bytes, str | None]]:
+    """The fetch of a document already read (what a loader handed over)."""
+    return lambda: (body, content_type)
+
+
+@dataclass
+class Listing:
+    items: list[Item] = field(default_factory=list)
+    complete: bool = True  # every document of the source was seen: those not listed are gone
+    failures: list[dict[str, str]] = field(default_factory=list)  # {document, reason} met while listing
+    notes: list[str] = field(default_factory=list)  # why the listing is not complete
+    stopped: str | None = None  # the limit that cut the listing short (maxPages, timeBudgetMinutes)
+
+    def stop(self, reason: str) -> None:
+        """The listing ends at a limit: incomplete, and the run says which."""
+        self.complete, self.stopped = False, reason
+        self.notes.append(reason)
+
+
+def folder_prefix(prefix: str) -> str:
+    """A bucket's or container's prefix as a folder: ``""`` or ``"a/b/"``."""
+    prefix = prefix.strip("/")
+    return f"{prefix}/" if prefix else ""
+
+
+def object_taken(out: Listing, name: str, prefix: str, size: int | None, include: list[str], exclude: list[str],
+                 max_bytes: int | None) -> str | None:
+    """The name under ``prefix`` of a stored object a listing takes: a supported type that the globs select, within
+    ``max_bytes`` (one over it is put in ``out``'s failures, never read); None: left out."""
+    rel = name[len(prefix):]
+    if not rel or PurePosixPath(rel).suffix.lower() not in EXTENSIONS or not selected(rel, include, exclude):
+        return None
+    if max_bytes is not None and (size or 0) > max_bytes:
+        out.failures.append({"document": rel, "reason": f"{size:,} bytes, over the limit of {max_bytes:,} "
+                                                        "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
+        return None
+    return rel
+
+
+def selected(path: str, include: list[str], exclude: list[str]) -> bool:
+    """``path`` matches an include glob (none: everything) and no exclude glob; ``*`` crosses ``/``."""
+    if include and not any(fnmatch.fnmatchcase(path, g) for g in include):
+        return False
+    return not any(fnmatch.fnmatchcase(path, g) for g in exclude)
+
+
+@lru_cache(maxsize=1024)
+def _glob(pattern: str) -> re.Pattern[str]:
+    if not pattern.startswith(("/", "**")):
+        pattern = "**/" + pattern  # "*.pdf" means a PDF at any depth
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        out.append({"*": "[^/]*", "?": "[^/]"}.get(pattern[i], re.escape(pattern[i])))
+        i += 1
+    return re.compile("".join(out))
+
+
+def path_glob(path: str, pattern: str) -> bool:
+    """EDDI's exclude patterns on a URL path: ``*`` stays inside one segment, ``**`` crosses them, ``?``
+    is one character but ``/``; a pattern not starting with ``/`` or ``**`` matches at any depth."""
+    return _glob(pattern.strip()).fullmatch(path) is not None
+
 
 
 @dataclass(frozen=True)
@@ -31,7 +118,7 @@ class SourceContext:
     data_dir: Path | None
     outbound: OutboundPolicy
     resolve: Any  # Callable[[Any], Any]: a value with its ${vault:…} references resolved in the tenant
-    files: Any  # sources.upload.Files: what upload sources hold
+    files: Any  # sources.files.Files: what upload sources hold
     max_bytes: int | None = None  # a document over this many bytes is refused before it is read
     deadline: float | None = None  # time.monotonic() by which a listing stops (timeBudgetMinutes)
 
@@ -65,8 +152,16 @@ class SyncEnd:
 
 
 class SourceConnector(Protocol):
-    type: str  # the source's "type"
+    type: str  # the source's "type", and the name of the block that holds its configuration
     needs: str  # what a source of this type needs, as the Manager's source card says it
+
+    @property
+    def configuration(self) -> builtins.type[BaseModel] | None:
+        """Its block's fields (None: it has no block, as upload): the JSON Schema's source block, the docs' field table
+        and the Manager's card are generated from it (``Settings``'s markers)."""
+
+    def where(self, source: IngestionSource) -> str:
+        """What the source reads, in a few words (its card's heading): ``s3://bucket/prefix``, ``mail bob@host INBOX``."""
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         """Raise an error naming the field when ``source`` cannot be synced (a folder outside the roots, a URL the
@@ -82,6 +177,43 @@ class SourceConnector(Protocol):
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         """One document fetched alone (a retry of a failed one)."""
+
+
+class Settings(BaseModel):
+    """A connector's block. Its fields' descriptions are what the schema, the docs and the Manager say of them; a
+    field marked ``secret()`` holds a vault reference (the Manager offers "store in the vault", a save moves a typed
+    value into the vault), ``outbound()`` a URL the outbound guard checks when the configuration is saved,
+    ``on_server()`` a folder (or ``file://`` URL) that must lie in EDDI_RAG_FOLDER_ROOTS."""
+    model_config = ConfigDict(extra="ignore")
+
+
+Text = Annotated[str, Field(min_length=1)]
+Globs = list[Text]
+URL_PATTERN = r"^https?://"
+
+
+def secret(description: str, required: bool = False) -> Any:
+    return Field(... if required else None, min_length=1, description=description, json_schema_extra={"writeOnly": True})
+
+
+def outbound(default: Any = ..., description: str | None = None, pattern: str = URL_PATTERN) -> Any:
+    return Field(default, pattern=pattern, description=description, json_schema_extra={"x-outbound": True})
+
+
+def on_server(description: str, pattern: str | None = None) -> Any:
+    return Field(min_length=1, pattern=pattern, description=description, json_schema_extra={"x-on-server": True})
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class Connector(Generic[S]):
+    """What a connector with a block shares: its block read as its ``configuration``."""
+    type: str
+    configuration: builtins.type[S]
+
+    def spec(self, source: IngestionSource) -> S:
+        return self.configuration.model_validate(source.block(self.type) or {})
 
 
 @dataclass

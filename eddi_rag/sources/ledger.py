@@ -12,7 +12,7 @@ from typing import Any
 
 from eddi_rag.backends.factories import embedding_key
 from eddi_rag.config import IngestionSource, RagConfiguration
-from eddi_rag.sources import Item
+from eddi_rag.sources.base import Item
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
 

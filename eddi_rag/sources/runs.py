@@ -126,6 +126,13 @@ class SourceRuns:
         self.db.execute("DELETE FROM source_runs WHERE run_id=?", (run.runId,))
         self.leases.release(run.runId)
 
+    def progress(self, run: Run) -> None:
+        """Keep a RUNNING run's counts so far (a face follows it: seen, added, updated, unchanged, deleted, failed)."""
+        self.db.execute("UPDATE source_runs SET added=?, updated=?, unchanged=?, deleted=?, failed=?, embedded=?, seen=?, "
+                        "segments=? WHERE run_id=? AND status=?", (run.added, run.updated, run.unchanged, run.deleted,
+                                                                    run.failed, run.embedded, run.seen, run.segments,
+                                                                    run.runId, RUNNING))
+
     def finish(self, run: Run) -> None:
         """Keep the run's outcome, unless a shutdown cancelled it meanwhile (that is what it reads)."""
         if run.runId not in self.leases:

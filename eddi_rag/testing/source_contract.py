@@ -21,8 +21,7 @@ from typing import Any, Protocol
 import pytest
 
 from eddi_rag.config import IngestionSource
-from eddi_rag.sources import Item
-from eddi_rag.sources.base import SourceConnector, SourceContext, SyncEnd
+from eddi_rag.sources.base import Item, SourceConnector, SourceContext, SyncEnd
 
 
 class World(Protocol):

@@ -37,7 +37,7 @@ from eddi_rag.workflow.traversal import workflow_steps
 
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
 NOTES = "eddi-rag-export-notes.json"  # what the export left out for EDDI's sake, which our import puts back
-OUR_SOURCE_TYPES = ("folder", "sitemap", "git", "s3", "gcs", "azureBlob", "sharepoint", "gdrive", "confluence", "imap")  # source types EDDI lacks
+EDDI_SOURCE_TYPES = ("web", "upload")  # the source types EDDI has; every other connector is ours alone
 _SECRET_NAMES = {"apikey", "apitoken", "password", "passwd", "secret", "secretkey", "secretaccesskey", "accountkey",
                  "token", "accesstoken",
                  "authorization", "auth", "credential", "credentials", "privatekey", "clientsecret"}
@@ -146,7 +146,8 @@ def _ours_only(source: Any) -> bool:
     if not isinstance(source, dict):
         return False
     kind = source.get("type")
-    if kind in OUR_SOURCE_TYPES or (kind is None and any(k in source for k in OUR_SOURCE_TYPES)):
+    blocks = [k for k, v in source.items() if isinstance(v, dict) and k not in ("web", "upload", "settings")]
+    if (isinstance(kind, str) and kind not in EDDI_SOURCE_TYPES) or (kind is None and blocks):
         return True
     web = source.get("web")
     urls = [web.get("startUrl"), *(web.get("sitemapUrls") or [])] if isinstance(web, dict) else []

@@ -34,6 +34,7 @@ from eddi_rag.config import ConfigValidationError, validate_rag_configuration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import ResourceRef, parse_uri, resource_uri
 from eddi_rag.resources import ResourceStore
+from eddi_rag.sources.connectors import configuration_schema
 from eddi_rag.verbs.eddi_export import NOTES
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.verbs.saving import own_store
@@ -259,7 +260,7 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                     if checked is not None:
                         body = checked(target.kind, body, tenant, references=False)
                     elif target.kind == "rags":
-                        validate_rag_configuration(body)
+                        validate_rag_configuration(body, configuration_schema())
                 except ConfigValidationError as e:
                     raise ExportError(f"{file}: {e}") from None
                 if target.kind == "rags":

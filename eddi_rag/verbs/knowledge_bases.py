@@ -29,6 +29,7 @@ from eddi_rag.resource_types import Descriptor, ResourceNotFoundError
 from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
 from eddi_rag.resources.variables import references as variable_references
+from eddi_rag.sources.connectors import configuration_schema
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.workflow.traversal import reference_errors
 
@@ -70,7 +71,7 @@ class KnowledgeBases:
     def validate(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered, their parameters
         known, keyword search available for the search mode, paths confined."""
-        config = validate_rag_configuration(data)
+        config = validate_rag_configuration(data, configuration_schema())
         errors: list[dict[str, Any]] = []
         checks = [(registry.STORES, "$.storeType", config.storeType, config.storeParameters)]
         if config.embeddingProvider:  # (embeddingProviderId is resolved when used: its entry may come later)
@@ -132,7 +133,7 @@ class KnowledgeBases:
     def as_used(self, data: Any, tenant: str) -> RagConfiguration:
         """A configuration of ``tenant`` as it is used: validated, its provider reference resolved, its global
         variables replaced."""
-        return self.substituted(self.resolve_embedding(validate_rag_configuration(data), tenant), tenant)
+        return self.substituted(self.resolve_embedding(validate_rag_configuration(data, configuration_schema()), tenant), tenant)
 
     def substituted(self, config: RagConfiguration, tenant: str) -> RagConfiguration:
         """``config`` with its ``${vars:…}`` replaced by ``tenant``'s global variables, as a query reads it."""
@@ -185,7 +186,7 @@ class KnowledgeBases:
             raise ConfigValidationError(errors)
         if kind != "rags":
             return data
-        if errors := unknown_fields(data):
+        if errors := unknown_fields(data, configuration_schema()):
             raise ConfigValidationError(errors)
         self.validate(data)
         foreign = [{"path": f"$.{field}", "value": f"${{vars:{named}/{key}}}",
@@ -218,30 +219,21 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
                 out.append({"path": f"$.{group}.{key}", "value": value,
                             "message": "model files are read only from folders the operator lists in EDDI_RAG_MODEL_ROOTS "
                                        f"({', '.join(map(str, models)) or 'none set'})"})
+    blocks = configuration_schema()["properties"]["sources"]["items"]["properties"]
     for i, source in enumerate(config.sources):
-        where = f"$.sources[{i}]"
-        on_server = [("folder.path", source.folder.path, source.folder.path)] if source.folder else []
-        if source.git is not None and source.git.url.startswith("file:"):  # a repository on the server: read as a folder
-            on_server.append(("git.url", source.git.url, unquote(urlsplit(source.git.url).path)))
-        for kind, value, folder in on_server:
-            if not paths.in_folder_roots(folder):
-                out.append({"path": f"{where}.{kind}", "value": value,
+        spec = blocks.get(source.type) or {}
+        for name, value in (source.block(source.type) or {}).items():
+            field, path = (spec.get("properties") or {}).get(name) or {}, f"$.sources[{i}].{source.type}.{name}"
+            if not isinstance(value, str):
+                continue
+            on_server = field.get("x-on-server") and (value.startswith("file:") or not field.get("x-outbound"))
+            if on_server and not paths.in_folder_roots(unquote(urlsplit(value).path) if value.startswith("file:") else value):
+                out.append({"path": path, "value": value,
                             "message": f"is outside the folders sources may read ({', '.join(map(str, paths.folder_roots()))}); "
                                        "the operator allows more with EDDI_RAG_FOLDER_ROOTS"})
-        for kind, url in (("web.startUrl", source.web.startUrl if source.web else None),
-                          ("sitemap.url", source.sitemap.url if source.sitemap else None),
-                          ("git.url", source.git.url if source.git and not source.git.url.startswith("file:") else None),
-                          ("s3.endpointUrl", source.s3.endpointUrl if source.s3 else None),
-                          ("gcs.endpointUrl", source.gcs.endpointUrl if source.gcs else None),
-                          ("azureBlob.accountUrl", source.azureBlob.accountUrl if source.azureBlob else None),
-                          ("sharepoint.graphUrl", source.sharepoint.graphUrl if source.sharepoint else None),
-                          ("sharepoint.loginUrl", source.sharepoint.loginUrl if source.sharepoint else None),
-                          ("gdrive.apiUrl", source.gdrive.apiUrl if source.gdrive else None),
-                          ("gdrive.adminUrl", source.gdrive.adminUrl if source.gdrive else None),
-                          ("confluence.baseUrl", source.confluence.baseUrl if source.confluence else None)):
-            if url is not None:
+            elif field.get("x-outbound") and not on_server:
                 try:
-                    OutboundPolicy.check_static(url)
+                    OutboundPolicy.check_static(value)
                 except OutboundBlockedError as e:
-                    out.append({"path": f"{where}.{kind}", "value": url, "message": str(e)})
+                    out.append({"path": path, "value": value, "message": str(e)})
     return out

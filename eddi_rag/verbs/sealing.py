@@ -11,24 +11,23 @@ replaces its value. A configuration stored before keeps its literal until saved 
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from eddi_rag.common.secrets import REDACTED, is_reference
-from eddi_rag.config import ConfigValidationError, load_schema
+from eddi_rag.config import ConfigValidationError
 from eddi_rag.records.vault import SecretVault, reference
+from eddi_rag.sources.connectors import configuration_schema
 from eddi_rag.verbs.eddi_export import secret_field
 
 PARAMETER_MAPS = ("embeddingParameters", "storeParameters", "rerankerParameters")
 
 
-@functools.cache
 def source_secrets() -> dict[str, tuple[str, ...]]:
-    """Each source type's secret fields: those the schema marks ``writeOnly``."""
-    types = load_schema()["properties"]["sources"]["items"]["properties"]
+    """Each source type's secret fields: those its connector marks ``secret()`` (``writeOnly`` in the schema)."""
+    types = configuration_schema()["properties"]["sources"]["items"]["properties"]
     return {kind: tuple(name for name, spec in (body.get("properties") or {}).items() if spec.get("writeOnly"))
             for kind, body in types.items() if isinstance(body, dict) and body.get("type") == "object"}
 

@@ -16,7 +16,7 @@ A purge forgets what the source ingested and keeps the chunks (no gap while the 
 EDDI does); it leaves a marker that complete runs miss like a vanished document, and once it was missed
 ``tombstoneAfterMissedRuns`` times, the source's chunks no run wrote since the purge are removed.
 
-The files an upload source holds are ``sources.upload``; this module runs, previews, retries and purges.
+The files an upload source holds are ``sources.files``; this module runs, previews, retries and purges.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
 from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.resource_types import ResourceNotFoundError
-from eddi_rag.sources import Item, Listing, upload
-from eddi_rag.sources.base import CursorExpiredError, PermissionSource, SourceContext, SyncEnd, feed, keeps_permissions
+from eddi_rag.sources import files as upload
+from eddi_rag.sources.base import CursorExpiredError, Item, Listing, PermissionSource, SourceContext, SyncEnd, feed, keeps_permissions
 from eddi_rag.sources.connectors import connector
 from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, acl_json, classify, digest, reconcile
 from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, Run, SourceBusyError, SourceRuns
@@ -393,7 +393,8 @@ class SourceSync:
             from croniter import croniter
 
             nxt = croniter(source.when, datetime.now(timezone.utc)).get_next(datetime).isoformat(timespec="seconds")
-        return {"sourceId": sid, "type": source.type, "needs": getattr(kind, "needs", ""), "cursor": self.ledger.cursor(kb_id, sid),
+        return {"sourceId": sid, "type": source.type, "needs": getattr(kind, "needs", ""),
+                "where": kind.where(source) if hasattr(kind, "where") else source.type, "cursor": self.ledger.cursor(kb_id, sid),
                 "documents": len(self.ledger.known(kb_id, sid)), "lastRun": last, "nextRun": nxt,
                 "keepsPermissions": keeps_permissions(kind, source), "lastPermissionSync": synced,
                 "permissionSyncMinutes": source.settings.permissionSyncMinutes}
@@ -454,6 +455,9 @@ class SourceSync:
         return len(document_ids)
 
 
+PROGRESS_SECONDS = 0.5  # a running run's counts are kept at most this often
+
+
 class _Ingesting:
     """The sink of a run: each document ingested (or counted unchanged) as the connector names it, until a limit."""
 
@@ -462,6 +466,7 @@ class _Ingesting:
         self.sync, self.kb_id, self.config, self.source, self.run, self.deadline = sync, kb_id, config, source, run, deadline
         self.known = sync.ledger.known(kb_id, source.effective_id)
         self.listed: set[str] = set()
+        self.told = 0.0  # when the run's counts were last kept (a face follows them: PROGRESS_SECONDS apart)
         monthly = source.settings.maxSegmentsPerMonth
         self.month = 0 if monthly is None else sync.run_records.embedded_this_month(kb_id, source.effective_id, run.runId)
 
@@ -480,7 +485,13 @@ class _Ingesting:
             return False  # what is left is neither ingested nor missing: nothing is concluded
         self.listed.add(item.document_id)
         self.sync._one(self.kb_id, self.config, self.source, item, self.known.get(item.document_id), run)
+        self._tell()
         return True
+
+    def _tell(self) -> None:
+        if time.monotonic() - self.told >= PROGRESS_SECONDS:
+            self.told = time.monotonic()
+            self.sync.run_records.progress(self.run)
 
     def unchanged(self, document_id: str) -> None:
         self.run.seen += 1
@@ -488,13 +499,16 @@ class _Ingesting:
         if document_id in self.known:  # (one never ingested, such as a file its loader skips, is no news)
             self.run.unchanged += 1
             self.sync.ledger.seen(self.kb_id, self.source.effective_id, document_id)
+        self._tell()
 
     def deleted(self, document_id: str) -> None:
         self.run.deleted += self.sync._remove(self.kb_id, self.config, self.source.effective_id, [document_id])
+        self._tell()
 
     def error(self, document_id: str, reason: str) -> None:
         self.run.failed += 1
         self.run.failures.append({"document": document_id, "reason": reason})
+        self._tell()
 
 
 class _Previewing:

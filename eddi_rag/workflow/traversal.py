@@ -14,6 +14,7 @@ from eddi_rag.config import (
 )
 from eddi_rag.resource_types import ResourceNotFoundError, parse_uri
 from eddi_rag.resources import ResourceStore
+from eddi_rag.sources.connectors import configuration_schema
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class WorkflowTraversal:
                     if rag is None:
                         continue
                     try:
-                        config = self.resolve(validate_rag_configuration(rag[2]), tenant)
+                        config = self.resolve(validate_rag_configuration(rag[2], configuration_schema()), tenant)
                     except ConfigValidationError as e:
                         found.skipped.append(f"{uri}: {e}")
                         continue

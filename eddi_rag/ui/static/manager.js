@@ -150,7 +150,7 @@ function renderField(path, name, schema, value, readonly) {
   } else if (type === "map") {
     input = mapEditor(common, value || {}, readonly);
   } else if (type === "sources") {
-    input = sourcesEditor(common, value || [], readonly);
+    input = sourcesEditor(common, value || [], readonly, schema.items);
   } else {
     input = el("textarea", { ...common, rows: value === undefined ? 2 : 5, spellcheck: "false" },
       value === undefined ? "" : JSON.stringify(value, null, 2));
@@ -209,48 +209,92 @@ function mapEditor(common, value, readonly) {
   return box;
 }
 
-const SOURCE_WHERE = { web: ["web", "startUrl", "https://docs.example.com/"], sitemap: ["sitemap", "url", "https://docs.example.com/sitemap.xml"],
-  folder: ["folder", "path", "/srv/handbook"], git: ["git", "url", "https://git.example.com/docs.git"],
-  s3: ["s3", "bucket", "handbook-bucket"], gcs: ["gcs", "bucket", "handbook-bucket"],
-  azureBlob: ["azureBlob", "container", "handbook"], sharepoint: ["sharepoint", "sites", "contoso.sharepoint.com:/sites/hr"],
-  gdrive: ["gdrive", "driveId", "0AFx… (a Shared Drive's id)"],
-  confluence: ["confluence", "baseUrl", "https://acme.atlassian.net"], imap: ["imap", "host", "imap.example.com"],
-  upload: [null, null, ""] };
-const SOURCE_WHERE_LABEL = { folder: "Folder", s3: "Bucket", gcs: "Bucket", azureBlob: "Container", sharepoint: "Sites", gdrive: "Shared Drive", confluence: "Site", imap: "Mail server" };
-
-// Each source as a card: name, type, where (URL or folder), schedule, on/off; every other field it has is kept.
-function sourcesEditor(common, value, readonly) {
+// Each source as a card made from the schema's source item: name, type (what it needs), the fields of its type's block
+// (those it needs shown, the others under "More"), who may read what it brings, schedule, on/off. Each field's errors
+// show on its card; every other field the source has is kept as it is.
+function sourcesEditor(common, value, readonly, item) {
   const box = el("div", { ...common, class: "sources-editor", role: "group" });
   const list = el("div", {});
+  const kinds = item.properties.type.enum;
+  const needs = item.properties.type["x-needs"] || {};
+  const blocks = Object.keys(item.properties).filter((k) => item.properties[k]["x-connector"]);
   const card = (src = {}) => {
-    const type = src.type || Object.keys(SOURCE_WHERE).find((t) => SOURCE_WHERE[t][0] && src[SOURCE_WHERE[t][0]]) || "web";
-    const [block, key] = SOURCE_WHERE[type];
-    const node = el("div", { class: "source-card card" },
+    const type = src.type || blocks.find((b) => src[b]) || "web";
+    const spec = item.properties[type];  // its block's schema (none: upload)
+    const node = el("div", { class: "source-card card", "data-type": type });
+    const at = (rest) => `$.sources[${node.index ?? 0}]${rest}`;
+    const fields = el("div", { class: "src-fields" }), more = el("div", {});
+    const block = src[type] || {};
+    node.draw = () => {  // its fields, named by where they are in the list now (errors find them by that path)
+      fields.replaceChildren(); more.replaceChildren();
+      if (!spec) { fields.append(el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page.")); return; }
+      for (const [name, field] of Object.entries(spec.properties)) {
+        const required = (spec.required || []).includes(name);
+        const f = renderField(at(`.${type}.${name}`), name, { ...field, required }, block[name], readonly);
+        $("[data-path]", f).dataset.block = name;
+        (required || block[name] !== undefined ? fields : more).append(f);
+      }
+    };
+    const acl = () => renderField(at(".settings.acl"), "acl", { ...item.properties.settings.properties.acl }, (src.settings || {}).acl, readonly);
+    node.index = 0;
+    node.renumber = (i) => {  // the ids follow the card's place, so a save's errors land on it
+      node.index = i;
+      for (const f of $$(".field", node)) {
+        const input = $("[data-path]", f);
+        if (!input) continue;  // (the card's own error line)
+        const rest = input.dataset.path.replace(/^\$\.sources\[\d+\]/, "");
+        const id = fieldId(at(rest));
+        input.id = id; input.dataset.path = at(rest); input.setAttribute("aria-describedby", `${id}-hint ${id}-error`);
+        $("label", f)?.setAttribute("for", id); $(".hint", f).id = `${id}-hint`; $(".field-error", f).id = `${id}-error`;
+      }
+      $(".card-error", node).id = `${fieldId(at(""))}-error`;
+    };
+    node.append(
+      el("div", { class: "field" }, el("p", { class: "field-error card-error", role: "alert" })),
       el("label", {}, "Name", el("input", { class: "src-name", value: src.name || "", required: true, disabled: readonly })),
       el("label", {}, "Type", el("select", { class: "src-type", disabled: readonly, onchange: (e) => {
         const fresh = card({ ...readSource(node), type: e.target.value });
         node.replaceWith(fresh);
-      } }, Object.keys(SOURCE_WHERE).map((t) => el("option", { selected: t === type }, t)))),
-      key ? el("label", {}, SOURCE_WHERE_LABEL[block] || "URL", el("input", { class: "src-where", value: [].concat((src[block] || {})[key] || []).join(", "), placeholder: SOURCE_WHERE[type][2], disabled: readonly })) : el("p", { class: "muted small" }, "Files are uploaded to this source on the Documents page."),
+        renumber(list);
+      } }, kinds.map((t) => el("option", { selected: t === type }, t)))),
+      el("p", { class: "muted small src-needs" }, `Needs ${needs[type] || "its block"}.`),
+      fields,
+      el("details", { class: "advanced" }, el("summary", {}, `More ${type} settings`), more),
+      acl(),
       el("label", {}, "Schedule (cron, optional)", el("input", { class: "src-cron", value: src.cron || src.schedule || "", placeholder: "0 3 * * *", disabled: readonly })),
       el("label", { class: "check" }, el("input", { type: "checkbox", class: "src-enabled", checked: src.enabled !== false, disabled: readonly }), " enabled"),
-      readonly ? "" : el("button", { type: "button", class: "link danger", onclick: () => node.remove() }, "Remove this source"));
+      readonly ? "" : el("button", { type: "button", class: "link danger", onclick: () => { node.remove(); renumber(list); } }, "Remove this source"));
+    node.draw();
+    if (!more.children.length) $("details.advanced", node).remove();
     node.source = src;  // its other fields, kept as they are
+    node.blocks = blocks;
     return node;
   };
   list.append(...value.map((s) => card(s)));
+  renumber(list);
   box.append(list);
-  if (!readonly) box.append(el("button", { type: "button", class: "link", onclick: () => list.append(card({ name: "", type: "web" })) }, "+ add a source"));
+  if (!readonly) box.append(el("button", { type: "button", class: "link", onclick: () => { list.append(card({ name: "", type: "web" })); renumber(list); } }, "+ add a source"));
   return box;
 }
 
+function renumber(list) { $$(".source-card", list).forEach((c, i) => c.renumber(i)); }
+
 function readSource(node) {
   const type = $(".src-type", node).value;
-  const [block, key] = SOURCE_WHERE[type];
   const out = { ...node.source, name: $(".src-name", node).value.trim(), type, enabled: $(".src-enabled", node).checked };
-  for (const t of Object.keys(SOURCE_WHERE)) if (SOURCE_WHERE[t][0] && t !== type) delete out[SOURCE_WHERE[t][0]];
-  const where = $(".src-where", node)?.value.trim() || "";
-  if (block) out[block] = { ...(node.source[block] || {}), [key]: block === "sharepoint" ? where.split(/\s*,\s*/).filter(Boolean) : where };
+  for (const b of node.blocks) if (b !== type) delete out[b];
+  if (node.dataset.type === type && node.blocks.includes(type)) {  // the fields shown are its block's
+    const block = { ...(node.source[type] || {}) };
+    for (const input of $$("[data-block]", node)) {
+      const value = readField(input);
+      if (value === undefined) delete block[input.dataset.block]; else block[input.dataset.block] = value;
+    }
+    out[type] = block;
+  }
+  const acl = readField($('[data-path$=".settings.acl"]', node));
+  const settings = { ...(node.source.settings || {}) };
+  if (acl === undefined) delete settings.acl; else settings.acl = acl;
+  if (Object.keys(settings).length) out.settings = settings; else delete out.settings;
   const cron = $(".src-cron", node).value.trim();
   delete out.schedule;
   if (cron) out.cron = cron; else delete out.cron;
@@ -318,6 +362,7 @@ function collectConfig(original) {
     if (fieldset) config[key] = {};
   }
   for (const input of $$("#fields [data-path]")) {
+    if (input.closest(".source-card")) continue;  // (read with its card)
     const parts = input.dataset.path.split(".").slice(1);
     let target = config;
     for (const p of parts.slice(0, -1)) target = target[p] ??= {};
@@ -342,7 +387,7 @@ function showErrors(errors) {
     let slot = null;
     while (!slot && path) {
       slot = $(`#${CSS.escape(fieldId(path))}-error`);
-      if (!slot) path = path.includes(".") ? path.slice(0, path.lastIndexOf(".")).replace(/\[\d+\]$/, "") : "";
+      if (!slot) path = /\[\d+\]$/.test(path) ? path.replace(/\[\d+\]$/, "") : path.includes(".") ? path.slice(0, path.lastIndexOf(".")) : "";
     }
     if (slot) {
       slot.textContent = (slot.textContent ? slot.textContent + " · " : "") + e.message;
@@ -736,14 +781,7 @@ function renderSources(kb) {
   box.replaceChildren(...kb.sources.map((s) => {
     const out = el("div", { class: "source-out", "aria-live": "polite" });
     const show = (node) => out.replaceChildren(node);
-    const kind = s.folder ? `folder ${s.folder.path}` : s.web ? `website ${s.web.startUrl}` : s.sitemap ? `sitemap ${s.sitemap.url}` :
-      s.git ? `git ${s.git.url} (${s.git.branch || "main"})` : s.s3 ? `s3://${s.s3.bucket}/${s.s3.prefix || ""}` :
-      s.gcs ? `gs://${s.gcs.bucket}/${s.gcs.prefix || ""}` :
-      s.azureBlob ? `${s.azureBlob.accountUrl} ${s.azureBlob.container}/${s.azureBlob.prefix || ""}` :
-      s.sharepoint ? `SharePoint ${(s.sharepoint.sites || []).join(", ")}` :
-      s.gdrive ? `Google Drive ${s.gdrive.driveId || "(shared with the service account)"}` :
-      s.confluence ? `Confluence ${s.confluence.baseUrl} ${(s.confluence.spaces || []).join(", ")}` :
-      s.imap ? `mail ${s.imap.username}@${s.imap.host} ${(s.imap.folders || ["INBOX"]).join(", ")}` : s.type === "upload" ? "uploaded files" : "source";
+    const kind = el("span", {}, s.type || "source");  // what it reads, as its connector says (status: where)
     const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
       show(el("p", { class: "muted" }, "…"));
@@ -764,8 +802,9 @@ function renderSources(kb) {
       ` · added ${run.added || 0}, updated ${run.updated || 0}, deleted ${run.deleted || 0}` + (run.failed ? `, ${run.failed} failing` : "")) : "never";
     const status = async () => {
       const r = await api("GET", kbUrl(kb.id, `/sources/${encodeURIComponent(s.id)}/status`));
-      if (!r.ok) return;
+      if (!r.ok) return null;
       const st = r.data;
+      kind.textContent = st.where;
       const row = (k, v) => [el("dt", {}, k), el("dd", {}, v)];
       facts.replaceChildren(...row("Needs", st.needs), ...row("Documents", String(st.documents)),
         ...row("Last run", summary(st.lastRun)), ...row("Next run", st.nextRun ? when(st.nextRun) : "on request"),
@@ -773,14 +812,28 @@ function renderSources(kb) {
         ...(st.keepsPermissions ? row("Permissions", `synced every ${st.permissionSyncMinutes} min; last: ${summary(st.lastPermissionSync)}`) : []));
       extra.replaceChildren(
         CAN_EDIT() && st.cursor ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/reset-cursor")) { show(el("p", {}, "Cursor reset: the next run lists the source in full.")); status(); } } }, "Reset cursor") : "",
-        CAN_EDIT() && st.keepsPermissions ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/sync-permissions")) { show(el("p", {}, "Permission sync started.")); setTimeout(status, 1500); } } }, "Sync permissions") : "");
+        CAN_EDIT() && st.keepsPermissions ? el("button", { type: "button", class: "src-sync", onclick: async () => { const r = await call("POST", "/sync-permissions"); if (r) follow("permissions", r.runId); } }, "Sync permissions") : "");
+      return st;
+    };
+    // A run (or permission sync) followed to its end: its counts as they grow, then its outcome and the history.
+    const follow = async (kind, runId) => {
+      const last = kind === "permissions" ? "lastPermissionSync" : "lastRun";
+      for (let i = 0; i < 3600; i++) {
+        await new Promise((r) => setTimeout(r, i ? 1000 : 300));
+        const st = await status();
+        const run = st && st[last];
+        if (!run || run.runId !== runId) continue;
+        if (run.status !== "RUNNING") { show(el("p", { class: `run-end ${run.status === "FAILED" ? "error" : ""}` }, `Finished: ${summary(run)}`)); return; }
+        show(el("p", { class: "muted run-progress", role: "status" }, `Running: ${run.documentsSeen || 0} listed, ${run.added || 0} added, ` +
+          `${run.updated || 0} updated, ${run.unchanged || 0} unchanged, ${run.deleted || 0} deleted, ${run.failed || 0} failed…`));
+      }
     };
     status();
-    return el("div", { class: "source" },
+    return el("div", { class: "source", "data-source": s.id },
       el("h3", {}, s.name, " ", el("span", { class: "muted" }, kind, cron ? ` · ${cron} (UTC)` : "", s.enabled === false ? " · disabled" : "")),
       facts,
       el("div", { class: "buttons" },
-        CAN_EDIT() ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/run")) { history(); setTimeout(status, 1500); } } }, "Run") : "",
+        CAN_EDIT() ? el("button", { type: "button", class: "src-run", onclick: async () => { const r = await call("POST", "/run"); if (r) follow("run", r.runId); } }, "Run") : "",
         CAN_EDIT() ? el("button", { type: "button", onclick: async () => {
           const t = await call("POST", "/test");
           if (t) show(el("p", { class: t.ok ? "" : "error" }, t.ok ? "Connection works: the source can be read." : `Cannot read it: ${t.error}`));

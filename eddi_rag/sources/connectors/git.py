@@ -21,16 +21,43 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from pydantic import Field
+
 from eddi_rag.common import paths
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.config import GitSource, IngestionSource
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
-from eddi_rag.sources import Item, Listing, holding, selected
-from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, feed, listed_again
-from eddi_rag.sources.folder import check_folder
+from eddi_rag.sources.base import (
+    Connector,
+    CursorExpiredError,
+    Globs,
+    Item,
+    Listing,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    feed,
+    holding,
+    listed_again,
+    selected,
+)
+from eddi_rag.sources.connectors.folder import check_folder
 
 GIT_ENVIRONMENT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:file", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+class GitSettings(Settings):
+    """A Git repository's text files on one branch, read through LangChain's GitLoader; cloned once, brought to the branch's head before each run."""
+
+    url: str = Field(pattern=r"^(https?|file)://", description=
+        "https://… (the outbound guard checks its host) or file://… (a repository on the server, inside "
+        "EDDI_RAG_FOLDER_ROOTS).", json_schema_extra={"x-outbound": True, "x-on-server": True})
+    branch: str = Field("main", min_length=1)
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the path in the repository (* crosses folders).")
+    exclude: Globs = Field(default_factory=list)
+
 
 
 class GitSourceError(EddiRagError, ValueError):
@@ -87,7 +114,7 @@ def working_copy(root: Path | None, kb_id: str, source_id: str, url: str) -> Pat
     return (root or Path(tempfile.gettempdir()) / "eddi-rag") / "git" / key
 
 
-def _updated(path: Path, spec: GitSource) -> None:
+def _updated(path: Path, spec: GitSettings) -> None:
     """The working copy at the head of ``spec.branch``: cloned the first time, fetched and reset after."""
     from git import GitCommandError, Repo
 
@@ -110,7 +137,7 @@ def _updated(path: Path, spec: GitSource) -> None:
                              f"{reason[-1] if reason else 'failed'}") from e
 
 
-def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolicy, max_bytes: int | None = None) -> Listing:
+def listing(source_id: str, spec: GitSettings, path: Path, outbound: OutboundPolicy, max_bytes: int | None = None) -> Listing:
     """The branch's files of a supported type (text), each its own document ``<source id>/<path>``; one over
     ``max_bytes`` is listed as a failure, never read."""
     check_url(spec.url, outbound)
@@ -118,7 +145,7 @@ def listing(source_id: str, spec: GitSource, path: Path, outbound: OutboundPolic
     return _files(source_id, spec, path, max_bytes)
 
 
-def _files(source_id: str, spec: GitSource, path: Path, max_bytes: int | None, only: set[str] | None = None) -> Listing:
+def _files(source_id: str, spec: GitSettings, path: Path, max_bytes: int | None, only: set[str] | None = None) -> Listing:
     """The working copy's files as documents (``only``: of these paths alone)."""
     from langchain_community.document_loaders import GitLoader
 
@@ -151,17 +178,21 @@ def _files(source_id: str, spec: GitSource, path: Path, max_bytes: int | None, o
     return out
 
 
-class GitConnector:
+class GitConnector(Connector[GitSettings]):
     """The cursor is the commit a sync listed: the next one reads only the files changed since (``git diff`` from it to
     the branch's head), says the files removed deleted, and names the others unchanged without reading them (``git
     ls-tree``). A cursor no longer in the branch's history (a force-push) lists the branch in full."""
 
     type = "git"
+    configuration = GitSettings
     needs = "a repository's https URL (or a file:// one inside EDDI_RAG_FOLDER_ROOTS) and a branch"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"git {spec.url} ({spec.branch})"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.git is not None
-        check_url(source.git.url, ctx.outbound)
+        check_url(self.spec(source).url, ctx.outbound)
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
         self.validate(ctx, source)  # (the listing fetched the branch: it was read)
@@ -169,7 +200,7 @@ class GitConnector:
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         from git import GitCommandError, Repo
 
-        spec, sid = source.git, source.effective_id
+        spec, sid = self.spec(source), source.effective_id
         assert spec is not None
         path = working_copy(ctx.data_dir, ctx.kb_id, sid, spec.url)
         check_url(spec.url, ctx.outbound)
@@ -199,3 +230,6 @@ class GitConnector:
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return listed_again(self, ctx, source, document_id, name)
+
+
+CONNECTOR = GitConnector()

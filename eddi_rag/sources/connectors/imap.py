@@ -20,21 +20,48 @@ from email.parser import BytesHeaderParser
 from email.policy import default as email_policy
 from typing import Any
 
-from eddi_rag.config import ImapSource, IngestionSource
+from pydantic import Field
+
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders.mail import header
-from eddi_rag.sources import Item, holding
-from eddi_rag.sources.base import CursorExpiredError, Sink, SourceContext, SyncEnd, cursor_part, gone
+from eddi_rag.sources.base import (
+    Connector,
+    CursorExpiredError,
+    Globs,
+    Item,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    cursor_part,
+    gone,
+    holding,
+    secret,
+)
 
 HEADERS = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID FROM SUBJECT)]"
 BATCH = 500  # UIDs per FETCH of headers
+
+
+class ImapSettings(Settings):
+    """The mails of a mailbox's folders over IMAP, each with its attachments ."""
+
+    host: str = Field(min_length=1, description="The IMAP server. The outbound guard checks it.")
+    port: int = Field(993, ge=1, le=65535)
+    useTls: bool = Field(True, description="IMAP over TLS (port 993); false: plain IMAP (143), for a server on a trusted network only.")
+    username: str = Field(min_length=1)
+    password: str | None = secret("A secret reference (${eddivault:KEY}) to the mailbox's password (or an app password).")
+    folders: Globs = Field(default_factory=lambda: ["INBOX"], min_length=1, description="The folders whose mails are documents.")
+    senders: Globs = Field(default_factory=list, description="Only mails from these addresses (a@example.com) or domains (@example.com); none: every mail.")
+
 
 
 class ImapSourceError(EddiRagError, ValueError):
     status = 400
 
 
-def _connect(ctx: SourceContext, spec: ImapSource) -> Any:
+def _connect(ctx: SourceContext, spec: ImapSettings) -> Any:
     from imapclient import IMAPClient
     from imapclient.exceptions import IMAPClientError
 
@@ -69,25 +96,28 @@ def _title(subject: str) -> str:
     return re.sub(r"[/\\\x00-\x1f]+", " ", subject).strip()[:120] or "(no subject)"
 
 
-class ImapConnector:
+class ImapConnector(Connector[ImapSettings]):
     type = "imap"
+    configuration = ImapSettings
     needs = "an IMAP server, a mailbox's user name and its password (or app password) in the vault"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"mail {spec.username}@{spec.host} {', '.join(spec.folders)}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.imap is not None
-        ctx.outbound.check_host(source.imap.host, source.imap.port, "imap.host")
+        ctx.outbound.check_host(self.spec(source).host, self.spec(source).port, "imap.host")
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.imap is not None
-        client = _connect(ctx, source.imap)
+        client = _connect(ctx, self.spec(source))
         try:
-            for folder in source.imap.folders:
+            for folder in self.spec(source).folders:
                 client.select_folder(folder, readonly=True)
         finally:
             client.logout()
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        spec = source.imap
+        spec = self.spec(source)
         assert spec is not None
         before = cursor_part(cursor, "folders", "imap")
         if before is not None and sorted(before) != sorted(spec.folders):
@@ -108,7 +138,7 @@ class ImapConnector:
                 sink: Sink) -> dict[str, Any] | None:
         """Tell ``sink`` one folder's mails (from ``before``, its part of the cursor); returns its part of the next
         cursor, None when the sink stopped."""
-        spec, sid = source.imap, source.effective_id
+        spec, sid = self.spec(source), source.effective_id
         assert spec is not None
         try:
             validity = int(client.select_folder(folder, readonly=True)[b"UIDVALIDITY"])
@@ -149,7 +179,7 @@ class ImapConnector:
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         """A mail fetched alone (a retry): its folder searched for the UID whose Message-ID gives this id."""
-        spec = source.imap
+        spec = self.spec(source)
         assert spec is not None
         folder = document_id.removeprefix(f"{source.effective_id}/").rsplit("/", 1)[0]
         client = _connect(ctx, spec)
@@ -181,3 +211,6 @@ def _reader(client: Any, uid: int) -> Callable[[], tuple[bytes, str | None]]:
             raise ImapSourceError(f"imap: message UID {uid} is no longer in its folder")
         return bytes(body), "message/rfc822"
     return fetch
+
+
+CONNECTOR = ImapConnector()

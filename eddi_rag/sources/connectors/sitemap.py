@@ -8,17 +8,27 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import Field
 
 from eddi_rag.common.outbound import OutboundBlockedError
-from eddi_rag.config import IngestionSource, SitemapSource
-from eddi_rag.sources import Item, Listing, selected
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed
+from eddi_rag.config import IngestionSource
+from eddi_rag.sources.base import Connector, Globs, Item, Listing, Settings, Sink, SourceContext, SyncEnd, feed, outbound, selected
 from eddi_rag.sources.fetching import fetch, locs, page, same_site
 
 MAX_NESTING = 3
 
 
-def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
+class SitemapSettings(Settings):
+    """The pages a sitemap (or a sitemap index) lists."""
+
+    url: str = outbound()
+    maxPages: int = Field(1000, ge=1, le=50000)
+    include: Globs = Field(default_factory=list)
+    exclude: Globs = Field(default_factory=list)
+
+
+
+def listing(source_id: str, spec: SitemapSettings, client: httpx.Client,
             page: Callable[[str], Callable[[], tuple[bytes, str | None]]]) -> Listing:
     """``client`` reads the sitemaps now; ``page(url)`` gives the fetch of a page, called later."""
     out = Listing()
@@ -48,23 +58,29 @@ def listing(source_id: str, spec: SitemapSource, client: httpx.Client,
     return out
 
 
-class SitemapConnector:
+class SitemapConnector(Connector[SitemapSettings]):
     type = "sitemap"
+    configuration = SitemapSettings
     needs = "a sitemap's URL the server may reach"
+
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"sitemap {spec.url}"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # the schema checks the URL; the outbound guard checks each request
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.sitemap is not None
-        page(ctx.outbound, source.sitemap.url)()  # the sitemap answers 2xx
+        page(ctx.outbound, self.spec(source).url)()  # the sitemap answers 2xx
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.sitemap is not None
         limit = source.settings.maxBytesPerPage
-        ctx.outbound.check(source.sitemap.url)  # a sitemap the guard refuses: the run fails, saying so (not 0 documents)
+        ctx.outbound.check(self.spec(source).url)  # a sitemap the guard refuses: the run fails, saying so (not 0 documents)
         with ctx.outbound.client() as client:  # the sitemaps now; each page when the sink reads it
-            return feed(listing(source.effective_id, source.sitemap, client, lambda url: page(ctx.outbound, url, limit)), sink)
+            return feed(listing(source.effective_id, self.spec(source), client, lambda url: page(ctx.outbound, url, limit)), sink)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return Item(document_id, name, page(ctx.outbound, document_id, source.settings.maxBytesPerPage))
+
+
+CONNECTOR = SitemapConnector()

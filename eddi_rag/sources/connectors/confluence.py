@@ -20,18 +20,36 @@ import base64
 from collections.abc import Iterator
 from typing import Any
 
-from eddi_rag.config import ConfluenceSource, IngestionSource
+from pydantic import Field
+
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, selected
-from eddi_rag.sources.base import Permissions, Sink, SourceContext, SyncEnd
+from eddi_rag.sources.base import Connector, Globs, Item, Permissions, Settings, Sink, SourceContext, SyncEnd, outbound, secret, selected
 from eddi_rag.sources.saas import JsonApi, ServiceError
+
+
+class ConfluenceSettings(Settings):
+    """The pages of Confluence Cloud spaces, and their attachments, through its REST API v2: each read by whom its
+    restrictions (else the space's permissions) name."""
+
+    baseUrl: str = outbound(description="https://<site>.atlassian.net. The outbound guard checks it.")
+    email: str = Field(min_length=3, description="The Atlassian account the API token belongs to.")
+    apiToken: str = secret("A secret reference (${eddivault:KEY}) to an Atlassian API token.", required=True)
+    spaces: Globs = Field(min_length=1, description="Space keys (HR, ENG).")
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the page's title.")
+    exclude: Globs = Field(default_factory=list)
+    attachments: bool = Field(True, description="Each page's attachments too, each a document read as its page.")
+    permissions: bool = Field(True, description=
+        "Pages read by whom their read restrictions (and their ancestors') name, else the space's read "
+        "permissions (user:<accountId>, group:<group id>); false: settings.acl.")
+
 
 
 class ConfluenceSourceError(EddiRagError, ValueError):
     status = 400
 
 
-def _api(ctx: SourceContext, spec: ConfluenceSource) -> JsonApi:
+def _api(ctx: SourceContext, spec: ConfluenceSettings) -> JsonApi:
     token = ctx.resolve(spec.apiToken)
     if not token:
         raise ConfluenceSourceError("confluence.apiToken: a secret reference that resolves to an Atlassian API token")
@@ -41,7 +59,7 @@ def _api(ctx: SourceContext, spec: ConfluenceSource) -> JsonApi:
 
 
 class _Wiki:
-    def __init__(self, ctx: SourceContext, spec: ConfluenceSource):
+    def __init__(self, ctx: SourceContext, spec: ConfluenceSettings):
         self.ctx, self.spec, self.api = ctx, spec, _api(ctx, spec)
         self.site = spec.baseUrl.rstrip("/")
         self.base = f"{self.site}/wiki"
@@ -111,25 +129,28 @@ class _Wiki:
         return [p for p in levels[0] if all(p in level for level in levels[1:])]
 
 
-class ConfluenceConnector:
+class ConfluenceConnector(Connector[ConfluenceSettings]):
     type = "confluence"
+    configuration = ConfluenceSettings
     needs = "a Confluence Cloud site, the space keys, and an Atlassian account's API token in the vault"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"Confluence {spec.baseUrl} {', '.join(spec.spaces)}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.confluence is not None
-        ctx.outbound.check(source.confluence.baseUrl)
+        ctx.outbound.check(self.spec(source).baseUrl)
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.confluence is not None
-        wiki = _Wiki(ctx, source.confluence)
+        wiki = _Wiki(ctx, self.spec(source))
         with wiki.api:
             wiki.spaces()
 
     def keeps_permissions(self, source: IngestionSource) -> bool:
-        return source.confluence is not None and source.confluence.permissions
+        return self.spec(source).permissions
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        spec = source.confluence
+        spec = self.spec(source)
         assert spec is not None
         self.validate(ctx, source)
         wiki = _Wiki(ctx, spec)
@@ -193,7 +214,7 @@ class ConfluenceConnector:
 
     def permissions(self, ctx: SourceContext, source: IngestionSource, document_ids: list[str]) -> Permissions:
         """Who may read each page (and its attachments) now; a page no longer in its space: nobody."""
-        spec = source.confluence
+        spec = self.spec(source)
         assert spec is not None
         wiki, out = _Wiki(ctx, spec), Permissions()
         with wiki.api:
@@ -228,3 +249,6 @@ class ConfluenceConnector:
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+CONNECTOR = ConfluenceConnector()

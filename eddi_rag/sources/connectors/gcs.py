@@ -13,24 +13,57 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import Field
+
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.config import GcsSource, IngestionSource
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, Listing, folder_prefix, object_taken
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
+from eddi_rag.sources.base import (
+    Connector,
+    Globs,
+    Item,
+    Listing,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    feed,
+    folder_prefix,
+    listed_again,
+    object_taken,
+    outbound,
+    secret,
+)
 
 GOOGLE = "https://storage.googleapis.com"
+
+
+class GcsSettings(Settings):
+    """The objects under a prefix of a Google Cloud Storage bucket (its JSON API, google-cloud-storage)."""
+
+    bucket: str = Field(min_length=3, max_length=222)
+    prefix: str = Field("", description="Only objects under it; their names below it name the documents.")
+    endpointUrl: str | None = outbound(None, description=
+        "Another endpoint of the JSON API (an emulator); absent: https://storage.googleapis.com. The outbound "
+        "guard checks it.")
+    credentials: str | None = secret(
+        "A secret reference (${eddivault:KEY}) to a service account's JSON key; absent: requests are "
+        "anonymous (a public bucket). The server's own Google credentials are never used.")
+    projectId: str | None = Field(None, min_length=1)
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the name under the prefix (* crosses folders).")
+    exclude: Globs = Field(default_factory=list)
+
 
 
 class GcsSourceError(EddiRagError, ValueError):
     status = 400
 
 
-def endpoint(spec: GcsSource) -> str:
+def endpoint(spec: GcsSettings) -> str:
     return (spec.endpointUrl or GOOGLE).rstrip("/")
 
 
-def client(spec: GcsSource, resolve: Callable[[Any], Any]) -> Any:
+def client(spec: GcsSettings, resolve: Callable[[Any], Any]) -> Any:
     """A storage client for ``spec``: its service account's key when it names one, else anonymous."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
@@ -53,7 +86,7 @@ def _reader(blob: Any) -> Callable[[], tuple[bytes, str | None]]:
     return lambda: (blob.download_as_bytes(), blob.content_type)
 
 
-def listing(source_id: str, spec: GcsSource, resolve: Callable[[Any], Any], outbound: OutboundPolicy,
+def listing(source_id: str, spec: GcsSettings, resolve: Callable[[Any], Any], outbound: OutboundPolicy,
             max_bytes: int | None = None) -> Listing:
     from google.api_core.exceptions import GoogleAPIError
 
@@ -71,22 +104,27 @@ def listing(source_id: str, spec: GcsSource, resolve: Callable[[Any], Any], outb
     return out
 
 
-class GcsConnector:
+class GcsConnector(Connector[GcsSettings]):
     type = "gcs"
+    configuration = GcsSettings
     needs = "a bucket; a service account's JSON key in the vault (none: a public bucket)"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"gs://{spec.bucket}/{spec.prefix}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.gcs is not None
-        ctx.outbound.check(endpoint(source.gcs))
+        ctx.outbound.check(endpoint(self.spec(source)))
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.gcs is not None
         self.validate(ctx, source)
-        client(source.gcs, ctx.resolve).get_bucket(source.gcs.bucket)  # (raises when it cannot be read)
+        client(self.spec(source), ctx.resolve).get_bucket(self.spec(source).bucket)  # (raises when it cannot be read)
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.gcs is not None
-        return feed(listing(source.effective_id, source.gcs, ctx.resolve, ctx.outbound, ctx.max_bytes), sink)
+        return feed(listing(source.effective_id, self.spec(source), ctx.resolve, ctx.outbound, ctx.max_bytes), sink)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return listed_again(self, ctx, source, document_id, name)
+
+
+CONNECTOR = GcsConnector()

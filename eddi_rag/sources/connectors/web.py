@@ -12,18 +12,62 @@ from __future__ import annotations
 import time
 import urllib.robotparser
 from collections import deque
+from typing import Annotated
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import httpx
+from pydantic import Field
 
 from eddi_rag.common.outbound import OutboundBlockedError
-from eddi_rag.config import IngestionSource, WebSource
-from eddi_rag.sources import Item, Listing, path_glob, selected
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed
+from eddi_rag.config import IngestionSource
+from eddi_rag.sources.base import (
+    Connector,
+    Globs,
+    Item,
+    Listing,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    feed,
+    outbound,
+    path_glob,
+    selected,
+)
 from eddi_rag.sources.fetching import MAX_PAGE_BYTES, USER_AGENT, PageGoneError, fetch, locs, page, same_site
 
 MAX_SITEMAPS = 20  # sitemaps read per crawl, indexes included (EDDI's bound)
 MAX_SITEMAP_PAGES = 5000
+
+
+class WebSettings(Settings):
+    """A crawl of one site from a start page (EDDI's web block; include, exclude and respectRobotsTxt are our older
+    spellings)."""
+
+    startUrl: str = outbound()
+    maxDepth: int = Field(3, ge=0, le=20)
+    maxPages: int = Field(200, ge=1, le=50000)
+    respectRobotsTxt: bool = Field(True, description="The older spelling of respectRobots.")
+    include: Globs = Field(default_factory=list, description="Globs on the URL path; empty: every page of the site.")
+    exclude: Globs = Field(default_factory=list)
+    sameSiteOnly: bool = Field(True, description="Stay on the start page's site (scheme, host and port).")
+    includeSubdomains: bool = Field(False, description="Count subdomains of the start page's host as the same site.")
+    pathPrefix: str = Field("/", description="Only pages whose path starts with this are crawled and ingested.")
+    excludePatterns: Globs = Field(default_factory=list, max_length=100, description=
+        "Globs on the URL path: * stays inside one segment, ** crosses them, ? is one character; a pattern "
+        "not starting with / or ** matches at any depth (*.pdf).")
+    sitemapUrls: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list, max_length=20, description=
+        "Sitemaps whose pages seed the crawl, besides those robots.txt names (and /sitemap.xml when neither "
+        "gives any).")
+    requestDelayMs: int = Field(500, ge=0, le=60000, description="Pause between two requests of a crawl; a slower Crawl-delay in robots.txt wins.")
+    timeoutSeconds: int = Field(15, ge=1, le=300, description="Per-request timeout.")
+    userAgent: str | None = Field(None, max_length=300, description="Sent with every request and matched against robots.txt; default eddi-rag.")
+    respectRobots: bool = Field(True, description="Honour robots.txt: its rules, Crawl-delay and Sitemap lines.")
+
+    @property
+    def robots(self) -> bool:
+        return self.respectRobots and self.respectRobotsTxt
+
 
 
 def robots(client: httpx.Client, start: str, user_agent: str = USER_AGENT) -> urllib.robotparser.RobotFileParser | None:
@@ -51,7 +95,7 @@ def _cached(data: bytes, content_type: str | None):
 class Crawl:
     """One crawl of ``spec``: what is in scope, the pause between requests, the sitemaps."""
 
-    def __init__(self, spec: WebSource, client: httpx.Client, max_bytes: int, deadline: float | None):
+    def __init__(self, spec: WebSettings, client: httpx.Client, max_bytes: int, deadline: float | None):
         self.spec, self.client, self.max_bytes, self.deadline = spec, client, max_bytes, deadline
         self.start = urldefrag(spec.startUrl)[0]
         self.agent = spec.userAgent or USER_AGENT
@@ -112,7 +156,7 @@ class Crawl:
         return pages[:MAX_SITEMAP_PAGES]
 
 
-def listing(source_id: str, spec: WebSource, client: httpx.Client, max_bytes: int = MAX_PAGE_BYTES,
+def listing(source_id: str, spec: WebSettings, client: httpx.Client, max_bytes: int = MAX_PAGE_BYTES,
             deadline: float | None = None) -> Listing:
     """``deadline`` (time.monotonic): past it the crawl stops, incomplete."""
     crawl = Crawl(spec, client, max_bytes, deadline)
@@ -154,22 +198,28 @@ def listing(source_id: str, spec: WebSource, client: httpx.Client, max_bytes: in
     return out
 
 
-class WebConnector:
+class WebConnector(Connector[WebSettings]):
     type = "web"
+    configuration = WebSettings
     needs = "a start page the server may reach"
+
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"website {spec.startUrl}"
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         pass  # the schema checks the URL; the outbound guard checks each request
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.web is not None
-        page(ctx.outbound, source.web.startUrl, source.settings.maxBytesPerPage)()  # the start page answers 2xx
+        page(ctx.outbound, self.spec(source).startUrl, source.settings.maxBytesPerPage)()  # the start page answers 2xx
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.web is not None
-        ctx.outbound.check(source.web.startUrl)  # a start page the guard refuses: the run fails, saying so (not 0 documents)
+        ctx.outbound.check(self.spec(source).startUrl)  # a start page the guard refuses: the run fails, saying so (not 0 documents)
         with ctx.outbound.client() as client:
-            return feed(listing(source.effective_id, source.web, client, source.settings.maxBytesPerPage, ctx.deadline), sink)
+            return feed(listing(source.effective_id, self.spec(source), client, source.settings.maxBytesPerPage, ctx.deadline), sink)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return Item(document_id, name, page(ctx.outbound, document_id, source.settings.maxBytesPerPage))
+
+
+CONNECTOR = WebConnector()

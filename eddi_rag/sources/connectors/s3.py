@@ -13,23 +13,56 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import Field
+
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.config import IngestionSource, S3Source
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
-from eddi_rag.sources import Item, Listing, selected
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
+from eddi_rag.sources.base import (
+    Connector,
+    Globs,
+    Item,
+    Listing,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    feed,
+    listed_again,
+    outbound,
+    secret,
+    selected,
+)
+
+
+class S3Settings(Settings):
+    """The objects under a prefix of an S3 bucket or an S3-compatible store, listed through LangChain's CloudBlobLoader."""
+
+    bucket: str = Field(min_length=3, max_length=63)
+    prefix: str = Field("", description="Only objects under it; their keys below it name the documents.")
+    region: str = Field("us-east-1", min_length=1)
+    endpointUrl: str | None = outbound(None, description=
+        "An S3-compatible store (MinIO, Ceph, R2…); absent: AWS's endpoint of the region. The outbound guard "
+        "checks it.")
+    accessKeyId: str | None = Field(None, description=
+        "A secret reference (${eddivault:KEY}); with neither key, requests are unsigned (a public bucket). "
+        "The server's own AWS credentials are never used.")
+    secretAccessKey: str | None = secret("A secret reference (${eddivault:KEY}).")
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the key under the prefix (* crosses folders).")
+    exclude: Globs = Field(default_factory=list)
+
 
 
 class S3SourceError(EddiRagError, ValueError):
     status = 400
 
 
-def endpoint(spec: S3Source) -> str:
+def endpoint(spec: S3Settings) -> str:
     return spec.endpointUrl or f"https://s3.{spec.region}.amazonaws.com"
 
 
-def client(spec: S3Source, resolve: Callable[[Any], Any]) -> Any:
+def client(spec: S3Settings, resolve: Callable[[Any], Any]) -> Any:
     """A cloudpathlib client of this source alone: its endpoint, region and keys (never the environment's)."""
     import boto3
     from cloudpathlib import S3Client
@@ -47,7 +80,7 @@ def _reader(path: Any) -> Callable[[], tuple[bytes, str | None]]:
     return lambda: (path.read_bytes(), None)
 
 
-def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbound: OutboundPolicy) -> Listing:
+def listing(source_id: str, spec: S3Settings, resolve: Callable[[Any], Any], outbound: OutboundPolicy) -> Listing:
     """The objects under the prefix, each its own document ``<source id>/<key under the prefix>``."""
     from botocore.exceptions import BotoCoreError, ClientError
     from langchain_community.document_loaders.blob_loaders import CloudBlobLoader
@@ -72,20 +105,26 @@ def listing(source_id: str, spec: S3Source, resolve: Callable[[Any], Any], outbo
     return out
 
 
-class S3Connector:
+class S3Connector(Connector[S3Settings]):
     type = "s3"
+    configuration = S3Settings
     needs = "a bucket; an access key id and secret in the vault (none: a public bucket)"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"s3://{spec.bucket}/{spec.prefix}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.s3 is not None
-        ctx.outbound.check(endpoint(source.s3))
+        ctx.outbound.check(endpoint(self.spec(source)))
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
         self.validate(ctx, source)  # (the listing itself raises when the bucket cannot be listed)
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.s3 is not None
-        return feed(listing(source.effective_id, source.s3, ctx.resolve, ctx.outbound), sink)
+        return feed(listing(source.effective_id, self.spec(source), ctx.resolve, ctx.outbound), sink)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return listed_again(self, ctx, source, document_id, name)
+
+
+CONNECTOR = S3Connector()

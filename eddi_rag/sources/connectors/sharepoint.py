@@ -23,18 +23,54 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-from eddi_rag.config import IngestionSource, SharePointSource
+from pydantic import Field
+
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, selected
-from eddi_rag.sources.base import CursorExpiredError, Permissions, Sink, SourceContext, SyncEnd, cursor_part
+from eddi_rag.sources.base import (
+    Connector,
+    CursorExpiredError,
+    Globs,
+    Item,
+    Permissions,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    cursor_part,
+    outbound,
+    secret,
+    selected,
+)
 from eddi_rag.sources.saas import ClientCredentials, JsonApi, ServiceError, ServiceGoneError
+
+
+class SharePointSettings(Settings):
+    """The files of SharePoint Online or OneDrive document libraries, through Microsoft Graph: a delta cursor per
+    drive, each file read by whom its permissions name."""
+
+    tenantId: str = Field(min_length=1, description="The Entra tenant: its id or its domain (contoso.onmicrosoft.com).")
+    clientId: str = Field(min_length=1, description="The app registration's application (client) id.")
+    clientSecret: str = secret(
+        "A secret reference (${eddivault:KEY}) to the app's client secret (app-only access; grant it "
+        "Sites.Selected on the sites named).", required=True)
+    sites: Globs = Field(min_length=1, description="Sites by id (host,site-guid,web-guid) or as host:/sites/path.")
+    drives: Globs = Field(default_factory=list, description="Document libraries by name; none: every library of each site.")
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the file's name.")
+    exclude: Globs = Field(default_factory=list)
+    permissions: bool = Field(True, description=
+        "Each file is read by whom its Graph permissions name (user:<Entra object id>, group:<Entra object "
+        "id>, link:organization, public); false: settings.acl.")
+    graphUrl: str = outbound("https://graph.microsoft.com", description="Microsoft Graph's endpoint (a national cloud's). The outbound guard checks it.")
+    loginUrl: str = outbound("https://login.microsoftonline.com", description="The Entra token endpoint's host. The outbound guard checks it.")
+
 
 
 class SharePointSourceError(EddiRagError, ValueError):
     status = 400
 
 
-def _api(ctx: SourceContext, spec: SharePointSource) -> JsonApi:
+def _api(ctx: SourceContext, spec: SharePointSettings) -> JsonApi:
     secret = ctx.resolve(spec.clientSecret)
     if not secret:
         raise SharePointSourceError("sharepoint.clientSecret: a secret reference that resolves to the app's secret")
@@ -45,7 +81,7 @@ def _api(ctx: SourceContext, spec: SharePointSource) -> JsonApi:
 
 
 class _Graph:
-    def __init__(self, ctx: SourceContext, spec: SharePointSource):
+    def __init__(self, ctx: SourceContext, spec: SharePointSettings):
         self.ctx, self.spec = ctx, spec
         self.base = f"{spec.graphUrl.rstrip('/')}/v1.0"
         self.api = _api(ctx, spec)
@@ -99,26 +135,30 @@ def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-class SharePointConnector:
+class SharePointConnector(Connector[SharePointSettings]):
     type = "sharepoint"
+    configuration = SharePointSettings
     needs = "an Entra app registration (its client id, its secret in the vault) granted Sites.Selected on the sites, and GroupMember.Read.All"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"SharePoint {', '.join(spec.sites)}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        spec = source.sharepoint
+        spec = self.spec(source)
         assert spec is not None
         ctx.outbound.check(spec.graphUrl)
         ctx.outbound.check(spec.loginUrl)
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.sharepoint is not None
         self.validate(ctx, source)
-        graph = _Graph(ctx, source.sharepoint)
+        graph = _Graph(ctx, self.spec(source))
         with graph.api:
             for _ in graph.drives():
                 pass
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        spec = source.sharepoint
+        spec = self.spec(source)
         assert spec is not None
         self.validate(ctx, source)
         links = cursor_part(cursor, "drives", "sharepoint")
@@ -145,7 +185,7 @@ class SharePointConnector:
                sink: Sink) -> str | None:
         """Tell ``sink`` the drive's items from ``start`` (a delta link, or the drive's root delta); returns the drive's
         next delta link, None when the sink stopped."""
-        spec, sid = source.sharepoint, source.effective_id
+        spec, sid = self.spec(source), source.effective_id
         assert spec is not None
         delta = None
         for page in graph.api.pages(start):
@@ -168,7 +208,7 @@ class SharePointConnector:
 
     def _item(self, graph: _Graph, source: IngestionSource, drive_id: str, entry: dict[str, Any], name: str) -> Item:
         """A file of a drive as a source document (its permissions read now, its bytes when fetched)."""
-        spec = source.sharepoint
+        spec = self.spec(source)
         assert spec is not None
         item_id = entry["id"]
         content = f"{graph.base}/drives/{drive_id}/items/{item_id}/content"
@@ -183,7 +223,7 @@ class SharePointConnector:
                     metadata={"lastModified": entry["lastModifiedDateTime"]} if entry.get("lastModifiedDateTime") else {})
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
-        spec = source.sharepoint
+        spec = self.spec(source)
         assert spec is not None
         drive_id, item_id = document_id.removeprefix(f"{source.effective_id}/").split("/", 1)
         graph = _Graph(ctx, spec)
@@ -191,12 +231,12 @@ class SharePointConnector:
             return self._item(graph, source, drive_id, graph.api.get(f"{graph.base}/drives/{drive_id}/items/{item_id}"), name)
 
     def keeps_permissions(self, source: IngestionSource) -> bool:
-        return source.sharepoint is not None and source.sharepoint.permissions
+        return self.spec(source).permissions
 
     def permissions(self, ctx: SourceContext, source: IngestionSource, document_ids: list[str]) -> Permissions:
         """Who may read each of ``document_ids`` now (a file Graph no longer has: nobody), and the members of the Entra
         groups those permissions name."""
-        spec = source.sharepoint
+        spec = self.spec(source)
         assert spec is not None
         graph, out = _Graph(ctx, spec), Permissions()
         with graph.api:
@@ -215,3 +255,6 @@ class SharePointConnector:
                 for user in graph.members(group):
                     out.groups.setdefault(user, []).append(group)
         return out
+
+
+CONNECTOR = SharePointConnector()

@@ -25,11 +25,24 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import Field
 
-from eddi_rag.config import GoogleDriveSource, IngestionSource
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, selected
-from eddi_rag.sources.base import CursorExpiredError, Permissions, Sink, SourceContext, SyncEnd
+from eddi_rag.sources.base import (
+    Connector,
+    CursorExpiredError,
+    Globs,
+    Item,
+    Permissions,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    outbound,
+    secret,
+    selected,
+)
 from eddi_rag.sources.saas import JsonApi, ServiceError
 
 SCOPES = "https://www.googleapis.com/auth/drive.readonly https://www.googleapis.com/auth/admin.directory.group.member.readonly"
@@ -37,6 +50,26 @@ EXPORTS = {"application/vnd.google-apps.document": "text/html", "application/vnd
            "application/vnd.google-apps.presentation": "text/plain"}
 FIELDS = "id,name,mimeType,version,size,webViewLink,modifiedTime,trashed"
 ALL_DRIVES = {"supportsAllDrives": "true", "includeItemsFromAllDrives": "true"}
+
+
+class GoogleDriveSettings(Settings):
+    """The files of a Shared Drive, or every file shared with a service account, through the Drive API v3: its change
+    feed as the cursor, each file read by whom its permissions name."""
+
+    credentials: str = secret("A secret reference (${eddivault:KEY}) to the service account's JSON key.", required=True)
+    driveId: str | None = Field(None, min_length=1, description="A Shared Drive's id; absent: every file shared with the service account.")
+    subject: str | None = Field(None, min_length=1, description="A user the service account acts for (domain-wide delegation).")
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the file's name.")
+    exclude: Globs = Field(default_factory=list)
+    permissions: bool = Field(True, description=
+        "Each file is read by whom its Drive permissions name (email:<address>, group:<group address>, "
+        "link:organization for a domain, public for anyone); false: settings.acl.")
+    groupMembers: bool = Field(True, description=
+        "The permission sync fills the group directory with the members of the groups the permissions name "
+        "(Admin SDK; needs domain-wide delegation).")
+    apiUrl: str = outbound("https://www.googleapis.com", description="The Drive API's endpoint. The outbound guard checks it.")
+    adminUrl: str = outbound("https://admin.googleapis.com", description="The Admin SDK's endpoint. The outbound guard checks it.")
+
 
 
 class GoogleDriveSourceError(EddiRagError, ValueError):
@@ -70,7 +103,7 @@ class ServiceAccount:
         return self._token
 
 
-def _api(ctx: SourceContext, spec: GoogleDriveSource) -> JsonApi:
+def _api(ctx: SourceContext, spec: GoogleDriveSettings) -> JsonApi:
     raw = ctx.resolve(spec.credentials)
     try:
         key = json.loads(raw)
@@ -81,7 +114,7 @@ def _api(ctx: SourceContext, spec: GoogleDriveSource) -> JsonApi:
 
 
 class _Drive:
-    def __init__(self, ctx: SourceContext, spec: GoogleDriveSource):
+    def __init__(self, ctx: SourceContext, spec: GoogleDriveSettings):
         self.ctx, self.spec, self.api = ctx, spec, _api(ctx, spec)
         self.base = f"{spec.apiUrl.rstrip('/')}/drive/v3"
         self.where = {"driveId": spec.driveId, "corpora": "drive"} if spec.driveId else {}
@@ -133,26 +166,29 @@ def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-class GoogleDriveConnector:
+class GoogleDriveConnector(Connector[GoogleDriveSettings]):
     type = "gdrive"
+    configuration = GoogleDriveSettings
     needs = "a service account's JSON key in the vault, Drive read access to what is shared with it (domain-wide delegation for group members)"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"Google Drive {spec.driveId or '(shared with the service account)'}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.gdrive is not None
-        ctx.outbound.check(source.gdrive.apiUrl)
-        ctx.outbound.check(source.gdrive.adminUrl)
+        ctx.outbound.check(self.spec(source).apiUrl)
+        ctx.outbound.check(self.spec(source).adminUrl)
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.gdrive is not None
-        drive = _Drive(ctx, source.gdrive)
+        drive = _Drive(ctx, self.spec(source))
         with drive.api:
             drive.start_token()
 
     def keeps_permissions(self, source: IngestionSource) -> bool:
-        return source.gdrive is not None and source.gdrive.permissions
+        return self.spec(source).permissions
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        spec = source.gdrive
+        spec = self.spec(source)
         assert spec is not None
         self.validate(ctx, source)
         drive = _Drive(ctx, spec)
@@ -221,7 +257,7 @@ class GoogleDriveConnector:
                     media_type=export or mime, metadata={"lastModified": entry["modifiedTime"]} if entry.get("modifiedTime") else {})
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
-        spec = source.gdrive
+        spec = self.spec(source)
         assert spec is not None
         drive = _Drive(ctx, spec)
         with drive.api:
@@ -230,7 +266,7 @@ class GoogleDriveConnector:
             return self._item(drive, source, entry)
 
     def permissions(self, ctx: SourceContext, source: IngestionSource, document_ids: list[str]) -> Permissions:
-        spec = source.gdrive
+        spec = self.spec(source)
         assert spec is not None
         drive, out = _Drive(ctx, spec), Permissions()
         with drive.api:
@@ -248,3 +284,5 @@ class GoogleDriveConnector:
                         out.groups.setdefault(user.lower(), []).append(group)
         return out
 
+
+CONNECTOR = GoogleDriveConnector()

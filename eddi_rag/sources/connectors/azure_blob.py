@@ -13,10 +13,43 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from eddi_rag.config import AzureBlobSource, IngestionSource
+from pydantic import Field
+
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, Listing, folder_prefix, object_taken
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed, listed_again
+from eddi_rag.sources.base import (
+    Connector,
+    Globs,
+    Item,
+    Listing,
+    Settings,
+    Sink,
+    SourceContext,
+    SyncEnd,
+    feed,
+    folder_prefix,
+    listed_again,
+    object_taken,
+    outbound,
+    secret,
+)
+
+
+class AzureBlobSettings(Settings):
+    """The blobs under a prefix of an Azure Blob Storage container (azure-storage-blob)."""
+
+    accountUrl: str = outbound(description=
+        "https://<account>.blob.core.windows.net, or an emulator's http://host:port/<account>. The outbound "
+        "guard checks it.")
+    container: str = Field(min_length=3, max_length=63)
+    prefix: str = Field("", description="Only blobs under it; their names below it name the documents.")
+    accountKey: str | None = secret("A secret reference (${eddivault:KEY}) to the storage account's key.")
+    sasToken: str | None = secret(
+        "A secret reference (${eddivault:KEY}) to a SAS token, instead of the account key; with neither, "
+        "requests are anonymous (a public container).")
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the name under the prefix (* crosses folders).")
+    exclude: Globs = Field(default_factory=list)
+
 
 
 class AzureBlobSourceError(EddiRagError, ValueError):
@@ -36,7 +69,7 @@ def account_name(url: str) -> str:
     return parts.path.strip("/").split("/")[0] if path_style else host.split(".")[0]
 
 
-def container(spec: AzureBlobSource, resolve: Callable[[Any], Any]) -> Any:
+def container(spec: AzureBlobSettings, resolve: Callable[[Any], Any]) -> Any:
     """A client of the container, signed with the account key or the SAS token when the source names one."""
     from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
     from azure.storage.blob import ContainerClient
@@ -51,7 +84,7 @@ def _reader(client: Any, name: str, content_type: str | None) -> Callable[[], tu
     return lambda: (client.download_blob(name).readall(), content_type)
 
 
-def listing(source_id: str, spec: AzureBlobSource, resolve: Callable[[Any], Any], max_bytes: int | None = None) -> Listing:
+def listing(source_id: str, spec: AzureBlobSettings, resolve: Callable[[Any], Any], max_bytes: int | None = None) -> Listing:
     from azure.core.exceptions import AzureError
 
     prefix = folder_prefix(spec.prefix)
@@ -72,23 +105,28 @@ def listing(source_id: str, spec: AzureBlobSource, resolve: Callable[[Any], Any]
     return out
 
 
-class AzureBlobConnector:
+class AzureBlobConnector(Connector[AzureBlobSettings]):
     type = "azureBlob"
+    configuration = AzureBlobSettings
     needs = "an Azure Storage account URL and container; its account key or a SAS token in the vault (none: a public container)"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"{spec.accountUrl} {spec.container}/{spec.prefix}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.azureBlob is not None
-        ctx.outbound.check(source.azureBlob.accountUrl)
+        ctx.outbound.check(self.spec(source).accountUrl)
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.azureBlob is not None
         self.validate(ctx, source)
-        container(source.azureBlob, ctx.resolve).get_container_properties()  # (raises when it cannot be read)
+        container(self.spec(source), ctx.resolve).get_container_properties()  # (raises when it cannot be read)
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.azureBlob is not None
-        ctx.outbound.check(source.azureBlob.accountUrl)
-        return feed(listing(source.effective_id, source.azureBlob, ctx.resolve, ctx.max_bytes), sink)
+        ctx.outbound.check(self.spec(source).accountUrl)
+        return feed(listing(source.effective_id, self.spec(source), ctx.resolve, ctx.max_bytes), sink)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         return listed_again(self, ctx, source, document_id, name)
+
+
+CONNECTOR = AzureBlobConnector()

@@ -1,10 +1,10 @@
-"""Uploaded files (EDDI's ``type: upload`` source): the server keeps the files and every run reads them,
+"""Uploaded files (EDDI's ``type: upload`` source, ``connectors/upload.py``): the server keeps the files and every run reads them,
 so a change of model or chunking re-ingests from what is kept and a purge loses nothing. A file is known by
 its name (re-uploading ``handbook.pdf`` replaces it): its id is derived from the name, and its document id
 in the knowledge base is ``<source id>/<name>``. Limits (``upload``: maxFiles, maxFileBytes, maxTotalBytes)
 are checked one file at a time under the database's write lock, so two uploads cannot share the same headroom.
 
-``Files`` keeps the bytes; ``UploadConnector`` lists them for a run; ``UploadedFiles`` is what callers do with an
+``Files`` keeps the bytes and lists them for a run; ``UploadedFiles`` is what callers do with an
 upload source's files: keep them (each within the limits, and only if it yields text), list them with their state
 beside what the source ingested, delete one with its chunks."""
 
@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 from eddi_rag import state
 from eddi_rag.config import IngestionSource, RagConfiguration, UploadSource
 from eddi_rag.errors import EddiRagError
-from eddi_rag.sources import Item, Listing
-from eddi_rag.sources.base import FileNotFoundInSourceError, Sink, SourceContext, SyncEnd, feed, listed_again
+from eddi_rag.sources.base import FileNotFoundInSourceError, Item, Listing
 from eddi_rag.sources.ledger import SourceLedger
 from eddi_rag.sources.runs import PURGE, SourceRuns
 from eddi_rag.state.sqlite import StateDatabase
@@ -115,23 +114,6 @@ class Files:
         """Every file the source holds (complete: the files are all here)."""
         return Listing([Item(document_id(source_id, f["fileName"]), f["fileName"], self._read(kb_id, source_id, f["fileId"]),
                              version=f["sha256"], media_type=f["contentType"]) for f in self.list(kb_id, source_id)])
-
-
-class UploadConnector:
-    type = "upload"
-    needs = "files uploaded to it (the Documents page, POST …/files)"
-
-    def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        pass  # its limits are checked as files come
-
-    def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        pass  # its files are in our database: none listed is none held
-
-    def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        return feed(ctx.files.listing(ctx.kb_id, source.effective_id), sink)
-
-    def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
-        return listed_again(self, ctx, source, document_id, name)
 
 
 class NotAnUploadSourceError(EddiRagError, ValueError):

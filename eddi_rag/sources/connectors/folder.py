@@ -9,12 +9,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pydantic import Field
+
 from eddi_rag.common.paths import folder_roots, in_folder_roots
-from eddi_rag.config import FolderSource, IngestionSource
+from eddi_rag.config import IngestionSource
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.loaders import EXTENSIONS
-from eddi_rag.sources import Item, Listing, selected
-from eddi_rag.sources.base import Sink, SourceContext, SyncEnd, feed
+from eddi_rag.sources.base import Connector, Globs, Item, Listing, Settings, Sink, SourceContext, SyncEnd, feed, on_server, selected
+
+
+class FolderSettings(Settings):
+    """The files under a folder on the server."""
+
+    path: str = on_server("A folder on the server, inside EDDI_RAG_FOLDER_ROOTS (default: the server's working directory).")
+    include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the path under the folder (* crosses folders).")
+    exclude: Globs = Field(default_factory=list)
+
 
 
 class FolderNotAllowedError(EddiRagError, ValueError):
@@ -50,7 +60,7 @@ def item(source_id: str, folder: Path, rel: str, max_bytes: int | None = None) -
     return Item(f"{source_id}/{rel}", rel, read)
 
 
-def listing(source_id: str, spec: FolderSource, max_bytes: int | None = None) -> Listing:
+def listing(source_id: str, spec: FolderSettings, max_bytes: int | None = None) -> Listing:
     folder = check_folder(spec.path)
     allowed = folder_roots()
     out = Listing()
@@ -67,22 +77,26 @@ def listing(source_id: str, spec: FolderSource, max_bytes: int | None = None) ->
     return out
 
 
-class FolderConnector:
+class FolderConnector(Connector[FolderSettings]):
     type = "folder"
+    configuration = FolderSettings
     needs = "a folder on the server inside EDDI_RAG_FOLDER_ROOTS"
 
+    def where(self, source: IngestionSource) -> str:
+        spec = self.spec(source)
+        return f"folder {spec.path}"
+
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.folder is not None  # the schema: a source has the block of its type
-        check_folder(source.folder.path)  # a folder we may not read is a 400 now, not a FAILED run later
+        check_folder(self.spec(source).path)  # a folder we may not read is a 400 now, not a FAILED run later
 
     def check_access(self, ctx: SourceContext, source: IngestionSource) -> None:
-        assert source.folder is not None
-        os.listdir(check_folder(source.folder.path))  # (an unmounted or unreadable folder raises)
+        os.listdir(check_folder(self.spec(source).path))  # (an unmounted or unreadable folder raises)
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
-        assert source.folder is not None
-        return feed(listing(source.effective_id, source.folder, ctx.max_bytes), sink)
+        return feed(listing(source.effective_id, self.spec(source), ctx.max_bytes), sink)
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
-        assert source.folder is not None
-        return item(source.effective_id, check_folder(source.folder.path), name, ctx.max_bytes)
+        return item(source.effective_id, check_folder(self.spec(source).path), name, ctx.max_bytes)
+
+
+CONNECTOR = FolderConnector()

@@ -1,0 +1,98 @@
+"""An administrator sets up a connector source in the Manager alone (issue 58): the source card is made from the
+connector's declared fields (those it needs shown, the rest under "More"), a secret goes to the vault from the card,
+an error lands on the field of the card that caused it (and no other card turns red), then the run is followed to its
+end and permissions are synced. Against the fake of Microsoft Graph (tests/support/fake_graph.py), in a real browser."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tests.support.browser import has_text, no_page_errors, screenshot, visible, wait
+from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
+from tests.support.kbs import make_kb
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+def click(browser, element) -> None:
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
+def field(card, name: str):
+    return card.find_element(By.CSS_SELECTOR, f'[data-block="{name}"]')
+
+
+def test_an_administrator_sets_up_a_sharepoint_source_runs_it_and_syncs_permissions(browser, tmp_path, monkeypatch):
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+    from tests.support.browser import serving
+
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the browser test's vault key")
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "handbook").mkdir()
+    with FakeGraph() as graph, Runtime(tmp_path / "data") as runtime, serving(create_app(runtime)) as url:
+        site = graph.site("/sites/hr", "HR")
+        drive = graph.drive(site, "Documents")
+        graph.put(drive, "leave.md", b"# Leave\n\nStaff take 30 days of annual leave.\n",
+                  permissions=[{"grantedToV2": {"group": {"id": "g-hr", "displayName": "HR"}}}])
+        graph.put(drive, "canteen.md", b"# Canteen\n\nThe canteen opens at noon.\n",
+                  permissions=[{"roles": ["read"], "link": {"scope": "organization", "type": "view"}}])
+        graph.groups["g-hr"] = ["u-alice"]
+        kb = make_kb(runtime, "Intranet", minScore=0, audience="DOCUMENT_ACL",
+                     sources=[{"name": "Handbook", "type": "folder", "folder": {"path": str(tmp_path / "handbook")}}])
+
+        browser.get(f"{url}/ui/kbs/{kb}")
+        visible(browser, '[data-path="$.chunkStrategy"]')
+        click(browser, browser.find_element(By.XPATH, "//button[text()='+ add a source']"))
+        card = browser.find_elements(By.CSS_SELECTOR, ".source-card")[-1]
+        card.find_element(By.CSS_SELECTOR, ".src-name").send_keys("Intranet")
+        Select(card.find_element(By.CSS_SELECTOR, ".src-type")).select_by_visible_text("sharepoint")
+        card = browser.find_elements(By.CSS_SELECTOR, ".source-card")[-1]  # (drawn again for its type)
+        assert "Entra app registration" in card.find_element(By.CSS_SELECTOR, ".src-needs").text
+        shown = [e.get_attribute("data-block") for e in card.find_elements(By.CSS_SELECTOR, "[data-block]") if e.is_displayed()]
+        assert shown == ["tenantId", "clientId", "clientSecret", "sites"]  # what it needs; the rest under "More"
+
+        field(card, "tenantId").send_keys(TENANT)
+        click(browser, browser.find_element(By.ID, "save"))  # clientId, its secret and the sites missing
+        wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".source-card .field.invalid"))
+        cards = browser.find_elements(By.CSS_SELECTOR, ".source-card")
+        assert cards[0].find_elements(By.CSS_SELECTOR, ".field.invalid") == []  # the folder card is fine
+        invalid = card.find_element(By.CSS_SELECTOR, ".card-error").text + " ".join(
+            e.text for e in card.find_elements(By.CSS_SELECTOR, ".field-error"))
+        assert "clientId" in invalid or "required" in invalid
+        screenshot(browser, "sources-1-error-on-its-card")
+
+        field(card, "clientId").send_keys(CLIENT_ID)
+        secret = card.find_element(By.CSS_SELECTOR, '[data-field$=".sharepoint.clientSecret"]')
+        click(browser, secret.find_element(By.CSS_SELECTOR, "details.vault-key summary"))
+        secret.find_element(By.CSS_SELECTOR, "details.vault-key input[type=password]").send_keys(CLIENT_SECRET)
+        secret.find_element(By.XPATH, ".//button[text()='Store and use']").click()
+        wait(browser).until(lambda d: "Stored in the vault" in secret.text)
+        field(card, "sites").send_keys("contoso.sharepoint.com:/sites/hr")
+        click(browser, card.find_element(By.CSS_SELECTOR, "details.advanced summary"))
+        for name in ("graphUrl", "loginUrl"):
+            field(card, name).send_keys(graph.url)
+        click(browser, browser.find_element(By.ID, "save"))
+        wait(browser, 20).until(lambda d: runtime.resources.current_version("rags", kb) == 2)
+        saved = runtime.resources.read("rags", kb)["sources"][1]
+        assert saved["sharepoint"] == {"tenantId": TENANT, "clientId": CLIENT_ID, "clientSecret": "${vault:intranet-clientsecret}",
+                                       "sites": ["contoso.sharepoint.com:/sites/hr"], "graphUrl": graph.url, "loginUrl": graph.url}
+        has_text(browser, "#save", "version 3")  # the page reloaded after the save
+        assert CLIENT_SECRET not in browser.page_source
+
+        browser.get(f"{url}/ui/kbs/{kb}/documents")
+        source = visible(browser, '.source[data-source="intranet"]')
+        wait(browser).until(lambda d: "SharePoint contoso.sharepoint.com:/sites/hr" in source.text)
+        click(browser, source.find_element(By.CSS_SELECTOR, ".src-run"))
+        wait(browser, 60).until(lambda d: source.find_elements(By.CSS_SELECTOR, ".run-end"))
+        assert "COMPLETED" in source.find_element(By.CSS_SELECTOR, ".run-end").text and "added 2" in source.text
+        screenshot(browser, "sources-2-run-finished")
+        click(browser, source.find_element(By.CSS_SELECTOR, ".src-sync"))
+        wait(browser, 60).until(lambda d: "Finished" in source.text and "Permissions" in source.text
+                                and "COMPLETED" in source.find_element(By.CSS_SELECTOR, ".source-status").text.split("Permissions")[-1])
+        assert runtime.groups.of("default", "u-alice") == ["g-hr"]
+        no_page_errors(browser)
+        browser.get("about:blank")
