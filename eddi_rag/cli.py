@@ -146,10 +146,10 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
 
     import uvicorn
 
-    from eddi_rag.answers.choice import later
     from eddi_rag.auth.oidc import OidcConfig
     from eddi_rag.common.outbound import OutboundPolicy
     from eddi_rag.tools.bundle import load_bundle, queue_documents
+    from eddi_rag.verbs.turns import answering_model
 
     lock = one_server_per_folder(data_dir, state_url)  # held for the process' life
     if demo_notices:
@@ -183,7 +183,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
             from eddi_rag.api.observability import log_requests
 
             log_requests(log_format)
-            answers = later(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
+            answers = answering_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
             uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker), **served)
             runtime.close()
     if lock is not None:
@@ -458,11 +458,15 @@ def sources_run(kb_id, source_id, data_dir) -> None:
             click.echo(f"knowledge base {kb_id} has no sources")
         for sid in ids:
             run = runtime.sources.run(kb_id, sid)
-            click.echo(f"{sid}: {run.status}  added {run.added}, updated {run.updated}, unchanged {run.unchanged}, "
+            click.echo(f"{sid}: {run.outcome}  added {run.added}, updated {run.updated}, unchanged {run.unchanged}, "
                        f"deleted {run.deleted}, failed {run.failed}" + (f"  ({run.error})" if run.error else ""))
+            now = {f["documentId"] for f in run.failing or []}
             for failure in run.failures:
-                click.echo(f"  failed: {failure['document']}: {failure['reason']}", err=True)
-            failed |= run.status != "COMPLETED" or bool(run.failed)
+                click.echo(f"  failed: {failure.get('name') or failure['document']}: {failure['reason']}", err=True)
+            for failure in run.failing or []:
+                if failure["documentId"] not in {f["document"] for f in run.failures}:
+                    click.echo(f"  still failing (since an earlier run): {failure['name']}: {failure['reason']}", err=True)
+            failed |= run.status != "COMPLETED" or bool(run.failed) or bool(now)
     sys.exit(1 if failed else 0)
 
 

@@ -107,7 +107,7 @@ class Runtime:
                              groups=self.groups.of)
         self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact, self.documents.seen)
         self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing,
-                             lambda: self.keys.any() or OidcConfig.from_env() is not None)
+                             lambda: self.keys.any() or OidcConfig.from_env() is not None, lambda kb_id: self.sources.problems(kb_id))
         self.search.explained = self.health.explained
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.knowledge_bases.resolve_embedding)

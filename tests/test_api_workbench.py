@@ -110,7 +110,7 @@ def test_the_extractive_answer_is_named_so_when_serve_makes_it_at_its_first_use(
 def test_doctor_reports_each_check_with_its_fix(client):
     kb = make_kb(client, "Rail", storeType="pgvector", storeParameters={"url": "${env:NO_SUCH_VARIABLE_HERE}"})
     checks = {c["check"]: c for c in client.get(f"{BASE}/{kb}/doctor").json()}
-    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "acl"]
+    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "sources", "acl"]
     secrets = checks["secrets"]  # every check is shown: what needs the secret is skipped, not hidden
     assert secrets["level"] == "failed" and "NO_SUCH_VARIABLE_HERE" in secrets["detail"] and secrets["fix"]
     assert {checks[c]["level"] for c in ("embeddings", "store", "dimensions", "documents")} == {"skipped"}

@@ -42,7 +42,7 @@ def test_one_verdict_every_check_and_warnings_for_an_empty_kb_and_failed_ingesti
     verdict = client.get(f"{BASE}/{kb}/verdict").json()
     assert (verdict["status"], verdict["check"]) == ("warning", "documents") and "no documents yet" in verdict["detail"]
     assert [c["check"] for c in verdict["checks"]] == ["configuration", "provider", "secrets", "embeddings", "store",
-                                                       "dimensions", "documents", "ingestions", "acl"]
+                                                       "dimensions", "documents", "ingestions", "sources", "acl"]
     assert ingest(client, kb, "guide.md", GUIDE)["status"] == "completed"
     assert client.get(f"{BASE}/{kb}/verdict").json()["status"] == "ok"
     r = client.post(f"{BASE}/{kb}/ingest?documentName=broken.pdf", content=b"%PDF-1.4 not really a pdf",

@@ -16,6 +16,7 @@ from eddi_rag.sources.connectors.sharepoint import acl_of
 from eddi_rag.verbs.knowledge_bases import ConfigValidationError
 from eddi_rag.verbs.schedule import SourceScheduler
 from tests.support.fake_graph import CLIENT_ID, CLIENT_SECRET, TENANT, FakeGraph
+from tests.support.files import pdf
 from tests.support.kbs import make_kb, sources_held, sources_read
 
 pytestmark = pytest.mark.integration
@@ -196,7 +197,8 @@ def test_graph_permissions_map_to_principals():
         {"roles": ["read"], "link": {"scope": "organization"}},
         {"roles": ["read"], "link": {"scope": "anonymous"}},
         {"roles": ["read"], "link": {"scope": "users"}, "grantedToIdentitiesV2": [{"user": {"id": "u2"}}]},
-    ]) == ["user:u1", "group:g1", "group:site/3", "link:organization", "public", "user:u2"]
+    ], "contoso.sharepoint.com,s1,w1") == ["user:u1", "group:g1", "group:contoso.sharepoint.com,s1,w1/3", "link:organization",
+                                         "public", "user:u2"]  # a site group is its site's: "Owners" of two sites are two
 
 
 def test_the_source_status_and_a_test_of_its_connection(world, monkeypatch):
@@ -212,3 +214,56 @@ def test_the_source_status_and_a_test_of_its_connection(world, monkeypatch):
     monkeypatch.setenv("EDDI_VAULT_SP_SECRET", "wrong-secret-value")
     refused = runtime.sources.test(kb, "intranet")
     assert not refused["ok"] and "refused the client credentials" in refused["error"] and "wrong-secret-value" not in refused["error"]
+
+
+def test_a_failing_document_is_named_kept_until_fixed_and_counted_in_the_verdict(world):
+    """Issue 58, finding 3: a run with failures says so (status COMPLETED as EDDI's, outcome COMPLETED_WITH_FAILURES),
+    names the file, and the next delta run, which does not read it again, still says it fails; so does the verdict."""
+    runtime, kb, graph, drive = world
+    graph.put(drive, "broken.pdf", b"%PDF-1.7 this is not a PDF at all", mime="application/pdf", permissions=EVERYONE)
+    first = runtime.sources.run(kb, "intranet")
+    assert (first.status, first.outcome, first.added, first.failed) == ("COMPLETED", "COMPLETED_WITH_FAILURES", 3, 1)
+    assert first.failures[0]["name"] == "HR/Documents/broken.pdf"
+    delta = runtime.sources.run(kb, "intranet")
+    assert (delta.failed, delta.outcome) == (0, "COMPLETED_WITH_FAILURES")
+    assert [f["name"] for f in delta.failing] == ["HR/Documents/broken.pdf"]
+    assert [f["name"] for f in runtime.sources.status(kb, "intranet")["failing"]] == ["HR/Documents/broken.pdf"]
+    said = [c for c in runtime.health.verdict(kb)["checks"] if c["check"] == "sources"]
+    assert said[0]["level"] == "warning" and "1 document(s) fail to ingest: HR/Documents/broken.pdf" in said[0]["detail"]
+    assert runtime.health.verdict(kb)["status"] == "warning"
+
+    graph.put(drive, "broken.pdf", pdf(["Now it reads."]), mime="application/pdf", permissions=EVERYONE)  # fixed in the source
+    fixed = runtime.sources.run(kb, "intranet")
+    assert (fixed.outcome, fixed.failing) == ("COMPLETED", [])
+    assert [c["level"] for c in runtime.health.verdict(kb)["checks"] if c["check"] == "sources"] == ["ok"]
+
+
+def test_health_sees_a_source_whose_secret_does_not_resolve_and_a_run_of_it_is_refused_naming_the_field(world, monkeypatch):
+    """Issue 58, finding 4: a missing vault key is a failed check of the verdict and a 400 at run, not a 202 and a
+    FAILED run later; a last run that failed is a warning."""
+    runtime, kb, graph, drive = world
+    monkeypatch.delenv("EDDI_VAULT_SP_SECRET")
+    said = [c for c in runtime.health.verdict(kb)["checks"] if c["check"] == "sources"]
+    assert said[0]["level"] == "failed" and "$.sources[0].sharepoint.clientSecret" in said[0]["detail"]
+    assert "store the key" in said[0]["fix"]
+    with pytest.raises(ConfigValidationError) as refused:
+        runtime.sources.start(kb, "intranet")
+    assert refused.value.status == 400 and refused.value.errors[0]["path"] == "$.sources[0].sharepoint.clientSecret"
+    assert runtime.sources.runs(kb, "intranet") == []  # nothing started
+
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", "wrong-secret-value")
+    assert runtime.sources.run(kb, "intranet").status == "FAILED"
+    said = [c for c in runtime.health.verdict(kb)["checks"] if c["check"] == "sources"]
+    assert said[0]["level"] == "warning" and "its last run failed" in said[0]["detail"] and "wrong-secret-value" not in said[0]["detail"]
+
+
+def test_a_key_bound_to_a_user_reads_with_the_groups_a_permission_sync_found(world):
+    """Issue 58, finding 7: the directory's synced groups reach a key bound to the user, beside the key's own groups."""
+    from eddi_rag.common.principals import Reader
+
+    runtime, kb, graph, drive = world
+    runtime.sources.run(kb, "intranet")
+    runtime.sources.sync_permissions(kb, "intranet")
+    bound = Reader("u-alice", ("finance",))  # as an API key bound to alice with its own groups reads
+    assert "HR/Documents/leave.md" in sources_read(runtime, kb, bound, "annual leave days")
+    assert "HR/Documents/leave.md" not in sources_read(runtime, kb, Reader("u-bob", ("finance",)), "annual leave days")

@@ -210,7 +210,7 @@ def test_sources_preview_run_history_and_purge(browser, server, tmp_path, monkey
                                            "sources": [{"id": "handbook", "name": "Handbook", "folder": {"path": str(folder)}}]}).id
     browser.get(f"{url}/ui/kbs/{kb}/documents")
     source = visible(browser, "#sources .source")
-    assert "folder " + str(folder) in source.text
+    has_text(browser, "#sources .source h3", "folder " + str(folder))  # what it reads, as its connector says
     source.find_element(By.XPATH, ".//button[text()='Preview']").click()
     assert "would add 1" in has_text(browser, "#sources .source-out", "would add").text
     source.find_element(By.XPATH, ".//button[text()='Run']").click()

@@ -106,7 +106,7 @@ def test_one_verdict_on_the_list_health_and_agents_and_errors_with_their_fix(bro
     body = wait(browser).until(lambda d: d.find_element(By.CSS_SELECTOR, f'tbody[data-doctor="{locked}"]')
                                if "checking" not in d.find_element(By.ID, "health").text else None)
     checks = {r.get_attribute("data-check"): r.get_attribute("class") for r in body.find_elements(By.CSS_SELECTOR, "tr")}
-    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "acl"]
+    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "sources", "acl"]
     assert checks["secrets"] == "failed" and checks["store"] == "skipped"  # every check shown, not only the first failure
     screenshot(browser, "9-health")
 

@@ -16,10 +16,8 @@ from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.uploads import BadUploadError, too_large
 from eddi_rag.auth import Principal
 from eddi_rag.auth.http import check_role
-from eddi_rag.config import load_schema
-from eddi_rag.embeddings import references
 from eddi_rag.resource_types import RESOURCE_TYPES, ResourceRef, parse_uri
-from eddi_rag.verbs.knowledge_bases import configuration_schema
+from eddi_rag.verbs.knowledge_bases import configuration_schema, provider_entry_schema
 
 
 def _created(ref: ResourceRef, status: int = 201, runtime: Any = None) -> Response:
@@ -55,7 +53,7 @@ def rag_schema() -> dict[str, Any]:
 
 def provider_schema() -> dict[str, Any]:
     """A providers map entry's JSON Schema as the OpenAPI document embeds it."""
-    return {k: v for k, v in load_schema(references.ENTRY_SCHEMA).items() if k not in ("$schema", "$id")}
+    return {k: v for k, v in provider_entry_schema().items() if k not in ("$schema", "$id")}
 
 
 class ChunkPreviewRequest(RequestBody):

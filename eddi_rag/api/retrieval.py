@@ -11,9 +11,8 @@ from pydantic import Field
 from eddi_rag.api.deps import RuntimeDep, Viewer, kb_of_tenant, readable
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.api.limits import QueryLimit
-from eddi_rag.retrieval.access import WithheldError
 from eddi_rag.verbs.contract_types import MAX_QUERY_CHARS
-from eddi_rag.verbs.search import SearchRequest
+from eddi_rag.verbs.search import SearchRequest, WithheldError
 
 router = APIRouter(prefix="/ragstore/rags/{id}", tags=["retrieval"], dependencies=[Depends(kb_of_tenant)], route_class=Route, responses=ERROR_RESPONSES)
 

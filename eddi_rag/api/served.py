@@ -23,15 +23,15 @@ def settings(**values: Any) -> str:
 
 def app() -> Any:
     """A serving process's app, from ``SETTINGS``."""
-    from eddi_rag.answers.choice import later
     from eddi_rag.api.app import create_app
     from eddi_rag.api.observability import log_requests
     from eddi_rag.common.outbound import OutboundPolicy
     from eddi_rag.runtime import Runtime
+    from eddi_rag.verbs.turns import answering_model
 
     s = json.loads(os.environ[SETTINGS])
     outbound = OutboundPolicy.from_env().with_loopback() if s["loopback_allowed"] else None  # (--demo-notices)
     runtime = Runtime.serving(s["data_dir"], s["state_url"], outbound, s["processes"])  # (refusals: said by serve before)
     log_requests(s["log_format"])
-    return create_app(runtime, max_upload_bytes=s["max_upload_bytes"], chat_model=later(s["llm"], s["base_url"], s["model"], offline=True),
+    return create_app(runtime, max_upload_bytes=s["max_upload_bytes"], chat_model=answering_model(s["llm"], s["base_url"], s["model"], offline=True),
                       host=s["host"], worker=s["worker"])

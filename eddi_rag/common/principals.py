@@ -58,18 +58,20 @@ def parse_acl(value: Any, path: str = "acl") -> list[str]:
 @dataclass(frozen=True)
 class Reader:
     """Who a search reads as. ``user`` None: nobody verified (an anonymous caller, a scheduled turn). ``groups`` None:
-    the group directory's (the user was named by a caller acting for users); a tuple: the credential's own."""
+    the group directory's (the user was named by a caller acting for users); a tuple: the credential's own, with the
+    directory's beside them (a source's permission sync fills the directory: a key bound to bob reads as bob's synced
+    groups too)."""
 
     user: str | None
     groups: tuple[str, ...] | None = None
     email: str | None = None  # only a verified one
 
     def principals(self, groups: Sequence[str] = ()) -> tuple[str, ...]:
-        """The principal strings this reader holds (``groups``: the resolved ones when ``self.groups`` is None)."""
+        """The principal strings this reader holds (``groups``: the directory's, beside the credential's own)."""
         if self.user is None:
             return ()
         held = ["public", "link:organization", f"user:{self.user}"]
-        held += [f"group:{g}" for g in (self.groups if self.groups is not None else groups)]
+        held += [f"group:{g}" for g in (*(self.groups or ()), *groups)]
         if self.email:
             held.append(f"email:{self.email}")
         return tuple(dict.fromkeys(held))

@@ -89,7 +89,7 @@ def access(kb: str, audience: str, mode: str, owner: str | None, reader: Reader,
     if audience == AGENT_USERS:
         return EVERYONE
     try:
-        resolved = groups(reader.user) if reader.user is not None and reader.groups is None else ()
+        resolved = groups(reader.user) if reader.user is not None else ()
     except Exception as e:  # noqa: BLE001 - an error never widens what is read
         WITHHELD.labels(mode).inc()
         log.warning("knowledge base %r withheld: the groups of %r could not be resolved: %s", kb, reader.user, e)

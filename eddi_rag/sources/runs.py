@@ -6,7 +6,8 @@ out, or it was a process of this machine that is gone) is marked FAILED by the n
 Runs answer EDDI's IngestionRun (``runId, sourceId, status: RUNNING|COMPLETED|FAILED|CANCELLED, startedAt,
 finishedAt, documentsSeen, documentsIngested, documentsUnchanged, documentsFailed, documentsTombstoned,
 segmentsStored, costUsd, error``) and ours beside it (``added, updated, unchanged, deleted, failed,
-failures: [{document, reason}], embedded, stopReason``), newest first."""
+failures: [{document, name, reason}], embedded, stopReason``, and ``outcome``: COMPLETED_WITH_FAILURES for a
+completed run with failures), newest first."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
 
 RUNNING, COMPLETED, FAILED, CANCELLED = "RUNNING", "COMPLETED", "FAILED", "CANCELLED"
+COMPLETED_WITH_FAILURES = "COMPLETED_WITH_FAILURES"  # an outcome (``Run.outcome``), never a status
 PURGE = "purge"  # the claim a purge or a file delete takes; not listed among the runs
 PERMISSIONS = "permissions"  # a permission sync: who may read each document, as the source says now
 MAX_RUNS_LISTED = 200  # a longer history is asked for in vain: it reads as this many
@@ -60,10 +62,20 @@ class Run:
     costUsd: float | None = None
     sourceId: str | None = None
     message: str | None = None  # what the listing said beside its counts (EDDI's report field)
+    failing: list[dict[str, str]] | None = None  # as it ended: every document of the source whose ingestion fails now
+    # (this run's and earlier ones' not read again since), {documentId, name, reason}; not kept in the history
+
+    @property
+    def outcome(self) -> str:
+        """Its status, with COMPLETED_WITH_FAILURES for a completed run after which documents fail (EDDI's ``status``
+        says COMPLETED: an EDDI client reads what it knows)."""
+        if self.status == COMPLETED and (self.failed or self.failing):
+            return COMPLETED_WITH_FAILURES
+        return self.status
 
     def to_json(self) -> dict[str, Any]:
         ours = {k: v for k, v in asdict(self).items() if v is not None}
-        return {**ours, "documentsSeen": self.seen, "documentsIngested": self.added + self.updated,
+        return {**ours, "outcome": self.outcome, "documentsSeen": self.seen, "documentsIngested": self.added + self.updated,
                 "documentsUnchanged": self.unchanged, "documentsFailed": self.failed,
                 "documentsTombstoned": self.deleted, "segmentsStored": self.segments}
 

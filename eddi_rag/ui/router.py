@@ -17,7 +17,6 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__
-from eddi_rag.answers.choice import is_extractive
 from eddi_rag.auth import AuthError, Principal
 from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
@@ -27,6 +26,7 @@ from eddi_rag.config import ConfigValidationError, load_schema
 from eddi_rag.resource_types import MAX_VERSION, parse_uri
 from eddi_rag.verbs.eddi_export import secret_field
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
+from eddi_rag.verbs.turns import answers_extractively
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -342,7 +342,7 @@ def agents(request: Request):
              for d in runtime.catalog.every("agents", caller.tenant)]
     model = request.app.state.chat_model
     return render(request, "agents.html", caller, agents=found, chat_model=model is not None,
-                  extractive=is_extractive(model))
+                  extractive=answers_extractively(model))
 
 
 @router.get("/health")

@@ -19,7 +19,7 @@ from eddi_rag.common.secrets import REDACTED, SecretNotFoundError, SecretResolve
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resources import ResourceStore
-from eddi_rag.retrieval.access import AGENT_USERS, OWNER
+from eddi_rag.retrieval.access import AGENT_USERS, DOCUMENT_ACL, OWNER
 from eddi_rag.stores.base import DimensionMismatchError
 from eddi_rag.stores.ownership import UNVERIFIED
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -36,9 +36,11 @@ def embedding_status(config: RagConfiguration) -> dict[str, Any]:
 
 
 VAULTED = re.compile(r"\$\{(?:eddi)?vault:([^}]+)\}")  # a vault reference named in a secrets error
-CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "acl")
+CHECKS = ("configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "sources", "acl")
 ACL_SCAN = 20_000  # chunks read to count those without an ACL
-COUNTING = ("store", "documents", "ingestions", "acl")  # checks whose details count or name chunks and documents
+NO_READER_FIX = ("give each its readers: PATCH …/documents/{documentId} {\"acl\": [...]} (its Documents page), a source's "
+                 "settings.acl (Configuration: the source's Who may read them), or ingest it again with acl=")
+COUNTING = ("store", "documents", "ingestions", "sources", "acl")  # checks whose details count or name chunks and documents
 
 
 @dataclass
@@ -110,11 +112,13 @@ def _endpoint(config: Any) -> str:
 class Health:
     def __init__(self, kbs: KnowledgeBases, stores: EmbeddingStoreFactory, resources: ResourceStore,
                  embeddings: EmbeddingModelFactory, resolver: SecretResolver,
-                 failing: Callable[[str], list[str]] = lambda kb_id: [], authenticated: Callable[[], bool] = lambda: True):
+                 failing: Callable[[str], list[str]] = lambda kb_id: [], authenticated: Callable[[], bool] = lambda: True,
+                 sources: Callable[[str], list[dict[str, str]]] = lambda kb_id: []):
         """``failing(kb_id)``: the documents whose latest ingestion failed; ``authenticated()``: whether the server asks
-        every caller who it is (a key exists, or OIDC is configured)."""
+        every caller who it is (a key exists, or OIDC is configured); ``sources(kb_id)``: what keeps its sources from
+        keeping it in sync ({level, detail, fix}: ``SourceSync.problems``)."""
         self.kbs, self.stores, self.resources, self.embeddings, self.resolver = kbs, stores, resources, embeddings, resolver
-        self.redact, self.failing, self.authenticated = resolver.redact, failing, authenticated
+        self.redact, self.failing, self.authenticated, self.sources = resolver.redact, failing, authenticated, sources
 
     def of(self, kb_id: str, readable: Any = None) -> dict[str, Any]:
         """{status, timestamp, storeType, error?, details, embedding} of a KB; ``readable``: a reader's filter
@@ -195,7 +199,7 @@ class Health:
             provider = add("provider", False, str(e), "install the extra named in the message")
         secrets = self._secrets(data, config, add)
         if not (provider and secrets):  # nothing further can be reached without them
-            return skip("embeddings", "store", "dimensions", "documents", "ingestions", "acl",
+            return skip("embeddings", "store", "dimensions", "documents", "ingestions", "sources", "acl",
                         because="provider" if not provider else "secrets")
         embeds = not config.embedding_disabled  # probed below, once the store answers
         if not embeds:
@@ -205,7 +209,7 @@ class Health:
         health = self.of(kb_id)
         if health["status"] != "ok":
             add("store", False, health.get("error", "unhealthy"), "start the store or fix storeParameters")
-            return skip("dimensions", "documents", "ingestions", "acl", because="store")
+            return skip("dimensions", "documents", "ingestions", "sources", "acl", because="store")
         chunks = health["details"].get("documents", 0)
         add("store", True, f"reachable, {chunks} chunk{'' if chunks == 1 else 's'}")
         stored_dim = health["details"].get("dimension")
@@ -238,6 +242,12 @@ class Health:
                 "open Documents: see why, retry, replace the file or remove it", level="warning")
         else:
             add("ingestions", True, "none failed")
+        problems = self.sources(kb_id) if config.sources else []
+        for p in problems:
+            add("sources", p["level"] != "failed", p["detail"], p["fix"], level=p["level"])
+        if not problems:
+            add("sources", True, f"{len(config.sources)} source(s): their last runs read everything they listed" if config.sources
+                else "none: documents are added by hand or by its agents")
         self._acl(kb_id, config, add)
         return out
 
@@ -255,18 +265,23 @@ class Health:
         if config.audience == OWNER:
             add("acl", True, f"read by its owner {config.owner} alone")
             return
+        said, scanned = self._no_reader(kb_id, config)
+        if said:
+            add("acl", True, f"{said}{'; aclMode warn reads them all meanwhile' if config.aclMode == 'warn' else ''}", NO_READER_FIX,
+                level="warning")
+        else:
+            add("acl", True, f"every chunk{scanned} has a reader (audience DOCUMENT_ACL, aclMode {config.aclMode})")
+
+    def _no_reader(self, kb_id: str, config: RagConfiguration) -> tuple[str, str]:
+        """(what says the chunks nobody may read, "" when none; which chunks were scanned)."""
         chunks = self.stores.get(kb_id, config).get(limit=ACL_SCAN + 1)
         unread = [c for c in chunks[:ACL_SCAN] if not _granted(c.metadata.get(ACL))]
         scanned = f" (of the first {ACL_SCAN:,})" if len(chunks) > ACL_SCAN else ""
-        if unread:
-            documents = sorted({str(c.metadata.get("document_id")) for c in unread})
-            shown = ", ".join(documents[:3]) + (f" and {len(documents) - 3} more" if len(documents) > 3 else "")
-            add("acl", True, f"{len(unread)} chunk(s){scanned} of {len(documents)} document(s) have no reader: {shown}"
-                f"{'; aclMode warn reads them all meanwhile' if config.aclMode == 'warn' else ''}",
-                "give each its readers: PATCH …/documents/{documentId} {\"acl\": [...]} (its Documents page), or ingest it "
-                "again with acl=", level="warning")
-        else:
-            add("acl", True, f"every chunk{scanned} has a reader (audience DOCUMENT_ACL, aclMode {config.aclMode})")
+        if not unread:
+            return "", scanned
+        documents = sorted({str(c.metadata.get("document_id")) for c in unread})
+        shown = ", ".join(documents[:3]) + (f" and {len(documents) - 3} more" if len(documents) > 3 else "")
+        return f"{len(unread)} chunk(s){scanned} of {len(documents)} document(s) have no reader: {shown}", scanned
 
     def _secrets(self, data: dict[str, Any], config: RagConfiguration, add: Callable[..., bool]) -> bool:
         if scrubbed := list(redacted_paths(data)):
@@ -315,7 +330,18 @@ class Health:
         problem = self.unresolved(kb_id)
         said = [{"check": "configuration", "detail": f"{w['path']}: {w['message']}", "fix": w["fix"]}
                 for w in self.kbs.warnings(self.resources.read("rags", kb_id))]
-        return [problem, *said] if problem else said
+        return [problem, *said, *self._unread(kb_id)] if problem else [*said, *self._unread(kb_id)]
+
+    def _unread(self, kb_id: str) -> list[dict[str, str]]:
+        """Under DOCUMENT_ACL, the documents nobody may read (a knowledge base switched to it hides every document
+        that has no readers yet): said at the save that does it."""
+        try:
+            config = self.kbs.get(kb_id)
+            said = self._no_reader(kb_id, config)[0] if config.audience == DOCUMENT_ACL else ""
+        except Exception as e:  # noqa: BLE001 - a store out of reach is the doctor's to say, not the save's
+            log.debug("no ACL scan of %s at save: %s", kb_id, self.redact(str(e)))
+            said = ""
+        return [{"check": "acl", "detail": f"audience DOCUMENT_ACL: {said}: nobody reads them now", "fix": NO_READER_FIX}] if said else []
 
     def unresolved_in(self, data: dict[str, Any], tenant: str) -> dict[str, str] | None:
         """``unresolved`` for a configuration not saved yet (the Manager's create dialog refuses it then)."""

@@ -19,6 +19,7 @@ from eddi_rag.config import (
     ConfigValidationError,
     RagConfiguration,
     llm_task_errors,
+    load_schema,
     unknown_fields,
     validate_rag_configuration,
     with_source_ids,
@@ -237,3 +238,9 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
                 except OutboundBlockedError as e:
                     out.append({"path": path, "value": value, "message": str(e)})
     return out
+
+
+def provider_entry_schema() -> dict[str, Any]:
+    """A providers map entry's JSON Schema (``embeddings.references``)."""
+    return load_schema(provider_references.ENTRY_SCHEMA)
+

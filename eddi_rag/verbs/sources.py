@@ -29,8 +29,8 @@ from typing import Any, cast
 
 from eddi_rag import state
 from eddi_rag.common.outbound import OutboundPolicy
-from eddi_rag.common.secrets import SecretResolver
-from eddi_rag.config import IngestionSource, RagConfiguration
+from eddi_rag.common.secrets import SecretNotFoundError, SecretResolver
+from eddi_rag.config import ConfigValidationError, IngestionSource, RagConfiguration
 from eddi_rag.errors import EddiRagError, described
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
@@ -39,9 +39,9 @@ from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.sources import files as upload
 from eddi_rag.sources.base import CursorExpiredError, Item, Listing, PermissionSource, SourceContext, SyncEnd, feed, keeps_permissions
-from eddi_rag.sources.connectors import connector
+from eddi_rag.sources.connectors import configuration_schema, connector
 from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, acl_json, classify, digest, reconcile
-from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, Run, SourceBusyError, SourceRuns
+from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, RUNNING, Run, SourceBusyError, SourceRuns
 from eddi_rag.state import fleet
 from eddi_rag.state.sqlite import StateDatabase
 from eddi_rag.stores.filters import Node
@@ -108,7 +108,57 @@ class SourceSync:
         if not source.enabled:
             raise SourceBusyError(f"source {source.effective_id!r} of knowledge base {kb_id!r} is disabled "
                                   f"(enabled: false); enable it to run it", source.effective_id)
+        if unresolved := self.unresolved(kb_id, config, source):  # a 400 now, not a run that fails later
+            raise ConfigValidationError(unresolved)
         return config, source
+
+    def unresolved(self, kb_id: str, config: RagConfiguration, source: IngestionSource) -> list[dict[str, Any]]:
+        """The source's secret fields (its connector's ``secret()``) whose reference does not resolve in the knowledge
+        base's tenant, as validation errors naming the field."""
+        blocks = configuration_schema()["properties"]["sources"]["items"]["properties"]
+        fields = (blocks.get(source.type) or {}).get("properties") or {}
+        block, tenant = source.block(source.type) or {}, self.kbs.resources.tenant_of("rags", kb_id)
+        at = next(i for i, s in enumerate(config.sources) if s.effective_id == source.effective_id)
+        out = []
+        for name, field in fields.items():
+            value = block.get(name)
+            if field.get("writeOnly") and isinstance(value, str) and value.strip():
+                try:
+                    self.resolver.resolve(value, tenant)
+                except SecretNotFoundError as e:
+                    out.append({"path": f"$.sources[{at}].{source.type}.{name}", "value": value, "message": str(e)})
+        return out
+
+    def problems(self, kb_id: str) -> list[dict[str, str]]:
+        """What keeps each enabled source of ``kb_id`` from keeping it in sync, for its health: {level, detail, fix} for a
+        secret that does not resolve, a last run or permission sync that failed, documents that fail to ingest (kept
+        until a run or a retry reads them fine: a delta run does not read an unchanged one again)."""
+        config, out = self.kbs.get(kb_id), []
+        for source in config.sources:
+            if not source.enabled:
+                continue
+            sid, said = source.effective_id, f"source {source.name!r}"
+            for e in self.unresolved(kb_id, config, source):
+                out.append({"level": "failed", "detail": f"{said}: {e['path']}: {e['message']}",
+                            "fix": "store the key in the tenant's vault (Configuration: the source's field, Store a key in "
+                                   "the vault…) or correct the reference; a run is refused until it resolves"})
+            runs = self.run_records.history(kb_id, sid, 50)
+            last = next((r for r in runs if r.get("kind") != PERMISSIONS and r["status"] != RUNNING), None)
+            if last is not None and last["status"] == FAILED:
+                out.append({"level": "warning", "detail": f"{said}: its last run failed: {last.get('error') or 'no reason kept'}",
+                            "fix": "fix what it says, then Run the source (Documents: Sources)"})
+            synced = next((r for r in runs if r.get("kind") == PERMISSIONS and r["status"] != RUNNING), None)
+            if synced is not None and synced["status"] == FAILED:
+                out.append({"level": "warning", "detail": f"{said}: its last permission sync failed ({synced.get('error')}): "
+                                                          "its documents keep the readers of the sync before",
+                            "fix": "fix what it says, then Sync permissions (Documents: Sources)"})
+            failing = failing_documents(self.ledger.known(kb_id, sid))
+            if failing:
+                shown = "; ".join(f"{f['name']}: {f['reason']}" for f in failing[:3]) + (
+                    f"; and {len(failing) - 3} more" if len(failing) > 3 else "")
+                out.append({"level": "warning", "detail": f"{said}: {len(failing)} document(s) fail to ingest: {shown}",
+                            "fix": "fix them in the source, then Retry failed (POST …/sources/{sourceId}/retry) or Run it"})
+        return out
 
     def start(self, kb_id: str, source_id: str) -> Run:
         """Begin a run and carry it out on a background thread; returns it RUNNING (409: busy or disabled; 400: a
@@ -160,6 +210,7 @@ class SourceSync:
         if settings.costPerThousandSegments is not None:
             run.costUsd = round(run.embedded / 1000 * settings.costPerThousandSegments, 6)
         run.finishedAt = fleet.now()
+        run.failing = failing_documents(self.ledger.known(kb_id, sid))
         self.run_records.finish(run)
         return run
 
@@ -245,7 +296,7 @@ class SourceSync:
             # the hash of the version still stored (None: nothing stored yet) stays, marked failed
             self.ledger.record(kb_id, sid, item, known["hash"] if known is not None else None, reason)  # (no version: read again)
             run.failed += 1
-            run.failures.append({"document": item.document_id, "reason": reason})
+            run.failures.append({"document": item.document_id, "name": item.name, "reason": reason})
             return
         self.ledger.record(kb_id, sid, item, hashed, None, version, acl)  # only now: its chunks are stored
         run.embedded += report.embedded
@@ -397,6 +448,7 @@ class SourceSync:
                 "where": kind.where(source) if hasattr(kind, "where") else source.type, "cursor": self.ledger.cursor(kb_id, sid),
                 "documents": len(self.ledger.known(kb_id, sid)), "lastRun": last, "nextRun": nxt,
                 "keepsPermissions": keeps_permissions(kind, source), "lastPermissionSync": synced,
+                "failing": failing_documents(self.ledger.known(kb_id, sid)),
                 "permissionSyncMinutes": source.settings.permissionSyncMinutes}
 
     def test(self, kb_id: str, source_id: str) -> dict[str, Any]:
@@ -455,6 +507,13 @@ class SourceSync:
         return len(document_ids)
 
 
+
+def failing_documents(known: dict[str, Any]) -> list[dict[str, str]]:
+    """The documents whose latest ingestion failed, by name: {documentId, name, reason}."""
+    return [{"documentId": r["document_id"], "name": r["name"] or r["document_id"], "reason": r["reason"] or "no reason kept"}
+            for r in sorted(known.values(), key=lambda r: r["name"] or r["document_id"]) if r["status"] == "failed"]
+
+
 PROGRESS_SECONDS = 0.5  # a running run's counts are kept at most this often
 
 
@@ -507,7 +566,8 @@ class _Ingesting:
 
     def error(self, document_id: str, reason: str) -> None:
         self.run.failed += 1
-        self.run.failures.append({"document": document_id, "reason": reason})
+        known = self.known.get(document_id)
+        self.run.failures.append({"document": document_id, "name": (known["name"] if known else None) or document_id, "reason": reason})
         self._tell()
 
 

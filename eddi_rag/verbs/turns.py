@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eddi_rag.answers.choice import is_extractive
+from eddi_rag.answers.choice import is_extractive, later
 from eddi_rag.common.principals import Reader
 from eddi_rag.common.quoting import DOCUMENTS, quoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
@@ -77,3 +77,15 @@ class Turns:
             text = str(reply.content)
         return {"text": text, "by": "extractive" if extractive else "model",
                 "model": None if extractive else getattr(model, "model_name", None) or type(model).__name__}
+
+
+def answering_model(llm: str | None, base_url: str | None, model: str | None, offline: bool = False) -> Any:
+    """The chat model a server's turns and Try it answer with (``--llm``, ``--base-url``, ``--model``), made at its first
+    use; None when none answers (``--llm none``)."""
+    return later(llm, base_url, model, offline)
+
+
+def answers_extractively(model: Any) -> bool:
+    """Whether ``model`` is the extractive answer (no language model): Try it says so."""
+    return is_extractive(model)
+

@@ -43,9 +43,9 @@ class AzureBlobSettings(Settings):
         "guard checks it.")
     container: str = Field(min_length=3, max_length=63)
     prefix: str = Field("", description="Only blobs under it; their names below it name the documents.")
-    accountKey: str | None = secret("A secret reference (${eddivault:KEY}) to the storage account's key.")
+    accountKey: str | None = secret("A secret reference (${vault:KEY}) to the storage account's key.")
     sasToken: str | None = secret(
-        "A secret reference (${eddivault:KEY}) to a SAS token, instead of the account key; with neither, "
+        "A secret reference (${vault:KEY}) to a SAS token, instead of the account key; with neither, "
         "requests are anonymous (a public container).")
     include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the name under the prefix (* crosses folders).")
     exclude: Globs = Field(default_factory=list)

@@ -34,7 +34,7 @@ class ConfluenceSettings(Settings):
 
     baseUrl: str = outbound(description="https://<site>.atlassian.net. The outbound guard checks it.")
     email: str = Field(min_length=3, description="The Atlassian account the API token belongs to.")
-    apiToken: str = secret("A secret reference (${eddivault:KEY}) to an Atlassian API token.", required=True)
+    apiToken: str = secret("A secret reference (${vault:KEY}) to an Atlassian API token.", required=True)
     spaces: Globs = Field(min_length=1, description="Space keys (HR, ENG).")
     include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the page's title.")
     exclude: Globs = Field(default_factory=list)
@@ -151,7 +151,6 @@ class ConfluenceConnector(Connector[ConfluenceSettings]):
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         spec = self.spec(source)
-        assert spec is not None
         self.validate(ctx, source)
         wiki = _Wiki(ctx, spec)
         with wiki.api:
@@ -215,7 +214,6 @@ class ConfluenceConnector(Connector[ConfluenceSettings]):
     def permissions(self, ctx: SourceContext, source: IngestionSource, document_ids: list[str]) -> Permissions:
         """Who may read each page (and its attachments) now; a page no longer in its space: nobody."""
         spec = self.spec(source)
-        assert spec is not None
         wiki, out = _Wiki(ctx, spec), Permissions()
         with wiki.api:
             acls: dict[str, list[str]] = {}

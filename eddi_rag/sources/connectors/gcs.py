@@ -47,7 +47,7 @@ class GcsSettings(Settings):
         "Another endpoint of the JSON API (an emulator); absent: https://storage.googleapis.com. The outbound "
         "guard checks it.")
     credentials: str | None = secret(
-        "A secret reference (${eddivault:KEY}) to a service account's JSON key; absent: requests are "
+        "A secret reference (${vault:KEY}) to a service account's JSON key; absent: requests are "
         "anonymous (a public bucket). The server's own Google credentials are never used.")
     projectId: str | None = Field(None, min_length=1)
     include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the name under the prefix (* crosses folders).")

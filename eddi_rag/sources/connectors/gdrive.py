@@ -56,7 +56,7 @@ class GoogleDriveSettings(Settings):
     """The files of a Shared Drive, or every file shared with a service account, through the Drive API v3: its change
     feed as the cursor, each file read by whom its permissions name."""
 
-    credentials: str = secret("A secret reference (${eddivault:KEY}) to the service account's JSON key.", required=True)
+    credentials: str = secret("A secret reference (${vault:KEY}) to the service account's JSON key.", required=True)
     driveId: str | None = Field(None, min_length=1, description="A Shared Drive's id; absent: every file shared with the service account.")
     subject: str | None = Field(None, min_length=1, description="A user the service account acts for (domain-wide delegation).")
     include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the file's name.")
@@ -189,7 +189,6 @@ class GoogleDriveConnector(Connector[GoogleDriveSettings]):
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         spec = self.spec(source)
-        assert spec is not None
         self.validate(ctx, source)
         drive = _Drive(ctx, spec)
         with drive.api:
@@ -244,7 +243,6 @@ class GoogleDriveConnector(Connector[GoogleDriveSettings]):
 
     def _item(self, drive: _Drive, source: IngestionSource, entry: dict[str, Any]) -> Item:
         spec, ctx = drive.spec, drive.ctx
-        assert spec is not None
         mime, export = entry.get("mimeType", ""), EXPORTS.get(entry.get("mimeType", ""))
         url = f"{drive.base}/files/{quote(entry['id'])}" + (f"/export?mimeType={quote(export)}" if export else "?alt=media&supportsAllDrives=true")
         name = entry.get("name", entry["id"]) + {"text/html": ".html", "text/csv": ".csv", "text/plain": ".txt"}.get(export or "", "")
@@ -258,7 +256,6 @@ class GoogleDriveConnector(Connector[GoogleDriveSettings]):
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         spec = self.spec(source)
-        assert spec is not None
         drive = _Drive(ctx, spec)
         with drive.api:
             entry = drive.api.get(f"{drive.base}/files/{quote(document_id.rsplit('/', 1)[1])}",
@@ -267,7 +264,6 @@ class GoogleDriveConnector(Connector[GoogleDriveSettings]):
 
     def permissions(self, ctx: SourceContext, source: IngestionSource, document_ids: list[str]) -> Permissions:
         spec = self.spec(source)
-        assert spec is not None
         drive, out = _Drive(ctx, spec), Permissions()
         with drive.api:
             for document_id in document_ids:

@@ -201,7 +201,6 @@ class GitConnector(Connector[GitSettings]):
         from git import GitCommandError, Repo
 
         spec, sid = self.spec(source), source.effective_id
-        assert spec is not None
         path = working_copy(ctx.data_dir, ctx.kb_id, sid, spec.url)
         check_url(spec.url, ctx.outbound)
         _updated(path, spec)

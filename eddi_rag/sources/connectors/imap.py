@@ -51,7 +51,7 @@ class ImapSettings(Settings):
     port: int = Field(993, ge=1, le=65535)
     useTls: bool = Field(True, description="IMAP over TLS (port 993); false: plain IMAP (143), for a server on a trusted network only.")
     username: str = Field(min_length=1)
-    password: str | None = secret("A secret reference (${eddivault:KEY}) to the mailbox's password (or an app password).")
+    password: str | None = secret("A secret reference (${vault:KEY}) to the mailbox's password (or an app password).")
     folders: Globs = Field(default_factory=lambda: ["INBOX"], min_length=1, description="The folders whose mails are documents.")
     senders: Globs = Field(default_factory=list, description="Only mails from these addresses (a@example.com) or domains (@example.com); none: every mail.")
 
@@ -118,7 +118,6 @@ class ImapConnector(Connector[ImapSettings]):
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         spec = self.spec(source)
-        assert spec is not None
         before = cursor_part(cursor, "folders", "imap")
         if before is not None and sorted(before) != sorted(spec.folders):
             raise CursorExpiredError("the source's folders changed since the cursor")
@@ -139,7 +138,6 @@ class ImapConnector(Connector[ImapSettings]):
         """Tell ``sink`` one folder's mails (from ``before``, its part of the cursor); returns its part of the next
         cursor, None when the sink stopped."""
         spec, sid = self.spec(source), source.effective_id
-        assert spec is not None
         try:
             validity = int(client.select_folder(folder, readonly=True)[b"UIDVALIDITY"])
         except Exception as e:  # noqa: BLE001 - the server's word on the folder
@@ -180,7 +178,6 @@ class ImapConnector(Connector[ImapSettings]):
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         """A mail fetched alone (a retry): its folder searched for the UID whose Message-ID gives this id."""
         spec = self.spec(source)
-        assert spec is not None
         folder = document_id.removeprefix(f"{source.effective_id}/").rsplit("/", 1)[0]
         client = _connect(ctx, spec)
         try:

@@ -52,7 +52,7 @@ class SharePointSettings(Settings):
     tenantId: str = Field(min_length=1, description="The Entra tenant: its id or its domain (contoso.onmicrosoft.com).")
     clientId: str = Field(min_length=1, description="The app registration's application (client) id.")
     clientSecret: str = secret(
-        "A secret reference (${eddivault:KEY}) to the app's client secret (app-only access; grant it "
+        "A secret reference (${vault:KEY}) to the app's client secret (app-only access; grant it "
         "Sites.Selected on the sites named).", required=True)
     sites: Globs = Field(min_length=1, description="Sites by id (host,site-guid,web-guid) or as host:/sites/path.")
     drives: Globs = Field(default_factory=list, description="Document libraries by name; none: every library of each site.")
@@ -85,6 +85,7 @@ class _Graph:
         self.ctx, self.spec = ctx, spec
         self.base = f"{spec.graphUrl.rstrip('/')}/v1.0"
         self.api = _api(ctx, spec)
+        self._sites: dict[str, str] | None = None
 
     def site(self, site: str) -> dict[str, Any]:
         """A site by its id (``host,guid,guid``) or as ``host:/sites/path``."""
@@ -99,11 +100,17 @@ class _Graph:
                     if not self.spec.drives or drive.get("name") in self.spec.drives:
                         yield site, drive
 
-    def acl(self, drive_id: str, item_id: str) -> list[str]:
+    def acl(self, site_id: str, drive_id: str, item_id: str) -> list[str]:
         out: list[str] = []
         for page in self.api.pages(f"{self.base}/drives/{drive_id}/items/{item_id}/permissions"):
-            out += acl_of(page.get("value", []))
+            out += acl_of(page.get("value", []), site_id)
         return list(dict.fromkeys(out))
+
+    def site_of(self, drive_id: str) -> str:
+        """The id of the site whose library ``drive_id`` is (of the sites the source names; listed once)."""
+        if self._sites is None:
+            self._sites = {drive["id"]: site["id"] for site, drive in self.drives()}
+        return self._sites.get(drive_id, "site")
 
     def members(self, group_id: str) -> list[str]:
         """The users in an Entra group, through nested groups (a group Entra does not know: none)."""
@@ -116,8 +123,9 @@ class _Graph:
             raise
 
 
-def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
-    """Graph ``permission`` resources as principals (any role reads)."""
+def acl_of(permissions: list[dict[str, Any]], site_id: str) -> list[str]:
+    """Graph ``permission`` resources as principals (any role reads); a SharePoint site group is its site's
+    (``group:<site id>/<group id>``: "Owners" of two sites are two principals)."""
     out = []
     for p in permissions:
         link = p.get("link") or {}
@@ -131,7 +139,7 @@ def acl_of(permissions: list[dict[str, Any]]) -> list[str]:
             if (granted.get("group") or {}).get("id"):
                 out.append(f"group:{granted['group']['id']}")
             if (granted.get("siteGroup") or {}).get("id"):
-                out.append(f"group:{granted['siteGroup'].get('siteId') or 'site'}/{granted['siteGroup']['id']}")
+                out.append(f"group:{site_id}/{granted['siteGroup']['id']}")
     return out
 
 
@@ -146,7 +154,6 @@ class SharePointConnector(Connector[SharePointSettings]):
 
     def validate(self, ctx: SourceContext, source: IngestionSource) -> None:
         spec = self.spec(source)
-        assert spec is not None
         ctx.outbound.check(spec.graphUrl)
         ctx.outbound.check(spec.loginUrl)
 
@@ -159,7 +166,6 @@ class SharePointConnector(Connector[SharePointSettings]):
 
     def sync(self, ctx: SourceContext, source: IngestionSource, cursor: str | None, sink: Sink) -> SyncEnd:
         spec = self.spec(source)
-        assert spec is not None
         self.validate(ctx, source)
         links = cursor_part(cursor, "drives", "sharepoint")
         graph = _Graph(ctx, spec)
@@ -186,7 +192,6 @@ class SharePointConnector(Connector[SharePointSettings]):
         """Tell ``sink`` the drive's items from ``start`` (a delta link, or the drive's root delta); returns the drive's
         next delta link, None when the sink stopped."""
         spec, sid = self.spec(source), source.effective_id
-        assert spec is not None
         delta = None
         for page in graph.api.pages(start):
             for entry in page.get("value", []):
@@ -201,15 +206,14 @@ class SharePointConnector(Connector[SharePointSettings]):
                     sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
                     continue
                 name = f"{site.get('displayName') or site.get('name') or 'site'}/{drive.get('name') or 'drive'}/{entry['name']}"
-                if not sink.document(self._item(graph, source, drive["id"], entry, name)):
+                if not sink.document(self._item(graph, source, site["id"], drive["id"], entry, name)):
                     return None
             delta = page.get("@odata.deltaLink") or delta
         return delta or start
 
-    def _item(self, graph: _Graph, source: IngestionSource, drive_id: str, entry: dict[str, Any], name: str) -> Item:
+    def _item(self, graph: _Graph, source: IngestionSource, site_id: str, drive_id: str, entry: dict[str, Any], name: str) -> Item:
         """A file of a drive as a source document (its permissions read now, its bytes when fetched)."""
         spec = self.spec(source)
-        assert spec is not None
         item_id = entry["id"]
         content = f"{graph.base}/drives/{drive_id}/items/{item_id}/content"
         limit = graph.ctx.max_bytes
@@ -218,17 +222,17 @@ class SharePointConnector(Connector[SharePointSettings]):
             return graph.api.download(content, limit)
 
         return Item(f"{source.effective_id}/{drive_id}/{item_id}", name, fetch,
-                    acl=graph.acl(drive_id, item_id) if spec.permissions else None, version=entry.get("eTag"),
+                    acl=graph.acl(site_id, drive_id, item_id) if spec.permissions else None, version=entry.get("eTag"),
                     url=entry.get("webUrl"), media_type=(entry.get("file") or {}).get("mimeType"),
                     metadata={"lastModified": entry["lastModifiedDateTime"]} if entry.get("lastModifiedDateTime") else {})
 
     def one(self, ctx: SourceContext, source: IngestionSource, document_id: str, name: str) -> Item:
         spec = self.spec(source)
-        assert spec is not None
         drive_id, item_id = document_id.removeprefix(f"{source.effective_id}/").split("/", 1)
         graph = _Graph(ctx, spec)
         with graph.api:
-            return self._item(graph, source, drive_id, graph.api.get(f"{graph.base}/drives/{drive_id}/items/{item_id}"), name)
+            return self._item(graph, source, graph.site_of(drive_id), drive_id,
+                              graph.api.get(f"{graph.base}/drives/{drive_id}/items/{item_id}"), name)
 
     def keeps_permissions(self, source: IngestionSource) -> bool:
         return self.spec(source).permissions
@@ -237,13 +241,12 @@ class SharePointConnector(Connector[SharePointSettings]):
         """Who may read each of ``document_ids`` now (a file Graph no longer has: nobody), and the members of the Entra
         groups those permissions name."""
         spec = self.spec(source)
-        assert spec is not None
         graph, out = _Graph(ctx, spec), Permissions()
         with graph.api:
             for document_id in document_ids:
                 drive_id, item_id = document_id.removeprefix(f"{source.effective_id}/").split("/", 1)
                 try:
-                    out.acls[document_id] = graph.acl(drive_id, item_id)
+                    out.acls[document_id] = graph.acl(graph.site_of(drive_id), drive_id, item_id)
                 except ServiceError as e:  # 404, 410: the file is gone, nobody reads it; else: left as it was
                     if e.code in (404, 410):
                         out.acls[document_id] = []

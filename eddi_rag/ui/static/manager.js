@@ -455,7 +455,8 @@ async function initEditor() {
       status.textContent = "Saved.";
       dirty = false;
       const warned = saved.data && saved.data.warnings ? saved.data.warnings[0] : null;  // saved, but it cannot answer yet
-      if (warned) window.location.assign(`${window.location.pathname}?error=${encodeURIComponent(`Saved, but it cannot answer yet: ${warned.detail}. Fix: ${warned.fix}`)}`);
+      const but = warned && warned.check === "acl" ? "Saved, but" : "Saved, but it cannot answer yet";  // (acl: it answers, to fewer)
+      if (warned) window.location.assign(`${window.location.pathname}?error=${encodeURIComponent(`${but}: ${warned.detail}. Fix: ${warned.fix}`)}`);
       else if (change && change.includes("Re-embed")) window.location.assign(`/ui/kbs/${encodeURIComponent(kb.id)}/documents?message=${encodeURIComponent("Saved. Re-embed all to search the stored chunks with the new model.")}`);
       else window.location.reload();
     } else if (saved.status === 409) {
@@ -793,12 +794,13 @@ function renderSources(kb) {
       const runs = await call("GET", "/runs?limit=20");
       if (runs) show(runs.length ? el("table", {}, el("thead", {}, el("tr", {}, ["Started", "Status", "Added", "Updated", "Deleted", "Failed"].map((h) => el("th", {}, h)))),
         el("tbody", {}, runs.map((run) => el("tr", {}, el("td", {}, when(run.startedAt)),
-          el("td", {}, run.status, run.status === "FAILED" && run.error ? el("div", { class: "muted reason" }, run.error) : ""),
+          el("td", {}, run.outcome || run.status, run.status === "FAILED" && run.error ? el("div", { class: "muted reason" }, run.error) : "",
+            (run.failures || []).length ? el("div", { class: "muted reason" }, run.failures.slice(0, 5).map((f) => `${f.name || f.document}: ${f.reason}`).join("; ")) : ""),
           ["added", "updated", "deleted", "failed"].map((k) => el("td", { class: "num" }, (run.counts || run)[k] ?? "")))))) : el("p", { class: "empty" }, "Never run."));
     };
     const facts = el("dl", { class: "source-status" });
     const extra = el("span", {});
-    const summary = (run) => run ? `${when(run.startedAt)} · ${run.status}` + (run.status === "FAILED" ? `: ${run.error || ""}` :
+    const summary = (run) => run ? `${when(run.startedAt)} · ${run.outcome || run.status}` + (run.status === "FAILED" ? `: ${run.error || ""}` :
       ` · added ${run.added || 0}, updated ${run.updated || 0}, deleted ${run.deleted || 0}` + (run.failed ? `, ${run.failed} failing` : "")) : "never";
     const status = async () => {
       const r = await api("GET", kbUrl(kb.id, `/sources/${encodeURIComponent(s.id)}/status`));
@@ -809,9 +811,13 @@ function renderSources(kb) {
       facts.replaceChildren(...row("Needs", st.needs), ...row("Documents", String(st.documents)),
         ...row("Last run", summary(st.lastRun)), ...row("Next run", st.nextRun ? when(st.nextRun) : "on request"),
         ...row("Cursor", st.cursor ? "kept: the next run reads what changed" : "none: the next run lists everything"),
-        ...(st.keepsPermissions ? row("Permissions", `synced every ${st.permissionSyncMinutes} min; last: ${summary(st.lastPermissionSync)}`) : []));
+        ...(st.keepsPermissions ? row("Permissions", `synced every ${st.permissionSyncMinutes} min; last: ${summary(st.lastPermissionSync)}`) : []),
+        ...((st.failing || []).length ? row("Failing", el("ul", { class: "failing" }, st.failing.slice(0, 10).map((f) => el("li", {}, `${f.name}: ${f.reason}`)),
+          st.failing.length > 10 ? el("li", {}, `and ${st.failing.length - 10} more`) : "")) : []));
       extra.replaceChildren(
         CAN_EDIT() && st.cursor ? el("button", { type: "button", onclick: async () => { if (await call("POST", "/reset-cursor")) { show(el("p", {}, "Cursor reset: the next run lists the source in full.")); status(); } } }, "Reset cursor") : "",
+        CAN_EDIT() && (st.failing || []).length ? el("button", { type: "button", class: "src-retry", onclick: async () => {
+          const r = await call("POST", "/retry"); if (r) { show(el("p", { class: "run-end" }, `Retried: ${summary(r)}`)); status(); } } }, `Retry ${st.failing.length} failing`) : "",
         CAN_EDIT() && st.keepsPermissions ? el("button", { type: "button", class: "src-sync", onclick: async () => { const r = await call("POST", "/sync-permissions"); if (r) follow("permissions", r.runId); } }, "Sync permissions") : "");
       return st;
     };
