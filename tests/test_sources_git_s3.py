@@ -22,9 +22,9 @@ pytestmark = pytest.mark.integration
 GUIDE = "# Guide\n\n## Tea\n\nGreen tea is brewed at 80 degrees.\n\n## Coffee\n\nEspresso takes 25 seconds.\n"
 
 
-def kb_with(runtime: Runtime, source: dict) -> str:
+def kb_with(runtime: Runtime, source: dict, **settings) -> str:
     return make_kb(runtime, chunkStrategy="markdown", minScore=0,
-                   sources=[{"name": "Docs", **source, "settings": {"tombstoneAfterMissedRuns": 1}}])
+                   sources=[{"name": "Docs", **source, "settings": {"tombstoneAfterMissedRuns": 1, **settings}}])
 
 
 def documents(runtime: Runtime, kb: str) -> set[str]:
@@ -57,7 +57,8 @@ def test_a_git_repository_is_kept_in_sync_commit_by_commit(tmp_path, repo):
     runtime = Runtime(tmp_path / "data")
     kb = kb_with(runtime, {"type": "git", "git": {"url": repo.as_uri(), "exclude": ["build.md"]}})
     run = runtime.sources.run(kb, "docs")
-    assert (run.status, run.added, run.failed) == ("COMPLETED", 2, 0)
+    assert (run.status, run.added, run.failed) == ("COMPLETED", 2, 1)  # the logo is read as a folder's image is (a stub)
+    assert [f["name"] for f in run.failures] == ["logo.png"] and "image" in run.failures[0]["reason"], run.failures
     assert documents(runtime, kb) == {"docs/guide.md", "docs/notes/trains.txt"}
     assert runtime.sources.run(kb, "docs").unchanged == 2
 
@@ -65,11 +66,14 @@ def test_a_git_repository_is_kept_in_sync_commit_by_commit(tmp_path, repo):
     (repo / "notes" / "trains.txt").unlink()
     (repo / "faq.md").write_text("# FAQ\n\nTickets are refundable until departure.")
     (repo / "escape.md").symlink_to("/etc/hostname")  # a link in a repository is never followed
-    git(repo, "add", "-A")
+    (repo / "report.pdf").write_bytes(files.pdf(["Revenue grew by 12 percent in the second quarter."]))  # not text:
+    (repo / "plan.docx").write_bytes(files.docx([("h1", "Plan"), ("p", "Platforms move to track 9.")]))  # read
+    git(repo, "add", "-A")  # as a folder's (issue 58: GitLoader skipped them)
     git(repo, "commit", "-q", "-m", "second")
     changed = runtime.sources.run(kb, "docs")
-    assert (changed.added, changed.updated, changed.deleted) == (1, 1, 1)
-    assert documents(runtime, kb) == {"docs/guide.md", "docs/faq.md"}
+    assert (changed.added, changed.updated, changed.deleted) == (3, 1, 1), changed.failures
+    assert documents(runtime, kb) == {"docs/guide.md", "docs/faq.md", "docs/report.pdf", "docs/plan.docx"}
+    assert "track 9" in runtime.search.hits(SearchRequest(kb, "Which track do platforms move to?", k=1))[0].text
     assert [f["document"] for f in changed.failures] == ["escape.md"]
     hits = runtime.search.hits(SearchRequest(kb, "How long does an espresso take?", k=1))
     assert "30 seconds" in hits[0].text
@@ -119,11 +123,29 @@ def test_an_s3_bucket_is_kept_in_sync_object_by_object(tmp_path, s3_server, monk
     assert (run.status, run.added, run.failed) == ("COMPLETED", 3, 0)
     assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf", "docs/old/trains.txt"}
 
+    from eddi_rag.sources.connectors import s3 as connector
+
+    downloads: list[str] = []
+    original = connector.download
+    monkeypatch.setattr(connector, "download", lambda c, bucket, key, limit: downloads.append(key) or original(c, bucket, key, limit))
+    quiet = runtime.sources.run(kb, "docs")
+    assert (quiet.unchanged, downloads) == (3, [])  # the ETags said nothing changed: nothing downloaded (issue 58)
     s3.put_object(Bucket="handbook", Key="docs/guide.md", Body=GUIDE.replace("25 seconds", "30 seconds").encode())
     s3.delete_object(Bucket="handbook", Key="docs/old/trains.txt")
     changed = runtime.sources.run(kb, "docs")
-    assert (changed.updated, changed.unchanged, changed.deleted) == (1, 1, 1)
+    assert (changed.updated, changed.unchanged, changed.deleted) == (1, 1, 1) and downloads == ["docs/guide.md"]
     assert documents(runtime, kb) == {"docs/guide.md", "docs/report.pdf"}
+    # the source's maxBytesPerPage holds for every connector (issue 58, finding 6: web and sitemap alone kept it), and a
+    # text cut to maxContentLength says so
+    s3.put_object(Bucket="handbook", Key="long/huge.md", Body=b"# Huge\n\n" + b"word " * 300_000)  # 1.5 MB
+    s3.put_object(Bucket="handbook", Key="long/long.md", Body=b"# Long\n\n" + b"words and more " * 10_000)  # 150 k chars
+    limited = kb_with(runtime, {"type": "s3", "s3": {"bucket": "handbook", "prefix": "long/", "endpointUrl": s3_server,
+                                                     "accessKeyId": "${vault:S3_KEY}", "secretAccessKey": "${vault:S3_SECRET}"}},
+                      maxBytesPerPage=1_000_000)
+    run = runtime.sources.run(limited, "docs")
+    assert [f["document"] for f in run.failures] == ["huge.md"] and "over the limit of 1,000,000" in run.failures[0]["reason"]
+    assert "long/huge.md" not in downloads  # refused from its listed size, never read
+    assert run.added == 1 and "long.md: its text (" in run.message and "cut to the first 100,000" in run.message
     # an unsigned run that lists nothing says why it may have (issue 42, finding 10: it said nothing)
     empty = kb_with(runtime, {"type": "s3", "s3": {"bucket": "handbook", "prefix": "nothing-here/", "endpointUrl": s3_server}})
     run = runtime.sources.run(empty, "docs")
@@ -141,7 +163,7 @@ def test_s3_keys_are_the_sources_own_never_the_servers(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "the-servers-own")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-used")
     config = validate_rag_configuration({"name": "kb", "sources": [{"name": "b", "type": "s3", "s3": {"bucket": "private"}}]})
-    assert s3.client(s3.CONNECTOR.spec(config.sources[0]), lambda v: v).client.meta.config.signature_version is UNSIGNED
+    assert s3.client(s3.CONNECTOR.spec(config.sources[0]), lambda v: v).meta.config.signature_version is UNSIGNED
     with pytest.raises(s3.S3SourceError, match="both accessKeyId and secretAccessKey"):
         s3.client(s3.CONNECTOR.spec(config.sources[0]).model_copy(update={"accessKeyId": "only-one"}), lambda v: v)
 
@@ -208,7 +230,7 @@ def test_a_git_source_resumes_from_its_cursor_relists_after_a_force_push_and_can
     from eddi_rag.api.app import create_app
 
     runtime = Runtime(tmp_path / "data")
-    kb = kb_with(runtime, {"type": "git", "git": {"url": repo.as_uri(), "exclude": ["build.md"]}})
+    kb = kb_with(runtime, {"type": "git", "git": {"url": repo.as_uri(), "exclude": ["build.md", "*.png"]}})
     first = runtime.sources.run(kb, "docs")
     assert (first.seen, first.added) == (2, 2) and runtime.sources.cursor(kb, "docs")
     (repo / "guide.md").write_text(GUIDE.replace("80 degrees", "75 degrees"))

@@ -79,6 +79,32 @@ def test_through_the_cursor_a_new_mail_is_added_and_a_deleted_one_removed(world)
     assert "first class" in " ".join(c.text for c in runtime.stores.get(kb, runtime.rag_config(kb)).get(None))
 
 
+
+def test_a_renumbered_folder_reads_only_headers_of_the_mails_it_already_holds(world, monkeypatch):
+    """Issue 58, finding 8: after a UIDVALIDITY change every body was downloaded again; a mail with its Message-ID,
+    size and Date unchanged is now known from its headers."""
+    from eddi_rag.sources.connectors import imap as connector
+
+    runtime, kb, imap = world
+    for subject, body in (("Budget", "The budget rises by 4 percent."), ("Rota", "The night rota starts on Monday.")):
+        message = mail(subject, body, sender="hr@acme.example")
+        message["Message-ID"] = f"<{subject.lower()}@acme.example>"
+        imap.append("Reports", message.as_bytes())
+    assert runtime.sources.run(kb, "mail").added == 5
+    imap.select_folder("Reports")
+    saved = list(imap.fetch(imap.search("ALL"), ["RFC822"]).values())
+    imap.select_folder("INBOX")  # (Dovecot drops a session whose selected folder is deleted)
+    imap.delete_folder("Reports")  # made again with the same mails: a new UIDVALIDITY, every UID renumbered
+    imap.create_folder("Reports")
+    for m in saved:
+        imap.append("Reports", m[b"RFC822"])
+    bodies: list[int] = []
+    original = connector._reader
+    monkeypatch.setattr(connector, "_reader", lambda client, uid: (lambda: bodies.append(uid) or original(client, uid)()))
+    again = runtime.sources.run(kb, "mail")
+    assert again.status == "COMPLETED" and "cursor was no longer valid" in again.message, again.error
+    assert again.unchanged >= 2 and len(bodies) == 1  # the two with a Message-ID known by their headers; the third read
+
 def test_a_refused_login_fails_the_run_without_the_password_and_a_bad_host_is_named(world, monkeypatch):
     runtime, kb, imap = world
     monkeypatch.setenv("EDDI_VAULT_MAIL_PASSWORD", "not-the-password")

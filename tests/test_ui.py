@@ -259,8 +259,16 @@ def test_a_documents_readers_are_shown_changed_and_try_it_asks_as_a_user(browser
     visible(browser, "#user").send_keys("alice")
     visible(browser, "#question").send_keys("What is the finance budget?" + Keys.ENTER)
     withheld = has_text(browser, "#withheld", "budget.md")
-    assert "Withheld from alice (1)" in withheld.text and "deny:user:alice" in withheld.text
+    assert "Withheld from alice (1 document)" in withheld.text and "withheld by deny:user:alice" in withheld.text  # the rule
+    assert "group:finance" in browser.find_element(By.CSS_SELECTOR, "#withheld .principals").text  # her groups
+    assert browser.find_elements(By.CSS_SELECTOR, "#withheld .unknown-user") == []
     assert [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".hit .citation")] == ["handbook.md"]
     assert "4.2 million" not in browser.find_element(By.ID, "context").text
     screenshot(browser, "try-it-as-a-user")
+    user = browser.find_element(By.ID, "user")
+    user.clear()
+    user.send_keys("alcie")  # misspelt: no key, grant or group names her (issue 58: taken as a real user)
+    browser.find_element(By.ID, "question").send_keys(Keys.ENTER)
+    has_text(browser, "#withheld .unknown-user", "misspelt")
+    assert "none of its readers (group:finance" in browser.find_element(By.ID, "withheld").text
     no_page_errors(browser)

@@ -96,3 +96,43 @@ def test_an_administrator_sets_up_a_sharepoint_source_runs_it_and_syncs_permissi
         assert runtime.groups.of("default", "u-alice") == ["g-hr"]
         no_page_errors(browser)
         browser.get("about:blank")
+
+
+def test_an_administrator_has_a_page_for_keys_the_group_directory_and_the_vault(browser, server):
+    """Issue 58, finding 10: keys made (bound to a user, with groups; shown once) and revoked, each group membership with
+    its origin (set here, or a source's permission sync), the vault's state and what to do when it is off."""
+    url, runtime = server
+    _, boss = runtime.keys.create("default", "admin", name="boss")
+    runtime.groups.set("default", "carol", ["finance"])
+    runtime.groups.directory.synced("default", "source:kb1/intranet", {"alice": ["g-hr"]})
+    browser.delete_all_cookies()
+    browser.get(f"{url}/ui/admin")
+    visible(browser, "#credential").send_keys(boss + "\n")
+    has_text(browser, "#keys tbody", "boss")
+    rows = {r.find_element(By.CSS_SELECTOR, "td").text: r.text for r in browser.find_elements(By.CSS_SELECTOR, "#groups tbody tr")}
+    assert "set here" in rows["carol"] and "permission sync of kb1/intranet" in rows["alice"]
+    assert "EDDI_VAULT_MASTER_KEY" in browser.find_element(By.ID, "admin-vault").text  # off here: what the operator does
+
+    form = browser.find_element(By.ID, "new-key")
+    form.find_element(By.NAME, "name").send_keys("bob's agent")
+    form.find_element(By.NAME, "user").send_keys("bob")
+    form.find_element(By.NAME, "groups").send_keys("finance, travel")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    secret = visible(browser, "#new-key-out .secret-once").text
+    assert secret.startswith("erk_") and runtime.keys.keys.authenticate(secret).user_id == "bob"
+    row = has_text(browser, "#keys tbody", "bob's agent").find_element(By.XPATH, ".//tr[contains(., \"bob's agent\")]")
+    assert "finance, travel" in row.text and secret not in browser.find_element(By.ID, "keys").text
+    screenshot(browser, "admin-1-keys-groups-vault")
+    click(browser, row.find_element(By.XPATH, ".//button[text()='Revoke']"))
+    browser.switch_to.alert.accept()
+    has_text(browser, "#new-key-out", "Revoked bob's agent")
+    wait(browser).until(lambda d: "bob's agent" not in d.find_element(By.ID, "keys").text)
+
+    form = browser.find_element(By.ID, "set-groups")
+    form.find_element(By.NAME, "user").send_keys("dan")
+    form.find_element(By.NAME, "groups").send_keys("legal")
+    click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    has_text(browser, "#set-groups-out", "dan is now in: legal")
+    assert runtime.groups.of("default", "dan") == ["legal"]
+    no_page_errors(browser)
+    browser.get("about:blank")

@@ -129,7 +129,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     around_requests(app, documentation_wants_a_credential)
 
     for router in (health.router, backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
-                   collections.router, keys.router, groups.router, groups.kb_router, agents.router, backup.router, variables.router, vault.router):
+                   collections.router, keys.router, groups.router, groups.memberships_router, groups.kb_router, agents.router, backup.router,
+                   variables.router, vault.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

@@ -30,6 +30,18 @@ def members(runtime: RuntimeDep, caller: Admin) -> dict[str, list[str]]:
     return runtime.groups.members(caller.tenant)
 
 
+
+memberships_router = APIRouter(prefix="/ragstore/group-memberships", tags=["permissions"], route_class=Route,
+                               responses=ERROR_RESPONSES)
+
+
+@memberships_router.get("")
+def memberships(runtime: RuntimeDep, caller: Admin) -> list[dict[str, str]]:
+    """Every membership of the tenant with where it comes from: {user, group, origin ("": set by an administrator;
+    source:<kb>/<source>: a source's permission sync, replaced at its next one), addedOn}."""
+    return runtime.groups.memberships(caller.tenant)
+
+
 @router.get("/{user}")
 def groups_of(user: UserId, runtime: RuntimeDep, caller: Admin) -> dict[str, Any]:
     return {"user": user, "groups": runtime.groups.of(caller.tenant, user)}

@@ -48,7 +48,9 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> d
     credential bound to a user always searches as that user); ``marks``: each result also says which of its
     sentences match the query best (``matchOffsets``, ``[start, end)`` in ``passage``). A knowledge base that cannot
     answer says why and how to fix it (the doctor's check). An administrator asking as ``userId`` a knowledge base
-    that reads by permissions also gets what is withheld from that user (``withheld``: {id, source, acl}; Try it)."""
+    that reads by permissions also gets what is withheld from that user, a row per document with the rule that withholds
+    it (``withheld``: {documentId, source, acl, chunks, rule}), and who the user is to it (``asUser``: {user, known,
+    principals}: a user no key and no group names is ``known: false``, often a misspelt name; Try it)."""
     request = SearchRequest(id, body.query, k=body.maxResults, min_score=body.minScore, where=body.where,
                             user_id=caller.searcher(body.userId), reader=caller.reader_for(body.userId),
                             expansion=body.contextExpansion, max_context_chars=body.maxContextChars)
@@ -59,9 +61,9 @@ def query(id: str, body: QueryRequest, runtime: RuntimeDep, caller: Viewer) -> d
             found = runtime.search.run(request).to_json(marked=body.marks)
         except WithheldError as e:  # the administrator sees why, and what the user would not get
             found = {"kbId": id, "query": body.query, "results": [], "passages": [], "withheldReason": str(e)}
-        hidden = runtime.search.withheld(request, [r["id"] for r in found["results"]])
-        return {**found, "withheld": [{"id": h.id, "source": h.metadata.get("source"), "acl": h.metadata.get("acl")}
-                                      for h in hidden]}
+        seen = runtime.search.as_user(request, [r["id"] for r in found["results"]],
+                                      lambda user: runtime.groups.knows(caller.tenant, user) or runtime.keys.bound_to(caller.tenant, user))
+        return {**found, "withheld": seen.pop("withheld"), "asUser": seen}
 
 
 class ContextRequest(RequestBody):

@@ -241,7 +241,11 @@ class Ingestor:
             progress.warn(poor + (f" (the packs of its language, {', '.join(missing)}, are not installed: "
                                   f"Debian's tesseract-ocr-{missing[0].replace('_', '-')})" if missing else ""))
         if max_chars is not None:
+            whole = sum(len(p.text) for p in parts)
             parts = truncated(parts, max_chars)
+            if whole > max_chars:
+                progress.warn(f"its text ({whole:,} characters) was cut to the first {max_chars:,} (the source's "
+                              "settings.maxContentLength): the rest is not searchable")
         text = "\n\n".join(p.text for p in parts)
         report = self.ingest(kb_id, config, Document(document, text, parts=parts, **fields), progress.embedded,
                              file_bytes=len(data))

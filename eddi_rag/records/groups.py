@@ -82,3 +82,11 @@ class GroupDirectory:
                                (tenant,)):
             out.setdefault(r["user_id"], []).append(r["group_id"])
         return out
+
+    def memberships(self, tenant: str) -> list[dict[str, str]]:
+        """Every membership of ``tenant``, with where it comes from: {user, group, origin ("" the operator's,
+        ``source:<kb>/<source>`` a source's permission sync), addedOn}."""
+        return [{"user": r["user_id"], "group": r["group_id"], "origin": r["origin"], "addedOn": r["added_on"]}
+                for r in self.db.query("SELECT user_id, group_id, origin, added_on FROM group_members WHERE tenant=? "
+                                       "ORDER BY user_id, group_id", (tenant,))]
+

@@ -74,7 +74,7 @@ def object_taken(out: Listing, name: str, prefix: str, size: int | None, include
         return None
     if max_bytes is not None and (size or 0) > max_bytes:
         out.failures.append({"document": rel, "reason": f"{size:,} bytes, over the limit of {max_bytes:,} "
-                                                        "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
+                                                        "(settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read"})
         return None
     return rel
 

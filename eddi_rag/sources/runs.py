@@ -62,6 +62,7 @@ class Run:
     costUsd: float | None = None
     sourceId: str | None = None
     message: str | None = None  # what the listing said beside its counts (EDDI's report field)
+    warnings: list[dict[str, str]] = field(default_factory=list)  # {document, name, warning}: ingested, but check it
     failing: list[dict[str, str]] | None = None  # as it ended: every document of the source whose ingestion fails now
     # (this run's and earlier ones' not read again since), {documentId, name, reason}; not kept in the history
 

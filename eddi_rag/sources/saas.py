@@ -194,7 +194,7 @@ class JsonApi:
                 for piece in response.iter_bytes():
                     data += piece
                     if max_bytes is not None and len(data) > max_bytes:
-                        raise ServiceError(f"{self.what}: a file over the limit of {max_bytes:,} bytes (EDDI_RAG_MAX_UPLOAD_MB)")
+                        raise ServiceError(f"{self.what}: a file over the limit of {max_bytes:,} bytes (settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB)")
                 return bytes(data), response.headers.get("content-type")
             finally:
                 response.close()

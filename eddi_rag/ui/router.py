@@ -353,6 +353,17 @@ def health(request: Request):
     return render(request, "health.html", caller, kbs=kbs)
 
 
+@router.get("/admin")
+def admin(request: Request):
+    """The tenant's administration: API keys, the group directory (each membership's origin), the vault's state."""
+    caller = caller_of(request)
+    if not caller.allows("admin"):
+        return render(request, "error.html", caller, status=403,
+                      message="This page is for the tenant's administrators: API keys, the group directory and the vault.")
+    vault = runtime_of(request).vault.health()
+    return render(request, "admin.html", caller, vault_on=vault["available"])
+
+
 def install(app: FastAPI) -> None:
     """Mount the UI: its pages, its static files, ``/`` → ``/ui``, and sign-in / error pages."""
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")

@@ -28,6 +28,10 @@ class Keys:
         """A new key of ``tenant``: (its info, the secret: shown once, never stored); ``groups``: the bound user's."""
         return self.keys.create(tenant, role, user, name, acts_for_users, groups)
 
+    def bound_to(self, tenant: str, user: str) -> bool:
+        """Whether a key of ``tenant`` not revoked is bound to ``user``."""
+        return any(k.user == user and not k.revokedOn for k in self.keys.list(tenant))
+
     def list(self, tenant: str | None) -> builtins.list[KeyInfo]:
         """``tenant``'s keys (None: every tenant's, for the operator's CLI)."""
         return self.keys.list(tenant)
@@ -58,6 +62,14 @@ class Groups:
 
     def add(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
         return self.directory.add(tenant, user, groups)
+
+    def knows(self, tenant: str, user: str) -> bool:
+        """Whether the directory names ``user`` (a group of theirs, set here or by a source's permission sync)."""
+        return bool(self.directory.of(tenant, user))
+
+    def memberships(self, tenant: str) -> builtins.list[dict[str, str]]:
+        """Every membership of the tenant with its origin: the operator's, or a source's permission sync."""
+        return self.directory.memberships(tenant)
 
     def remove(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
         return self.directory.remove(tenant, user, groups)

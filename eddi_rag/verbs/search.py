@@ -19,6 +19,7 @@ from cachetools import TTLCache
 
 from eddi_rag.backends.factories import EmbeddingModelFactory
 from eddi_rag.common.jsonvalues import text_problem
+from eddi_rag.common.principals import DENY
 from eddi_rag.config import RagConfiguration
 from eddi_rag.retrieval import access, marks
 from eddi_rag.retrieval.access import Access, Reader, WithheldError
@@ -151,6 +152,25 @@ class Search:
         mine = set(got)
         return [h for h in self._hits(request, config, readable=access.EVERYONE) if h.id not in mine]
 
+    def as_user(self, request: SearchRequest, got: Sequence[str], known: Callable[[str], bool]) -> dict[str, Any]:
+        """What an administrator's Try it "as" a user shows beside the user's results: who the user is to this knowledge
+        base (``known``: whether any key, grant or the group directory names the user; a misspelt name is a user with
+        no groups), the principals it reads with, and one row per withheld document with the rule that withheld it."""
+        config, reader = self._config(request), self._reader(request)
+        try:
+            principals = list(self.access(request.kb_id, config, reader).principals)
+        except access.WithheldError:
+            principals = list(reader.principals(self.groups(config.tenant, reader.user) if reader.user else ()))
+        rows: dict[str, dict[str, Any]] = {}
+        for hit in self.withheld(request, got):
+            document = str(hit.metadata.get("document_id") or hit.id)
+            row = rows.setdefault(document, {"documentId": document, "source": hit.metadata.get("source"),
+                                             "acl": hit.metadata.get(access.ACL), "chunks": 0,
+                                             "rule": withheld_by(config.audience, config.owner, hit.metadata.get(access.ACL), principals)})
+            row["chunks"] += 1
+        return {"user": reader.user, "known": reader.user is not None and known(reader.user), "principals": principals,
+                "withheld": list(rows.values())}
+
     def _reader(self, request: SearchRequest) -> Reader:
         return request.reader if request.reader is not None else Reader(request.user_id)
 
@@ -241,3 +261,15 @@ class Search:
         with self._lock:
             self._cache[key] = result
         return result
+
+
+def withheld_by(audience: str, owner: str | None, acl: Any, principals: Sequence[str]) -> str:
+    """The rule that keeps a chunk from a reader holding ``principals``, said as its ACL says it."""
+    if audience == access.OWNER:
+        return f"audience OWNER: read by {owner} alone"
+    entries = [str(a) for a in acl] if isinstance(acl, list) else []
+    if denied := [a for a in entries if a.startswith(DENY) and a[len(DENY):] in principals]:
+        return denied[0]
+    readers = [a for a in entries if not a.startswith(DENY)]
+    return f"none of its readers ({', '.join(readers)}) is the user's" if readers else "it has no readers (no acl)"
+

@@ -35,6 +35,7 @@ from eddi_rag.errors import EddiRagError, described
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.ingest.progress import Silent
 from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.sources import files as upload
@@ -96,11 +97,13 @@ class SourceSync:
             raise SourceNotFoundError(f"knowledge base {kb_id!r} has no source {source_id!r} (its sources: {known})")
         return config, source
 
-    def context(self, kb_id: str, deadline: float | None = None) -> SourceContext:
-        """What a connector of ``kb_id``'s sources may use (sources.base)."""
+    def context(self, kb_id: str, deadline: float | None = None, source: IngestionSource | None = None) -> SourceContext:
+        """What a connector of ``kb_id``'s sources (of ``source``) may use (sources.base): a document over the smaller of
+        the source's ``settings.maxBytesPerPage`` and the upload limit is refused before it is read."""
         tenant = self.kbs.resources.tenant_of("rags", kb_id)
+        limit = max_upload_bytes() if source is None else min(max_upload_bytes(), source.settings.maxBytesPerPage)
         return SourceContext(kb_id, tenant, self.kbs.data_dir, self.outbound, lambda value: self.resolver.resolve(value, tenant),
-                             self.files, max_upload_bytes(), deadline)
+                             self.files, limit, deadline)
 
     # -- runs -------------------------------------------------------------------------------
     def _runnable(self, kb_id: str, source_id: str) -> tuple[RagConfiguration, IngestionSource]:
@@ -164,7 +167,7 @@ class SourceSync:
         """Begin a run and carry it out on a background thread; returns it RUNNING (409: busy or disabled; 400: a
         configuration its connector refuses, now rather than as a FAILED run later)."""
         config, source = self._runnable(kb_id, source_id)
-        connector(source.type).validate(self.context(kb_id), source)
+        connector(source.type).validate(self.context(kb_id, None, source), source)
         run = self.run_records.begin(kb_id, source.effective_id, "run")
         threading.Thread(target=self._carry_out, args=(kb_id, config, source, run, None), daemon=True,
                          name=f"eddi-rag-source-{source.effective_id}").start()
@@ -183,7 +186,7 @@ class SourceSync:
                   and (document_id is None or r["document_id"] == document_id)]
         if document_id is not None and not failed:
             raise SourceNotFoundError(f"source {sid!r} has no failed document {document_id!r}")
-        ctx, kind = self.context(kb_id), connector(source.type)
+        ctx, kind = self.context(kb_id, None, source), connector(source.type)
         items = [kind.one(ctx, source, r["document_id"], r["name"]) for r in failed]
         return self._carry_out(kb_id, config, source, self.run_records.begin(kb_id, sid, "retry"), items)
 
@@ -198,7 +201,8 @@ class SourceSync:
             else:
                 ended = self._synced(kb_id, source, sink, deadline)
             run.stopReason = run.stopReason or ended.stopped
-            run.message = "; ".join(ended.notes) or None
+            checks = [f"{w['name']}: {w['warning']}" for w in run.warnings]
+            run.message = "; ".join([*ended.notes, *([f"{len(checks)} document(s) to check: " + "; ".join(checks[:5])] if checks else [])]) or None
             if ended.complete and run.stopReason is None:
                 self._reconcile(kb_id, config, source, sink.listed, run, at_once=ended.relisted)
             if items is None and run.stopReason is None:  # its work recorded: the next run resumes past it
@@ -216,7 +220,7 @@ class SourceSync:
 
     def _synced(self, kb_id: str, source: IngestionSource, sink: Any, deadline: float | None) -> SyncEnd:
         """The source synced into ``sink`` from its cursor; a cursor the source no longer knows lists it in full."""
-        sid, kind, ctx = source.effective_id, connector(source.type), self.context(kb_id, deadline)
+        sid, kind, ctx = source.effective_id, connector(source.type), self.context(kb_id, deadline, source)
         cursor = self.ledger.cursor(kb_id, sid)
         try:
             return kind.sync(ctx, source, cursor, sink)
@@ -240,7 +244,7 @@ class SourceSync:
         known = self.ledger.known(kb_id, sid)
         if known and not listed:
             try:
-                connector(source.type).check_access(self.context(kb_id), source)
+                connector(source.type).check_access(self.context(kb_id, None, source), source)
             except Exception as e:  # noqa: BLE001 - whatever it is, nothing is concluded from an empty listing
                 note = self.redact(f"listed no document where it held {len(known)}, and cannot be read now "
                                    f"({type(e).__name__}: {e}): nothing was deleted")
@@ -288,7 +292,8 @@ class SourceSync:
                     self.ledger.seen(kb_id, sid, item.document_id)
                 return
             fmt = detect(data, content_type, item.name)
-            report = self.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, source=item.name, acl=acl,
+            heard = _Heard()
+            report = self.ingestor.ingest_file(kb_id, config, item.document_id, data, fmt, heard, source=item.name, acl=acl,
                                                metadata={**item.metadata, **({"url": item.url} if item.url else {}),
                                                          "sourceId": sid}, max_chars=source.settings.maxContentLength)
         except Exception as e:  # noqa: BLE001 - one document's failure is recorded, the run goes on
@@ -299,6 +304,7 @@ class SourceSync:
             run.failures.append({"document": item.document_id, "name": item.name, "reason": reason})
             return
         self.ledger.record(kb_id, sid, item, hashed, None, version, acl)  # only now: its chunks are stored
+        run.warnings += [{"document": item.document_id, "name": item.name, "warning": w} for w in heard.said]
         run.embedded += report.embedded
         run.segments += report.chunks
         if what == ADD:
@@ -344,7 +350,7 @@ class SourceSync:
         sid = source.effective_id
         try:
             known = {d: r for d, r in self.ledger.known(kb_id, sid).items() if r["hash"] is not None}
-            found = kind.permissions(self.context(kb_id, time.monotonic() + source.settings.timeBudgetMinutes * 60),
+            found = kind.permissions(self.context(kb_id, time.monotonic() + source.settings.timeBudgetMinutes * 60, source),
                                      source, sorted(known))
             failed = {f["document"] for f in found.failures}
             for document_id, row in known.items():
@@ -455,7 +461,7 @@ class SourceSync:
         """Whether the source can be read now (its connector's check_access: the credentials, the endpoint, the
         folder): ``{ok: true}``, or ``{ok: false, error}`` saying why (secrets redacted). Nothing is ingested."""
         _, source = self.source(kb_id, source_id)
-        kind, ctx = connector(source.type), self.context(kb_id, time.monotonic() + 30)
+        kind, ctx = connector(source.type), self.context(kb_id, time.monotonic() + 30, source)
         try:
             kind.validate(ctx, source)
             kind.check_access(ctx, source)
@@ -508,6 +514,16 @@ class SourceSync:
 
 
 
+class _Heard(Silent):
+    """What an ingestion of a source's document said to check (its text cut to maxContentLength, pages OCR read poorly)."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def warn(self, text: str) -> None:
+        self.said.append(text)
+
+
 def failing_documents(known: dict[str, Any]) -> list[dict[str, str]]:
     """The documents whose latest ingestion failed, by name: {documentId, name, reason}."""
     return [{"documentId": r["document_id"], "name": r["name"] or r["document_id"], "reason": r["reason"] or "no reason kept"}
@@ -556,7 +572,7 @@ class _Ingesting:
         self.run.seen += 1
         self.listed.add(document_id)
         if document_id in self.known:  # (one never ingested, such as a file its loader skips, is no news)
-            self.run.unchanged += 1
+            self.run.unchanged += self.known[document_id]["status"] == "ok"  # (one that fails stays among the failing)
             self.sync.ledger.seen(self.kb_id, self.source.effective_id, document_id)
         self._tell()
 

@@ -191,7 +191,7 @@ class ConfluenceConnector(Connector[ConfluenceSettings]):
             document_id = f"{source.effective_id}/{page['id']}/{att['id']}"
             size, limit = int(att.get("fileSize") or 0), ctx.max_bytes
             if limit is not None and size > limit:
-                sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+                sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read")
                 continue
             link = f"{wiki.base}{att['downloadLink']}"
 

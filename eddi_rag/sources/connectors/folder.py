@@ -54,7 +54,8 @@ def item(source_id: str, folder: Path, rel: str, max_bytes: int | None = None) -
             raise FolderNotAllowedError(f"{rel}: its real path (a symlink?) is outside the folders sources may read")
         real = path.resolve()
         if max_bytes is not None and (size := real.stat().st_size) > max_bytes:
-            raise FolderNotAllowedError(f"{rel}: {size:,} bytes, over the limit of {max_bytes:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+            raise FolderNotAllowedError(f"{rel}: {size:,} bytes, over the limit of {max_bytes:,} "
+                                        "(settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read")
         return real.read_bytes(), None
 
     return Item(f"{source_id}/{rel}", rel, read)

@@ -237,7 +237,7 @@ class GoogleDriveConnector(Connector[GoogleDriveSettings]):
             return True
         size, limit = int(entry.get("size") or 0), drive.ctx.max_bytes
         if limit is not None and size > limit:
-            sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+            sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read")
             return True
         return sink.document(self._item(drive, source, entry))
 

@@ -1,15 +1,15 @@
-"""A Git repository: its files on one branch, read through LangChain's ``GitLoader`` (langchain-community,
-GitPython), selected by include/exclude globs on their path in the repository. The repository is cloned
-once into a working copy of the server's and brought up to the branch's head before every run, so a run
-sees the files as the last commit left them: added, changed, and no longer there.
+"""A Git repository: its files on one branch, through git itself (GitPython), selected by include/exclude globs on their
+path in the repository. The repository is cloned once into a working copy of the server's and brought up to the branch's
+head before every run, so a run sees the files as the last commit left them: added, changed, and no longer there.
 
-``GitLoader`` reads text files only (UTF-8): a PDF or an image in the repository is skipped (a listing
-note says how many). ``url`` is ``https://`` (checked by the outbound guard, its host resolved before
-each run) or ```file://`` (a repository on the server, inside ``EDDI_RAG_FOLDER_ROOTS`` like a folder
-source). Git runs with no terminal prompt and only those protocols; a symbolic link in the repository is
-never followed (it is listed as a failure). A repository on the server is cloned only when every part of it lies
-in the roots: a ``.git`` file's ``gitdir``, a worktree's ``commondir`` and ``objects/info/alternates`` pointing
-out of them are refused (git would read the repository they name). A file over the upload limit (``EDDI_RAG_MAX_UPLOAD_MB``) is
+Every file of a supported type is a document, read by the same parsing pipeline as a folder's (a PDF, a Word or Excel
+file as much as Markdown); a file's blob id is its version, so an unchanged file is never read again. ``url`` is
+``https://`` (checked by the outbound guard, its host resolved before each run) or ``file://`` (a repository on the
+server, inside ``EDDI_RAG_FOLDER_ROOTS`` like a folder source). Git runs with no terminal prompt and only those
+protocols; a symbolic link in the repository is never followed (it is listed as a failure). A repository on the server
+is cloned only when every part of it lies in the roots: a ``.git`` file's ``gitdir``, a worktree's ``commondir`` and
+``objects/info/alternates`` pointing out of them are refused (git would read the repository they name). A file over
+the size limit (``settings.maxBytesPerPage``, or ``EDDI_RAG_MAX_UPLOAD_MB`` when smaller) is
 refused before it is read (listed as a failure naming the limit)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field
@@ -39,7 +40,6 @@ from eddi_rag.sources.base import (
     SourceContext,
     SyncEnd,
     feed,
-    holding,
     listed_again,
     selected,
 )
@@ -49,7 +49,8 @@ GIT_ENVIRONMENT = {"GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http
 
 
 class GitSettings(Settings):
-    """A Git repository's text files on one branch, read through LangChain's GitLoader; cloned once, brought to the branch's head before each run."""
+    """A Git repository's files on one branch (every supported type), cloned once and brought to the branch's head
+    before each run; a file's blob id is its version."""
 
     url: str = Field(pattern=r"^(https?|file)://", description=
         "https://… (the outbound guard checks its host) or file://… (a repository on the server, inside "
@@ -146,36 +147,37 @@ def listing(source_id: str, spec: GitSettings, path: Path, outbound: OutboundPol
 
 
 def _files(source_id: str, spec: GitSettings, path: Path, max_bytes: int | None, only: set[str] | None = None) -> Listing:
-    """The working copy's files as documents (``only``: of these paths alone)."""
-    from langchain_community.document_loaders import GitLoader
+    """The files of the working copy's head as documents (``only``: of these paths alone), each read when the sync
+    engine asks for it, its blob id its version; a symbolic link or a file over ``max_bytes`` is a failure, never read."""
+    from git import Repo
 
-    wanted = 0
     out = Listing()
-
-    def chosen(file_path: str) -> bool:
-        nonlocal wanted
-        rel = Path(file_path).relative_to(path).as_posix()
-        if only is not None and rel not in only:
-            return False
+    for line in Repo(path).git.ls_tree("-r", "-z", "--full-tree", "HEAD").split("\0"):
+        if not line:
+            continue
+        meta, rel = line.split("\t", 1)
+        mode, kind, blob = meta.split()
+        if kind != "blob" or (only is not None and rel not in only):
+            continue  # (a submodule is a commit, not a file)
         if not (Path(rel).suffix.lower() in EXTENSIONS and selected(rel, spec.include, spec.exclude)):
-            return False
-        if os.path.islink(file_path):  # a link in the repository may point anywhere on the server: never followed
+            continue
+        if mode == "120000":  # a link in the repository may point anywhere on the server: never followed
             out.failures.append({"document": rel, "reason": "a symbolic link in the repository (never followed)"})
-            return False
-        if max_bytes is not None and (size := os.path.getsize(file_path)) > max_bytes:
+            continue
+        if max_bytes is not None and (size := os.lstat(path / rel).st_size) > max_bytes:
             out.failures.append({"document": rel, "reason": f"{size:,} bytes, over the limit of {max_bytes:,} "
-                                                            "(EDDI_RAG_MAX_UPLOAD_MB): not read"})
-            return False
-        wanted += 1
-        return True
-
-    loader = GitLoader(repo_path=str(path), branch=spec.branch, file_filter=chosen)
-    for document in loader.lazy_load():
-        rel = str(document.metadata["file_path"])
-        out.items.append(Item(f"{source_id}/{rel}", rel, holding(document.page_content.encode())))
-    if wanted > len(out.items):
-        out.notes.append(f"{wanted - len(out.items)} file(s) that are not UTF-8 text were skipped (GitLoader reads text only)")
+                                                            "(settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read"})
+            continue
+        out.items.append(Item(f"{source_id}/{rel}", rel, _reader(path / rel), version=blob))
     return out
+
+
+def _reader(file: Path) -> Any:
+    def read() -> tuple[bytes, None]:
+        if file.is_symlink():  # (replaced by a link since it was listed)
+            raise GitSourceError(f"{file.name}: a symbolic link in the repository (never followed)")
+        return file.read_bytes(), None
+    return read
 
 
 class GitConnector(Connector[GitSettings]):

@@ -1,7 +1,8 @@
 """A mailbox over IMAP (IMAPClient): each mail of the folders named is a document, read by the mail loader with its
 attachments (cited ``INBOX/Quarterly report.eml > report.pdf, page 2``), its id a digest of its ``Message-ID`` (a mail
-replaced by one with the same Message-ID, such as an edited draft, keeps its id), its version its UIDVALIDITY and UID
-(a mail never changes under one UID: one already ingested is not downloaded again).
+replaced by one with the same Message-ID, such as an edited draft, keeps its id), its version a digest of its
+Message-ID, size and Date (else its UIDVALIDITY and UID): a mail already ingested is not downloaded again, even after the
+server renumbered its folder.
 
 The cursor is, per folder, its UIDVALIDITY and the UIDs seen with their documents: a later sync asks only for the
 UIDs (``UID SEARCH ALL``), reads the headers of the new ones, says deleted the documents whose UIDs are gone and
@@ -40,7 +41,7 @@ from eddi_rag.sources.base import (
     secret,
 )
 
-HEADERS = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID FROM SUBJECT)]"
+HEADERS = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID FROM SUBJECT DATE)]"
 BATCH = 500  # UIDs per FETCH of headers
 
 
@@ -147,14 +148,17 @@ class ImapConnector(Connector[ImapSettings]):
         known: dict[str, str] = dict((before or {}).get("seen", {}))
         current = sorted(int(u) for u in client.search("ALL"))
         new = [u for u in current if str(u) not in known]
-        found: dict[int, tuple[str, str, int]] = {}  # uid: (document id or "" when left out, subject, size)
+        found: dict[int, tuple[str, str, int, str]] = {}  # uid: (document id or "" when left out, subject, size, version)
         for start in range(0, len(new), BATCH):
             fetched = client.fetch(new[start:start + BATCH], [HEADERS, "RFC822.SIZE"])
             for uid, data in fetched.items():
                 head = _header(data)
                 taken = _sender_allowed("".join(header(head, "From")[:1]), spec.senders)
-                document_id = _document_id(sid, folder, str(head.get("Message-ID", "")), validity, uid) if taken else ""
-                found[uid] = (document_id, "".join(header(head, "Subject")[:1]), int(data.get(b"RFC822.SIZE", 0)))
+                message_id, size = str(head.get("Message-ID", "")).strip(), int(data.get(b"RFC822.SIZE", 0))
+                document_id = _document_id(sid, folder, message_id, validity, uid) if taken else ""
+                version = (hashlib.sha256(f"{message_id}\0{size}\0{head.get('Date', '')}".encode()).hexdigest()[:24]
+                           if message_id else f"{validity}:{uid}")  # (the same mail renumbered: not read again)
+                found[uid] = (document_id, "".join(header(head, "Subject")[:1]), size, version)
         present = {known[str(u)] for u in current if str(u) in known} | {f[0] for f in found.values()}
         for uid, document_id in known.items():
             if int(uid) not in current and document_id and document_id not in present:
@@ -163,13 +167,13 @@ class ImapConnector(Connector[ImapSettings]):
             if document_id:
                 sink.unchanged(document_id)
         for uid in new:
-            document_id, subject, size = found.get(uid, ("", "", 0))
+            document_id, subject, size, version = found.get(uid, ("", "", 0, ""))
             if not document_id:
                 continue
             if ctx.max_bytes is not None and size > ctx.max_bytes:
-                sink.error(document_id, f"{size:,} bytes, over the limit of {ctx.max_bytes:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+                sink.error(document_id, f"{size:,} bytes, over the limit of {ctx.max_bytes:,} (settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read")
                 continue
-            item = Item(document_id, f"{folder}/{_title(subject)}.eml", _reader(client, uid), version=f"{validity}:{uid}",
+            item = Item(document_id, f"{folder}/{_title(subject)}.eml", _reader(client, uid), version=version,
                         media_type="message/rfc822", metadata={"folder": folder})
             if not sink.document(item):
                 return None

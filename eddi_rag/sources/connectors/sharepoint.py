@@ -203,7 +203,7 @@ class SharePointConnector(Connector[SharePointSettings]):
                     continue
                 size, limit = entry.get("size") or 0, graph.ctx.max_bytes
                 if limit is not None and size > limit:
-                    sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (EDDI_RAG_MAX_UPLOAD_MB): not read")
+                    sink.error(document_id, f"{size:,} bytes, over the limit of {limit:,} (settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB): not read")
                     continue
                 name = f"{site.get('displayName') or site.get('name') or 'site'}/{drive.get('name') or 'drive'}/{entry['name']}"
                 if not sink.document(self._item(graph, source, site["id"], drive["id"], entry, name)):

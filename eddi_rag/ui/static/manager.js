@@ -56,6 +56,9 @@ async function loadListHealth() {
   for (const row of $$("table.kbs tr[data-kb]")) {
     api("GET", kbUrl(row.dataset.kb, "/verdict")).then((r) => {
       verdictBadge($("[data-health]", row), r);
+      const why = $("[data-health]", row).parentElement;  // the reason in words beside the badge (touch has no hover)
+      $(".verdict-why", why)?.remove();
+      if (r.ok && r.data.status !== "ok") why.append(el("div", { class: "verdict-why small" }, `${r.data.check}: ${r.data.detail}`));
       const store = r.ok ? r.data.checks.find((c) => c.check === "store") : null;
       const chunks = store && store.level === "ok" ? /(\d+) chunks?/.exec(store.detail) : null;
       $("[data-chunks]", row).textContent = chunks ? chunks[1] : "—";
@@ -781,7 +784,8 @@ function renderSources(kb) {
   if (!box) return;
   box.replaceChildren(...kb.sources.map((s) => {
     const out = el("div", { class: "source-out", "aria-live": "polite" });
-    const show = (node) => out.replaceChildren(node);
+    let shown = 0;  // what the card's output shows was asked for last: a run followed stops writing once another shows
+    const show = (node) => { shown += 1; out.replaceChildren(node); return shown; };
     const kind = el("span", {}, s.type || "source");  // what it reads, as its connector says (status: where)
     const cron = s.cron || s.schedule;
     const call = async (method, rest) => {
@@ -824,13 +828,15 @@ function renderSources(kb) {
     // A run (or permission sync) followed to its end: its counts as they grow, then its outcome and the history.
     const follow = async (kind, runId) => {
       const last = kind === "permissions" ? "lastPermissionSync" : "lastRun";
+      let mine = shown;
       for (let i = 0; i < 3600; i++) {
         await new Promise((r) => setTimeout(r, i ? 1000 : 300));
         const st = await status();
         const run = st && st[last];
+        if (shown !== mine) return;  // the user asked for something else meanwhile (History): the card's status follows on
         if (!run || run.runId !== runId) continue;
         if (run.status !== "RUNNING") { show(el("p", { class: `run-end ${run.status === "FAILED" ? "error" : ""}` }, `Finished: ${summary(run)}`)); return; }
-        show(el("p", { class: "muted run-progress", role: "status" }, `Running: ${run.documentsSeen || 0} listed, ${run.added || 0} added, ` +
+        mine = show(el("p", { class: "muted run-progress", role: "status" }, `Running: ${run.documentsSeen || 0} listed, ${run.added || 0} added, ` +
           `${run.updated || 0} updated, ${run.unchanged || 0} unchanged, ${run.deleted || 0} deleted, ${run.failed || 0} failed…`));
       }
     };
@@ -1122,12 +1128,17 @@ function initTry() {
     const results = query.data.results;
     const answer = context.data.answer;
     const withheld = query.data.withheld;  // an administrator asking as a user: what that user does not get
+    const asUser = query.data.asUser;  // who that user is to this knowledge base
     out.replaceChildren(
       withheld ? el("section", { class: "card", "aria-labelledby": "withheld-h", id: "withheld" },
-        el("h2", { id: "withheld-h" }, `Withheld from ${common.userId} (${withheld.length})`),
+        el("h2", { id: "withheld-h" }, `Withheld from ${common.userId} (${withheld.length} document${withheld.length === 1 ? "" : "s"})`),
+        asUser && !asUser.known ? el("p", { class: "notice unknown-user" }, `No key, grant or group names “${asUser.user}”: a misspelt name? `
+          + "It is asked as a user with no groups.") : "",
+        asUser ? el("p", { class: "muted principals" }, `Reads as: ${asUser.principals.join(", ") || "nobody"}`) : "",
         query.data.withheldReason ? el("p", { class: "notice" }, query.data.withheldReason) : "",
-        withheld.length ? el("ul", {}, withheld.map((w) => el("li", {}, w.source || w.id, " ",
-          el("span", { class: "muted" }, w.acl ? `readers: ${w.acl.join(", ")}` : "no readers: its document has no ACL"))))
+        withheld.length ? el("ul", {}, withheld.map((w) => el("li", { class: "withheld-doc" }, w.source || w.documentId,
+          w.chunks > 1 ? el("span", { class: "muted" }, ` (${w.chunks} chunks)`) : "", " ",
+          el("span", { class: "muted rule" }, `withheld by ${w.rule}`))))
           : el("p", { class: "muted" }, "Nothing: this user gets every chunk the question finds.")) : "",
       answer ? el("section", { class: "card", "aria-labelledby": "reply-h" }, el("h2", { id: "reply-h" }, "Answer"),
         el("p", { class: "muted", id: "reply-by" }, answer.by === "extractive"
@@ -1254,12 +1265,81 @@ function initHealth() {
   }
 }
 
+// ---- admin: API keys, the group directory with each membership's origin, the vault -----------
+const words = (text) => text.split(",").map((x) => x.trim()).filter(Boolean);
+function initAdmin() {
+  const tenant = document.body.dataset.tenant || "default";
+  const keys = async () => {
+    const r = await api("GET", "/keys");
+    const body = $("#keys tbody");
+    if (!r.ok) { body.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "error" }, problem(r)))); return; }
+    const live = r.data.filter((k) => !k.revokedOn);
+    body.replaceChildren(...(live.length ? live.map((k) => el("tr", { "data-key": k.id },
+      el("td", { "data-label": "Name" }, k.name || k.id), el("td", { "data-label": "Role" }, k.role), el("td", { "data-label": "User" }, k.user || "—"),
+      el("td", { "data-label": "Groups" }, (k.groups || []).join(", ") || "—"), el("td", { "data-label": "Acts for users" }, k.actsForUsers ? "yes" : "no"),
+      el("td", { "data-label": "Created" }, when(k.createdOn)),
+      el("td", {}, el("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(`Revoke the key ${k.name || k.id}? Whoever uses it is refused from now on.`)) return;
+        const gone = await api("DELETE", `/keys/${encodeURIComponent(k.id)}`);
+        $("#new-key-out").replaceChildren(el("p", { class: gone.ok ? "" : "error" }, gone.ok ? `Revoked ${k.name || k.id}.` : problem(gone)));
+        keys();
+      } }, "Revoke")))) : [el("tr", {}, el("td", { colspan: 7, class: "empty" }, "No keys: auth is off (every caller is trusted) until the first one exists."))]));
+  };
+  $("#new-key").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const f = e.target;
+    const body = { role: f.role.value, actsForUsers: f.actsForUsers.checked, groups: words(f.groups.value) };
+    if (f.name.value.trim()) body.name = f.name.value.trim();
+    if (f.user.value.trim()) body.user = f.user.value.trim();
+    const r = await api("POST", "/keys", body);
+    const out = $("#new-key-out");
+    if (!r.ok) { out.replaceChildren(el("p", { class: "error" }, `Not created: ${problem(r)}`)); return; }
+    const first = $("#keys td.empty");  // the first key turns auth on: this page, too, asks who you are from now on
+    out.replaceChildren(el("p", {}, "The key, shown this once (copy it now): ", el("code", { class: "secret-once" }, r.data.key)),
+      first ? el("p", { class: "muted" }, "Auth is on from now: every caller, this page too, gives a key. ", el("a", { href: "/ui/login?next=/ui/admin" }, "Sign in with an admin key")) : "");
+    f.reset();
+    if (!first) keys();
+  });
+  const groups = async () => {
+    const r = await api("GET", "/ragstore/group-memberships");
+    const body = $("#groups tbody");
+    if (!r.ok) { body.replaceChildren(el("tr", {}, el("td", { colspan: 4, class: "error" }, problem(r)))); return; }
+    body.replaceChildren(...(r.data.length ? r.data.map((m) => el("tr", { "data-user": m.user },
+      el("td", { "data-label": "User" }, m.user), el("td", { "data-label": "Group" }, m.group),
+      el("td", { "data-label": "From" }, m.origin ? `permission sync of ${m.origin.replace(/^source:/, "")}` : "set here"),
+      el("td", { "data-label": "Since" }, when(m.addedOn)))) : [el("tr", {}, el("td", { colspan: 4, class: "empty" }, "No memberships yet."))]));
+  };
+  $("#set-groups").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const f = e.target;
+    const r = await api("PUT", `/ragstore/groups/${encodeURIComponent(f.user.value.trim())}`, { groups: words(f.groups.value) });
+    $("#set-groups-out").replaceChildren(el("p", { class: r.ok ? "" : "error" }, r.ok ? `${r.data.user} is now in: ${r.data.groups.join(", ") || "no group"}.` : `Not saved: ${problem(r)}`));
+    groups();
+  });
+  const secrets = async () => {
+    const body = $("#secrets tbody");
+    if (!body) return;
+    const r = await api("GET", `/secretstore/secrets/${encodeURIComponent(tenant)}`);
+    if (!r.ok) { body.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "error" }, problem(r)))); return; }
+    body.replaceChildren(...(r.data.length ? r.data.map((k) => el("tr", {}, el("td", { "data-label": "Key" }, el("code", {}, `\${vault:${k.keyName}}`)),
+      el("td", { "data-label": "Description" }, k.description || "—"), el("td", { "data-label": "Created" }, when(k.createdAt)),
+      el("td", { "data-label": "Last used" }, k.lastAccessedAt ? when(k.lastAccessedAt) : "never"),
+      el("td", { "data-label": "Rotated" }, k.lastRotatedAt ? when(k.lastRotatedAt) : "—"))) : [el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No secrets stored yet."))]));
+  };
+  keys(); groups(); secrets();
+}
+
 // Text that scrolls (a passage, an answer, a diff) is reachable by keyboard, as axe's scrollable-region-focusable asks:
 // each such region takes focus, whenever a page puts one in.
 const SCROLLING = "pre:not([tabindex]), .diff-text:not([tabindex]), .table-wrap:not([tabindex])";
 function focusableScrolling() {
   for (const node of $$(SCROLLING)) node.tabIndex = 0;
+  for (const wrap of $$(".table-wrap")) {  // a table wider than the screen says it scrolls (a phone cut it silently)
+    const wider = wrap.scrollWidth > wrap.clientWidth + 2;
+    if (wider !== wrap.classList.contains("scrolls")) wrap.classList.toggle("scrolls", wider);
+  }
 }
+window.addEventListener("resize", () => focusableScrolling());
 
 document.addEventListener("DOMContentLoaded", () => {
   focusableScrolling();
@@ -1273,4 +1353,5 @@ document.addEventListener("DOMContentLoaded", () => {
   if ($("#feedback")) initFeedback();
   initAgents();
   if ($("tbody[data-doctor]")) initHealth();
+  if ($("#admin-keys")) initAdmin();
 });
