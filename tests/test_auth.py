@@ -307,3 +307,20 @@ def test_the_ui_sign_in_cookie_authorises_only_changes_from_our_own_pages(world)
     assert out.status_code == 303 and world.get(f"{BASE}/descriptors").status_code == 401
     page = world.get("/ui/kbs/x", follow_redirects=False)
     assert page.status_code == 303 and page.headers["location"].startswith("/ui/login?next=/ui/kbs/x")
+
+
+def test_each_version_says_when_and_by_whom_it_was_saved(world, tmp_path):
+    """Issue 58, finding 10: configuration versions record their author and time (GET …/{id}/versions, the Manager's
+    Versions list); the secret a key is never shown, only its id."""
+    kb = world.kb
+    bob = world.app.state.runtime.keys.create("acme", "editor", user="bob")[1]
+    current = world.get(f"{BASE}/{kb}", headers=as_(world.keys["admin"])).json()
+    saved = world.put(f"{BASE}/{kb}?version=1", json={**current, "maxResults": 7}, headers=as_(bob))
+    assert saved.status_code == 200, saved.text
+    versions = world.get(f"{BASE}/{kb}/versions", headers=as_(world.keys["viewer"])).json()
+    admin_id = next(k.id for k in world.app.state.runtime.keys.list("acme") if k.role == "admin" and not k.user)  # made version 1
+    assert [(v["version"], v["author"]) for v in versions] == [(2, "user:bob"), (1, f"key {admin_id}")]
+    assert all(v["createdOn"].startswith("20") for v in versions)
+    assert world.get(f"{BASE}/{kb}/versions").status_code == 401
+    page = world.get(f"/ui/kbs/{kb}", headers=as_(world.keys["viewer"]))
+    assert "by user:bob" in page.text and bob not in page.text

@@ -203,6 +203,7 @@ def test_the_configuration_form_is_grouped_with_presets_and_structured_editors(b
     card.find_element(By.CSS_SELECTOR, ".src-name").send_keys("Handbook")
     Select(card.find_element(By.CSS_SELECTOR, ".src-type")).select_by_visible_text("folder")
     visible(browser, '.source-card [data-block="path"]').send_keys(str(tmp_path))
+    browser.find_element(By.CSS_SELECTOR, '.source-card [data-path$=".settings.acl"]').send_keys("group:staff")  # its readers
     sources = browser.find_element(By.CSS_SELECTOR, 'fieldset[data-group="sources"]')
     click(browser, sources.find_element(By.CSS_SELECTOR, ":scope > details.advanced > summary"))  # the group's, not a card's
     visible(browser, '[data-path="$.requiredMetadata"]').send_keys("author, year")
@@ -211,7 +212,8 @@ def test_the_configuration_form_is_grouped_with_presets_and_structured_editors(b
     saved_as(browser, runtime, kb, 2)
     saved = runtime.resources.read("rags", kb)
     assert saved["maxResults"] == 3 and saved["requiredMetadata"] == ["author", "year"]
-    assert saved["sources"] == [{"name": "Handbook", "type": "folder", "enabled": True, "folder": {"path": str(tmp_path)}, "id": "handbook"}]
+    assert saved["sources"] == [{"name": "Handbook", "type": "folder", "enabled": True, "folder": {"path": str(tmp_path)},
+                                 "settings": {"acl": ["group:staff"]}, "id": "handbook"}]
     no_page_errors(browser)
 
 

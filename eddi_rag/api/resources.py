@@ -147,6 +147,14 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
         shared(runtime, caller, id, "VIEW")
         return data
 
+    @router.get("/{id}/versions")
+    def versions(id: str, runtime: RuntimeDep, caller: Viewer) -> list[dict[str, Any]]:
+        """Each version, newest first, with when and by whom it was saved: {version, createdOn, author} (author: user:<id>
+        or key <id>; null when nobody was asked: auth off, an import, a version saved before authors were kept)."""
+        found = runtime.catalog.versions(kind, id, caller.tenant)
+        shared(runtime, caller, id, "VIEW")
+        return found
+
     @router.put("/{id}", **written(kind), **body)
     def update(id: str, runtime: RuntimeDep, caller: Editor, version: Annotated[int, Query(ge=1, le=MAX_VERSION)],
                data: dict[str, Any] = Body(...), adopt: Adopt = False):

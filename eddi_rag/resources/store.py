@@ -57,9 +57,11 @@ class ResourceStore:
 
     # -- the store -------------------------------------------------------------------------
     def create(self, kind: str, data: dict[str, Any], description: str = "", id: str | None = None,
-               tenant: str = DEFAULT_TENANT, name: str = "", kept: dict[str, bytes] | None = None) -> ResourceRef:
+               tenant: str = DEFAULT_TENANT, name: str = "", kept: dict[str, bytes] | None = None,
+               author: str | None = None) -> ResourceRef:
         """Create version 1 in ``tenant``. ``id`` lets an import keep readable ids; it must be unused. ``name``: the
-        descriptor's (default: ``data``'s ``name``); ``kept``: files that came with it (``kept``), by relative path."""
+        descriptor's (default: ``data``'s ``name``); ``kept``: files that came with it (``kept``), by relative path;
+        ``author``: who saved it (``versions``)."""
         _check_kind(kind)
         if id is not None and not _ID.fullmatch(id):
             raise ValueError(f"invalid resource id {id!r}: use 1-64 letters, digits, '-' or '_'")
@@ -67,7 +69,8 @@ class ResourceStore:
         with self.db.transaction() as c:
             if c.execute("SELECT 1 FROM resources WHERE kind=? AND id=?", (kind, id)).fetchone():
                 raise ValueError(f"{kind}/{id} already exists")
-            c.execute("INSERT INTO resource_versions VALUES (?,?,?,?,?)", (kind, id, 1, json.dumps(data), now))
+            c.execute("INSERT INTO resource_versions (kind, id, version, data, created_on, author) VALUES (?,?,?,?,?,?)",
+                      (kind, id, 1, json.dumps(data), now, author))
             c.execute(
                 "INSERT INTO resources (kind, id, current_version, name, description, created_on, last_modified_on, "
                 "deleted, tenant) VALUES (?,?,?,?,?,?,?,0,?)",
@@ -128,19 +131,27 @@ class ResourceStore:
             raise ResourceNotFoundError(f"{kind}/{id} not found")
         return json.loads(rows[0]["data"]), rows[0]["tenant"]
 
-    def update(self, kind: str, id: str, version: int, data: dict[str, Any]) -> ResourceRef:
+    def update(self, kind: str, id: str, version: int, data: dict[str, Any], author: str | None = None) -> ResourceRef:
         with self.db.transaction() as c:
             head = self._head(kind, id)
             current = head["current_version"]
             if version != current:
                 raise VersionConflictError(kind, id, version, current)
             now = _now()
-            c.execute("INSERT INTO resource_versions VALUES (?,?,?,?,?)", (kind, id, current + 1, json.dumps(data), now))
+            c.execute("INSERT INTO resource_versions (kind, id, version, data, created_on, author) VALUES (?,?,?,?,?,?)",
+                      (kind, id, current + 1, json.dumps(data), now, author))
             c.execute(
                 "UPDATE resources SET current_version=?, name=?, last_modified_on=? WHERE kind=? AND id=?",
                 (current + 1, str(data.get("name", head["name"])), now, kind, id),
             )
         return ResourceRef(kind, id, current + 1)
+
+    def versions(self, kind: str, id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Each version of the resource, newest first: {version, createdOn, author} (author None: nobody was asked)."""
+        self._head(kind, id, tenant)
+        return [{"version": r["version"], "createdOn": r["created_on"], "author": r["author"]}
+                for r in self.db.query("SELECT version, created_on, author FROM resource_versions WHERE kind=? AND id=? "
+                                       "ORDER BY version DESC", (kind, id))]
 
     def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
         head = self._head(kind, id)

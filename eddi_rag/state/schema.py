@@ -301,13 +301,20 @@ def _questions_asked_as(c: sqlite3.Connection) -> None:
         c.execute("ALTER TABLE test_questions ADD COLUMN as_user TEXT")
 
 
+def _version_authors(c: sqlite3.Connection) -> None:
+    """Version 21: who saved each version of a resource (``resource_versions.author``: ``user:<id>``, ``key <id>``, or
+    NULL when nobody was asked: auth off, an import, a version saved before)."""
+    if "author" not in _columns(c, "resource_versions"):
+        c.execute("ALTER TABLE resource_versions ADD COLUMN author TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
                                                                  _canonical_places, _principals, _source_cursors,
-                                                                 _synced_permissions, _questions_asked_as)
+                                                                 _synced_permissions, _questions_asked_as, _version_authors)
 LATEST = len(MIGRATIONS)
 
 

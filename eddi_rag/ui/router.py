@@ -190,7 +190,7 @@ async def create_kb(request: Request):
                "operator keeps, such as ${env:OPENAI_API_KEY}") if problem["check"] == "secrets" else problem["fix"]
         return _list_page(request, error=f"Not created: {problem['detail']}. Fix: {fix}", draft=draft, status=400)
     try:
-        ref = runtime.saving.create("rags", data, caller.tenant)
+        ref = runtime.saving.create("rags", data, caller.tenant, who=caller)
     except ConfigValidationError as e:
         return _list_page(request, error="Not created: " + "; ".join(f"{x['path']}: {x['message']}" for x in e.errors),
                           draft=draft, status=400)
@@ -243,7 +243,7 @@ def restore_version(id: str, request: Request, version: int = Form(..., ge=1, le
     """Version ``version``'s configuration saved again as the newest version (history keeps every one)."""
     caller, runtime, kb, _ = _kb(request, id)
     _editor(caller)
-    ref = runtime.saving.update("rags", id, kb["version"], runtime.catalog.read("rags", id, version), caller.tenant)
+    ref = runtime.saving.update("rags", id, kb["version"], runtime.catalog.read("rags", id, version), caller.tenant, who=caller)
     return _back(message=f"Version {version} restored as version {ref.version}.", to=f"/ui/kbs/{id}")
 
 
@@ -273,7 +273,9 @@ def document_page(id: str, request: Request, d: str = Query(..., min_length=1, m
 
 @router.get("/kbs/{id}")
 def editor(id: str, request: Request):
-    return _kb_page(request, id, "kb_config.html", "config")
+    caller = caller_of(request)
+    saved = {v["version"]: v for v in runtime_of(request).catalog.versions("rags", id, caller.tenant)}
+    return _kb_page(request, id, "kb_config.html", "config", saved=saved)
 
 
 @router.get("/kbs/{id}/diff")

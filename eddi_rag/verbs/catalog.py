@@ -35,6 +35,10 @@ class Catalog:
         data = self.read(kind, id, version, tenant)
         return sealing.shown(data) if kind == "rags" else data
 
+    def versions(self, kind: str, id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Each version, newest first, with when and by whom it was saved: {version, createdOn, author}."""
+        return self.resources.versions(kind, id, tenant)
+
     def current_version(self, kind: str, id: str, tenant: str | None = None) -> int:
         return self.resources.current_version(kind, id, tenant)
 

@@ -65,14 +65,15 @@ class Saving:
         of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership). ``who``: the
         caller, whose verified user owns a new knowledge base (``owner``) unless an administrator names another."""
         if kind != "rags":
-            return self.resources.create(kind, self.kbs.checked(kind, data, tenant), description=description, id=id, tenant=tenant)
+            return self.resources.create(kind, self.kbs.checked(kind, data, tenant), description=description, id=id, tenant=tenant,
+                                         author=author_of(who))
         id = id or secrets.token_hex(12)
         sealed, pending = self.sealing.seal(data, tenant, id)
         saved = self.kbs.checked(kind, _with_access(kind, sealed, None, who), tenant)
         claimed = self._claim(id, saved, tenant, adopt)
         kept = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending)
         try:
-            return self.resources.create(kind, saved, description=description, id=id, tenant=tenant)
+            return self.resources.create(kind, saved, description=description, id=id, tenant=tenant, author=author_of(who))
         except BaseException:
             self.sealing.undo(tenant, kept)
             if claimed is not None:
@@ -87,7 +88,7 @@ class Saving:
         before = self._config(id) if kind == "rags" else None
         sealed, pending = self._sealed(kind, id, data, tenant)
         return self._update_checked(kind, id, version, self.kbs.checked(kind, _with_access(kind, sealed, before, who), tenant),
-                                    tenant, adopt, pending)
+                                    tenant, adopt, pending, author_of(who))
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
@@ -169,14 +170,14 @@ class Saving:
                              (CLAIMED_ONCE, datetime.now(timezone.utc).isoformat()))
 
     def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any], tenant: str = DEFAULT_TENANT,
-                        adopt: bool = False, pending: list[tuple[str, str]] | None = None) -> ResourceRef:
+                        adopt: bool = False, pending: list[tuple[str, str]] | None = None, author: str | None = None) -> ResourceRef:
         """``pending``: the secrets sealed out of ``saved`` (verbs.sealing), kept in the vault with it."""
         before = self._config(id) if kind == "rags" else None
         claimed = self._claim(id, saved, tenant, adopt, before) if kind == "rags" else None
         old = self.documents.stores.place(id, before) if before is not None else None
         sealed = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending or [])
         try:
-            ref = self.resources.update(kind, id, version, saved)
+            ref = self.resources.update(kind, id, version, saved, author)
         except BaseException:
             self.sealing.undo(tenant, sealed)
             if claimed is not None and claimed != old:
@@ -266,3 +267,14 @@ def own_store(data: dict[str, Any]) -> dict[str, Any]:
     if not data.get("storeNamespace") and any(k in (data.get("storeParameters") or {}) for k in NAMED):
         return {**data, "storeParameters": {k: v for k, v in data["storeParameters"].items() if k not in NAMED or k == "path"}}
     return data
+
+
+def author_of(who: Principal | None) -> str | None:
+    """Who saved a version, as its history shows it: the verified user, else the key; None when nobody was asked (auth
+    off, an import, the Python API)."""
+    if who is None or who.subject == "in-process":
+        return None
+    if who.user_id:
+        return f"user:{who.user_id}"
+    return who.subject or who.role  # ("key <id>": the key's id, never its secret)
+
