@@ -147,6 +147,26 @@ def test_saving_keeps_who_may_read_and_refuses_what_cannot_hold(runtime):
     assert (config.audience, config.aclMode) == ("DOCUMENT_ACL", "warn")  # never opened to everyone by leaving it out
 
 
+
+def test_switching_to_document_acl_says_at_the_save_how_many_documents_nobody_reads(runtime):
+    """Issue 58, finding 9: switching a knowledge base to DOCUMENT_ACL hid every document without readers silently."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+
+    kb = make_kb(runtime, "switched", minScore=0)
+    runtime.ingest(kb, "open.md", "Opening hours are nine to five.", acl=["public"])
+    runtime.ingest(kb, "loose.md", "The loose document has no readers.")
+    with TestClient(create_app(runtime)) as client:
+        current = client.get(f"/ragstore/rags/{kb}").json()
+        saved = client.put(f"/ragstore/rags/{kb}?version=1", json={**current, "audience": "DOCUMENT_ACL"})
+        assert saved.status_code == 200, saved.text
+        (said,) = [w for w in saved.json()["warnings"] if w["check"] == "acl"]
+        assert "1 document(s) have no reader: loose.md" in said["detail"] and "nobody reads them now" in said["detail"]
+        assert "settings.acl" in said["fix"] and "PATCH" in said["fix"]
+        again = client.put(f"/ragstore/rags/{kb}?version=2", json={**current, "audience": "AGENT_USERS"})
+        assert [w for w in again.json()["warnings"] if w["check"] == "acl"] == []
+
 def test_an_acl_is_a_list_of_principals_and_a_bad_one_names_its_entry(runtime):
     assert parse_acl("group:finance, user:bob,deny:user:carol,group:finance") == ["group:finance", "user:bob", "deny:user:carol"]
     for wrong, where in (("finance", r"acl\[0\]"), (["public", "role:x"], r"acl\[1\]"), (["deny:deny:user:x"], r"acl\[0\]"),

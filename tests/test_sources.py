@@ -355,3 +355,29 @@ def test_cli_sources_run(tmp_path, roots):
     result = eddi_rag("sources", "run", kb, "--data-dir", data)
     assert result.returncode == 0, result.stderr
     assert "docs: COMPLETED  added 1, updated 0, unchanged 0, deleted 0, failed 0" in result.stdout
+
+
+def test_a_run_reports_its_counts_while_it_runs(runtime, roots, monkeypatch):
+    """Issue 58, finding 2: a run kept no counts until it ended (five polls of a 14-file run: RUNNING, all 0). The second
+    document's ingestion is held until the test has seen the first counted by a RUNNING run."""
+    import threading
+
+    for name in ("a.md", "b.md", "c.md"):
+        (roots / name).write_text(f"# {name}\n\nThe text of {name}.\n")
+    kb = folder_kb(runtime, roots)
+    release, original, calls = threading.Event(), runtime.ingestor.ingest_file, []
+
+    def held(*args, **kwargs):
+        calls.append(args[2])
+        if len(calls) == 2:
+            release.wait(30)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runtime.ingestor, "ingest_file", held)
+    started = runtime.sources.start(kb, "docs")
+    until(lambda: runtime.sources.runs(kb, "docs")[0]["added"] == 1, "the first document counted while the run runs", 30)
+    running = runtime.sources.runs(kb, "docs")[0]
+    assert (running["runId"], running["status"], running["documentsSeen"]) == (started.runId, "RUNNING", 1)
+    release.set()
+    until(lambda: runtime.sources.runs(kb, "docs")[0]["status"] != "RUNNING", "the run to end", 30)
+    assert (runtime.sources.runs(kb, "docs")[0]["added"], runtime.sources.runs(kb, "docs")[0]["outcome"]) == (3, "COMPLETED")

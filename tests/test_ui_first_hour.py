@@ -99,6 +99,9 @@ def test_one_verdict_on_the_list_health_and_agents_and_errors_with_their_fix(bro
               for r in browser.find_elements(By.CSS_SELECTOR, "table.kbs tr[data-kb]")}
     assert {n: b.text for n, b in badges.items()} == {"Rail": "ok", "Empty": "warning", "Locked": "failed"}
     assert "no documents yet" in badges["Empty"].get_attribute("title")
+    why = {r.find_element(By.CSS_SELECTOR, "td a").text: r.find_elements(By.CSS_SELECTOR, ".verdict-why")
+           for r in browser.find_elements(By.CSS_SELECTOR, "table.kbs tr[data-kb]")}
+    assert "documents: no documents yet" in why["Empty"][0].text and why["Rail"] == []  # in words, not on hover alone
     assert "EDDI_UI_NO_SUCH_KEY" in badges["Locked"].get_attribute("title") and "fix:" in badges["Locked"].get_attribute("title")
     screenshot(browser, "1-knowledge-bases-verdicts")
 
@@ -398,6 +401,11 @@ def test_the_new_screens_fit_a_phone(server):
         visible(phone, '[data-path="$.chunkStrategy"]')
         assert no_sideways_scroll(phone)
         screenshot(phone, "15-phone-configuration")
+        phone.get(f"{url}/ui/kbs/{kb}/documents")  # a table wider than the phone says it scrolls (issue 58: cut silently)
+        wrap = visible(phone, "#documents .table-wrap", 20)
+        wait(phone, 10).until(lambda d: "scrolls" in wrap.get_attribute("class"))
+        assert "Scroll sideways" in phone.execute_script("return getComputedStyle(arguments[0], '::before').content", wrap)
+        screenshot(phone, "15-phone-documents-scroll")
     finally:
         phone.quit()
 
