@@ -484,9 +484,10 @@ def sources_run(kb_id, source_id, data_dir) -> None:
 def query(kb_id, question, data_dir, max_results, min_score, where, user_id, as_json) -> None:
     """Search knowledge base KB_ID and print scored chunks."""
     from eddi_rag.runtime import Runtime
+    from eddi_rag.verbs.audit import acting
     from eddi_rag.verbs.search import SearchRequest
 
-    with Runtime(data_dir) as runtime:
+    with Runtime(data_dir) as runtime, acting("cli", subject="cli"):
         hits = runtime.search.hits(SearchRequest(kb_id, question, k=max_results, min_score=min_score,
                                                  where=where, user_id=user_id))
     if as_json:
@@ -610,6 +611,25 @@ def export(agent_id, out, data_dir) -> None:
     target = Path(out or f"{agent_id}.zip")
     target.write_bytes(data)
     click.echo(f"wrote {target} ({len(data):,} bytes)")
+
+
+@main.group()
+def audit() -> None:
+    """The audit record: every retrieval and administrative action, chained by hash (docs/audit.md)."""
+
+
+@audit.command("verify")
+@data_dir_option
+def audit_verify(data_dir) -> None:
+    """Walk the chain; name every entry edited, removed or moved (exit 1 when any is)."""
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        found = runtime.audit.verify()
+    for p in found["problems"]:
+        click.echo(f"entry {p['seq']}: {p['problem']}", err=True)
+    click.echo(f"{found['entries']} entries: " + ("the chain holds" if found["ok"] else f"{len(found['problems'])} problem(s)"))
+    sys.exit(0 if found["ok"] else 1)
 
 
 @main.command("reference", hidden=True)

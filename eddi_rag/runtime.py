@@ -19,6 +19,7 @@ from eddi_rag.embeddings.cache import open_cache
 from eddi_rag.errors import EddiRagError
 from eddi_rag.ingest.jobs import IngestionQueue
 from eddi_rag.ingest.pipeline import Ingestor
+from eddi_rag.records.audit import AuditLog
 from eddi_rag.records.feedback import FeedbackLog
 from eddi_rag.records.grants import KbGrants
 from eddi_rag.records.groups import GroupDirectory
@@ -35,6 +36,7 @@ from eddi_rag.state.sqlite import Database
 from eddi_rag.stores.base import SearchHit, StoreContext
 from eddi_rag.stores.ownership import StoreOwnership
 from eddi_rag.verbs.access import GlobalVariables, Grants, Groups, Keys
+from eddi_rag.verbs.audit import Audit
 from eddi_rag.verbs.catalog import Catalog
 from eddi_rag.verbs.contract import RagPipeline
 from eddi_rag.verbs.documents import Documents
@@ -109,6 +111,9 @@ class Runtime:
         self.health = Health(self.knowledge_bases, self.stores, self.resources, self.embeddings, self.resolver, self.jobs.failing,
                              lambda: self.keys.any() or OidcConfig.from_env() is not None, lambda kb_id: self.sources.problems(kb_id))
         self.search.explained = self.health.explained
+        self.audit = Audit(AuditLog(self.db))  # every retrieval and administrative action, chained (records.audit)
+        self.search.audit = self.audit.log
+        self.saving.record = self.groups.record = self.audit.record
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.knowledge_bases.resolve_embedding)
         def ungranted(agent_id: str, config: RagConfiguration) -> list[str]:
@@ -131,6 +136,7 @@ class Runtime:
         self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db)
         self.collections = VectorCollections(Collections(self.db, self.stores))
         self.keys = Keys(KeyStore(self.db))
+        self.keys.record = self.audit.record
         self.variables = GlobalVariables(variables)
         self.vault = Vault(secrets)
         self.feedback = Votes(FeedbackLog(self.db), self.documents, lambda caller, kb_id: self.grants.may(caller, kb_id, "VIEW"))

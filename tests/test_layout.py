@@ -163,7 +163,7 @@ def test_no_two_folders_import_each_other():
 # A face (api/, ui/, interop/, tools/, cli.py) reaches the library through the runtime's verbs and its life
 # cycle, and imports nothing of the layers below but their contracts (the store protocol, stores/base.py: what
 # the LangChain adapter wraps and third parties implement). BY_DESIGN names what may do otherwise, and why.
-VERBS = {"vault", "knowledge_bases", "catalog", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
+VERBS = {"vault", "audit", "knowledge_bases", "catalog", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
          "feedback", "questions", "keys", "groups", "grants", "variables", "collections",
          "close", "start_work", "stop_work", "readiness", "state_dialect"}
 BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state", "eddi_rag.retrieval", "eddi_rag.answers",

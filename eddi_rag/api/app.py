@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from eddi_rag import __version__
 from eddi_rag.api import (
     agents,
+    audit,
     backends,
     backup,
     collections,
@@ -40,6 +41,7 @@ from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.resource_types import OLDER_URIS, RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import router as ui
+from eddi_rag.verbs.audit import acting
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 MCP_PATH = "/mcp"
@@ -116,21 +118,26 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     operated(app, runtime, "serve+worker" if worker else "serve", oidc)
 
     async def documentation_wants_a_credential(inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        """FastAPI's own /openapi.json and /docs, and /mcp: like every endpoint but /health, once auth is on."""
+        """FastAPI's own /openapi.json and /docs, and /mcp: like every endpoint but /health, once auth is on. Every
+        request is of a face for the audit record: the Manager's own pages and calls (a page of /ui refers them), MCP,
+        else REST; the caller is noted when it is authenticated (auth.http.principal_of)."""
         request = Request(scope, receive)
-        if request.url.path in DOCUMENTATION or request.url.path == MCP_PATH:
-            try:
-                principal_of(request)
-            except AuthError as e:
-                await (await errors.answer(request, e))(scope, receive, send)
-                return
-        await inner(scope, receive, send)
+        referer = request.headers.get("referer", "")
+        face = "mcp" if request.url.path == MCP_PATH else "manager" if request.url.path.startswith("/ui") or "/ui" in referer else "rest"
+        with acting(face):
+            if request.url.path in DOCUMENTATION or request.url.path == MCP_PATH:
+                try:
+                    principal_of(request)
+                except AuthError as e:
+                    await (await errors.answer(request, e))(scope, receive, send)
+                    return
+            await inner(scope, receive, send)
 
     around_requests(app, documentation_wants_a_credential)
 
     for router in (health.router, backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
                    collections.router, keys.router, groups.router, groups.memberships_router, groups.kb_router, agents.router, backup.router,
-                   variables.router, vault.router):
+                   variables.router, vault.router, audit.router):
         app.include_router(router)
     for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
         app.include_router(resource_router(kind))

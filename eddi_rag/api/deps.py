@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 
 from eddi_rag.auth import ForbiddenError, Principal
-from eddi_rag.auth.http import Admin, Editor, Viewer, principal_of
+from eddi_rag.auth.http import Admin, Auditor, Editor, Viewer, principal_of
 from eddi_rag.resource_types import MAX_VERSION
 from eddi_rag.runtime import Runtime
 
-__all__ = ["Admin", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "curators_only", "kb_of_tenant", "readable"]
+__all__ = ["Admin", "Auditor", "Editor", "MAX_VERSION", "Offset", "RuntimeDep", "Version", "Viewer", "curators_only", "kb_of_tenant", "readable"]
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -22,7 +22,7 @@ class KeyRequest(RequestBody):
         {"if": {"properties": {"groups": {"minItems": 1}}, "required": ["groups"]},
          "then": {"required": ["user"], "properties": {"user": {"type": "string"}}}}]})
 
-    role: Literal["viewer", "editor", "admin"]
+    role: Literal["viewer", "editor", "admin", "auditor"]  # auditor: the audit record alone
     user: str | None = None
     name: str | None = None
     actsForUsers: bool = False

@@ -15,6 +15,7 @@ __all__ = ["DEFAULT_TENANT", "ROLES", "TRUSTED", "AuthError", "ForbiddenError", 
 from eddi_rag.errors import EddiRagError
 
 ROLES = ("viewer", "editor", "admin")
+AUDITOR = "auditor"  # reads the audit record and nothing else (no role above or below it)
 
 
 class AuthError(EddiRagError):
@@ -41,7 +42,10 @@ class Principal:
     email: str | None = None  # the bound user's e-mail, only when verified (an OIDC token's email_verified)
 
     def allows(self, role: str) -> bool:
-        """Whether this credential's role is ``role`` or above (``none``, a token granting none of the roles, never is)."""
+        """Whether this credential's role is ``role`` or above (``none``, a token granting none of the roles, never is); the
+        audit record (``auditor``) is read by auditors and administrators alone."""
+        if role == AUDITOR:
+            return self.role in (AUDITOR, "admin")
         return self.role in ROLES and ROLES.index(self.role) >= ROLES.index(role)
 
     def user_for(self, requested: str | None) -> str | None:

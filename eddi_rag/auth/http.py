@@ -5,14 +5,15 @@ it gives, the role a route needs, and the tenant check of a resource it names.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, Request
 
-from eddi_rag.auth import ROLES, TRUSTED, AuthError, ForbiddenError, Principal
+from eddi_rag.auth import AUDITOR, ROLES, TRUSTED, AuthError, ForbiddenError, Principal
 from eddi_rag.auth.keys import PREFIX
 from eddi_rag.auth.oidc import OidcVerifier
 from eddi_rag.auth.session import cookie_credential
+from eddi_rag.records.audit import ACTING
 
 
 def credential(headers: Mapping[str, str] | None) -> str:
@@ -60,10 +61,26 @@ def principal_of(request: Request) -> Principal:
     """The caller, authenticated once per request."""
     if not hasattr(request.state, "principal"):
         request.state.principal = request.app.state.auth.principal(request)
+        noted = ACTING.get()
+        if noted.face != "python":  # a request's own record (the face set it): whose it is, for the audit record
+            noted.who.update(who(request.state.principal))
     return request.state.principal
 
 
+def who(principal: Principal) -> dict[str, Any]:
+    """A caller as the audit record names it: never a secret (a key by its id)."""
+    found = {"user": principal.user_id, "role": principal.role, "key": principal.subject if principal.subject.startswith("key ") else None,
+             "subject": None if principal.subject.startswith("key ") else principal.subject or None,
+             "groups": list(principal.groups) or None, "actsForUsers": principal.acts_for_users or None}
+    return {k: v for k, v in found.items() if v is not None}
+
+
 def check_role(principal: Principal, role: str, doing: str = "do this") -> None:
+    if role == AUDITOR:
+        if not principal.allows(AUDITOR):
+            raise ForbiddenError(f"role {principal.role!r} may not {doing}; the audit record is read by auditors and "
+                                 "administrators alone")
+        return
     if principal.role not in ROLES:
         raise ForbiddenError(f"this token grants none of the roles {', '.join('eddi-' + r for r in ROLES)}, so it may not "
                              f"{doing}; it needs {'eddi-' + role!r} or above")
@@ -82,3 +99,4 @@ def require(role: str):
 Viewer = Annotated[Principal, Depends(require("viewer"))]
 Editor = Annotated[Principal, Depends(require("editor"))]
 Admin = Annotated[Principal, Depends(require("admin"))]
+Auditor = Annotated[Principal, Depends(require(AUDITOR))]

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from eddi_rag import state
-from eddi_rag.auth import ROLES, AuthError, Principal
+from eddi_rag.auth import AUDITOR, ROLES, AuthError, Principal
 from eddi_rag.common.principals import not_an_id
 from eddi_rag.errors import EddiRagError
 from eddi_rag.state.sqlite import StateDatabase
@@ -57,8 +57,8 @@ class KeyStore:
                acts_for_users: bool = False, groups: Sequence[str] = ()) -> tuple[KeyInfo, str]:
         """A new key: (its info, the secret — shown once, never stored). ``groups``: the bound user's groups, which its
         searches read with (retrieval.access)."""
-        if role not in ROLES:
-            raise KeyRequestError(f"role {role!r} is not one of {', '.join(ROLES)}")
+        if role not in (*ROLES, AUDITOR):
+            raise KeyRequestError(f"role {role!r} is not one of {', '.join((*ROLES, AUDITOR))}")
         if not tenant or not tenant.strip():
             raise KeyRequestError("tenant is required")
         if acts_for_users and user:

@@ -123,8 +123,10 @@ class KnowledgeBaseSearchRetriever(BaseRetriever):
     where: dict[str, Any] | None = None
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any) -> list[Document]:
+        from eddi_rag.verbs.audit import acting
         from eddi_rag.verbs.search import SearchRequest
 
-        hits = self.search.hits(SearchRequest(self.kb_id, query, k=kwargs.get("k", self.k), min_score=self.min_score,
-                                              where=kwargs.get("where", self.where), user_id=self.user_id))
+        with acting("langchain"):
+            hits = self.search.hits(SearchRequest(self.kb_id, query, k=kwargs.get("k", self.k), min_score=self.min_score,
+                                                  where=kwargs.get("where", self.where), user_id=self.user_id))
         return [Document(id=h.id, page_content=h.text, metadata={**h.metadata, "score": h.score}) for h in hits]

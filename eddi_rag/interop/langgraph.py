@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, conver
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import MessagesState
 
+from eddi_rag.verbs.audit import acting
 from eddi_rag.verbs.turns import Turns
 from eddi_rag.workflow.memory import ConversationMemory
 
@@ -59,7 +60,8 @@ def rag_runnable(turns: Turns, agent_id: str, task: str | None = None) -> Runnab
     def augment(inputs: dict[str, Any]) -> dict[str, Any]:
         messages = convert_to_messages(inputs.get("messages") or [])
         memory = _memory(agent_id, messages, inputs.get("user_id"), inputs.get("rag"))
-        turn = turns.run(memory, task)
+        with acting("langgraph"):
+            turn = turns.run(memory, task)
         return {"messages": turn.messages, "system_message": turn.system_message, "sources": turn.sources,
                 "traces": _rag_entries(memory)}
 
@@ -71,7 +73,8 @@ def rag_node(turns: Turns, agent_id: str, chat_model: BaseChatModel, task: str |
 
     def node(state: RagState) -> dict[str, Any]:
         memory = _memory(agent_id, list(state["messages"]), state.get("user_id"), state.get("rag"), turns.remembering.current)
-        turn = turns.run(memory, task, chat_model)
+        with acting("langgraph"):
+            turn = turns.run(memory, task, chat_model)
         answer: BaseMessage = AIMessage(turn.answer or "")
         return {"messages": [answer], "rag": _rag_entries(memory)}
 

@@ -19,10 +19,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from eddi_rag.auth import TRUSTED, Principal
 from eddi_rag.auth.http import check_role
+from eddi_rag.auth.http import who as audited
 from eddi_rag.common import jsonvalues
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import ResourceNotFoundError, parse_uri
 from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.audit import ACTING, Acting
 from eddi_rag.verbs.search import SearchRequest
 
 INSTRUCTIONS = ("Knowledge bases of eddi-rag. Call list_knowledge_bases to see what exists, search_knowledge_base "
@@ -70,6 +72,7 @@ def build_server(runtime: Runtime, principal: Callable[[Mapping[str, str] | None
             if anticipated(e):
                 raise ToolError(str(e)) from e
             raise
+        ACTING.set(Acting("mcp", audited(who)))  # this tool call's own context: its retrievals are recorded as MCP's
         return who
 
     def text_only(**arguments: Any) -> None:

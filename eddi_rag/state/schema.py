@@ -308,13 +308,22 @@ def _version_authors(c: sqlite3.Connection) -> None:
         c.execute("ALTER TABLE resource_versions ADD COLUMN author TEXT")
 
 
+def _audit(c: sqlite3.Connection) -> None:
+    """Version 22: the audit record (records.audit): one chain of entries, each holding the hash of the one before."""
+    c.execute("""CREATE TABLE IF NOT EXISTS audit_entries (seq INTEGER PRIMARY KEY, at TEXT NOT NULL, tenant TEXT NOT NULL,
+        action TEXT NOT NULL, face TEXT NOT NULL, who TEXT NOT NULL, subject TEXT, detail TEXT NOT NULL,
+        previous TEXT NOT NULL, hash TEXT NOT NULL)""")
+    c.execute("CREATE INDEX IF NOT EXISTS audit_by_tenant ON audit_entries (tenant, at)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
                                                                  _leases, _store_claims, _kept_files, _job_warnings,
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
                                                                  _canonical_places, _principals, _source_cursors,
-                                                                 _synced_permissions, _questions_asked_as, _version_authors)
+                                                                 _synced_permissions, _questions_asked_as, _version_authors,
+                                                                 _audit)
 LATEST = len(MIGRATIONS)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eddi_rag.auth import ForbiddenError, Principal
@@ -19,14 +19,25 @@ from eddi_rag.resources.variables import VariableNotFoundError, Variables
 VAULTED = re.compile(r"\$\{(?:eddi)?vault:")
 
 
+Recorder = Callable[[str, str, str | None, dict[str, Any] | None], None]  # (tenant, action, subject, detail)
+
+
+def _unrecorded(tenant: str, action: str, subject: str | None = None, detail: dict[str, Any] | None = None) -> None:
+    pass
+
+
 class Keys:
     def __init__(self, keys: KeyStore):
         self.keys = keys
+        self.record: Recorder = _unrecorded  # the audit record (verbs.audit; given by the runtime)
 
     def create(self, tenant: str, role: str, user: str | None = None, name: str | None = None,
                acts_for_users: bool = False, groups: Sequence[str] = ()) -> tuple[KeyInfo, str]:
         """A new key of ``tenant``: (its info, the secret: shown once, never stored); ``groups``: the bound user's."""
-        return self.keys.create(tenant, role, user, name, acts_for_users, groups)
+        info, secret = self.keys.create(tenant, role, user, name, acts_for_users, groups)
+        self.record(tenant, "key.created", f"key {info.id}", {"role": role, "user": user, "name": name,
+                                                               "actsForUsers": acts_for_users, "groups": list(groups)})
+        return info, secret
 
     def bound_to(self, tenant: str, user: str) -> bool:
         """Whether a key of ``tenant`` not revoked is bound to ``user``."""
@@ -37,7 +48,9 @@ class Keys:
         return self.keys.list(tenant)
 
     def revoke(self, key_id: str, tenant: str | None = None) -> KeyInfo:
-        return self.keys.revoke(key_id, tenant)
+        info = self.keys.revoke(key_id, tenant)
+        self.record(info.tenant, "key.revoked", f"key {info.id}", {"role": info.role, "user": info.user})
+        return info
 
     def any(self) -> bool:
         """Whether any key exists (the server then asks every caller for one)."""
@@ -52,13 +65,17 @@ class Groups:
 
     def __init__(self, directory: GroupDirectory):
         self.directory = directory
+        self.record: Recorder = _unrecorded  # the audit record (verbs.audit; given by the runtime)
 
     def of(self, tenant: str, user: str) -> builtins.list[str]:
         return self.directory.of(tenant, user)
 
     def set(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
         """``user``'s groups in ``tenant`` are ``groups`` from now on: the next search reads with them."""
-        return self.directory.set(tenant, user, groups)
+        before = self.directory.of(tenant, user)
+        after = self.directory.set(tenant, user, groups)
+        self.record(tenant, "groups.set", f"user:{user}", {"before": before, "after": after})
+        return after
 
     def add(self, tenant: str, user: str, groups: Sequence[str]) -> builtins.list[str]:
         return self.directory.add(tenant, user, groups)

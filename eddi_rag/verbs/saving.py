@@ -58,6 +58,12 @@ class Saving:
         self.sealing = sealing or Sealing(None)
         self.source_removed, self.kb_gone, self.rechunk = source_removed, kb_gone, rechunk
         self.relabel: Callable[[str], object] = lambda kb_id: None  # (Ingesting.relabel, given by the runtime)
+        self.record: Callable[..., None] = lambda *entry: None  # the audit record (verbs.audit; given by the runtime)
+
+    def _recorded(self, ref: ResourceRef, tenant: str, how: str) -> ResourceRef:
+        """``ref``, its save written to the audit record (the version and who saved it; never its content)."""
+        self.record(tenant, f"configuration.{how}", f"{ref.kind}/{ref.id}", {"version": ref.version})
+        return ref
 
     def create(self, kind: str, data: Any, tenant: str = DEFAULT_TENANT, id: str | None = None,
                description: str = "", adopt: bool = False, who: Principal | None = None) -> ResourceRef:
@@ -65,15 +71,16 @@ class Saving:
         of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership). ``who``: the
         caller, whose verified user owns a new knowledge base (``owner``) unless an administrator names another."""
         if kind != "rags":
-            return self.resources.create(kind, self.kbs.checked(kind, data, tenant), description=description, id=id, tenant=tenant,
-                                         author=author_of(who))
+            return self._recorded(self.resources.create(kind, self.kbs.checked(kind, data, tenant), description=description,
+                                                        id=id, tenant=tenant, author=author_of(who)), tenant, "created")
         id = id or secrets.token_hex(12)
         sealed, pending = self.sealing.seal(data, tenant, id)
         saved = self.kbs.checked(kind, _with_access(kind, sealed, None, who), tenant)
         claimed = self._claim(id, saved, tenant, adopt)
         kept = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending)
         try:
-            return self.resources.create(kind, saved, description=description, id=id, tenant=tenant, author=author_of(who))
+            return self._recorded(self.resources.create(kind, saved, description=description, id=id, tenant=tenant,
+                                                        author=author_of(who)), tenant, "created")
         except BaseException:
             self.sealing.undo(tenant, kept)
             if claimed is not None:
@@ -177,7 +184,7 @@ class Saving:
         old = self.documents.stores.place(id, before) if before is not None else None
         sealed = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending or [])
         try:
-            ref = self.resources.update(kind, id, version, saved, author)
+            ref = self._recorded(self.resources.update(kind, id, version, saved, author), tenant, "saved")
         except BaseException:
             self.sealing.undo(tenant, sealed)
             if claimed is not None and claimed != old:
@@ -230,7 +237,9 @@ class Saving:
                 if before is not None:
                     for source in before.sources:
                         self.source_removed(id, before, source.effective_id, False)  # (the chunks went with the store)
+        tenant = self.resources.tenant_of(kind, id)
         self.resources.delete(kind, id, version, permanent)
+        self.record(tenant, "configuration.deleted", f"{kind}/{id}", {"permanent": permanent})
         if kind == "rags" and permanent:
             self.documents.ownership.release(id)
             self.kb_gone(id)

@@ -7,6 +7,8 @@ across processes sharing the data directory."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
 import time
 import uuid
@@ -21,6 +23,7 @@ from eddi_rag.backends.factories import EmbeddingModelFactory
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.common.principals import DENY
 from eddi_rag.config import RagConfiguration
+from eddi_rag.records.audit import ACTING, AuditLog, AuditWriteError, digest
 from eddi_rag.retrieval import access, marks
 from eddi_rag.retrieval.access import Access, Reader, WithheldError
 from eddi_rag.retrieval.expansion import Passage
@@ -33,6 +36,8 @@ from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
 MODES = ("vector", "keyword", "hybrid", "rrf", "weighted")  # rrf, weighted: hybrid fused so
 EXPANSIONS = ("none", "neighbors", "section")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,7 @@ class Search:
         users: retrieval.access)."""
         self.kbs, self.embeddings, self.retriever, self.generations, self.redact = kbs, embeddings, retriever, generations, redact
         self.groups = groups
+        self.audit: AuditLog | None = None  # where each retrieval is recorded (records.audit; given by the runtime)
         self._cache: TTLCache = TTLCache(1024, ttl_seconds, timer=timer)
         # a failed search explained (the health verb's ``explained``, wired in by the Runtime)
         self.explained: Callable[[str], AbstractContextManager[None]] = lambda kb_id: nullcontext()
@@ -181,10 +187,50 @@ class Search:
 
     def _hits(self, request: SearchRequest, config: RagConfiguration, min_score: float | None = None,
               readable: Access | None = None) -> Hits:
-        readable = readable if readable is not None else self.access(request.kb_id, config, self._reader(request))
-        return self.retriever.search(request.kb_id, config, request.query, k=request.k,
+        try:
+            readable = readable if readable is not None else self.access(request.kb_id, config, self._reader(request))
+        except WithheldError as e:
+            self._record(request, config, None, str(e))
+            raise
+        hits = self.retriever.search(request.kb_id, config, request.query, k=request.k,
                                      min_score=request.min_score if min_score is None else min_score,
                                      where=request.where, user_id=request.user_id, vector=request.vector, access=readable)
+        self._record(request, config, hits)
+        return hits
+
+    def _record(self, request: SearchRequest, config: RagConfiguration, hits: Hits | None, refused: str | None = None) -> None:
+        """The audit record's entry of this retrieval (records.audit), written before its answer leaves: which chunks of
+        which document versions were given, read under which ACL, to whom; how many enforcing withholds (warn mode).
+        A record that cannot be written refuses the retrieval (``EDDI_RAG_AUDIT_FAIL``: ``closed``, the default, or
+        ``open``: served, and logged)."""
+        if self.audit is None:
+            return
+        reader = self._reader(request)
+        documents: dict[str, dict[str, Any]] = {}
+        for h in hits or []:
+            doc = documents.setdefault(str(h.metadata.get("document_id") or h.id), {
+                "document": str(h.metadata.get("document_id") or h.id), "source": h.metadata.get("source"),
+                "version": h.metadata.get("ingestedAt"), "acl": h.metadata.get(access.ACL), "chunks": []})
+            doc["chunks"].append({"id": h.id, "score": round(h.score, 6)})
+        kept = os.environ.get("EDDI_RAG_AUDIT_QUERIES", "full")
+        detail: dict[str, Any] = {
+            "kb": request.kb_id, "kbVersion": self.kbs.resources.current_version("rags", request.kb_id),
+            "query": request.query if kept == "full" else digest(request.query) if kept == "digest" else None,
+            "reader": reader.user, "principals": list(hits.access.principals) if hits is not None else [],
+            "documents": list(documents.values())}
+        if hits is not None and hits.would_withhold:
+            detail["withheld"] = len(hits.would_withhold)
+        if refused is not None:
+            detail["refused"] = refused
+        detail.update(ACTING.get().about)  # (a turn's agent, conversation and task)
+        try:
+            self.audit.append(config.tenant, "retrieval", request.kb_id, detail)
+        except Exception as e:  # noqa: BLE001 - a record that cannot be written: closed (refused) unless told open
+            if os.environ.get("EDDI_RAG_AUDIT_FAIL", "closed") == "open":
+                log.error("audit entry of a retrieval of %s not written (EDDI_RAG_AUDIT_FAIL=open): %s", request.kb_id, e)
+                return
+            raise AuditWriteError(f"knowledge base {request.kb_id!r}: the audit record could not be written, so nothing "
+                                  f"is served (EDDI_RAG_AUDIT_FAIL=closed): {type(e).__name__}") from e
 
     def in_turn(self, kb_id: str, config: RagConfiguration, query: str, vector: list[float] | None, k: int,
                 min_score: float, user_id: str | None, reader: Reader | None = None) -> Hits:

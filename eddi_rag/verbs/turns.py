@@ -9,6 +9,7 @@ from eddi_rag.answers.choice import is_extractive, later
 from eddi_rag.common.principals import Reader
 from eddi_rag.common.quoting import DOCUMENTS, quoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
+from eddi_rag.records.audit import ACTING, acting
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task, invoke_chat
 from eddi_rag.workflow.memory import ConversationMemory
@@ -42,7 +43,12 @@ class Turns:
         ``tenant``: the caller's, which must be the agent's), its LLM task ``task`` (default: the first),
         the chat model called when given."""
         discovery = self.traversal.discover(memory.agent_id, memory.agent_version, tenant)
-        return self.llm_task.execute(memory, choose_task(discovery, memory.agent_id, task), chat_model, discovery)
+        chosen = choose_task(discovery, memory.agent_id, task)
+        now = ACTING.get()  # the hook's retrievals: face hook, the caller kept, the agent and conversation they serve
+        face = now.face if now.face == "langgraph" else "hook"
+        with acting(face, {"agent": memory.agent_id, "conversation": memory.conversation_id,
+                           "task": chosen.get("id") if isinstance(chosen, dict) else task}, **now.who):
+            return self.llm_task.execute(memory, chosen, chat_model, discovery)
 
     def context(self, kb_id: str, query: str, user_id: str | None = None, max_results: int | None = None,
                 min_score: float | None = None, expansion: str | None = None,

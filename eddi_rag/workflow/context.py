@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -212,7 +213,8 @@ class RagContextProvider:
             return RagResult(None, trace)
         vectors = self._embed_once_per_model(selections, query)
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(selections)), thread_name_prefix="eddi-rag-kb") as pool:
-            futures = [pool.submit(self._search, s, query, vectors[embedding_key(s.kb.config)], user_id, reader)
+            futures = [pool.submit(contextvars.copy_context().run, self._search, s, query, vectors[embedding_key(s.kb.config)],
+                                   user_id, reader)  # (each in the turn's context: its audit entry is the hook's)
                        for s in selections]
         answered, withheld, readable = [], [], {}
         for sel, future in zip(selections, futures):

@@ -1,0 +1,29 @@
+"""The audit record as callers ask for it (records.audit): its entries filtered as an auditor asks (who was shown a
+document, what a user was shown, what an administrator changed), and the chain verified. Read by administrators and by
+the ``auditor`` role, which reads this and nothing else."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from eddi_rag.records.audit import ACTING, Acting, AuditLog, acting
+
+__all__ = ["ACTING", "Acting", "Audit", "acting"]
+
+
+class Audit:
+    def __init__(self, log: AuditLog):
+        self.log = log
+
+    def entries(self, tenant: str, **filters: Any) -> builtins.list[dict[str, Any]]:
+        """The tenant's entries in order, filtered (action, face, user, subject, document, since, until, limit, after)."""
+        return self.log.entries(tenant=tenant, **filters)
+
+    def verify(self) -> dict[str, Any]:
+        """The whole chain walked: {ok, entries, problems: [{seq, problem}]} (every tenant's entries are links of it)."""
+        return self.log.verify()
+
+    def record(self, tenant: str, action: str, subject: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        """An administrative action (a configuration saved, a key made or revoked, a user's groups set)."""
+        self.log.append(tenant, action, subject, detail)
