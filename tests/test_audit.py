@@ -153,3 +153,50 @@ def test_mcp_the_hook_langgraph_and_the_manager_each_leave_their_entry(tmp_path)
             assert asked.status_code == 200
         assert retrievals(runtime, face="manager")[0]["detail"]["query"] == "dining car"
         assert runtime.audit.verify()["ok"]
+
+
+def test_retrieval_spans_follow_the_genai_conventions_and_carry_documents_only_when_asked(tmp_path, monkeypatch):
+    """Issue 59, point 6: a span per retrieval as the GenAI semantic conventions name it, received here by the SDK's
+    in-memory exporter; document ids and scores only with the content opt-in."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from eddi_rag.common import telemetry
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.use(provider)
+    try:
+        with Runtime(tmp_path / "data") as runtime:
+            kb = make_kb(runtime, "Rail", minScore=0)
+            runtime.ingest(kb, "rail.md", "The night train leaves at 22:10.")
+            runtime.search.hits(SearchRequest(kb, "night train", k=3))
+            (span,) = exporter.get_finished_spans()
+            assert span.name == "retrieval" and span.kind.name == "INTERNAL"
+            assert {k: span.attributes[k] for k in ("gen_ai.operation.name", "gen_ai.data_source.id", "gen_ai.retrieval.top_k")} == \
+                {"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": kb, "gen_ai.retrieval.top_k": 3}
+            assert "gen_ai.retrieval.documents" not in span.attributes
+            monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+            runtime.search.hits(SearchRequest(kb, "night train", k=3))
+            documents = json.loads(exporter.get_finished_spans()[-1].attributes["gen_ai.retrieval.documents"])
+            assert documents and set(documents[0]) == {"id", "score"}
+    finally:
+        telemetry.reset()
+
+
+@pytest.mark.integration
+def test_without_an_otlp_endpoint_nothing_of_opentelemetry_is_imported(tmp_path):
+    import subprocess
+    import sys
+
+    script = ("import sys, pathlib; from eddi_rag.runtime import Runtime; from eddi_rag.verbs.search import SearchRequest\n"
+              "from tests.support.kbs import make_kb\n"
+              f"rt = Runtime(pathlib.Path({str(tmp_path)!r}) / 'data'); kb = make_kb(rt, 'k', minScore=0)\n"
+              "rt.ingest(kb, 'a.md', 'Trains leave at nine.'); rt.search.hits(SearchRequest(kb, 'trains')); rt.close()\n"
+              "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -20,6 +20,7 @@ from typing import Any
 from cachetools import TTLCache
 
 from eddi_rag.backends.factories import EmbeddingModelFactory
+from eddi_rag.common import telemetry
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.common.principals import DENY
 from eddi_rag.config import RagConfiguration
@@ -192,9 +193,11 @@ class Search:
         except WithheldError as e:
             self._record(request, config, None, str(e))
             raise
-        hits = self.retriever.search(request.kb_id, config, request.query, k=request.k,
-                                     min_score=request.min_score if min_score is None else min_score,
-                                     where=request.where, user_id=request.user_id, vector=request.vector, access=readable)
+        with telemetry.retrieval(request.kb_id, request.k or config.maxResults) as span:  # (opt-in: common.telemetry)
+            hits = self.retriever.search(request.kb_id, config, request.query, k=request.k,
+                                         min_score=request.min_score if min_score is None else min_score,
+                                         where=request.where, user_id=request.user_id, vector=request.vector, access=readable)
+            telemetry.documents(span, hits)
         self._record(request, config, hits)
         return hits
 
