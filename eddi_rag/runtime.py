@@ -113,7 +113,7 @@ class Runtime:
         self.search.explained = self.health.explained
         self.audit = Audit(AuditLog(self.db))  # every retrieval and administrative action, chained (records.audit)
         self.search.audit = self.audit.log
-        self.saving.record = self.groups.record = self.audit.record
+        self.saving.record = self.groups.record = self.documents.record = self.audit.record
         self.remembering = Remembering()  # remember_conversations() turns it on
         self.traversal = WorkflowTraversal(self.resources, self.knowledge_bases.resolve_embedding)
         def ungranted(agent_id: str, config: RagConfiguration) -> list[str]:
@@ -136,9 +136,9 @@ class Runtime:
         self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db)
         self.collections = VectorCollections(Collections(self.db, self.stores))
         self.keys = Keys(KeyStore(self.db))
-        self.keys.record = self.audit.record
         self.variables = GlobalVariables(variables)
         self.vault = Vault(secrets)
+        self.keys.record = self.vault.record = self.sources.record = self.audit.record
         self.feedback = Votes(FeedbackLog(self.db), self.documents, lambda caller, kb_id: self.grants.may(caller, kb_id, "VIEW"))
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 

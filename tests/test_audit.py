@@ -200,3 +200,29 @@ def test_without_an_otlp_endpoint_nothing_of_opentelemetry_is_imported(tmp_path)
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_acl_changes_permission_syncs_vault_source_runs_and_deletes_are_entries(tmp_path, monkeypatch):
+    """Issue 59, point 2: which documents' readers changed (old and new principals), a secret stored or granted (never
+    its value), a source run started and purged, a document deleted."""
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the audit test's vault key")
+    monkeypatch.setenv("EDDI_RAG_FOLDER_ROOTS", str(tmp_path))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nAlpha.\n")
+    with Runtime(tmp_path / "data") as runtime:
+        kb = make_kb(runtime, "kb", minScore=0, audience="DOCUMENT_ACL",
+                     sources=[{"name": "Docs", "folder": {"path": str(tmp_path / "docs")}}])
+        runtime.ingest(kb, "b.md", "Beta.", acl=["group:hr"])
+        runtime.documents.set_acl(kb, "b.md", ["group:finance", "deny:user:dan"])
+        runtime.vault.store("default", "api-key", "sk-never-in-the-record", "a key")
+        runtime.sources.run(kb, "docs")
+        runtime.sources.purge(kb, "docs")
+        runtime.documents.delete(kb, "b.md")
+        entries = runtime.audit.entries("default", limit=1000)
+        by = {e["action"]: e for e in entries}
+        assert by["acl.changed"]["detail"]["documents"] == [{"document": "b.md", "before": ["group:hr"],
+                                                             "after": ["group:finance", "deny:user:dan"]}]
+        assert by["vault.stored"]["subject"] == "secret api-key" and "sk-never" not in json.dumps(entries)
+        assert by["source.run"]["detail"]["source"] == "docs" and by["source.purged"]["detail"] == {"source": "docs"}
+        assert by["document.deleted"]["detail"]["document"] == "b.md"
+        assert runtime.audit.verify()["ok"]

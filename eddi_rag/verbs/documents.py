@@ -50,6 +50,7 @@ class Documents:
                  let_go: Callable[[str, str], None] = lambda kb_id, document_id: None):
         """``let_go(kb_id, document_id)``: forget a document's kept file (IngestionQueue.let_go)."""
         self.kbs, self.stores, self.generations, self.let_go = kbs, stores, generations, let_go
+        self.record: Callable[..., None] = lambda *entry: None  # the audit record (verbs.audit; given by the runtime)
 
     @property
     def ownership(self) -> StoreOwnership:
@@ -114,6 +115,7 @@ class Documents:
         removed = self.delete_where(kb_id, _seen_by({"document_id": document_id}, user_id))
         if removed:
             self.let_go(kb_id, document_id)
+            self.record(self.kbs.get(kb_id).tenant, "document.deleted", f"rags/{kb_id}", {"document": document_id, "chunks": removed})
         return removed
 
     def seen(self, kb_id: str, document_ids: builtins.list[str], readable: filters.Node | None) -> set[str]:
@@ -153,6 +155,8 @@ class Documents:
             raise ResourceNotFoundError(f"knowledge base {kb_id} has no document {document_id!r}")
         store.replace({"document_id": document_id}, [replace(c, metadata={**c.metadata, ACL: acl}) for c in found])
         self.generations.bump(kb_id)  # cached results of this KB are stale
+        self.record(config.tenant, "acl.changed", f"rags/{kb_id}", {"documents": [{"document": document_id,
+                    "before": found[0].metadata.get(ACL), "after": acl}]})
         return {"kbId": kb_id, "documentId": document_id, "acl": acl, "chunks": len(found)}
 
     def delete_where(self, kb_id: str, where: filters.Where, config: RagConfiguration | None = None) -> int:

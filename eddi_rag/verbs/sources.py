@@ -21,6 +21,7 @@ The files an upload source holds are ``sources.files``; this module runs, previe
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -77,6 +78,7 @@ class SourceSync:
             db, kbs, ingestor, documents, outbound, redact
         self.groups = groups  # where a source's group memberships go (its permission sync)
         self.resolver = resolver or SecretResolver()
+        self.record: Callable[..., None] = lambda *entry: None  # the audit record (verbs.audit; given by the runtime)
         self.files = upload.Files(db)
         self.run_records = SourceRuns(db, redact)  # runs and their leases
         self.ledger = SourceLedger(db)  # what each source ingested
@@ -169,6 +171,7 @@ class SourceSync:
         config, source = self._runnable(kb_id, source_id)
         connector(source.type).validate(self.context(kb_id, None, source), source)
         run = self.run_records.begin(kb_id, source.effective_id, "run")
+        self.record(config.tenant, "source.run", f"rags/{kb_id}", {"source": source.effective_id, "runId": run.runId})
         threading.Thread(target=self._carry_out, args=(kb_id, config, source, run, None), daemon=True,
                          name=f"eddi-rag-source-{source.effective_id}").start()
         return run
@@ -176,7 +179,9 @@ class SourceSync:
     def run(self, kb_id: str, source_id: str) -> Run:
         """A whole run, synchronously (the CLI, the scheduler)."""
         config, source = self._runnable(kb_id, source_id)
-        return self._carry_out(kb_id, config, source, self.run_records.begin(kb_id, source.effective_id, "run"), None)
+        run = self.run_records.begin(kb_id, source.effective_id, "run")
+        self.record(config.tenant, "source.run", f"rags/{kb_id}", {"source": source.effective_id, "runId": run.runId})
+        return self._carry_out(kb_id, config, source, run, None)
 
     def retry(self, kb_id: str, source_id: str, document_id: str | None = None) -> Run:
         """Ingest again the failed documents (or the one named), without listing the source."""
@@ -353,6 +358,7 @@ class SourceSync:
             found = kind.permissions(self.context(kb_id, time.monotonic() + source.settings.timeBudgetMinutes * 60, source),
                                      source, sorted(known))
             failed = {f["document"] for f in found.failures}
+            changed: list[dict[str, Any]] = []
             for document_id, row in known.items():
                 if document_id in failed:
                     continue
@@ -362,11 +368,15 @@ class SourceSync:
                     run.unchanged += 1
                 elif self._relabelled(kb_id, sid, document_id, acl):
                     run.updated += 1
+                    changed.append({"document": document_id, "before": json.loads(row["acl"]) if row["acl"] else None,
+                                    "after": acl})
             run.failed, run.failures = len(found.failures), found.failures
+            tenant = self.kbs.resources.tenant_of("rags", kb_id)
             if self.groups is not None:
-                tenant = self.kbs.resources.tenant_of("rags", kb_id)
                 kept = self.groups.synced(tenant, f"source:{kb_id}/{sid}", found.groups)
                 run.message = f"{kept} group memberships of {len(found.groups)} users from the source"
+            self.record(tenant, "acl.synced", f"rags/{kb_id}", {"source": sid, "documents": changed,
+                                                                "users": len(found.groups)})
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("permission sync of source %s of %s failed: %s", sid, kb_id, e)
@@ -477,7 +487,9 @@ class SourceSync:
         """Forget what the source ingested, keeping its chunks (EDDI's purge): the next run ingests everything
         it finds again; what it no longer finds is swept after ``tombstoneAfterMissedRuns`` complete runs.
         409 while a run holds the source."""
-        return {"status": "purged", "sourceId": self._while_held(kb_id, source_id, self.ledger.purged)}
+        sid = self._while_held(kb_id, source_id, self.ledger.purged)
+        self.record(self.kbs.resources.tenant_of("rags", kb_id), "source.purged", f"rags/{kb_id}", {"source": sid})
+        return {"status": "purged", "sourceId": sid}
 
     def _while_held(self, kb_id: str, source_id: str, change: Callable[[str, str], None]) -> str:
         """``change(kb_id, source id)`` to the ledger while no run may start (a PURGE claim; 409 while a run holds the

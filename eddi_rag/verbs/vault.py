@@ -5,6 +5,7 @@ rotates the master key. Each tenant sees its own vault only: another tenant's is
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any
 
 from eddi_rag.records.vault import (
@@ -23,6 +24,7 @@ __all__ = ["Vault", "VaultUnavailableError"]
 class Vault:
     def __init__(self, vault: SecretVault):
         self.vault = vault
+        self.record: Callable[..., None] = lambda *entry: None  # the audit record (verbs.audit; given by the runtime)
 
     @staticmethod
     def _own(tenant: str, caller_tenant: str | None) -> str:
@@ -43,6 +45,7 @@ class Vault:
               allowed_agents: builtins.list[str] | None = None, caller_tenant: str | None = None) -> tuple[bool, dict[str, Any]]:
         """Store or replace; (whether it is new, {reference, tenantId, keyName}): the reference a configuration uses."""
         created = self.vault.store(self._own(tenant, caller_tenant), key, value, description, allowed_agents)
+        self.record(tenant, "vault.stored", f"secret {key}", {"created": created, "allowedAgents": allowed_agents})  # (never the value)
         return created, {"reference": reference(tenant, key), "tenantId": tenant, "keyName": key}
 
     def metadata(self, tenant: str, key: str, caller_tenant: str | None = None) -> dict[str, Any]:
@@ -55,7 +58,9 @@ class Vault:
                      expected: builtins.list[str] | None = None, caller_tenant: str | None = None) -> dict[str, Any]:
         """Which agents may use the secret, changed without its value; ``expected``: the grant the caller read (409
         with the current one when it changed since)."""
-        return vars(self.vault.update_grant(self._own(tenant, caller_tenant), key, allowed_agents, description, expected))
+        granted = vars(self.vault.update_grant(self._own(tenant, caller_tenant), key, allowed_agents, description, expected))
+        self.record(tenant, "vault.granted", f"secret {key}", {"allowedAgents": granted.get("allowedAgents")})
+        return granted
 
     def adopt_master_key(self, confirm: bool, caller_tenant: str | None = None) -> dict[str, Any]:
         """After a lost master key, the configured one becomes the vault's (the operator's explicit act)."""
@@ -68,13 +73,16 @@ class Vault:
 
     def delete(self, tenant: str, key: str, caller_tenant: str | None = None) -> None:
         self.vault.delete(self._own(tenant, caller_tenant), key)
+        self.record(tenant, "vault.deleted", f"secret {key}", {})
 
     def rotate_dek(self, tenant: str, caller_tenant: str | None = None) -> dict[str, Any]:
         n = self.vault.rotate_dek(self._own(tenant, caller_tenant))
+        self.record(tenant, "vault.rotated", "data key", {"secretsReEncrypted": n})
         return {"tenantId": tenant, "secretsReEncrypted": n, "message": f"DEK rotated successfully. {n} secrets re-encrypted."}
 
     def reset(self, tenant: str, caller_tenant: str | None = None) -> dict[str, Any]:
         n = self.vault.reset(self._own(tenant, caller_tenant))
+        self.record(tenant, "vault.reset", "vault", {"secretsDeleted": n})
         return {"tenantId": tenant, "secretsDeleted": n,
                 "message": f"Vault reset for tenant '{tenant}'. {n} secret(s) deleted, DEK removed. The next secret store "
                            "operation will generate a fresh DEK with the current master key."}
@@ -84,5 +92,6 @@ class Vault:
         if caller_tenant is not None and caller_tenant != DEFAULT_TENANT:
             raise SecretNotStoredError("the master key is the operator's: rotate it as an administrator of the default tenant")
         n = self.vault.rotate_kek(old_master_key, new_master_key)
+        self.record(DEFAULT_TENANT, "vault.rotated", "master key", {"deksReEncrypted": n})  # (never a key)
         return {"deksReEncrypted": n, "message": f"KEK rotated successfully. {n} DEKs re-encrypted. IMPORTANT: Update the "
                                                  "EDDI_VAULT_MASTER_KEY environment variable to the new key and restart."}
