@@ -632,6 +632,18 @@ def audit_verify(data_dir) -> None:
     sys.exit(0 if found["ok"] else 1)
 
 
+@audit.command("prune")
+@data_dir_option
+@click.option("--days", type=click.FloatRange(min=0), default=lambda: float(os.environ.get("EDDI_RAG_AUDIT_RETENTION_DAYS", "365")),
+              show_default="EDDI_RAG_AUDIT_RETENTION_DAYS, else 365", help="Keep this many days of entries.")
+def audit_prune(data_dir, days) -> None:
+    """Remove entries older than --days (a checkpoint keeps the chain verifiable)."""
+    from eddi_rag.runtime import Runtime
+
+    with Runtime(data_dir) as runtime:
+        click.echo(f"{runtime.audit.prune(days)} entries older than {days:g} days removed")
+
+
 @main.command("reference", hidden=True)
 def reference() -> None:
     """For contributors: rewrite the generated parts of docs/configuration.md and docs/cli.md."""

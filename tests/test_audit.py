@@ -226,3 +226,28 @@ def test_acl_changes_permission_syncs_vault_source_runs_and_deletes_are_entries(
         assert by["source.run"]["detail"]["source"] == "docs" and by["source.purged"]["detail"] == {"source": "docs"}
         assert by["document.deleted"]["detail"]["document"] == "b.md"
         assert runtime.audit.verify()["ok"]
+
+
+def test_a_users_queries_are_erased_and_old_entries_pruned_with_the_chain_still_verifiable(state_url, tmp_path):
+    """Issue 59, point 5: erasing one user's query texts (GDPR Art. 17) and pruning expired entries leave a chain that
+    verifies; an erased query is gone from what is read, its chained digest says nothing without its salt."""
+    with Runtime(tmp_path / "data", state_url=state_url) as runtime:
+        kb = make_kb(runtime, "kb", minScore=0)
+        runtime.ingest(kb, "a.md", "Trains leave at nine.")
+        runtime.search.hits(SearchRequest(kb, "when do trains leave for ann", reader=Reader("ann")))
+        runtime.search.hits(SearchRequest(kb, "trains for bob", reader=Reader("bob")))
+        assert runtime.audit.erase("default", "ann") == 1
+        (ann,) = retrievals(runtime, user="ann")
+        assert ann["detail"]["query"] is None and ann["detail"]["queryErasedOn"]
+        with runtime.db.transaction() as c:
+            stored = c.execute("SELECT detail, erasable FROM audit_entries WHERE seq=?", (ann["seq"],)).fetchone()
+        assert "when do trains" not in json.dumps(list(stored)) and "Salt" not in (stored[1] or "")
+        assert retrievals(runtime, user="bob")[0]["detail"]["query"] == "trains for bob"
+        assert runtime.audit.verify()["ok"]
+
+        total = runtime.audit.verify()["entries"]
+        assert runtime.audit.prune(0) == total  # everything written before now
+        assert runtime.audit.entries("default", limit=10)[0]["action"] == "audit.pruned"
+        runtime.search.hits(SearchRequest(kb, "trains again"))
+        found = runtime.audit.verify()
+        assert found["ok"] and found["entries"] == 2, found  # the checkpoint, then the pruning's entry and the search

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from eddi_rag.api.deps import Auditor, RuntimeDep
+from eddi_rag.api.deps import Admin, Auditor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
 
 router = APIRouter(prefix="/audit", tags=["audit"], route_class=Route, responses=ERROR_RESPONSES)
@@ -48,3 +48,11 @@ def entries(runtime: RuntimeDep, caller: Auditor, action: str | None = None, fac
 def verify(runtime: RuntimeDep, caller: Auditor) -> dict[str, Any]:
     """The whole chain walked: ``{ok, entries, problems: [{seq, problem}]}`` naming an edited, removed or moved entry."""
     return runtime.audit.verify()
+
+
+@router.post("/erase")
+def erase(runtime: RuntimeDep, caller: Admin, user: str = Query(..., min_length=1, max_length=200)) -> dict[str, Any]:
+    """Erase one user's query texts from the tenant's record (GDPR Art. 17; administrators): the chain keeps a salted
+    digest that says nothing once its salt is gone, so it still verifies. The erasure is an entry itself."""
+    return {"user": user, "erased": runtime.audit.erase(caller.tenant, user)}
+

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -74,26 +75,73 @@ class AuditLog:
         state.migrate(db)
 
     def append(self, tenant: str, action: str, subject: str | None = None, detail: dict[str, Any] | None = None,
-               face: str | None = None, who: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Write one entry at the end of the chain (face and who: the request's, unless given); returns it."""
+               face: str | None = None, who: dict[str, Any] | None = None, erasable: dict[str, str] | None = None) -> dict[str, Any]:
+        """Write one entry at the end of the chain (face and who: the request's, unless given); returns it. ``erasable``:
+        texts (a query) the chain holds only as a salted digest, kept beside it until erased (``erase``)."""
         now = ACTING.get()
-        entry: dict[str, Any] = {"at": datetime.now(timezone.utc).isoformat(timespec="microseconds"), "tenant": tenant, "action": action,
-                 "face": face or now.face, "who": who if who is not None else now.who, "subject": subject,
-                 "detail": detail or {}}
+        detail, kept = dict(detail or {}), {}
+        for name, text in (erasable or {}).items():
+            salt = secrets.token_hex(16)
+            detail[name] = {"digest": digest(salt + text)}
+            kept[name], kept[f"{name}Salt"] = text, salt
+        entry: dict[str, Any] = {"at": datetime.now(timezone.utc).isoformat(timespec="microseconds"), "tenant": tenant,
+                                 "action": action, "face": face or now.face, "who": who if who is not None else now.who,
+                                 "subject": subject, "detail": detail}
         with self.db.transaction() as c:
             last = c.execute("SELECT seq, hash FROM audit_entries ORDER BY seq DESC LIMIT 1").fetchone()
+            if last is None:
+                last = c.execute("SELECT seq, hash FROM audit_checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
             seq, previous = (last[0] + 1, last[1]) if last else (1, GENESIS)
             entry = {"seq": seq, **entry}
-            c.execute("INSERT INTO audit_entries (seq, at, tenant, action, face, who, subject, detail, previous, hash) "
-                      "VALUES (?,?,?,?,?,?,?,?,?,?)",
+            c.execute("INSERT INTO audit_entries (seq, at, tenant, action, face, who, subject, detail, previous, hash, erasable) "
+                      "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                       (seq, entry["at"], tenant, action, entry["face"], _canonical(entry["who"]), subject,
-                       _canonical(entry["detail"]), previous, _hash(previous, entry)))
-        return entry
+                       _canonical(entry["detail"]), previous, _hash(previous, entry), _canonical(kept) if kept else None))
+        return self._shown(entry, kept)
 
     @staticmethod
-    def _entry(r: Any) -> dict[str, Any]:
+    def _shown(entry: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+        """An entry as it is read: an erasable text in place of its digest, or ``None`` once erased."""
+        detail = dict(entry["detail"])
+        for name, value in list(detail.items()):
+            if isinstance(value, dict) and set(value) == {"digest"} and (name in kept or "erasedOn" in kept):
+                detail[name] = kept.get(name)
+                if "erasedOn" in kept:
+                    detail[f"{name}ErasedOn"] = kept["erasedOn"]
+        return {**entry, "detail": detail}
+
+    @staticmethod
+    def _chained(r: Any) -> dict[str, Any]:
         return {"seq": r["seq"], "at": r["at"], "tenant": r["tenant"], "action": r["action"], "face": r["face"],
                 "who": json.loads(r["who"]), "subject": r["subject"], "detail": json.loads(r["detail"])}
+
+    def _entry(self, r: Any) -> dict[str, Any]:
+        return self._shown(self._chained(r), json.loads(r["erasable"]) if r["erasable"] else {})
+
+    def erase(self, tenant: str, user: str) -> int:
+        """Erase the query texts of ``user``'s retrievals in ``tenant`` (GDPR Art. 17): each text and the salt of its
+        digest go, the chained digest stays, so the chain still verifies and the digest says nothing. Returns how many."""
+        erased, now = 0, datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self.db.transaction() as c:
+            for r in c.execute("SELECT seq, who, detail FROM audit_entries WHERE tenant=? AND erasable IS NOT NULL", (tenant,)).fetchall():
+                who, detail = json.loads(r[1]), json.loads(r[2])
+                if who.get("user") == user or detail.get("reader") == user:
+                    c.execute("UPDATE audit_entries SET erasable=? WHERE seq=?", (_canonical({"erasedOn": now}), r[0]))
+                    erased += 1
+        self.append(tenant, "audit.erased", f"user:{user}", {"entries": erased})
+        return erased
+
+    def prune(self, before: str) -> int:
+        """Remove the entries written before ``before`` (an ISO time): a checkpoint keeps where the chain went on, so
+        ``verify`` still holds from it. Returns how many went."""
+        with self.db.transaction() as c:
+            last = c.execute("SELECT seq, hash FROM audit_entries WHERE at < ? ORDER BY seq DESC LIMIT 1", (before,)).fetchone()
+            if last is None:
+                return 0
+            gone = c.execute("DELETE FROM audit_entries WHERE seq <= ?", (last[0],)).rowcount
+            c.execute("INSERT INTO audit_checkpoints (seq, hash, at) VALUES (?,?,?)", (last[0], last[1], before))
+        self.append("default", "audit.pruned", None, {"entries": gone, "through": last[0], "before": before})
+        return gone
 
     def entries(self, tenant: str | None = None, action: str | None = None, face: str | None = None,
                 user: str | None = None, subject: str | None = None, document: str | None = None,
@@ -127,7 +175,9 @@ class AuditLog:
         """Walk the chain: ``{ok, entries, problems: [{seq, problem}]}`` naming each entry edited (its hash does not
         match what it holds), removed (a gap in the sequence) or moved (it does not follow the entry before it)."""
         problems: list[dict[str, Any]] = []
-        previous, expected, count = GENESIS, 1, 0
+        checkpoint = self.db.query("SELECT seq, hash FROM audit_checkpoints ORDER BY seq DESC LIMIT 1")
+        previous, expected = (checkpoint[0]["hash"], checkpoint[0]["seq"] + 1) if checkpoint else (GENESIS, 1)
+        count = 0
         for r in self.db.query("SELECT * FROM audit_entries ORDER BY seq"):
             count += 1
             seq = r["seq"]
@@ -136,8 +186,7 @@ class AuditLog:
             elif r["previous"] != previous:
                 problems.append({"seq": seq, "problem": "it does not follow the entry before it (moved, or the one before "
                                                         "was replaced)"})
-            entry = {**self._entry(r)}
-            if _hash(r["previous"], entry) != r["hash"]:
+            if _hash(r["previous"], self._chained(r)) != r["hash"]:
                 problems.append({"seq": seq, "problem": "its content does not match its hash (edited)"})
             previous, expected = r["hash"], seq + 1
         return {"ok": not problems, "entries": count, "problems": problems}

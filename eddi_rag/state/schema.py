@@ -316,6 +316,14 @@ def _audit(c: sqlite3.Connection) -> None:
     c.execute("CREATE INDEX IF NOT EXISTS audit_by_tenant ON audit_entries (tenant, at)")
 
 
+def _audit_erasable(c: sqlite3.Connection) -> None:
+    """Version 23: what of an audit entry may be erased without breaking its chain (``audit_entries.erasable``: a query's
+    text and the salt of its chained digest, JSON), and where pruning left the chain (``audit_checkpoints``)."""
+    if "erasable" not in _columns(c, "audit_entries"):
+        c.execute("ALTER TABLE audit_entries ADD COLUMN erasable TEXT")
+    c.execute("CREATE TABLE IF NOT EXISTS audit_checkpoints (seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, at TEXT NOT NULL)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
@@ -323,7 +331,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appe
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
                                                                  _canonical_places, _principals, _source_cursors,
                                                                  _synced_permissions, _questions_asked_as, _version_authors,
-                                                                 _audit)
+                                                                 _audit, _audit_erasable)
 LATEST = len(MIGRATIONS)
 
 

@@ -5,6 +5,7 @@ the ``auditor`` role, which reads this and nothing else."""
 from __future__ import annotations
 
 import builtins
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from eddi_rag.records.audit import ACTING, Acting, AuditLog, acting
@@ -23,6 +24,15 @@ class Audit:
     def verify(self) -> dict[str, Any]:
         """The whole chain walked: {ok, entries, problems: [{seq, problem}]} (every tenant's entries are links of it)."""
         return self.log.verify()
+
+    def erase(self, tenant: str, user: str) -> int:
+        """Erase ``user``'s query texts from the tenant's entries (GDPR Art. 17); the chain still verifies."""
+        return self.log.erase(tenant, user)
+
+    def prune(self, days: float) -> int:
+        """Remove the entries older than ``days`` (a checkpoint keeps the chain verifiable); returns how many."""
+        before = (datetime.now(timezone.utc) - timedelta(days=days)).isoformat(timespec="microseconds")
+        return self.log.prune(before)
 
     def record(self, tenant: str, action: str, subject: str | None = None, detail: dict[str, Any] | None = None) -> None:
         """An administrative action (a configuration saved, a key made or revoked, a user's groups set)."""

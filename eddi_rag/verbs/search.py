@@ -218,7 +218,7 @@ class Search:
         kept = os.environ.get("EDDI_RAG_AUDIT_QUERIES", "full")
         detail: dict[str, Any] = {
             "kb": request.kb_id, "kbVersion": self.kbs.resources.current_version("rags", request.kb_id),
-            "query": request.query if kept == "full" else digest(request.query) if kept == "digest" else None,
+            **({"query": digest(request.query)} if kept == "digest" else {}),
             "reader": reader.user, "principals": list(hits.access.principals) if hits is not None else [],
             "documents": list(documents.values())}
         if hits is not None and hits.would_withhold:
@@ -227,7 +227,8 @@ class Search:
             detail["refused"] = refused
         detail.update(ACTING.get().about)  # (a turn's agent, conversation and task)
         try:
-            self.audit.append(config.tenant, "retrieval", request.kb_id, detail)
+            self.audit.append(config.tenant, "retrieval", request.kb_id, detail,
+                              erasable={"query": request.query} if kept == "full" else None)  # (chained as a salted digest)
         except Exception as e:  # noqa: BLE001 - a record that cannot be written: closed (refused) unless told open
             if os.environ.get("EDDI_RAG_AUDIT_FAIL", "closed") == "open":
                 log.error("audit entry of a retrieval of %s not written (EDDI_RAG_AUDIT_FAIL=open): %s", request.kb_id, e)
