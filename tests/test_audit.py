@@ -142,9 +142,11 @@ def test_mcp_the_hook_langgraph_and_the_manager_each_leave_their_entry(tmp_path)
         assert mcp["subject"] == kb and mcp["detail"]["query"] == "night train"
 
         bot = agent(runtime)
-        runtime.turns.turn(bot, "When does the night train leave?", user_id="ann")
+        turn = runtime.turns.turn(bot, "When does the night train leave?", user_id="ann")
         (hook,) = retrievals(runtime, face="hook")
         assert hook["detail"]["agent"] == bot and hook["detail"]["task"] == "answer" and hook["detail"]["reader"] == "ann"
+        (trace,) = next(v for k, v in turn["memory"].items() if k.startswith("rag:trace:"))
+        assert trace["auditEntry"] == hook["seq"]  # the turn's trace names its entry
         rag_runnable(runtime.turns, bot).invoke({"messages": [("user", "Do dogs travel free?")]})
         assert len(retrievals(runtime, face="langgraph")) == 1
 

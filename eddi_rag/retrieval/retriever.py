@@ -139,6 +139,7 @@ class Hits(list):
     rerank: dict[str, Any] | None = None
     access: Access = EVERYONE
     would_withhold: Sequence[str] = ()  # (a list once set: the ids)
+    audit: int | None = None  # the audit record's entry of this retrieval (its seq), when one was written
 
 
 def rerank(reranker: Reranker, query: str, candidates: list[SearchHit], k: int) -> Hits:

@@ -198,16 +198,16 @@ class Search:
                                          min_score=request.min_score if min_score is None else min_score,
                                          where=request.where, user_id=request.user_id, vector=request.vector, access=readable)
             telemetry.documents(span, hits)
-        self._record(request, config, hits)
+        hits.audit = self._record(request, config, hits)  # (the entry's seq: a turn's rag:trace names it)
         return hits
 
-    def _record(self, request: SearchRequest, config: RagConfiguration, hits: Hits | None, refused: str | None = None) -> None:
+    def _record(self, request: SearchRequest, config: RagConfiguration, hits: Hits | None, refused: str | None = None) -> int | None:
         """The audit record's entry of this retrieval (records.audit), written before its answer leaves: which chunks of
         which document versions were given, read under which ACL, to whom; how many enforcing withholds (warn mode).
         A record that cannot be written refuses the retrieval (``EDDI_RAG_AUDIT_FAIL``: ``closed``, the default, or
         ``open``: served, and logged)."""
         if self.audit is None:
-            return
+            return None
         reader = self._reader(request)
         documents: dict[str, dict[str, Any]] = {}
         for h in hits or []:
@@ -227,12 +227,12 @@ class Search:
             detail["refused"] = refused
         detail.update(ACTING.get().about)  # (a turn's agent, conversation and task)
         try:
-            self.audit.append(config.tenant, "retrieval", request.kb_id, detail,
-                              erasable={"query": request.query} if kept == "full" else None)  # (chained as a salted digest)
+            return int(self.audit.append(config.tenant, "retrieval", request.kb_id, detail,
+                                         erasable={"query": request.query} if kept == "full" else None)["seq"])  # (query: a salted digest)
         except Exception as e:  # noqa: BLE001 - a record that cannot be written: closed (refused) unless told open
             if os.environ.get("EDDI_RAG_AUDIT_FAIL", "closed") == "open":
                 log.error("audit entry of a retrieval of %s not written (EDDI_RAG_AUDIT_FAIL=open): %s", request.kb_id, e)
-                return
+                return None
             raise AuditWriteError(f"knowledge base {request.kb_id!r}: the audit record could not be written, so nothing "
                                   f"is served (EDDI_RAG_AUDIT_FAIL=closed): {type(e).__name__}") from e
 

@@ -248,6 +248,7 @@ class RagContextProvider:
                 ],
                 **({"rerank": rerank} if (rerank := getattr(hits, "rerank", None)) else {}),
                 **({"wouldWithhold": would} if (would := getattr(hits, "would_withhold", None)) else {}),
+                **({"auditEntry": entry} if (entry := getattr(hits, "audit", None)) else {}),  # (its entry in the audit record)
             })
             results.append((cfg.name, hits))
         if task.contextMerge == "workflow":  # EDDI's: each KB's own hits, KB after KB in workflow order
