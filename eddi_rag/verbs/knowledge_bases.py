@@ -30,7 +30,7 @@ from eddi_rag.resource_types import Descriptor, ResourceNotFoundError
 from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
 from eddi_rag.resources.variables import references as variable_references
-from eddi_rag.sources.connectors import configuration_schema
+from eddi_rag.sources.connectors import block_fields, configuration_schema
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.workflow.traversal import reference_errors
 
@@ -220,11 +220,10 @@ def path_errors(config: RagConfiguration, data_dir: Path | None) -> list[dict[st
                 out.append({"path": f"$.{group}.{key}", "value": value,
                             "message": "model files are read only from folders the operator lists in EDDI_RAG_MODEL_ROOTS "
                                        f"({', '.join(map(str, models)) or 'none set'})"})
-    blocks = configuration_schema()["properties"]["sources"]["items"]["properties"]
     for i, source in enumerate(config.sources):
-        spec = blocks.get(source.type) or {}
+        fields = block_fields(source.type)
         for name, value in (source.block(source.type) or {}).items():
-            field, path = (spec.get("properties") or {}).get(name) or {}, f"$.sources[{i}].{source.type}.{name}"
+            field, path = fields.get(name) or {}, f"$.sources[{i}].{source.type}.{name}"
             if not isinstance(value, str):
                 continue
             on_server = field.get("x-on-server") and (value.startswith("file:") or not field.get("x-outbound"))

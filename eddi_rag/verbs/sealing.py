@@ -19,7 +19,7 @@ from typing import Any
 from eddi_rag.common.secrets import REDACTED, is_reference
 from eddi_rag.config import ConfigValidationError
 from eddi_rag.records.vault import SecretVault, reference
-from eddi_rag.sources.connectors import configuration_schema
+from eddi_rag.sources.connectors import connectors, secret_fields
 from eddi_rag.verbs.eddi_export import secret_field
 
 PARAMETER_MAPS = ("embeddingParameters", "storeParameters", "rerankerParameters")
@@ -27,9 +27,7 @@ PARAMETER_MAPS = ("embeddingParameters", "storeParameters", "rerankerParameters"
 
 def source_secrets() -> dict[str, tuple[str, ...]]:
     """Each source type's secret fields: those its connector marks ``secret()`` (``writeOnly`` in the schema)."""
-    types = configuration_schema()["properties"]["sources"]["items"]["properties"]
-    return {kind: tuple(name for name, spec in (body.get("properties") or {}).items() if spec.get("writeOnly"))
-            for kind, body in types.items() if isinstance(body, dict) and body.get("type") == "object"}
+    return {kind: secret_fields(kind) for kind in connectors()}
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.resource_types import ResourceNotFoundError
 from eddi_rag.sources import files as upload
 from eddi_rag.sources.base import CursorExpiredError, Item, Listing, PermissionSource, SourceContext, SyncEnd, feed, keeps_permissions
-from eddi_rag.sources.connectors import configuration_schema, connector
+from eddi_rag.sources.connectors import connector, secret_fields
 from eddi_rag.sources.ledger import ADD, UNCHANGED, SourceLedger, acl_json, classify, digest, reconcile
 from eddi_rag.sources.runs import COMPLETED, FAILED, PERMISSIONS, PURGE, RUNNING, Run, SourceBusyError, SourceRuns
 from eddi_rag.state import fleet
@@ -120,14 +120,12 @@ class SourceSync:
     def unresolved(self, kb_id: str, config: RagConfiguration, source: IngestionSource) -> list[dict[str, Any]]:
         """The source's secret fields (its connector's ``secret()``) whose reference does not resolve in the knowledge
         base's tenant, as validation errors naming the field."""
-        blocks = configuration_schema()["properties"]["sources"]["items"]["properties"]
-        fields = (blocks.get(source.type) or {}).get("properties") or {}
         block, tenant = source.block(source.type) or {}, self.kbs.resources.tenant_of("rags", kb_id)
         at = next(i for i, s in enumerate(config.sources) if s.effective_id == source.effective_id)
         out = []
-        for name, field in fields.items():
+        for name in secret_fields(source.type):
             value = block.get(name)
-            if field.get("writeOnly") and isinstance(value, str) and value.strip():
+            if isinstance(value, str) and value.strip():
                 try:
                     self.resolver.resolve(value, tenant)
                 except SecretNotFoundError as e:
@@ -450,7 +448,7 @@ class SourceSync:
         one is due (its cron, UTC), whether it keeps its own permissions and its last permission sync."""
         _, source = self.source(kb_id, source_id)
         sid, kind = source.effective_id, connector(source.type)
-        runs = self.run_records.history(kb_id, sid, 50)
+        runs, known = self.run_records.history(kb_id, sid, 50), self.ledger.known(kb_id, sid)
         last = next((r for r in runs if r.get("kind") != PERMISSIONS), None)
         synced = next((r for r in runs if r.get("kind") == PERMISSIONS), None)
         nxt = None
@@ -462,9 +460,9 @@ class SourceSync:
             nxt = croniter(source.when, datetime.now(timezone.utc)).get_next(datetime).isoformat(timespec="seconds")
         return {"sourceId": sid, "type": source.type, "needs": getattr(kind, "needs", ""),
                 "where": kind.where(source) if hasattr(kind, "where") else source.type, "cursor": self.ledger.cursor(kb_id, sid),
-                "documents": len(self.ledger.known(kb_id, sid)), "lastRun": last, "nextRun": nxt,
+                "documents": len(known), "lastRun": last, "nextRun": nxt,
                 "keepsPermissions": keeps_permissions(kind, source), "lastPermissionSync": synced,
-                "failing": failing_documents(self.ledger.known(kb_id, sid)),
+                "failing": failing_documents(known),
                 "permissionSyncMinutes": source.settings.permissionSyncMinutes}
 
     def test(self, kb_id: str, source_id: str) -> dict[str, Any]:

@@ -94,6 +94,17 @@ def _plain(node: Any) -> Any:
 ORDER = ("type", "required", "description", "properties", "items", "default")  # then the bounds, as written, then x-…
 
 
+def block_fields(kind: str) -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each field of ``kind``'s block, with its markers (``writeOnly``, ``x-outbound``,
+    ``x-on-server``); {} for a type without a block."""
+    return (configuration_schema()["properties"]["sources"]["items"]["properties"].get(kind) or {}).get("properties") or {}
+
+
+def secret_fields(kind: str) -> tuple[str, ...]:
+    """The fields of ``kind``'s block its connector marks ``secret()``."""
+    return tuple(name for name, field in block_fields(kind).items() if field.get("writeOnly"))
+
+
 @cache
 def configuration_schema() -> dict[str, Any]:
     """The RagConfiguration's JSON Schema with every connector registered: the packaged file (whose blocks are the
