@@ -636,12 +636,13 @@ def audit_verify(data_dir) -> None:
 @data_dir_option
 @click.option("--days", type=click.FloatRange(min=0), default=lambda: float(os.environ.get("EDDI_RAG_AUDIT_RETENTION_DAYS", "365")),
               show_default="EDDI_RAG_AUDIT_RETENTION_DAYS, else 365", help="Keep this many days of entries.")
-def audit_prune(data_dir, days) -> None:
-    """Remove entries older than --days (a checkpoint keeps the chain verifiable)."""
+@click.option("--tenant", default=None, help="This tenant's entries alone (emptied in place; its retention does this hourly).")
+def audit_prune(data_dir, days, tenant) -> None:
+    """Remove entries older than --days (the chain stays verifiable: a checkpoint, or emptied entries keeping their links)."""
     from eddi_rag.runtime import Runtime
 
     with Runtime(data_dir) as runtime:
-        click.echo(f"{runtime.audit.prune(days)} entries older than {days:g} days removed")
+        click.echo(f"{runtime.audit.prune(days, tenant)} entries older than {days:g} days removed")
 
 
 @main.command("reference", hidden=True)

@@ -133,12 +133,12 @@ class Runtime:
         self.saving.rechunk = self.ingesting.reparse_all
         self.saving.relabel = self.ingesting.relabel
         self.saving.claim_existing()
-        self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db)
+        self.scheduler = SourceScheduler(self.knowledge_bases, self.sources, self.db, retention=self.audit.retain)
         self.collections = VectorCollections(Collections(self.db, self.stores))
         self.keys = Keys(KeyStore(self.db))
         self.variables = GlobalVariables(variables)
         self.vault = Vault(secrets)
-        self.keys.record = self.vault.record = self.sources.record = self.audit.record
+        self.keys.record = self.vault.record = self.sources.record = self.turns.record = self.audit.record
         self.feedback = Votes(FeedbackLog(self.db), self.documents, lambda caller, kb_id: self.grants.may(caller, kb_id, "VIEW"))
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from eddi_rag.api.deps import Admin, Auditor, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, Route
@@ -56,3 +57,25 @@ def erase(runtime: RuntimeDep, caller: Admin, user: str = Query(..., min_length=
     digest that says nothing once its salt is gone, so it still verifies. The erasure is an entry itself."""
     return {"user": user, "erased": runtime.audit.erase(caller.tenant, user)}
 
+
+
+class AuditSettings(BaseModel):
+    """A tenant's audit settings; a field left out or ``null``: the server's default (EDDI_RAG_AUDIT_RETENTION_DAYS,
+    EDDI_RAG_AUDIT_QUERIES)."""
+    model_config = ConfigDict(extra="forbid")
+    auditRetentionDays: float | None = Field(None, ge=1, le=36_500, description="days an entry is kept; the scheduler "
+                                             "empties older ones hourly (the chain still verifies)")
+    auditQueries: Literal["full", "digest", "none"] | None = Field(None, description="how a retrieval's query is kept: "
+                                                                   "in full (erasable), as its SHA-256, or not at all")
+
+
+@router.get("/settings")
+def settings(runtime: RuntimeDep, caller: Auditor) -> dict[str, Any]:
+    """The tenant's own settings (``null``: the server's default) and those in effect (``effective``)."""
+    return runtime.audit.settings(caller.tenant)
+
+
+@router.put("/settings")
+def set_settings(runtime: RuntimeDep, caller: Admin, body: AuditSettings) -> dict[str, Any]:
+    """Set the tenant's retention and how a query is kept (administrators); the change is an entry of the record."""
+    return runtime.audit.set_settings(caller.tenant, body.auditRetentionDays, body.auditQueries)

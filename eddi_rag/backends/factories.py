@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from eddi_rag.backends import registry
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import DEFAULT_TENANT, SecretResolver, resolve_parameters
+from eddi_rag.common.telemetry import TracedEmbeddings
 from eddi_rag.config import ConfigValidationError, RagConfiguration
 from eddi_rag.embeddings.cache import CachedEmbeddings, StateVectorCache, VectorCache
 from eddi_rag.embeddings.guard import ATTEMPTS, GuardedEmbeddings
@@ -117,9 +118,10 @@ class EmbeddingModelFactory:
             retries = resolved.get("maxRetries")  # EDDI's: retries after the first attempt
             model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None,
                                       1 + int(retries) if isinstance(retries, int) else ATTEMPTS)
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
+        model = TracedEmbeddings(model, provider, str(name) or None, spec.remote)  # (an OpenTelemetry span a call, opt-in)
         if self.vectors is None:
             return model
-        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
         return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"), spec.asymmetric)
 
     def for_config(self, config: RagConfiguration) -> Embedder:

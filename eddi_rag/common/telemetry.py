@@ -2,7 +2,9 @@
 retrieval is a span as the GenAI semantic conventions name it (status: Development): name and ``gen_ai.operation.name``
 ``retrieval``, ``gen_ai.data_source.id`` the knowledge base, ``gen_ai.retrieval.top_k`` (and the older
 ``gen_ai.request.top_k``), and, only with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``,
-``gen_ai.retrieval.documents`` (each chunk's id and score). Exported by the SDK's OTLP exporter, configured by the
+``gen_ai.retrieval.documents`` (each chunk's id and score). Each call of an embedding model (a cache's misses) is an
+``embeddings {model}`` span (``gen_ai.operation.name`` ``embeddings``, ``gen_ai.provider.name``,
+``gen_ai.request.model``, ``gen_ai.embeddings.dimension.count``). Exported by the SDK's OTLP exporter, configured by the
 standard ``OTEL_*`` variables. Unset, nothing of OpenTelemetry is imported and nothing is exported."""
 
 from __future__ import annotations
@@ -78,3 +80,43 @@ def documents(span: Any, found: Sequence[Any]) -> None:
     """The chunks a retrieval gave, on its span (only when capturing)."""
     if span is not None and capturing():
         span.set_attribute("gen_ai.retrieval.documents", json.dumps([{"id": h.id, "score": round(h.score, 6)} for h in found]))
+
+
+@contextmanager
+def embeddings(provider: str, model: str | None, remote: bool) -> Iterator[Any]:
+    """An embeddings span around one call of a model (None inside when telemetry is off): CLIENT for a remote API,
+    INTERNAL for a model in this process."""
+    traced = tracer()
+    if traced is None:
+        yield None
+        return
+    from opentelemetry.trace import SpanKind
+
+    attributes = {"gen_ai.operation.name": "embeddings", "gen_ai.provider.name": provider, **({"gen_ai.request.model": model} if model else {})}
+    with traced.start_as_current_span(f"embeddings {model}" if model else "embeddings", attributes=attributes,
+                                      kind=SpanKind.CLIENT if remote else SpanKind.INTERNAL) as span:
+        yield span
+
+
+class TracedEmbeddings:
+    """An embedding model whose every call is an embeddings span (``embeddings``); nothing added when telemetry is off."""
+
+    def __init__(self, inner: Any, provider: str, model: str | None, remote: bool):
+        self.inner, self.provider, self.model, self.remote = inner, provider, model, remote
+
+    def __getattr__(self, name: str) -> Any:  # (model_name, dimensions … of the model inside)
+        return getattr(self.inner, name)
+
+    def _traced(self, call: Any, *args: Any) -> Any:
+        with embeddings(self.provider, self.model, self.remote) as span:
+            found = call(*args)
+            if span is not None and found:
+                first = found if isinstance(found[0], float) else found[0]
+                span.set_attribute("gen_ai.embeddings.dimension.count", len(first))
+            return found
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._traced(self.inner.embed_documents, texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._traced(self.inner.embed_query, text)

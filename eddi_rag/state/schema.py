@@ -324,6 +324,28 @@ def _audit_erasable(c: sqlite3.Connection) -> None:
     c.execute("CREATE TABLE IF NOT EXISTS audit_checkpoints (seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, at TEXT NOT NULL)")
 
 
+def _audit_indexed(c: sqlite3.Connection) -> None:
+    """Version 24: an auditor's questions answered by the database: the caller's user and the reader of a retrieval
+    (``audit_entries.who_user``, ``reader``), the documents a retrieval gave (``audit_documents``); an entry emptied by
+    its tenant's retention (``audit_entries.pruned``: when; its links to the entries around it stay); a tenant's audit
+    settings (``audit_settings``: days kept, how a query is kept; NULL: the server's default)."""
+    columns = _columns(c, "audit_entries")
+    for column in ("who_user", "reader", "pruned"):
+        if column not in columns:
+            c.execute(f"ALTER TABLE audit_entries ADD COLUMN {column} TEXT")
+    c.execute("CREATE TABLE IF NOT EXISTS audit_documents (tenant TEXT NOT NULL, document TEXT NOT NULL, seq INTEGER NOT NULL, "
+              "PRIMARY KEY (tenant, document, seq))")
+    c.execute("CREATE INDEX IF NOT EXISTS audit_by_who ON audit_entries (tenant, who_user)")
+    c.execute("CREATE INDEX IF NOT EXISTS audit_by_reader ON audit_entries (tenant, reader)")
+    c.execute("CREATE TABLE IF NOT EXISTS audit_settings (tenant TEXT PRIMARY KEY, retention_days REAL, queries TEXT)")
+    c.execute("DELETE FROM audit_documents")  # (filled again from the entries: a second run finds the same)
+    for seq, tenant, who, detail in c.execute("SELECT seq, tenant, who, detail FROM audit_entries").fetchall():
+        who, detail = json.loads(who), json.loads(detail)
+        c.execute("UPDATE audit_entries SET who_user=?, reader=? WHERE seq=?", (who.get("user"), detail.get("reader"), seq))
+        for document in {str(d.get("document")) for d in detail.get("documents", [])}:
+            c.execute("INSERT INTO audit_documents VALUES (?,?,?)", (tenant, document, seq))
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
@@ -331,7 +353,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appe
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
                                                                  _canonical_places, _principals, _source_cursors,
                                                                  _synced_permissions, _questions_asked_as, _version_authors,
-                                                                 _audit, _audit_erasable)
+                                                                 _audit, _audit_erasable, _audit_indexed)
 LATEST = len(MIGRATIONS)
 
 

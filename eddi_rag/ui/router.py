@@ -17,13 +17,14 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__
-from eddi_rag.auth import AuthError, Principal
+from eddi_rag.auth import AUDITOR, AuthError, Principal
 from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
 from eddi_rag.backends import registry
 from eddi_rag.common.secrets import is_reference
 from eddi_rag.config import ConfigValidationError, load_schema
 from eddi_rag.resource_types import MAX_VERSION, parse_uri
+from eddi_rag.verbs.audit import FACES
 from eddi_rag.verbs.eddi_export import secret_field
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.verbs.turns import answers_extractively
@@ -38,11 +39,18 @@ class SignInRequired(Exception):
         self.next_url, self.message = next_url, message
 
 
+class AuditorsPage(Exception):
+    """An auditor reads the audit record and nothing else: every other page sends them there."""
+
+
 def caller_of(request: Request) -> Principal:
     try:
-        return principal_of(request)
+        caller = principal_of(request)
     except AuthError as e:
         raise SignInRequired(request.url.path, str(e) if request.cookies.get(COOKIE) else "") from e
+    if caller.role == AUDITOR and request.url.path != "/ui/audit":
+        raise AuditorsPage()
+    return caller
 
 
 def render(request: Request, template: str, caller: Principal | None, status: int = 200, **context: Any) -> HTMLResponse:
@@ -50,6 +58,7 @@ def render(request: Request, template: str, caller: Principal | None, status: in
     return templates.TemplateResponse(request, template, {
         "caller": caller, "auth_on": auth.enabled(), "version": __version__, "status": status,
         "can_edit": caller is not None and caller.allows("editor"), "can_admin": caller is not None and caller.allows("admin"),
+        "can_audit": caller is not None and caller.allows(AUDITOR),
         **context}, status_code=status)
 
 
@@ -366,6 +375,17 @@ def admin(request: Request):
     return render(request, "admin.html", caller, vault_on=vault["available"])
 
 
+@router.get("/audit")
+def audit(request: Request):
+    """The audit record (auditors and administrators): entries filtered as an auditor asks, exports, the chain verified;
+    administrators also set what is kept and erase a user's queries."""
+    caller = caller_of(request)
+    if not caller.allows(AUDITOR):
+        return render(request, "error.html", caller, status=403,
+                      message="This page is for the tenant's auditors and administrators: the audit record.")
+    return render(request, "audit.html", caller, faces=FACES)
+
+
 def install(app: FastAPI) -> None:
     """Mount the UI: its pages, its static files, ``/`` → ``/ui``, and sign-in / error pages."""
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
@@ -374,6 +394,10 @@ def install(app: FastAPI) -> None:
     @app.get("/", include_in_schema=False)
     def root():
         return RedirectResponse("/ui", status_code=307)
+
+    @app.exception_handler(AuditorsPage)
+    async def auditors_page(request: Request, e: AuditorsPage) -> Response:
+        return RedirectResponse("/ui/audit", status_code=303)
 
     @app.exception_handler(SignInRequired)
     async def sign_in(request: Request, e: SignInRequired) -> Response:

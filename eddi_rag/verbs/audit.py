@@ -8,9 +8,9 @@ import builtins
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from eddi_rag.records.audit import ACTING, Acting, AuditLog, acting
+from eddi_rag.records.audit import ACTING, FACES, Acting, AuditLog, acting
 
-__all__ = ["ACTING", "Acting", "Audit", "acting"]
+__all__ = ["ACTING", "FACES", "Acting", "Audit", "acting"]
 
 
 class Audit:
@@ -29,10 +29,23 @@ class Audit:
         """Erase ``user``'s query texts from the tenant's entries (GDPR Art. 17); the chain still verifies."""
         return self.log.erase(tenant, user)
 
-    def prune(self, days: float) -> int:
-        """Remove the entries older than ``days`` (a checkpoint keeps the chain verifiable); returns how many."""
+    def prune(self, days: float, tenant: str | None = None) -> int:
+        """Remove the entries older than ``days`` (the chain stays verifiable); returns how many. ``tenant``: its entries
+        alone, emptied in place."""
         before = (datetime.now(timezone.utc) - timedelta(days=days)).isoformat(timespec="microseconds")
-        return self.log.prune(before)
+        return self.log.prune(before, tenant)
+
+    def retain(self, now: datetime | None = None) -> dict[str, int]:
+        """Every tenant's retention applied as of ``now`` (the scheduler's, hourly): {tenant: entries emptied}."""
+        return self.log.retain(now)
+
+    def settings(self, tenant: str) -> dict[str, Any]:
+        """The tenant's auditRetentionDays and auditQueries (``None``: the server's default) and ``effective``."""
+        return self.log.settings(tenant)
+
+    def set_settings(self, tenant: str, auditRetentionDays: float | None = None, auditQueries: str | None = None) -> dict[str, Any]:
+        """Set the tenant's settings (``None``: the server's default); the change is an entry."""
+        return self.log.set_settings(tenant, auditRetentionDays, auditQueries)
 
     def record(self, tenant: str, action: str, subject: str | None = None, detail: dict[str, Any] | None = None) -> None:
         """An administrative action (a configuration saved, a key made or revoked, a user's groups set)."""

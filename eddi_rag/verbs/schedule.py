@@ -1,6 +1,7 @@
 """Scheduled source runs: every ``interval`` seconds, each enabled source whose ``cron`` (UTC; ``schedule``,
 our older spelling) fired since the last look is started (skipped, with a log line, when a run of it is still under way),
-and each source keeping its own permissions has them synced every ``settings.permissionSyncMinutes``. Runs
+and each source keeping its own permissions has them synced every ``settings.permissionSyncMinutes``; every hour,
+each tenant's audit retention is applied (``retention``: records.audit's ``retain``). Runs
 missed while the server was down are not made up; the next fire time runs as usual.
 
 One scheduler looks in a fleet: the process holding the state database's ``scheduler`` role (on PostgreSQL an
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 
 from croniter import croniter
@@ -29,12 +30,16 @@ log = logging.getLogger(__name__)
 
 
 ROLE = "scheduler"
+RETENTION_EVERY = timedelta(hours=1)
 
 
 class SourceScheduler:
-    def __init__(self, kbs: KnowledgeBases, sources: SourceSync, db: StateDatabase, interval: float | None = None):
-        """``interval``: seconds between looks (EDDI_RAG_SCHEDULER_SECONDS, default 30)."""
-        self.kbs, self.sources, self.db = kbs, sources, db
+    def __init__(self, kbs: KnowledgeBases, sources: SourceSync, db: StateDatabase, interval: float | None = None,
+                 retention: Callable[[datetime], dict[str, int]] | None = None):
+        """``interval``: seconds between looks (EDDI_RAG_SCHEDULER_SECONDS, default 30); ``retention``: applies the
+        audit record's retention (hourly)."""
+        self.kbs, self.sources, self.db, self.retention = kbs, sources, db, retention
+        self.retained: datetime | None = None
         self.interval = interval or float(os.environ.get("EDDI_RAG_SCHEDULER_SECONDS", "30"))
         self.last = datetime.now(timezone.utc)
         self.leading = False
@@ -84,6 +89,13 @@ class SourceScheduler:
             except Exception as e:  # noqa: BLE001 - one source's problem never stops the others
                 log.warning("scheduled run of %s/%s could not start: %s", kb_id, source_id, e)
         self.last = now
+        if self.retention is not None and (self.retained is None or now - self.retained >= RETENTION_EVERY):
+            self.retained = now
+            try:
+                if pruned := self.retention(now):
+                    log.info("audit retention: entries emptied per tenant %s", pruned)
+            except Exception as e:  # noqa: BLE001 - the next hour tries again; the sources' runs are not held up
+                log.warning("audit retention could not be applied: %s", e)
         return started
 
     def look(self, now: datetime | None = None) -> list[str] | None:

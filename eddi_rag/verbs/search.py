@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import uuid
@@ -24,7 +23,7 @@ from eddi_rag.common import telemetry
 from eddi_rag.common.jsonvalues import text_problem
 from eddi_rag.common.principals import DENY
 from eddi_rag.config import RagConfiguration
-from eddi_rag.records.audit import ACTING, AuditLog, AuditWriteError, digest
+from eddi_rag.records.audit import ACTING, AuditLog, digest, unwritten
 from eddi_rag.retrieval import access, marks
 from eddi_rag.retrieval.access import Access, Reader, WithheldError
 from eddi_rag.retrieval.expansion import Passage
@@ -215,26 +214,23 @@ class Search:
                 "document": str(h.metadata.get("document_id") or h.id), "source": h.metadata.get("source"),
                 "version": h.metadata.get("ingestedAt"), "acl": h.metadata.get(access.ACL), "chunks": []})
             doc["chunks"].append({"id": h.id, "score": round(h.score, 6)})
-        kept = os.environ.get("EDDI_RAG_AUDIT_QUERIES", "full")
-        detail: dict[str, Any] = {
-            "kb": request.kb_id, "kbVersion": self.kbs.resources.current_version("rags", request.kb_id),
-            **({"query": digest(request.query)} if kept == "digest" else {}),
-            "reader": reader.user, "principals": list(hits.access.principals) if hits is not None else [],
-            "documents": list(documents.values())}
-        if hits is not None and hits.would_withhold:
-            detail["withheld"] = len(hits.would_withhold)
-        if refused is not None:
-            detail["refused"] = refused
-        detail.update(ACTING.get().about)  # (a turn's agent, conversation and task)
         try:
+            kept = self.audit.settings(config.tenant)["effective"]["auditQueries"]  # (the tenant's auditQueries)
+            detail: dict[str, Any] = {
+                "kb": request.kb_id, "kbVersion": self.kbs.resources.current_version("rags", request.kb_id),
+                **({"query": digest(request.query)} if kept == "digest" else {}),
+                "reader": reader.user, "principals": list(hits.access.principals) if hits is not None else [],
+                "documents": list(documents.values())}
+            if hits is not None and hits.would_withhold:
+                detail["withheld"] = len(hits.would_withhold)
+            if refused is not None:
+                detail["refused"] = refused
+            detail.update(ACTING.get().about)  # (a turn's agent, conversation and task)
             return int(self.audit.append(config.tenant, "retrieval", request.kb_id, detail,
                                          erasable={"query": request.query} if kept == "full" else None)["seq"])  # (query: a salted digest)
         except Exception as e:  # noqa: BLE001 - a record that cannot be written: closed (refused) unless told open
-            if os.environ.get("EDDI_RAG_AUDIT_FAIL", "closed") == "open":
-                log.error("audit entry of a retrieval of %s not written (EDDI_RAG_AUDIT_FAIL=open): %s", request.kb_id, e)
-                return None
-            raise AuditWriteError(f"knowledge base {request.kb_id!r}: the audit record could not be written, so nothing "
-                                  f"is served (EDDI_RAG_AUDIT_FAIL=closed): {type(e).__name__}") from e
+            unwritten(f"knowledge base {request.kb_id!r}", e)
+            return None
 
     def in_turn(self, kb_id: str, config: RagConfiguration, query: str, vector: list[float] | None, k: int,
                 min_score: float, user_id: str | None, reader: Reader | None = None) -> Hits:

@@ -9,7 +9,7 @@ from eddi_rag.answers.choice import is_extractive, later
 from eddi_rag.common.principals import Reader
 from eddi_rag.common.quoting import DOCUMENTS, quoted
 from eddi_rag.config import GROUNDING_INSTRUCTIONS, KnowledgeBaseRef, LlmTaskRag
-from eddi_rag.records.audit import ACTING, acting
+from eddi_rag.records.audit import ACTING, acting, unwritten
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.workflow.llm_task import RELEVANT_CONTEXT, LlmTaskHook, TurnResult, choose_task, invoke_chat
 from eddi_rag.workflow.memory import ConversationMemory
@@ -20,6 +20,7 @@ from eddi_rag.workflow.traversal import DiscoveredKb, WorkflowTraversal
 class Turns:
     def __init__(self, traversal: WorkflowTraversal, llm_task: LlmTaskHook, kbs: KnowledgeBases, remembering: Remembering):
         self.traversal, self.llm_task, self.kbs, self.remembering = traversal, llm_task, kbs, remembering
+        self.record: Any = None  # the audit record's (tenant, action, subject, detail): the answer's citations
 
     def turn(self, agent_id: str, message: str, user_id: str | None = None, task: str | None = None,
              chat_model: Any = None, tenant: str | None = None, properties: dict[str, Any] | None = None,
@@ -46,9 +47,28 @@ class Turns:
         chosen = choose_task(discovery, memory.agent_id, task)
         now = ACTING.get()  # the hook's retrievals: face hook, the caller kept, the agent and conversation they serve
         face = now.face if now.face == "langgraph" else "hook"
-        with acting(face, {"agent": memory.agent_id, "conversation": memory.conversation_id,
-                           "task": chosen.get("id") if isinstance(chosen, dict) else task}, **now.who):
-            return self.llm_task.execute(memory, chosen, chat_model, discovery)
+        about = {"agent": memory.agent_id, "conversation": memory.conversation_id,
+                 "task": chosen.get("id") if isinstance(chosen, dict) else task}
+        with acting(face, about, **now.who):
+            result = self.llm_task.execute(memory, chosen, chat_model, discovery)
+            if result.answer is not None:
+                self._cited(memory, result, about)
+            return result
+
+    def _cited(self, memory: ConversationMemory, result: TurnResult, about: dict[str, Any]) -> None:
+        """The audit record's entry of an answer given from retrieved passages: the retrievals' entries and the
+        citations it used (each source's document and chunk; ``known: false``, one that was not injected)."""
+        retrievals = [e["auditEntry"] for e in memory.get(f"rag:trace:{result.task_id}") or [] if e.get("auditEntry")]
+        if self.record is None or not retrievals:
+            return
+        cited = [{"n": c["n"], "known": c["known"], **({"kb": c.get("kb"), "document": c.get("source"), "chunk": c.get("chunkId")}
+                                                      if c["known"] else {})} for c in memory.get(f"rag:citations:{result.task_id}") or []]
+        tenant = result.discovery.knowledge_bases[0].config.tenant if result.discovery.knowledge_bases else "default"
+        try:
+            self.record(tenant, "answer", memory.agent_id, {"retrievals": retrievals, "citations": cited,
+                                                            "sources": len(result.sources), **about})
+        except Exception as e:  # noqa: BLE001 - closed: the answer is not given; open: logged
+            unwritten(f"the answer of agent {memory.agent_id!r}", e)
 
     def context(self, kb_id: str, query: str, user_id: str | None = None, max_results: int | None = None,
                 min_score: float | None = None, expansion: str | None = None,

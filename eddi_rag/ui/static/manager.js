@@ -1329,6 +1329,78 @@ function initAdmin() {
   keys(); groups(); secrets();
 }
 
+// ---- audit: the record filtered as an auditor asks, exported, verified; what is kept (administrators) ----
+function initAudit() {
+  let after = 0, query = "";
+  const cell = (label, ...content) => el("td", { "data-label": label }, ...content);
+  const about = (e) => {
+    const d = e.detail || {};
+    if (e.action === "retrieval") return [`read as ${d.reader || "nobody"}`, d.kb ? ` from ${d.kb}` : "", d.agent ? ` for agent ${d.agent}` : "",
+      d.withheld ? `; ${d.withheld} withheld` : "", d.refused ? `; refused: ${d.refused}` : ""].join("");
+    if (e.action === "answer") return `${(d.citations || []).length} citation(s) of entries ${(d.retrievals || []).join(", ")}`;
+    return [e.subject || "", Object.keys(d).length ? ` ${JSON.stringify(d)}` : ""].join("");
+  };
+  const who = (w) => [w.user, w.key, w.role].filter(Boolean).join(" · ") || "—";
+  const row = (e) => el("tr", { "data-seq": e.seq }, cell("#", String(e.seq)), cell("When", when(e.at)), cell("Action", e.action),
+    cell("Face", e.face), cell("Who", who(e.who || {})), cell("About", about(e)),
+    cell("Documents", ((e.detail || {}).documents || []).map((d) => d.document).join(", ") || "—"),
+    cell("Query", (e.detail || {}).query ?? ((e.detail || {}).queryErasedOn ? "(erased)" : "—")));
+  const show = async (more) => {
+    const r = await api("GET", `/audit?${query}&after=${after}&limit=100`);
+    const body = $("#audit-entries tbody");
+    if (!r.ok) { body.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "error" }, problem(r)))); return; }
+    const rows = r.data.map(row);
+    if (more) body.append(...rows);
+    else body.replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No entries match."))]));
+    if (r.data.length) after = r.data[r.data.length - 1].seq;
+    $("#audit-more").hidden = r.data.length < 100;
+  };
+  $("#audit-filter").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const params = new URLSearchParams();
+    for (const [name, value] of new FormData(e.target)) if (String(value).trim()) params.set(name, String(value).trim());
+    query = params.toString();
+    after = 0;
+    $("#export-jsonl").href = `/audit?${query}&format=jsonl&limit=10000`;
+    $("#export-csv").href = `/audit?${query}&format=csv&limit=10000`;
+    show(false);
+  });
+  $("#audit-more").addEventListener("click", () => show(true));
+  $("#verify").addEventListener("click", async () => {
+    const r = await api("GET", "/audit/verify");
+    const out = $("#verify-out");
+    if (!r.ok) { out.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
+    out.replaceChildren(r.data.ok ? el("p", {}, el("span", { class: "health ok" }, "whole"), ` ${r.data.entries} entries: the chain holds.`)
+      : el("div", {}, el("p", {}, el("span", { class: "health bad" }, "broken"), ` ${r.data.problems.length} problem(s) in ${r.data.entries} entries:`),
+        el("ul", {}, r.data.problems.map((p) => el("li", {}, `entry ${p.seq}: ${p.problem}`)))));
+  });
+  const settings = $("#audit-settings");
+  if (settings) {
+    api("GET", "/audit/settings").then((r) => {
+      if (!r.ok) return;
+      settings.auditRetentionDays.value = r.data.auditRetentionDays ?? "";
+      settings.auditRetentionDays.placeholder = `the server's default: ${r.data.effective.auditRetentionDays}`;
+      settings.auditQueries.value = r.data.auditQueries ?? "";
+    });
+    settings.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const days = settings.auditRetentionDays.value.trim();
+      const r = await api("PUT", "/audit/settings", { auditRetentionDays: days ? Number(days) : null, auditQueries: settings.auditQueries.value || null });
+      $("#audit-settings-out").replaceChildren(el("p", { class: r.ok ? "" : "error" }, r.ok
+        ? `Saved: entries are kept ${r.data.effective.auditRetentionDays} days, queries ${r.data.effective.auditQueries === "full" ? "in full" : r.data.effective.auditQueries === "digest" ? "as a digest" : "not at all"}.`
+        : `Not saved: ${problem(r)}`));
+    });
+    $("#audit-erase").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const user = e.target.user.value.trim();
+      if (!confirm(`Erase every query ${user} asked from the record? This cannot be undone.`)) return;
+      const r = await api("POST", `/audit/erase?user=${encodeURIComponent(user)}`);
+      $("#audit-erase-out").replaceChildren(el("p", { class: r.ok ? "" : "error" }, r.ok ? `Erased ${r.data.erased} quer${r.data.erased === 1 ? "y" : "ies"} of ${user}.` : `Not erased: ${problem(r)}`));
+    });
+  }
+  show(false);
+}
+
 // Text that scrolls (a passage, an answer, a diff) is reachable by keyboard, as axe's scrollable-region-focusable asks:
 // each such region takes focus, whenever a page puts one in.
 const SCROLLING = "pre:not([tabindex]), .diff-text:not([tabindex]), .table-wrap:not([tabindex])";
@@ -1354,4 +1426,5 @@ document.addEventListener("DOMContentLoaded", () => {
   initAgents();
   if ($("tbody[data-doctor]")) initHealth();
   if ($("#admin-keys")) initAdmin();
+  if ($("#audit-entries")) initAudit();
 });
