@@ -15,7 +15,7 @@ import eddi_rag
 from eddi_rag.errors import EddiRagError
 
 # Raised and caught inside the product; never a caller's answer.
-INTERNAL = {"ParseCancelledError", "SignInRequired", "PageGoneError"}  # caught where raised
+INTERNAL = {"ParseCancelledError", "SignInRequired", "AuditorsPage", "PageGoneError"}  # caught where raised
 SKIP_MODULES = ("eddi_rag.testing", "eddi_rag.ingest.parsing")  # pytest plugin; the parse process's entry point
 
 

@@ -113,13 +113,13 @@ class EmbeddingModelFactory:
         self.outbound.check_endpoints(params, resolved, f"embeddingParameters of {provider!r}")
         resolved = registry.prepare_parameters(registry.EMBEDDINGS, provider, resolved)
         model = spec.build(resolved)
+        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
+        model = TracedEmbeddings(model, provider, str(name) or None, spec.remote)  # (an OpenTelemetry span a call, opt-in)
         if spec.remote:
             dims = resolved.get("dimensions")
             retries = resolved.get("maxRetries")  # EDDI's: retries after the first attempt
             model = GuardedEmbeddings(model, provider, spec.batch_size, int(dims) if isinstance(dims, int) else None,
                                       1 + int(retries) if isinstance(retries, int) else ATTEMPTS)
-        name = getattr(model, "model_name", None) or getattr(model, "model", None) or str(resolved.get("model", ""))
-        model = TracedEmbeddings(model, provider, str(name) or None, spec.remote)  # (an OpenTelemetry span a call, opt-in)
         if self.vectors is None:
             return model
         return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"), spec.asymmetric)
