@@ -1,17 +1,20 @@
 """What the audit record costs a query (issue 59: at most 0.5 ms p50 at 100,000 chunks).
 
-    .venv/bin/python benchmarks/bench_audit.py [--size 100000] [--queries 60] [--data ../shared/data/nfcorpus]
+    .venv/bin/python benchmarks/bench_audit.py [--size 100000] [--queries 60] [--data ../shared/data/nfcorpus] [--postgresql]
 
 One knowledge base with every default (``sqlite`` store, hybrid weighted search, neighbour context), NFCorpus's
 abstracts copied up to ``--size`` chunks as ``bench_query.py`` fills it (the stand-in embedding: only the product's own
 work is timed). The same questions are asked as ``Search.run`` with the record written (its entry: who, the documents
 and chunks given, the query kept as a salted digest and its text) and without it (``search.audit`` None), in
-alternating rounds on the same store. Prints p50 / p95 of each and the difference. Asserts nothing about time.
+alternating rounds on the same store. ``--postgresql``: the state (and so the record) on a PostgreSQL the benchmark
+starts (the tests' pgserver, a local socket), as a fleet keeps it. Prints p50 / p95 of each and the difference.
+Asserts nothing about time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -35,14 +38,25 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--postgresql", action="store_true", help="the state database on PostgreSQL (started here)")
     args = parser.parse_args()
     data = Path(args.data)
     docs = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines()]
     asked = [json.loads(line)["text"] for line in (data / "queries.jsonl").read_text().splitlines()]
     asked = list(dict.fromkeys(q for q in asked if len(q.split()) <= 30))[: args.queries]
+    with contextlib.ExitStack() as stack:
+        url = None
+        if args.postgresql:
+            from tests.support.services import postgres
+
+            url = stack.enter_context(postgres())
+        measure(args, docs, asked, stack.enter_context(tempfile.TemporaryDirectory()), url)
+
+
+def measure(args: argparse.Namespace, docs: list[dict], asked: list[str], tmp: str, url: str | None) -> None:
     stand_in = Hashed()
     vectors = {q: stand_in.embed_query(q) for q in asked}
-    with tempfile.TemporaryDirectory() as tmp, Runtime(tmp) as rt:
+    with Runtime(tmp, state_url=url) as rt:
         rt.embeddings.for_config = lambda config: stand_in  # (only the product's own work is timed)
         kb = rt.saving.create("rags", {"name": "bench", "embeddingProvider": "local", "storeType": "sqlite"}).id
         rt.ingesting.batch([Document(d["_id"], f"# {d['title']}\n\n{d['text']}") for d in docs], kb)
@@ -67,7 +81,8 @@ def main() -> None:
                 results[name].append(timed(run, asked))
         rt.search.audit = log
         entries = log.verify()["entries"]
-        print(f"{chunks:,} chunks ({copy} copies of NFCorpus); {len(asked)} questions × {args.rounds} rounds each way; "
+        print(f"state on {'PostgreSQL' if url else 'SQLite'}; {chunks:,} chunks ({copy} copies of NFCorpus); "
+              f"{len(asked)} questions × {args.rounds} rounds each way; "
               f"{entries:,} entries in the record, its chain verified\n")
         print("| search | p50 ms (median of rounds) | p95 ms |")
         print("|---|---:|---:|")
