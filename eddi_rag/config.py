@@ -174,6 +174,7 @@ class RagConfiguration(BaseModel):
 
     _disabled: str | None = PrivateAttr(default=None)  # set when the provider reference was resolved to nothing
     _tenant: str = PrivateAttr(default="default")  # whose secrets its references read (set when read from the state)
+    _version: int | None = PrivateAttr(default=None)  # the stored version it was read from (None: not read from the state)
 
     @model_validator(mode="before")
     @classmethod
@@ -215,6 +216,11 @@ class RagConfiguration(BaseModel):
     def tenant(self) -> str:
         """The tenant this configuration belongs to: its ``${vault:…}`` references are that tenant's keys."""
         return self._tenant
+
+    @property
+    def stored_version(self) -> int | None:
+        """The version of the knowledge base this configuration was read from (None: not read from the state)."""
+        return self._version
 
     def in_tenant(self, tenant: str) -> RagConfiguration:
         out = self.model_copy()

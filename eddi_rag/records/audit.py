@@ -31,10 +31,11 @@ from typing import Any
 
 from eddi_rag import state
 from eddi_rag.errors import EddiRagError
-from eddi_rag.state.sqlite import StateDatabase
+from eddi_rag.state.sqlite import POSTGRESQL, StateDatabase
 
 log = logging.getLogger(__name__)
 
+CHAIN = "audit"  # the lock a fleet's appends take on PostgreSQL (not the write lock: a retrieval never waits on an ingestion)
 GENESIS = "0" * 64  # the hash before the first entry
 FACES = ("rest", "manager", "mcp", "hook", "langgraph", "langchain", "cli", "python")
 QUERY_KEPT = ("full", "digest", "none")  # how a retrieval's query is kept (a tenant's auditQueries; default full)
@@ -86,6 +87,20 @@ class AuditWriteError(EddiRagError, RuntimeError):
 class AuditSettingsError(EddiRagError, ValueError):
     """An audit setting out of its range (HTTP 400), named with its value."""
     status = 400
+
+
+# PostgreSQL's append (AuditLog._appended): parameters genesis, the canonical JSON before and after the number, the
+# entry's columns, its tenant again and its documents
+APPEND = """WITH last AS (SELECT seq, hash FROM audit_entries ORDER BY seq DESC LIMIT 1),
+  mark AS (SELECT seq, hash FROM audit_checkpoints ORDER BY seq DESC LIMIT 1),
+  base AS (SELECT COALESCE((SELECT seq FROM last), (SELECT seq FROM mark), 0) + 1 AS seq,
+                  COALESCE((SELECT hash FROM last), (SELECT hash FROM mark), ?) AS previous, ?::text AS head, ?::text AS tail),
+  made AS (INSERT INTO audit_entries (seq, at, tenant, action, face, who, subject, detail, previous, hash, erasable, who_user, reader)
+           SELECT seq, ?, ?, ?, ?, ?, ?, ?, previous,
+                  encode(sha256(convert_to(previous || E'\\n' || head || seq::text || tail, 'UTF8')), 'hex'), ?, ?, ? FROM base
+           RETURNING seq),
+  given AS (INSERT INTO audit_documents SELECT ?, document, made.seq FROM made, unnest(?::text[]) AS document)
+SELECT seq FROM made"""
 
 
 def unwritten(what: str, error: Exception) -> None:
@@ -156,7 +171,10 @@ class AuditLog:
         entry: dict[str, Any] = {"at": datetime.now(timezone.utc).isoformat(timespec="microseconds"), "tenant": tenant,
                                  "action": action, "face": face or now.face, "who": who if who is not None else now.who,
                                  "subject": subject, "detail": detail}
-        with self.db.transaction() as c:
+        documents = sorted({str(d.get("document")) for d in detail.get("documents", [])})
+        if self.db.dialect == POSTGRESQL and not self.db.in_transaction():
+            return self._shown(self._appended(entry, erasable=_canonical(kept) if kept else None, documents=documents), kept)
+        with self.db.transaction(lock=CHAIN) as c:
             last = c.execute("SELECT seq, hash FROM audit_entries ORDER BY seq DESC LIMIT 1").fetchone()
             if last is None:
                 last = c.execute("SELECT seq, hash FROM audit_checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
@@ -167,9 +185,31 @@ class AuditLog:
                       (seq, entry["at"], tenant, action, entry["face"], _canonical(entry["who"]), subject,
                        _canonical(entry["detail"]), previous, _hash(previous, entry), _canonical(kept) if kept else None,
                        entry["who"].get("user"), detail.get("reader")))
-            for document in {str(d.get("document")) for d in detail.get("documents", [])}:
-                c.execute("INSERT INTO audit_documents VALUES (?,?,?)", (tenant, document, seq))
+            if documents:
+                c.executemany("INSERT INTO audit_documents VALUES (?,?,?)", [(tenant, document, seq) for document in documents])
         return self._shown(entry, kept)
+
+    def _appended(self, entry: dict[str, Any], erasable: str | None, documents: list[str]) -> dict[str, Any]:
+        """PostgreSQL's append in one statement, one round trip: the last entry (or checkpoint) read, the entry's hash
+        made by the database (SHA-256 over the same bytes ``_hash`` reads: the canonical JSON with the number spliced in
+        where its sorted keys put it), the entry and its documents inserted. Two processes that take the same number
+        at once: one is refused by the key and tries again on the new end of the chain. Returns the entry."""
+        import psycopg
+
+        def part(keys: tuple[str, ...]) -> str:
+            return ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_canonical(entry[k])}" for k in keys)
+        before, after = "{" + part(("action", "at", "detail", "face")) + ',"seq":', "," + part(("subject", "tenant", "who")) + "}"
+        for attempt in range(50):
+            try:
+                seq = self.db.query(APPEND, (GENESIS, before, after, entry["at"], entry["tenant"], entry["action"], entry["face"],
+                                             _canonical(entry["who"]), entry["subject"], _canonical(entry["detail"]), erasable,
+                                             entry["who"].get("user"), entry["detail"].get("reader"), entry["tenant"], documents))[0][0]
+                return {"seq": seq, **entry}
+            except psycopg.errors.UniqueViolation:
+                if attempt == 49:
+                    raise
+                time.sleep(0.001 * attempt)
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _shown(entry: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +234,7 @@ class AuditLog:
         """Erase the query texts of ``user``'s retrievals in ``tenant`` (GDPR Art. 17): each text and the salt of its
         digest go, the chained digest stays, so the chain still verifies and the digest says nothing. Returns how many."""
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self.db.transaction() as c:
+        with self.db.transaction(lock=CHAIN) as c:
             erased = c.execute("UPDATE audit_entries SET erasable=? WHERE tenant=? AND erasable IS NOT NULL AND erasable NOT LIKE '{\"erasedOn\"%' AND "
                                "(who_user=? OR reader=?)", (_canonical({"erasedOn": now}), tenant, user, user)).rowcount
         self.append(tenant, "audit.erased", f"user:{user}", {"entries": erased})
@@ -206,7 +246,7 @@ class AuditLog:
         tenant's (its retention): each is emptied in place, keeping its links, so the other tenants' entries after it
         still verify; the pruning is an entry naming the tenant and the time, which ``verify`` checks an emptied entry
         against."""
-        with self.db.transaction() as c:
+        with self.db.transaction(lock=CHAIN) as c:
             if tenant is None:
                 last = c.execute("SELECT seq, hash FROM audit_entries WHERE at < ? ORDER BY seq DESC LIMIT 1", (before,)).fetchone()
                 if last is None:

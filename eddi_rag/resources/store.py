@@ -118,18 +118,18 @@ class ResourceStore:
             raise ResourceNotFoundError(f"{kind}/{id} has no version {version}")
         return json.loads(rows[0]["data"])
 
-    def read_owned(self, kind: str, id: str, version: int = 0) -> tuple[dict[str, Any], str]:
-        """``read``'s version and the tenant it belongs to, in one query (a search reads its knowledge base's
-        configuration each time: on a fleet's PostgreSQL every query is a round trip)."""
+    def read_owned(self, kind: str, id: str, version: int = 0) -> tuple[dict[str, Any], str, int]:
+        """``read``'s version, the tenant it belongs to and its number, in one query (a search reads its knowledge
+        base's configuration each time: on a fleet's PostgreSQL every query is a round trip)."""
         _check_kind(kind)
         rows = self.db.query(
-            "SELECT v.data, r.tenant FROM resources r JOIN resource_versions v ON v.kind = r.kind AND v.id = r.id AND "
+            "SELECT v.data, r.tenant, v.version FROM resources r JOIN resource_versions v ON v.kind = r.kind AND v.id = r.id AND "
             "v.version = CASE WHEN ? = 0 THEN r.current_version ELSE ? END WHERE r.kind=? AND r.id=? AND r.deleted=0",
             (version, version, kind, id))
         if not rows:
             self.read(kind, id, version)  # the error that says which is missing: the resource or its version
             raise ResourceNotFoundError(f"{kind}/{id} not found")
-        return json.loads(rows[0]["data"]), rows[0]["tenant"]
+        return json.loads(rows[0]["data"]), rows[0]["tenant"], rows[0]["version"]
 
     def update(self, kind: str, id: str, version: int, data: dict[str, Any], author: str | None = None) -> ResourceRef:
         with self.db.transaction() as c:

@@ -202,18 +202,27 @@ class PostgresDatabase:
                                         "seconds") from e
 
     @contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self, lock: str | None = None) -> Iterator[Connection]:
+        """A transaction holding the fleet's write lock, or ``lock``'s alone (the audit record's chain: its appends wait
+        for one another, not for an ingestion's writes); one of this thread that is open is joined, taking ``lock``
+        too."""
         current = getattr(self._local, "conn", None)
         if current is not None:  # a transaction of this thread is open: the block joins it (as SQLite's do)
+            if lock is not None:
+                current.execute("SELECT pg_advisory_xact_lock(?)", (_lock_key(lock),))
             yield current
             return
         with self._connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK if lock is None else _lock_key(lock),))
             self._local.conn = Connection(conn)
             try:
                 yield self._local.conn
             finally:
                 self._local.conn = None
+
+    def in_transaction(self) -> bool:
+        """Whether this thread has a transaction open (a statement now would join it)."""
+        return getattr(self._local, "conn", None) is not None
 
     def execute(self, statement: str, params: Any = ()) -> Any:
         current = getattr(self._local, "conn", None)

@@ -41,7 +41,8 @@ class StateDatabase(Protocol):
     path: str
     migrated: bool
 
-    def transaction(self) -> AbstractContextManager[Any]: ...
+    def transaction(self, lock: str | None = None) -> AbstractContextManager[Any]: ...
+    def in_transaction(self) -> bool: ...
     def execute(self, sql: str, params: Any = ()) -> Any: ...
     def query(self, sql: str, params: Any = ()) -> list[Any]: ...
     def schema_version(self, c: Any) -> int: ...
@@ -103,8 +104,13 @@ class Database:
                     raise (self._busy(e, started) if _locked(e) else e) from e
                 time.sleep(0.01 * (attempt + 1))
 
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (this connection's, whichever thread holds it)."""
+        return self._depth > 0
+
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, lock: str | None = None) -> Iterator[sqlite3.Connection]:
+        """(``lock``: PostgreSQL's narrower lock; a SQLite write takes the file's one lock whatever it is)"""
         with self._lock:
             outer, began = self._depth == 0, time.monotonic()
             if outer:

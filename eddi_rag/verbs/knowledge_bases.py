@@ -129,7 +129,10 @@ class KnowledgeBases:
         """The KB's configuration (ResourceNotFoundError for an unknown id or version), its embedding
         provider reference resolved in the KB's own tenant (or marked disabled), its ``${vars:…}`` replaced
         by the tenant's global variables."""
-        return self.as_used(*self.resources.read_owned("rags", kb_id, version))
+        data, tenant, stored = self.resources.read_owned("rags", kb_id, version)
+        config = self.as_used(data, tenant)
+        config._version = stored
+        return config
 
     def as_used(self, data: Any, tenant: str) -> RagConfiguration:
         """A configuration of ``tenant`` as it is used: validated, its provider reference resolved, its global

@@ -217,7 +217,7 @@ class Search:
         try:
             kept = self.audit.settings(config.tenant)["effective"]["auditQueries"]  # (the tenant's auditQueries)
             detail: dict[str, Any] = {
-                "kb": request.kb_id, "kbVersion": self.kbs.resources.current_version("rags", request.kb_id),
+                "kb": request.kb_id, "kbVersion": config.stored_version or self.kbs.resources.current_version("rags", request.kb_id),
                 **({"query": digest(request.query)} if kept == "digest" else {}),
                 "reader": reader.user, "principals": list(hits.access.principals) if hits is not None else [],
                 "documents": list(documents.values())}

@@ -124,6 +124,7 @@ class WorkflowTraversal:
                     except ConfigValidationError as e:
                         found.skipped.append(f"{uri}: {e}")
                         continue
+                    config._version = rag[1]  # (the version the workflow names: what a retrieval's record says it read)
                     found.knowledge_bases.append(DiscoveredKb(rag[0], rag[1], config))
                 elif step.get("type") == HTTPCALLS_STEP:
                     calls = self._load(uri, "httpcalls", found, tenant)
