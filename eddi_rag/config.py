@@ -15,7 +15,6 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from eddi_rag.common import jsonvalues
@@ -235,6 +234,8 @@ class RagConfiguration(BaseModel):
 
 
 def schema_errors(data: Any, schema: dict[str, Any]) -> list[dict[str, Any]]:
+    from jsonschema import Draft202012Validator  # (at the first check: off a start's path)
+
     validator = Draft202012Validator(schema)
     errors = []
     for err in sorted(validator.iter_errors(data), key=lambda e: (e.json_path, e.message)):

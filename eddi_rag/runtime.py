@@ -121,7 +121,7 @@ class Runtime:
             return [ref for tenant, key, ref in vault_references(groups, config.tenant) if not secrets.granted(tenant, key, agent_id)]
 
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.search.in_turn, redact, ungranted),
-                                    self.outbound.client(timeout=10), self.remembering.knowledge_bases)
+                                    lambda: self.outbound.client(timeout=10), self.remembering.knowledge_bases)
         self.turns = Turns(self.traversal, self.llm_task, self.knowledge_bases, self.remembering)
         self.pipeline = RagPipeline(self.search, self.ingesting)
         # the rest of the state

@@ -88,6 +88,11 @@ class _Refused(Exception):
     pass
 
 
+# Imported before any test's guard: croniter's import asks platform.architecture(), which runs `file` on the
+# interpreter (the product imports it at the first schedule it reads, which may be inside a unit test).
+import croniter  # noqa: E402,F401
+
+
 @pytest.fixture(autouse=True)
 def unit_guard(request, monkeypatch):
     """A unit test runs in this process alone: opening a network connection or a child process from the

@@ -34,7 +34,7 @@ from eddi_rag.api import (
 )
 from eddi_rag.api.edge import ASGIApp, around_requests, document_errors, document_text_rule
 from eddi_rag.api.limits import Limits
-from eddi_rag.api.resources import resource_router
+from eddi_rag.api.resources import document_schemas, resource_router
 from eddi_rag.auth import AuthError
 from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
@@ -150,6 +150,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document_errors(generate())
+            document_schemas(generate())
             collections.document_json_parameters(generate())
             document_text_rule(generate())
         return app.openapi_schema or generate()

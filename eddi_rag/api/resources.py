@@ -56,10 +56,35 @@ def provider_schema() -> dict[str, Any]:
     return {k: v for k, v in provider_entry_schema().items() if k not in ("$schema", "$id")}
 
 
+LATER = "x-eddi-rag-schema"  # a body's JSON Schema named, given when the OpenAPI document is made (``document_schemas``)
+
+
+def document_schemas(node: Any) -> None:
+    """Each ``{LATER: kind}`` in the OpenAPI document replaced by that schema: the RagConfiguration's (made from every
+    connector registered) and a provider's are made when the document is asked for, not at every start."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, dict) and LATER in value:  # (over what FastAPI made of the route's body, as openapi_extra was)
+                given = _without_none(rag_schema() if value[LATER] == "rags" else provider_schema())
+                node[key] = {**{k: v for k, v in value.items() if k != LATER}, **given}
+            else:
+                document_schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            document_schemas(value)
+
+
+def _without_none(node: Any) -> Any:
+    """(as FastAPI writes the document: no key whose value is null)"""
+    if isinstance(node, dict):
+        return {k: _without_none(v) for k, v in node.items() if v is not None}
+    return [_without_none(v) for v in node] if isinstance(node, list) else node
+
+
 class ChunkPreviewRequest(RequestBody):
     model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["text"]}, {"required": ["base64"]}]})
 
-    configuration: dict[str, Any] = Field(json_schema_extra=rag_schema())
+    configuration: dict[str, Any] = Field(json_schema_extra=lambda schema: schema.update(rag_schema()))
     documentName: str = Field("pasted.txt", min_length=1, max_length=500)
     text: str | SkipJsonSchema[None] = None  # exactly one of text and base64
     base64: str | SkipJsonSchema[None] = None
@@ -107,7 +132,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
 
     # A knowledge base's body is a RagConfiguration, a provider's a providers map entry: the OpenAPI document
     # gives their JSON Schemas.
-    schema = rag_schema() if kind == "rags" else provider_schema() if kind == "providers" else None
+    schema = {LATER: kind} if kind in ("rags", "providers") else None
     body: dict[str, Any] = ({"openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}}
                             if schema else {})
 

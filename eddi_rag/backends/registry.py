@@ -11,8 +11,6 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from eddi_rag.common.parameters import ALIAS, normalise
 from eddi_rag.common.secrets import REFERENCE
 from eddi_rag.errors import CONFIGURATION, EddiRagError
@@ -188,6 +186,8 @@ def validate_parameters(group: str, name: str, params: dict[str, Any]) -> list[d
     errors += coercion
     bad = {e["path"].rsplit(".", 1)[-1] for e in coercion}
     checked = {k: v for k, v in checked.items() if k not in bad}
+    from jsonschema import Draft202012Validator  # (at the first check: not on every start's path)
+
     for err in Draft202012Validator(_allow_references(schema)).iter_errors(checked):
         path = f"$.{field}" + err.json_path[1:]
         message = err.message

@@ -14,13 +14,14 @@ import os
 import re
 import socket
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
-
-import httpx
 
 from eddi_rag.common.secrets import ENDPOINT_PARAMETERS
 from eddi_rag.errors import CONFIGURATION, EddiRagError
+
+if TYPE_CHECKING:
+    import httpx
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 NEVER = tuple(ipaddress.ip_network(n) for n in (
@@ -143,6 +144,8 @@ class OutboundPolicy:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """An httpx client that checks every request it sends, redirects included (at most 5)."""
+        import httpx  # (at the first client: httpx is not on the path of a start)
+
         def hook(request: httpx.Request) -> None:
             self.check(str(request.url))
 

@@ -11,8 +11,6 @@ import hashlib
 from collections.abc import Iterable
 from typing import Protocol
 
-import numpy as np
-
 from eddi_rag import state
 from eddi_rag.common import metrics
 from eddi_rag.embeddings.model import Embedder, EmbeddingModel
@@ -97,6 +95,8 @@ class CachedEmbeddings(EmbeddingModel):
         self.provider, self.model, self.dimensions, self.asymmetric = provider, model, dimensions, asymmetric
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np  # (at the first embedding: off a start's path)
+
         keys = [cache_key(self.provider, self.model, self.dimensions, t) for t in texts]
         found = {k: np.frombuffer(v, dtype=np.float32).tolist() for k, v in self.cache.get_many(keys).items()}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
@@ -112,6 +112,8 @@ class CachedEmbeddings(EmbeddingModel):
     def embed_query(self, text: str) -> list[float]:
         if not self.asymmetric:
             return self.embed_documents([text])[0]
+        import numpy as np
+
         key = cache_key(self.provider, self.model, self.dimensions, "\0query\0" + text)
         found = self.cache.get_many([key]).get(key)
         metrics.cache_lookups(1, int(found is not None))

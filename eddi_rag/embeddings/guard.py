@@ -5,12 +5,13 @@ order, retries of HTTP 429/5xx and connection failures with exponential backoff 
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from typing import TYPE_CHECKING, Any
 
 from eddi_rag.embeddings.model import Embedder, EmbeddingModel
 from eddi_rag.errors import CONFIGURATION, EddiRagError
+
+if TYPE_CHECKING:
+    from tenacity import Retrying
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ def is_retryable(exc: BaseException) -> bool:
 
 def retrying(what: str, attempts: int = ATTEMPTS) -> Retrying:
     """The retry policy of every remote call: 3 attempts (``attempts``), exponential waits, on 429/5xx/connection errors."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential  # (off a start's path)
+
     return Retrying(
         stop=stop_after_attempt(attempts),
         wait=wait_exponential(multiplier=BACKOFF_SECONDS, max=30),

@@ -23,8 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, cast
 
-import numpy as np
-
 from eddi_rag.backends import registry
 from eddi_rag.backends.factories import EmbeddingModelFactory, EmbeddingStoreFactory
 from eddi_rag.common import metrics
@@ -278,7 +276,7 @@ class Retriever:
         else:
             q = normalise(vector)[0]
             similarity = {c.id: float(normalise(c.vector)[0] @ q) for c in store.get(ids=ids) if c.vector is not None}
-        return {i: similarity.get(i, float(np.nan)) for i in ids}
+        return {i: similarity.get(i, float("nan")) for i in ids}
 
 
 UNREAD = "keyword: the model does not read the question's language"  # (a hybrid search ordered by its keyword side)

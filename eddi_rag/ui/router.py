@@ -14,7 +14,6 @@ from urllib.parse import quote
 from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
 from eddi_rag import __version__
 from eddi_rag.auth import AUDITOR, AuthError, Principal
@@ -30,7 +29,12 @@ from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.verbs.turns import answers_extractively
 
 HERE = Path(__file__).parent
-templates = Jinja2Templates(directory=HERE / "templates")
+@functools.cache
+def templates() -> Any:
+    """The pages' templates, loaded at the first page (Jinja2 is off the path of a start)."""
+    from fastapi.templating import Jinja2Templates
+
+    return Jinja2Templates(directory=HERE / "templates")
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
@@ -55,7 +59,7 @@ def caller_of(request: Request) -> Principal:
 
 def render(request: Request, template: str, caller: Principal | None, status: int = 200, **context: Any) -> HTMLResponse:
     auth = request.app.state.auth
-    return templates.TemplateResponse(request, template, {
+    return templates().TemplateResponse(request, template, {
         "caller": caller, "auth_on": auth.enabled(), "version": __version__, "status": status,
         "can_edit": caller is not None and caller.allows("editor"), "can_admin": caller is not None and caller.allows("admin"),
         "can_audit": caller is not None and caller.allows(AUDITOR),

@@ -16,8 +16,6 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 
-from croniter import croniter
-
 from eddi_rag.config import IngestionSource
 from eddi_rag.sources.base import keeps_permissions
 from eddi_rag.sources.connectors import connector
@@ -58,6 +56,8 @@ class SourceScheduler:
 
     def due(self, now: datetime) -> list[tuple[str, str]]:
         """(kb id, source id) of every source whose schedule fired in (last look, now]."""
+        from croniter import croniter  # (at the first look, off a start's path)
+
         return [(kb_id, source.effective_id) for kb_id, source in self._sources()
                 if source.when and croniter(source.when, self.last).get_next(datetime) <= now]
 

@@ -10,13 +10,14 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import httpx
 
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.workflow.context import cap
+
+if TYPE_CHECKING:  # (httpx at the first call, off a start's path)
+    import httpx
 
 log = logging.getLogger(__name__)
 

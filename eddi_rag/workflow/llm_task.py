@@ -11,8 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from eddi_rag.common import metrics
 from eddi_rag.common.quoting import DOCUMENTS, SEARCH_RESULTS
 from eddi_rag.config import MISS_PHRASES, ConfigValidationError, LlmTaskRag, llm_task_errors
@@ -28,6 +26,7 @@ from eddi_rag.workflow.memory import ConversationMemory
 from eddi_rag.workflow.traversal import DiscoveredKb, Discovery, WorkflowTraversal
 
 if TYPE_CHECKING:  # (langchain-core's chat models and messages: half a second to import, paid at a turn's first need)
+    import httpx
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import BaseMessage
 
@@ -113,12 +112,20 @@ def invoke_chat(model: Any, messages: list[Any], redact: Callable[[str], str] = 
 
 
 class LlmTaskHook:
-    def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider, http: httpx.Client | None = None,
+    def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider,
+                 http: httpx.Client | Callable[[], httpx.Client] | None = None,
                  extra_knowledge_bases: Callable[[str, str | None], list[DiscoveredKb]] | None = None):
-        """``extra_knowledge_bases(agent_id, user_id)``: KBs a task may name besides its workflows' (the
-        agent's memory KB)."""
-        self.traversal, self.provider, self.http = traversal, provider, http
+        """``http``: the client of httpCallRag's calls, or what makes it at the first (httpx stays off a start's path);
+        ``extra_knowledge_bases(agent_id, user_id)``: KBs a task may name besides its workflows' (the agent's memory
+        KB)."""
+        self.traversal, self.provider, self._http = traversal, provider, http
         self.extra_knowledge_bases = extra_knowledge_bases
+
+    @property
+    def http(self) -> httpx.Client | None:
+        if callable(self._http):
+            self._http = self._http()
+        return self._http
 
     def prepare(self, memory: ConversationMemory, task: dict[str, Any], discovery: Discovery | None = None) -> TurnResult:
         """Everything up to the model call: RAG, the system message, the message list. ``discovery``:
