@@ -47,6 +47,12 @@ class BoundedCache(Generic[T]):
         self._items: OrderedDict[str, tuple[float, T]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is built (and not idle past its time)."""
+        with self._lock:
+            found = self._items.get(key)
+            return found is not None and time.monotonic() - found[0] <= self.idle_seconds
+
     def get_or_build(self, key: str, build: Callable[[], T]) -> T:
         now = time.monotonic()
         with self._lock:
@@ -123,6 +129,11 @@ class EmbeddingModelFactory:
         if self.vectors is None:
             return model
         return CachedEmbeddings(model, self.vectors, provider, str(name), resolved.get("dimensions"), spec.asymmetric)
+
+    def built(self, config: RagConfiguration) -> bool:
+        """Whether the KB's model is made already (a search may make it beside other work when it is not)."""
+        return bool(config.embeddingProvider) and self._cache.has(cache_key(config.embeddingProvider or "", config.embeddingParameters,
+                                                                             config.tenant))
 
     def for_config(self, config: RagConfiguration) -> Embedder:
         """The KB's model. Raises EmbeddingDisabledError when it has none (see embeddings.references)."""

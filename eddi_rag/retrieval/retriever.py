@@ -17,6 +17,7 @@ candidate, nor shown around another's hit.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,6 @@ from eddi_rag.stores.base import (
     Similarities,
 )
 from eddi_rag.stores.filters import value_kind
-from eddi_rag.stores.toolkit import normalise
 
 # The threads that run hybrid searches' vector sides (beside their keyword sides, in the searching thread).
 _SIDES = ThreadPoolExecutor(max_workers=32, thread_name_prefix="eddi-rag-vector-side")
@@ -176,9 +176,20 @@ class Retriever:
             raise ValueError("query must not be empty")
         k = config.maxResults if k is None else k
         threshold = config.minScore if min_score is None else min_score
-        if vector is None:
+        store, reads = None, None
+        if vector is None and not self.embeddings.built(config):
+            # a model not made yet (its session is made in native code, which lets other threads run): the store opened
+            # and the question's language read meanwhile; the embedding's error, if any, is the one raised
+            embedding = _SIDES.submit(contextvars.copy_context().run, lambda: self.embeddings.for_config(config).embed_query(query))
+            try:
+                store = self.stores.get(kb_id, config)
+                reads = _model_reads(config, query) if config.searchMode == "hybrid" else None
+            finally:
+                vector = embedding.result()
+        elif vector is None:
             vector = self.embeddings.for_config(config).embed_query(query)
-        store = self.stores.get(kb_id, config)
+        if store is None:
+            store = self.stores.get(kb_id, config)
         _lists_filtered(store, config, access.node)
         scoped = scope(where, user_id, time.time(), access.node)  # parsed once, for every store call below
         reranker = self.rerankers.for_config(config)
@@ -187,7 +198,7 @@ class Retriever:
             with metrics.SEARCH_SECONDS.labels(config.storeType, "vector").time():
                 hits = store.search(vector, fetch, where=scoped)
         else:
-            hits = self._with_keywords(store, config, query, vector, fetch, scoped)
+            hits = self._with_keywords(store, config, query, vector, fetch, scoped, reads)
         hits = [h for h in hits if h.score >= threshold and (config.maxDistance is None or h.distance <= config.maxDistance)
                 and (access.node is None or filters.matches(access.node, h.metadata))]  # (the engine's answer, checked again)
         if reranker is not None:
@@ -216,7 +227,7 @@ class Retriever:
         return fill(self.gather(kb_id, config, hits, mode, user_id, access), total_chars)
 
     def _with_keywords(self, store: KnowledgeStore, config: RagConfiguration, query: str, vector: list[float],
-                       k: int, where: filters.Node | None) -> list[SearchHit]:
+                       k: int, where: filters.Node | None, reads: bool | None = None) -> list[SearchHit]:
         """The best ``k`` of a pool of candidates whose size does not depend on ``k`` (``POOL``, or ``k`` when more are
         asked), each scored on both sides: so the first results are the same whatever ``maxResults`` is, and each
         result's score is the fused one it is ordered by (``fusion.relevances``). A store that ranks by ids
@@ -254,7 +265,7 @@ class Retriever:
         bm25.update({i: 0.0 for i in unscored if i not in bm25})  # (a store that cannot say: below the pool's least)
         similarity.update(self._similarities(store, vector, [i for i, _ in keyword if i not in similarity]))
         by = "keyword" if config.searchMode == "keyword" else config.fusion
-        if by != "keyword" and not _model_reads(config, query):
+        if by != "keyword" and not (_model_reads(config, query) if reads is None else reads):
             by = UNREAD  # the English model's side would only push out what the keyword side found (Russian: 0.59 against 0.97)
         fusion, weight = (config.fusion, config.vectorWeight) if by == config.fusion else ("weighted", 0.0)
         fused = fuse(similarity, bm25, fusion, weight)[:k]
@@ -274,6 +285,8 @@ class Retriever:
         if isinstance(store, Similarities):
             similarity = store.similarities(vector, ids)
         else:
+            from eddi_rag.stores.toolkit import normalise  # (numpy: loaded with the first store, off a start's path)
+
             q = normalise(vector)[0]
             similarity = {c.id: float(normalise(c.vector)[0] @ q) for c in store.get(ids=ids) if c.vector is not None}
         return {i: similarity.get(i, float("nan")) for i in ids}
