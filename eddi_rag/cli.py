@@ -198,6 +198,8 @@ def several_processes(config) -> None:
 
     from uvicorn.supervisors import Multiprocess
 
+    click.echo(f"{config.workers} serving processes, {forked()}", err=True)
+
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -212,6 +214,46 @@ def several_processes(config) -> None:
         pass
     finally:
         sock.close()
+
+
+PROCESS_START = "EDDI_RAG_PROCESS_START"  # fork (the default where there is fork) or spawn
+
+
+def forked() -> str:
+    """The serving processes forked from this one once it has imported what each of them imports, instead of each
+    started afresh (uvicorn spawns them): the modules' code and objects are shared copy-on-write (``gc.freeze`` keeps
+    the collector from writing to them), and each process starts without importing anything. Each still makes its
+    own runtime and model after the fork (an onnxruntime session is not made before one). ``EDDI_RAG_PROCESS_START=
+    spawn``: started afresh, as uvicorn does."""
+    import gc
+    import multiprocessing
+    import os
+    import threading
+
+    how = os.environ.get(PROCESS_START, "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    if how not in ("fork", "spawn"):
+        raise click.ClickException(f"{PROCESS_START}={how!r}: use fork or spawn")
+    if how == "spawn":
+        return f"started afresh ({PROCESS_START}=spawn)"
+    if threading.active_count() > 1:  # (a fork copies no thread: with one running, start afresh)
+        return f"started afresh (threads running here: {', '.join(t.name for t in threading.enumerate()[1:])})"
+    import uvicorn._subprocess
+
+    for module in ("eddi_rag.api.app", "eddi_rag.runtime", "numpy", "onnxruntime", "tokenizers", "tantivy", "faiss", "fasttext",
+                   "eddi_rag.stores.embedded.sqlite", "eddi_rag.embeddings.local", "eddi_rag.ingest.language"):  # (a first query's)
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+    # the default model's session made here, on one thread a process (no thread to lose in the fork): its weights are
+    # shared by every process (EDDI_RAG_MODEL_THREADS: the processes' other sessions take the same)
+    from eddi_rag.embeddings import local
+
+    os.environ.setdefault(local.THREADS, "1")
+    shared = " and the default model's session" if local.share_default_session() else ""
+    gc.freeze()
+    uvicorn._subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
+    return f"forked from this process, its imports{shared} shared"
 
 
 ONE_PER_FOLDER = {

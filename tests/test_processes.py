@@ -89,7 +89,17 @@ def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
         other.close()
     finally:
         server.terminate()
-        server.wait(timeout=60)
+        out, _ = server.communicate(timeout=60)
+    # (issue 60) forked from the starting process, which made the default model's session they share
+    assert "2 serving processes, forked from this process, its imports and the default model's session shared" in out, out
+
+
+@pytest.mark.integration
+def test_a_wrong_way_to_start_the_processes_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDDI_RAG_PROCESS_START", "clone")
+    server, _ = serve(tmp_path, 2)
+    out, _ = server.communicate(timeout=120)
+    assert server.returncode != 0 and "EDDI_RAG_PROCESS_START='clone': use fork or spawn" in out, out
 
 
 @pytest.mark.integration

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -138,13 +139,37 @@ def languages(params: dict[str, Any]) -> frozenset[str] | None:
     return None if params.get("modelPath") else frozenset({"en"})
 
 
+THREADS = "EDDI_RAG_MODEL_THREADS"  # the model's intra-op threads where a knowledge base does not say (serve --processes N: 1)
+
+
+def default_threads() -> int | None:
+    """``EDDI_RAG_MODEL_THREADS`` (None: onnxruntime's own choice, a thread per core)."""
+    raw = os.environ.get(THREADS, "")
+    if raw and not raw.isdigit():
+        raise ValueError(f"{THREADS} must be a whole number of threads, got {raw!r}")
+    return int(raw) if raw and int(raw) > 0 else None
+
+
+def share_default_session() -> bool:
+    """Make the default model's one-thread session now, in a process about to fork its serving processes (which then
+    share its weights): only when ``EDDI_RAG_MODEL_THREADS`` is 1 (a session with a thread pool must not cross a
+    fork) and the model's package is there. Returns whether it was made."""
+    if default_threads() != 1:
+        return False
+    try:
+        _session(str(default_model_files()[0]), 1)
+    except RuntimeError:  # (the model's package is missing: each process says so when it needs it)
+        return False
+    return True
+
+
 def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
     return LocalOnnxEmbeddings(
         model_path=params.get("modelPath"),
         tokenizer_path=params.get("tokenizerPath"),
         max_length=int(params.get("maxLength", 256)),
         batch_size=int(params.get("batchSize", 8)),
-        threads=int(params["threads"]) if params.get("threads") else None,
+        threads=int(params["threads"]) if params.get("threads") else default_threads(),
         batch_tokens=int(params.get("batchTokens", 256)),
     )
 
