@@ -16,7 +16,8 @@ router = APIRouter(route_class=Route, responses=ERROR_RESPONSES)
 @router.get("/providers", tags=["providers"])
 def providers(caller: Viewer) -> dict[str, Any]:
     """Registered stores and embedding providers with their capabilities."""
-    return {kind: [{k: v for k, v in registry.describe(group, n).items() if k != "schema"} for n in registry.names(group)]
+    found = registry.described()
+    return {kind: [{k: v for k, v in found[group][n].items() if k != "schema"} for n in sorted(found[group])]
             for kind, group in registry.KINDS.items()}
 
 
@@ -26,7 +27,7 @@ def provider_schema(kind: str, name: str, caller: Viewer) -> dict[str, Any]:
     if kind not in registry.KINDS:
         raise HTTPException(404, f"unknown provider kind {kind!r}; use stores or embeddings")
     try:
-        described = registry.describe(registry.KINDS[kind], name)
+        described = registry.description(registry.KINDS[kind], name)
     except registry.UnknownProviderError as e:
         raise HTTPException(404, str(e)) from e
     if not described["available"]:

@@ -3,12 +3,25 @@ so a third-party package can add a backend by name.
 
 A store entry is a class implementing ``KnowledgeStore`` (with ``capabilities`` and
 ``connection_schema()``); an embedding entry is an ``EmbeddingProvider``.
+
+What every backend is (``described``: its capabilities and parameters' schema, or why it cannot load) is kept in a
+file made at its first need (``EDDI_RAG_CACHE_DIR``, default ``~/.cache/eddi-rag``), named by what it depends on: this
+package's version and backend modules, the entry points, every installed distribution and Python's version. Reading
+it imports no backend (describing them all imports every client library: 3 s of the Manager's first Configuration
+page here).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
+import sys
 from importlib import import_module
-from importlib.metadata import entry_points
+from importlib.metadata import distributions, entry_points
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from eddi_rag.common.parameters import ALIAS, normalise
@@ -99,6 +112,68 @@ def shared_store_types() -> list[str]:
 
 def embedding_providers() -> list[str]:
     return names(EMBEDDINGS)
+
+
+CACHE_DIR = "EDDI_RAG_CACHE_DIR"
+_described: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}  # {fingerprint: {group: {name: describe()}}}
+
+
+@functools.cache
+def _fingerprint() -> str:
+    """What the backends' descriptions depend on, as a digest (a change of any makes them again); once a process
+    (0.09 s: every installed distribution is read), until ``forget``."""
+    from eddi_rag import __version__
+
+    h = hashlib.sha256(f"{__version__}\n{sys.version}\n{sorted(BUILTIN.items())!r}".encode())
+    for group in KINDS.values():
+        h.update(repr(sorted((ep.name, ep.value) for ep in entry_points(group=group))).encode())
+        for target in BUILTIN[group].values():  # (an edited backend module, in a working copy)
+            spec = find_spec(target.partition(":")[0])
+            if spec is not None and spec.origin:
+                stat = os.stat(spec.origin)
+                h.update(f"{spec.origin}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    h.update(repr(sorted((d.metadata["Name"] or "", d.version) for d in distributions())).encode())
+    return h.hexdigest()[:20]
+
+
+def _cache_file(fingerprint: str) -> Path:
+    root = os.environ.get(CACHE_DIR) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "eddi-rag")
+    return Path(root) / f"backends-{fingerprint}.json"
+
+
+def described() -> dict[str, dict[str, dict[str, Any]]]:
+    """``describe`` of every backend, {group: {name: …}}: from this process's memory, else the cache file, else made
+    (and the file written, when it can be)."""
+    fingerprint = _fingerprint()
+    if fingerprint in _described:
+        return _described[fingerprint]
+    path = _cache_file(fingerprint)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        found = {group: {n: describe(group, n) for n in names(group)} for group in KINDS.values()}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(found), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:  # (a read-only home: made again by the next process)
+            pass
+    _described.clear()
+    _described[fingerprint] = found
+    return found
+
+
+def forget() -> None:
+    """Describe the backends again at the next need (a package installed or registered since)."""
+    _fingerprint.cache_clear()
+    _described.clear()
+
+
+def description(group: str, name: str) -> dict[str, Any]:
+    """``describe(group, name)``, from ``described`` (UnknownProviderError for a name no backend has)."""
+    found = described().get(group, {}).get(name)
+    return found if found is not None else describe(group, name)
 
 
 def describe(group: str, name: str) -> dict[str, Any]:

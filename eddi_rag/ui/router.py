@@ -143,7 +143,7 @@ def needed_parameters(group: str, name: str) -> list[dict[str, Any]]:
     and all of them took 7 s of the Manager's first page."""
     if name not in registry.names(group):
         return []
-    schema = registry.describe(group, name).get("schema") or {}
+    schema = registry.description(group, name).get("schema") or {}
     needed = list(schema.get("required") or [])
     for alternative in (schema.get("anyOf") or schema.get("oneOf") or [])[:1]:
         needed += [k for k in alternative.get("required", []) if k not in needed]

@@ -102,7 +102,7 @@ def _endpoint(config: Any) -> str:
     if isinstance(named, str) and named:
         return named
     try:
-        schema = registry.describe(registry.EMBEDDINGS, config.embeddingProvider).get("schema", {})
+        schema = registry.description(registry.EMBEDDINGS, config.embeddingProvider).get("schema", {})
     except Exception:  # noqa: BLE001 - only a better message is lost
         schema = {}
     default = schema.get("properties", {}).get("baseUrl", {}).get("default")

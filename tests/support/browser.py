@@ -37,6 +37,9 @@ def chrome(width: int = 1280, height: int = 900):
     if width < 500:  # narrower than a desktop window may be: emulate the phone's screen
         options.add_experimental_option("mobileEmulation", {"deviceMetrics": {"width": width, "height": height, "pixelRatio": 1}})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # a page a test left with unsaved edits asks before it is left (the editor's beforeunload): the next test's
+    # navigation says yes, as the person would; every other dialog is the test's to answer
+    options.set_capability("unhandledPromptBehavior", {"beforeUnload": "accept", "default": "dismiss and notify"})
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(30)
     return driver

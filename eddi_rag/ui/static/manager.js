@@ -440,13 +440,18 @@ async function initEditor() {
     else if (set) { $("summary", g.more).textContent = `Advanced (${set} set)`; g.more.open = true; }  // what it uses is shown
     if (!g.basic.children.length && !g.advanced.children.length) g.set.remove();
   }
+  let dirty = false;  // unsaved edits are not lost silently (from the first key: also while the parameters load)
+  form.addEventListener("input", () => { dirty = true; });
+  form.addEventListener("change", () => { dirty = true; });
+  window.addEventListener("beforeunload", (e) => { if (dirty) { e.preventDefault(); e.returnValue = ""; } });
   const params = () => Promise.all(Object.keys(PROVIDER_PARAMS).map((k) => renderParams($(`fieldset[data-params="${k}"]`), k, kb.config, readonly)));
-  await params();
+  const loaded = params();  // (the form answers at once: a save waits for the parameters' fields)
   for (const [key, [, selector]] of Object.entries(PROVIDER_PARAMS)) {
     $(`[data-path="$.${selector}"]`)?.addEventListener("change", () => renderParams($(`fieldset[data-params="${key}"]`), key, kb.config, readonly));
   }
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    await loaded;
     const status = $("#save-status");
     const { config, errors } = collectConfig(kb.config);
     if (errors.length) { showErrors(errors); status.textContent = "Fix the fields marked."; return; }
@@ -468,7 +473,7 @@ async function initEditor() {
       conflict.hidden = false;
       conflict.replaceChildren(
         `Someone saved version ${saved.data.currentVersion} while you were editing version ${kb.version}: reload to see it, then apply your changes again.`,
-        " ", el("button", { type: "button", onclick: () => window.location.reload() }, "Reload"));
+        " ", el("button", { type: "button", onclick: () => { dirty = false; window.location.reload(); } }, "Reload"));  // (asked for: the edits go)
       conflict.focus();
     } else if (saved.status === 400 && saved.data.errors) {
       const rest = showErrors(saved.data.errors);
@@ -478,10 +483,6 @@ async function initEditor() {
     }
   });
   $("#preview-run").addEventListener("click", () => chunkPreview(kb));
-  let dirty = false;  // unsaved edits are not lost silently
-  form.addEventListener("input", () => { dirty = true; });
-  form.addEventListener("change", () => { dirty = true; });
-  window.addEventListener("beforeunload", (e) => { if (dirty) { e.preventDefault(); e.returnValue = ""; } });
 }
 
 // Presets from the schema: each sets a few fields in the form (nothing is saved until Save).
