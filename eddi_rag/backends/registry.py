@@ -115,13 +115,11 @@ def embedding_providers() -> list[str]:
 
 
 CACHE_DIR = "EDDI_RAG_CACHE_DIR"
-_described: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}  # {fingerprint: {group: {name: describe()}}}
 
 
-@functools.cache
 def _fingerprint() -> str:
-    """What the backends' descriptions depend on, as a digest (a change of any makes them again); once a process
-    (0.09 s: every installed distribution is read), until ``forget``."""
+    """What the backends' descriptions depend on, as a digest (a change of any makes them again; 0.09 s: every
+    installed distribution is read)."""
     from eddi_rag import __version__
 
     h = hashlib.sha256(f"{__version__}\n{sys.version}\n{sorted(BUILTIN.items())!r}".encode())
@@ -141,13 +139,11 @@ def _cache_file(fingerprint: str) -> Path:
     return Path(root) / f"backends-{fingerprint}.json"
 
 
+@functools.cache
 def described() -> dict[str, dict[str, dict[str, Any]]]:
-    """``describe`` of every backend, {group: {name: …}}: from this process's memory, else the cache file, else made
-    (and the file written, when it can be)."""
-    fingerprint = _fingerprint()
-    if fingerprint in _described:
-        return _described[fingerprint]
-    path = _cache_file(fingerprint)
+    """``describe`` of every backend, {group: {name: …}}: once a process (until ``forget``), from the cache file, else
+    made (and the file written, when it can be)."""
+    path = _cache_file(_fingerprint())
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -159,15 +155,12 @@ def described() -> dict[str, dict[str, dict[str, Any]]]:
             tmp.replace(path)
         except OSError:  # (a read-only home: made again by the next process)
             pass
-    _described.clear()
-    _described[fingerprint] = found
     return found
 
 
 def forget() -> None:
     """Describe the backends again at the next need (a package installed or registered since)."""
-    _fingerprint.cache_clear()
-    _described.clear()
+    described.cache_clear()
 
 
 def description(group: str, name: str) -> dict[str, Any]:

@@ -271,11 +271,13 @@ class AuditLog:
 
     @staticmethod
     def _compact(c: Any) -> None:
-        """The emptied entries at the chain's start removed, a checkpoint keeping the last one's hash."""
+        """The emptied entries at the chain's start removed (those before its first live one, or all when none is live),
+        a checkpoint keeping the last one's hash."""
         first = c.execute("SELECT MIN(seq) FROM audit_entries WHERE pruned IS NULL").fetchone()[0]
-        last = c.execute("SELECT seq, hash, at FROM audit_entries WHERE pruned IS NOT NULL" + (" AND seq < ?" if first else "") +
-                         " ORDER BY seq DESC LIMIT 1", (first,) if first else ()).fetchone()
-        if last is not None and c.execute("SELECT COUNT(*) FROM audit_entries WHERE seq <= ? AND pruned IS NULL", (last[0],)).fetchone()[0] == 0:
+        before_first = "" if first is None else " AND seq < ?"
+        last = c.execute(f"SELECT seq, hash, at FROM audit_entries WHERE pruned IS NOT NULL{before_first} ORDER BY seq DESC LIMIT 1",
+                         () if first is None else (first,)).fetchone()
+        if last is not None:
             c.execute("DELETE FROM audit_entries WHERE seq <= ?", (last[0],))
             c.execute("INSERT INTO audit_checkpoints (seq, hash, at) VALUES (?,?,?)", (last[0], last[1], last[2]))
 
