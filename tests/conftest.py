@@ -11,6 +11,7 @@ from hypothesis import settings
 
 from eddi_rag.embeddings.local import LocalOnnxEmbeddings
 from eddi_rag.runtime import Runtime
+from tests.support.marks import engines
 from tests.support.openai_server import OpenAIStandIn
 
 
@@ -313,6 +314,16 @@ def typesense_params():
 @pytest.fixture(scope="session")
 def chroma_params():
     yield from _service("chroma_params")
+
+
+@pytest.fixture(params=engines("sqlite", "postgresql", served=("postgresql",)))
+def state_url(request, tmp_path):
+    """A fresh state of each kind: a SQLite file, or a schema of its own on the tests' PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    from tests.support.services import own_schema
+
+    return own_schema(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture(scope="session")

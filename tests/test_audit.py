@@ -5,7 +5,6 @@ PostgreSQL; the auditor role reads it and nothing else; a record that cannot be 
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,21 +14,12 @@ from eddi_rag.common.principals import Reader
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.search import SearchRequest
 from tests.support.kbs import make_kb
-from tests.support.marks import engines
 
 BASE = "/ragstore/rags"
 
 
 def retrievals(runtime: Runtime, **filters) -> list[dict]:
     return runtime.audit.entries("default", action="retrieval", **filters)
-
-
-@pytest.fixture(params=engines("sqlite", "postgresql", served=("postgresql",)))
-def state_url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    url = request.getfixturevalue("postgres_url")
-    return f"{url}{'&' if '?' in url else '?'}schema=a_{uuid.uuid4().hex[:12]}"
 
 
 def test_verify_finds_an_edited_a_removed_and_a_moved_entry(state_url, tmp_path):

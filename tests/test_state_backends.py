@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -19,17 +18,8 @@ from eddi_rag.resource_types import ResourceNotFoundError, VersionConflictError
 from eddi_rag.runtime import Runtime
 from eddi_rag.state.schema import NewerDatabaseError, open_state
 from eddi_rag.state.sqlite import StateUnavailableError
-from tests.support.marks import engines
+from tests.support.services import own_schema
 from tests.support.waiting import until
-
-
-@pytest.fixture(params=engines("sqlite", "postgresql", served=("postgresql",)))
-def state_url(request, tmp_path):
-    """A fresh state of each kind: a SQLite file, or a schema of its own on the tests' PostgreSQL."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    url = request.getfixturevalue("postgres_url")
-    return f"{url}{'&' if '?' in url else '?'}schema=t_{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -264,7 +254,7 @@ def test_a_fleet_refuses_knowledge_bases_other_machines_cannot_reach(postgres_ur
     from eddi_rag.config import ConfigValidationError
     from tests.test_cli_demo import in_process
 
-    url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}schema=t_{uuid.uuid4().hex[:12]}"
+    url = own_schema(postgres_url)
     with Runtime(tmp_path / "one", state_url=url) as rt:  # (a process on its own may keep one)
         rt.saving.create("rags", {"name": "local", "embeddingProvider": "local", "storeType": "sqlite"})
     for role in ("serve", "worker"):
@@ -305,7 +295,7 @@ def test_a_fleet_starting_at_once_opens_its_new_schema_in_every_process(postgres
     from eddi_rag.state.postgres import PostgresDatabase
 
     for _ in range(3):
-        url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}schema=race_{uuid.uuid4().hex[:12]}"
+        url = own_schema(postgres_url, "race")
         barrier, failures = threading.Barrier(8), []
 
         def open_state_at_once() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,6 +169,11 @@ def postgres_server() -> Iterator[PostgresServer]:
             yield server
         finally:
             server.stop()
+
+
+def own_schema(url: str, prefix: str = "t") -> str:
+    """``url`` (the tests' PostgreSQL) with a fresh schema of its own: a state no other test sees."""
+    return f"{url}{'&' if '?' in url else '?'}schema={prefix}_{uuid.uuid4().hex[:12]}"
 
 
 @contextlib.contextmanager
