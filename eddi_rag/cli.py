@@ -29,6 +29,19 @@ state_url_option = click.option(
 )
 
 
+class ProcessCount(click.ParamType):
+    """``auto`` or a number of processes from 1 to 64."""
+
+    name = "auto|1-64"
+
+    def convert(self, value, param, ctx):
+        if value == "auto" or isinstance(value, int) and 1 <= value <= 64:
+            return value
+        if isinstance(value, str) and value.isdigit() and 1 <= int(value) <= 64:
+            return int(value)
+        self.fail(f"{value!r}: use auto or a number from 1 to 64", param, ctx)
+
+
 def fleet_runtime(data_dir: str, state_url: str | None, outbound=None, processes: int = 1):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
     knowledge base lives on a store the fleet's other machines cannot reach; one of ``processes`` serving processes,
@@ -129,10 +142,12 @@ def mcp(data_dir) -> None:
 @click.option("--worker/--no-worker", default=True, show_default=True,
               help="Run ingestion jobs, source runs and the scheduler in this process too; a fleet's API replicas "
                    "leave them to `eddi-rag worker` processes.")
-@click.option("--processes", type=click.IntRange(1, 64), default=1, show_default=True, envvar="EDDI_RAG_PROCESSES",
+@click.option("--processes", type=ProcessCount(), default="auto", show_default=True, envvar="EDDI_RAG_PROCESSES",
               help="Serving processes sharing the port, the state and the stores (env EDDI_RAG_PROCESSES): a request's "
-                   "own Python runs one at a time in a process, so more processes answer more requests at once; each "
-                   "loads the models and the indexes it searches. No knowledge base may then use the in-memory store.")
+                   "own Python runs one at a time in a process, so more processes answer more requests at once. They "
+                   "share the model and the embedded store's indexes (memory-mapped files). auto: one per core, fewer "
+                   "when memory would not hold them, one while a knowledge base uses the in-memory store (which several "
+                   "processes refuse); serve says what it chose.")
 @click.option("--demo-notices", is_flag=True,
               help="Also run the examples' stand-in service-notices API on 127.0.0.1:8765 (the travel assistant's "
                    "httpCall) and let httpCalls and sources reach 127.0.0.1: for trying examples/workflows, never in production.")
@@ -157,7 +172,10 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
         # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
         outbound = OutboundPolicy.from_env().with_loopback() if demo_notices else None
-        runtime = fleet_runtime(data_dir, state_url, outbound, processes)
+        runtime = fleet_runtime(data_dir, state_url, outbound, 1 if processes == "auto" else processes)
+        if processes == "auto":
+            processes, why = runtime.processes_to_serve()
+            click.echo(f"{processes} serving process{'es' * (processes > 1)} ({why}; --processes N to choose)", err=True)
         if not is_loopback(host) and not insecure and not runtime.keys.any() and OidcConfig.from_env() is None:
             runtime.close()
             raise click.ClickException(

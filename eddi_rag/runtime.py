@@ -66,6 +66,19 @@ class FleetRefusedError(EddiRagError):
     status = 503
 
 
+PROCESS_MB = 150  # what a forked serving process adds, its knowledge bases' rows aside (bench_processes.py: ~150 MB)
+CHUNK_KB = 1.0  # ... and per chunk of the embedded stores it searches (ids, filter columns, graph links: ~0.6 KB measured)
+
+
+def _available_mb() -> float | None:
+    """The memory the kernel says is available (Linux), in MB; None where it does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            return next(int(line.split()[1]) / 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
                  embedding_cache: str | None = None, outbound: OutboundPolicy | None = None,
@@ -206,6 +219,37 @@ class Runtime:
             if problem := fleet_store_error(store_type, self.knowledge_bases.fleet, self.knowledge_bases.processes):
                 problems.append(f"knowledge base {kb_id!r}: {problem}")
         return problems
+
+    def processes_to_serve(self) -> tuple[int, str]:
+        """How many serving processes ``serve`` starts unless told (``--processes auto``), and why: one per core the
+        process may run on, fewer when the memory available would not hold them (a forked process adds about
+        ``PROCESS_MB`` and ``CHUNK_KB`` per chunk of the embedded stores: ``bench_processes.py``), one while a knowledge
+        base lives in one process's memory (the in-memory store)."""
+        kept = [kb_id for kb_id in self.resources.ids("rags") if self._store_type(kb_id) == "in-memory"]
+        if kept:
+            return 1, f"knowledge base {kept[0]!r} is kept in one process's memory (storeType in-memory)"
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if cores == 1:
+            return 1, "one core"
+        each = PROCESS_MB + CHUNK_KB * self._embedded_chunks() / 1024
+        available = _available_mb()
+        fit = cores if available is None else max(1, min(cores, int(available // each)))
+        if fit < cores:
+            return fit, f"{cores} cores; {available:,.0f} MB available holds {fit} at about {each:,.0f} MB each"
+        return cores, f"one per core, about {each:,.0f} MB each"
+
+    def _store_type(self, kb_id: str) -> str | None:
+        try:
+            return self.knowledge_bases.get(kb_id).storeType
+        except Exception:  # noqa: BLE001 - an invalid one is the doctor's to report
+            return None
+
+    def _embedded_chunks(self) -> int:
+        """Chunks in the application's SQLite file (0 where there is none)."""
+        try:
+            return int(self.stores.context.db.query("SELECT COUNT(*) FROM kb_chunks")[0][0])
+        except Exception:  # noqa: BLE001 - no such table yet, or no embedded store
+            return 0
 
     # -- the Python API's shorthands -------------------------------------------------------------
 

@@ -165,7 +165,7 @@ def test_no_two_folders_import_each_other():
 # the LangChain adapter wraps and third parties implement). BY_DESIGN names what may do otherwise, and why.
 VERBS = {"vault", "audit", "knowledge_bases", "catalog", "saving", "search", "ingesting", "documents", "health", "turns", "pipeline", "sources",
          "feedback", "questions", "keys", "groups", "grants", "variables", "collections",
-         "close", "start_work", "stop_work", "readiness", "state_dialect"}
+         "close", "start_work", "stop_work", "readiness", "state_dialect", "processes_to_serve"}
 BELOW = ("eddi_rag.ingest", "eddi_rag.resources", "eddi_rag.stores", "eddi_rag.state", "eddi_rag.retrieval", "eddi_rag.answers",
          "eddi_rag.embeddings", "eddi_rag.sources")
 CONTRACTS = {"eddi_rag.stores.base", "eddi_rag.embeddings.model"}  # what third parties implement (and LangChain wraps)

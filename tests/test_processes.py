@@ -53,6 +53,8 @@ def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
         first = one.get("/health").json()["process"]
         other, second = client_of_another_process(base, first)
         assert first != second and server.pid not in (first, second)
+        for pid in (first, second):  # (pgrep eddi-rag finds the starting process alone: the one to stop)
+            assert open(f"/proc/{pid}/comm").read().strip() == "ragserve"
 
         created = one.post(BASE, json=KB)
         assert created.status_code == 201, created.text
@@ -94,6 +96,82 @@ def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
     assert "2 serving processes, forked from this process, its imports and the default model's session shared" in out, out
 
 
+def mapped_bases(pid: int) -> set[str]:
+    """The graph files process ``pid`` maps."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return {line.split()[-1] for line in maps if line.rstrip().endswith(".faiss")}
+
+
+@pytest.mark.integration
+def test_the_processes_map_one_base_and_a_write_is_found_while_a_new_one_is_saved(tmp_path, monkeypatch):
+    """Issue 60, point 1: the serving processes map the knowledge base's saved graph, one file (its vectors one copy in
+    memory, whatever the number of processes); while a process on the same files (this test's) is saving a new base
+    (held in the middle), a document written through one serving process is found by the next query through the
+    other, and a replaced one is gone."""
+    import threading
+
+    import numpy as np
+
+    from eddi_rag.runtime import Runtime
+    from eddi_rag.stores.base import Chunk
+    from eddi_rag.stores.embedded.ann import Hnsw
+
+    rng = np.random.default_rng(60)
+    vectors = rng.standard_normal((3040, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    filler = [Chunk(f"f{i}", f"filler number {i}", {"document_id": f"filler{i // 10}", "source": f"filler{i // 10}.md"},
+                    v.tolist()) for i, v in enumerate(vectors)]
+    with Runtime(tmp_path) as rt:
+        kb = rt.resources.create("rags", {**KB, "storeParameters": {"index": "hnsw"}}).id
+        store = rt.stores.get(kb, rt.rag_config(kb))
+        store.upsert(filler[:3000])
+        store.search(filler[0].vector, 1)  # the graph built and saved: the base
+        base = store._cache.table.hnsw.path
+
+        server, url = serve(tmp_path, 2)
+        try:
+            wait_until_healthy(url, server)
+            one = httpx.Client(base_url=url, timeout=60)
+            first = one.get("/health").json()["process"]
+            other, second = client_of_another_process(url, first)
+            for client in (one, other):
+                results(client, kb, "warm up")  # each process reads the knowledge base: it maps the base
+            assert mapped_bases(first) == mapped_bases(second) == {str(base)}
+
+            store.upsert(filler[3000:])  # rows after the base here; a new base begins to be saved, held in the middle
+            saving, go_on = threading.Event(), threading.Event()
+            save = Hnsw.save
+
+            def held(graph, where):
+                saving.set()
+                assert go_on.wait(60)
+                save(graph, where)
+
+            monkeypatch.setattr(Hnsw, "save", held)
+            worker = threading.Thread(target=store._save_base, args=(store._cache,))
+            worker.start()
+            assert saving.wait(60)
+            for name, text in (("pets.md", "Small pets travel in the cabin in a carrier."), ("filler0.md", "Meals are served.")):
+                job = one.post(f"{BASE}/{kb}/ingest", params={"documentName": name, "replace": "true"}, content=text.encode(),
+                               headers={"Content-Type": "text/markdown"}).json()
+                assert ingestion_ended(one, f"{BASE}/{kb}/ingestion/{job['ingestionId']}/status")["status"] == "completed"
+            found = results(other, kb, "Can my cat come along in the cabin?")
+            assert found[0]["source"] == "pets.md", found
+            assert not [r for r in results(other, kb, "filler number 3") if r["text"].startswith("filler number")
+                        and r["source"] == "filler0.md"]
+            assert worker.is_alive()  # (all of it while the new base was being saved)
+            go_on.set()
+            worker.join(60)
+            assert store.search(filler[3039].vector, 1)[0].id == "f3039"  # (this process reads what the others wrote)
+            assert store._cache.table.hnsw.path != base and store._cache.table.delta_rows() > 0  # their writes: after it
+            assert results(other, kb, "Can my cat come along in the cabin?")[0]["source"] == "pets.md"
+            one.close()
+            other.close()
+        finally:
+            server.terminate()
+            server.communicate(timeout=60)
+
+
 @pytest.mark.integration
 def test_a_wrong_way_to_start_the_processes_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("EDDI_RAG_PROCESS_START", "clone")
@@ -125,3 +203,47 @@ def test_one_process_of_those_on_a_file_holds_the_scheduler_s_role_until_it_lets
     second.close()  # (a process that ends lets go too)
     assert first.leader("scheduler")
     first.close()
+
+
+def test_unless_told_serve_starts_a_process_per_core_that_memory_holds(tmp_path, monkeypatch):
+    """Issue 60, point 1: ``--processes auto`` (the default) is one process per core, fewer when the memory available
+    would not hold them, one while a knowledge base lives in one process's memory; each choice says why."""
+    from eddi_rag import runtime as runtime_module
+    from eddi_rag.runtime import Runtime
+
+    monkeypatch.setattr(runtime_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    with Runtime(tmp_path) as rt:
+        monkeypatch.setattr(runtime_module, "_available_mb", lambda: 100_000.0)
+        assert rt.processes_to_serve() == (4, "one per core, about 150 MB each")
+        monkeypatch.setattr(runtime_module, "_available_mb", lambda: 400.0)
+        assert rt.processes_to_serve() == (2, "4 cores; 400 MB available holds 2 at about 150 MB each")
+        monkeypatch.setattr(runtime_module, "_available_mb", lambda: None)  # (not Linux: cores alone)
+        assert rt.processes_to_serve()[0] == 4
+        rt.resources.create("rags", {"name": "scratch", "embeddingProvider": "local", "storeType": "in-memory"}, id="scratch")
+        assert rt.processes_to_serve() == (1, "knowledge base 'scratch' is kept in one process's memory (storeType in-memory)")
+    monkeypatch.setattr(runtime_module.os, "sched_getaffinity", lambda pid: {0})
+    with Runtime(tmp_path / "other") as rt:
+        assert rt.processes_to_serve() == (1, "one core")
+
+
+@pytest.mark.integration
+def test_serve_says_how_many_processes_it_chose(tmp_path):
+    import os
+
+    server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(free_port()), "--data-dir",
+                               str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = ""
+        for line in server.stdout:  # type: ignore[union-attr]
+            out += line
+            if "Manager UI" in line:
+                break
+    finally:
+        server.terminate()
+        out += server.communicate(timeout=60)[0]
+    cores = len(os.sched_getaffinity(0))
+    said = f"{cores} serving process{'es' * (cores > 1)} (" if cores > 1 else "1 serving process (one core"
+    assert said in out and "--processes N to choose)" in out, out
+    bad = subprocess.run([sys.executable, "-m", "eddi_rag.cli", "serve", "--processes", "many", "--data-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "'many': use auto or a number from 1 to 64" in bad.stderr, bad.stderr

@@ -3,6 +3,8 @@ KB, HNSW search finds what the exact scan finds, and a saved graph comes back af
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -111,8 +113,9 @@ def test_sqlite_graph_is_saved_and_reused_and_other_writers_are_seen(tmp_path, m
     first.upsert(chunks)
     q = chunks[17].vector
     assert first.search(q, 1)[0].id == chunks[17].id  # builds the graph and saves it
-    saved = list((tmp_path / "kb.db.hnsw").iterdir())
-    assert len(saved) == 2
+    saved = sorted(f.suffix for f in (tmp_path / "kb.db.hnsw").iterdir())
+    assert saved == [".faiss", ".json", ".lock"]
+    assert first_ctx.state["sqlite-tables"][(str(path), "kb")].table.hnsw.mapped  # this process maps the file it saved
     first.upsert([Chunk("late", "late", {}, q)])
     first_ctx.close()  # saves the graph with the late chunk
 
@@ -131,7 +134,7 @@ def test_sqlite_graph_is_saved_and_reused_and_other_writers_are_seen(tmp_path, m
     assert not second.get(where={"document_id": "d004", "part": 1})
     assert [h.id for h in second.search(chunks[16].vector, 1, where={"document_id": "d004"})] == ["d004-new"]
     second.drop()
-    assert not list((tmp_path / "kb.db.hnsw").iterdir())
+    assert [f.suffix for f in (tmp_path / "kb.db.hnsw").iterdir()] == [".lock"]
     # dropped and written again as often through another process: this one reads the KB again, never its old rows
     third.upsert([Chunk("one", "one", {}, q)])
     assert third.search(q, 5)[0].id == "one"
@@ -307,3 +310,194 @@ def test_a_reload_keeps_the_tables_lock_so_the_other_half_of_a_hybrid_search_wai
         assert not entered.wait(0.2)
     other.join(5)
     assert entered.is_set()
+
+
+def test_a_mapped_base_and_the_rows_after_it_answer_as_one_table(tmp_path):
+    """Issue 60, point 1: a graph saved to a file and mapped (its vectors the file's pages, shared by every process
+    mapping it) is never added to; the rows written after it are kept beside it and searched with it. Upserts,
+    deletes and filters over both parts answer as a table that holds every row itself, exactly and through the graph."""
+    from eddi_rag.stores.embedded.ann import Hnsw
+
+    rng = np.random.default_rng(60)
+    first = normalise(rng.standard_normal((3000, DIM)))
+    ids = [f"r{i}" for i in range(3000)]
+    meta = [{"document_id": f"d{i // 10}", "even": i % 2 == 0} for i in range(3000)]
+    shared, plain = rows_module.RowTable("hnsw"), rows_module.RowTable("exact")
+    for table in (shared, plain):
+        table.add(ids, first, meta)
+    shared.graph().save(tmp_path / "base.faiss")
+    assert shared.rebase(Hnsw.load(tmp_path / "base.faiss", mapped=True), shared.epoch)
+    assert shared.base == 3000 and shared.delta_rows() == 0 and shared._matrix is None
+    with pytest.raises(ValueError, match="read-only"):
+        shared.hnsw.append(first[:1])  # (faiss would abort the process)
+
+    later = normalise(rng.standard_normal((400, DIM)))
+    moved = normalise(rng.standard_normal((50, DIM)))
+    for table in (shared, plain):
+        table.add([f"n{i}" for i in range(400)], later, [{"document_id": "late", "even": i % 2 == 0} for i in range(400)])
+        table.add([f"r{i}" for i in range(0, 500, 10)], moved, [{"document_id": "moved", "even": True}] * 50)  # base rows upserted
+        table.remove([table.row_of[f"r{i}"] for i in range(1, 300, 3)] + [table.row_of[f"n{i}"] for i in range(0, 40, 4)])
+    assert shared.base == 3000 and shared.delta_rows() == 450 and len(shared) == len(plain)
+
+    shared.index = "exact"  # the exact scan over the file's rows and the delta agrees with one matrix, row for row
+    for q in (first[5], later[7], moved[3], normalise(rng.standard_normal(DIM))[0]):
+        for where in (None, {"even": True}, {"document_id": "late"}, {"document_id": {"$in": ["moved", "d12"]}}):
+            node = filters.node(where)
+            got = [(shared.ids[r], round(s, 5)) for r, s in shared.search(q, 10, node)]
+            assert got == [(plain.ids[r], round(s, 5)) for r, s in plain.search(q, 10, node)], where
+    shared.index = "hnsw"  # through the graph: each row's own vector finds it, wherever it lives
+    for row_id, q in (("r5", first[5]), ("n7", later[7]), ("r30", moved[3]), ("n399", later[399])):
+        assert shared.ids[shared.search(q, 1)[0][0]] == row_id
+    assert shared.ids[shared.search(later[9], 1, filters.node({"document_id": "late"}))[0][0]] == "n9"
+    assert shared.ids[shared.search(first[5], 1, filters.node({"even": False}))[0][0]] == "r5"
+    assert shared.similarities(later[9], ["n9", "r7", "gone"]) == pytest.approx(plain.similarities(later[9], ["n9", "r7", "gone"]))
+
+    # a new base holding every row taken in its place: the delta is empty and the answers stay
+    before = [r for r, _ in shared.search(later[11], 5)]
+    graph = Hnsw.load(tmp_path / "base.faiss")
+    graph.append(shared.delta())
+    graph.save(tmp_path / "next.faiss")
+    epoch = shared.epoch
+    assert shared.rebase(Hnsw.load(tmp_path / "next.faiss", mapped=True), epoch)
+    assert shared.base == shared.n and shared.delta_rows() == 0 and [r for r, _ in shared.search(later[11], 5)] == before
+    shared.compact()  # renumbered: a base saved before cannot be taken any more
+    assert not shared.rebase(Hnsw.load(tmp_path / "next.faiss", mapped=True), epoch)
+    assert shared.ids[shared.search(later[11], 1)[0][0]] == "n11"
+
+
+def _sqlite_kb(path, tmp_path):
+    ctx = StoreContext(Database(path), tmp_path)
+    return registry.load(registry.STORES, "sqlite")("kb", {"index": "hnsw"}, ctx), ctx.state, ctx
+
+
+def test_the_base_is_merged_in_the_background_and_another_process_maps_the_newer_one(tmp_path, monkeypatch):
+    """Issue 60, point 1: once the rows written after a base are many, the process that has them saves a new base
+    (in the background, the old file read and those rows added), maps it, and another process whose rows after its
+    base grow takes that newer file instead of saving its own: both map the same file."""
+    from eddi_rag.stores.embedded import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "REBASE_FROM", 50)
+    monkeypatch.setattr(rows_module, "EXACT_BELOW", 0)
+    rng = np.random.default_rng(61)
+    path = tmp_path / "kb.db"
+    first, first_state, first_ctx = _sqlite_kb(path, tmp_path)
+    chunks = [chunk(i, d, rng) for d in range(60) for i in range(5)]
+    first.upsert(chunks)
+    first.search(chunks[0].vector, 1)  # built, saved, mapped
+    one = first_state["sqlite-tables"][(str(path), "kb")]
+    second, second_state, _ = _sqlite_kb(path, tmp_path)
+    assert second.search(chunks[3].vector, 1)[0].id == chunks[3].id
+    two = second_state["sqlite-tables"][(str(path), "kb")]
+    assert two.table.hnsw.mapped and two.table.hnsw.path == one.table.hnsw.path  # one file, mapped by both
+
+    late = [chunk(i, d, rng) for d in range(100, 114) for i in range(5)]
+    first.upsert(late)  # 70 rows after the base: a new one saved in the background
+    one.saving.result()
+    assert one.table.delta_rows() == 0 and one.saved == one.generation and one.table.hnsw.path != two.table.hnsw.path
+    assert second.search(late[9].vector, 1)[0].id == late[9].id  # read through the log, kept after its base
+    two.saving.result()  # its rows after its base were many: it took the newer file
+    assert two.table.hnsw.path == one.table.hnsw.path and two.table.delta_rows() == 0
+    assert [h.id for h in second.search(late[20].vector, 3)] == [h.id for h in first.search(late[20].vector, 3)]
+    assert second.count() == first.count() == 370
+    first_ctx.close()
+
+
+def test_a_write_in_another_process_is_found_while_the_base_is_being_saved(tmp_path, monkeypatch):
+    """Issue 60, point 1: saving a new base never holds up a reader or loses a write made meanwhile: while this
+    process writes the merged file (held open here), another process writes a chunk and replaces a document; this
+    process's next search finds the new chunk and not the replaced ones, and after the new base is taken the rows
+    written since it began are still there (after it, in the delta)."""
+    import threading
+
+    from eddi_rag.stores.embedded import sqlite as sqlite_module
+    from eddi_rag.stores.embedded.ann import Hnsw
+
+    monkeypatch.setattr(sqlite_module, "REBASE_FROM", 10**9)  # saved when this test says
+    monkeypatch.setattr(rows_module, "EXACT_BELOW", 0)
+    rng = np.random.default_rng(62)
+    path = tmp_path / "kb.db"
+    first, state, _ = _sqlite_kb(path, tmp_path)
+    chunks = [chunk(i, d, rng) for d in range(60) for i in range(5)]
+    first.upsert(chunks)
+    first.search(chunks[0].vector, 1)
+    cache = state["sqlite-tables"][(str(path), "kb")]
+    first.upsert([chunk(i, 200, rng) for i in range(30)])
+    assert cache.table.delta_rows() == 30
+
+    saving, go_on = threading.Event(), threading.Event()
+    save = Hnsw.save
+
+    def held(self, where):
+        saving.set()
+        assert go_on.wait(30)
+        save(self, where)
+
+    monkeypatch.setattr(Hnsw, "save", held)
+    worker = threading.Thread(target=first._save_base, args=(cache,))
+    worker.start()
+    assert saving.wait(30)
+    other, _, _ = _sqlite_kb(path, tmp_path)
+    new = Chunk("written-meanwhile", "new", {"document_id": "new"}, chunks[17].vector)
+    other.upsert([new])
+    other.replace({"document_id": "d001"}, [])
+    assert [h.id for h in first.search(chunks[17].vector, 2)] == sorted(["written-meanwhile", chunks[17].id])
+    assert not first.get(where={"document_id": "d001"}) and not [h for h in first.search(chunks[6].vector, 5) if h.id.startswith("d001")]
+    go_on.set()
+    worker.join(30)
+    assert cache.table.delta_rows() == 1 and cache.saved == cache.generation - 2  # the base holds what it began with
+    assert [h.id for h in first.search(chunks[17].vector, 2)] == sorted(["written-meanwhile", chunks[17].id])
+    assert not [h for h in first.search(chunks[6].vector, 5) if h.id.startswith("d001")]
+    assert first.count() == 300 + 30 + 1 - 5
+
+
+def test_the_keyword_index_is_one_on_disk_that_every_process_maps(tmp_path, monkeypatch):
+    """Issue 60, point 1: the ``sqlite`` store keeps a knowledge base's keyword index on disk beside its file, one
+    index for every process (tantivy maps its files): built once, opened by the next process, written by each
+    process's own writes and brought up to date from the log by a process that did not write; a state file lagging its
+    index (a process killed between the two) only makes the changes applied again, and a log that no longer reaches
+    makes it built afresh."""
+    import sqlite3
+
+    from eddi_rag.stores.embedded import keywords as keywords_module
+
+    builds = []
+    build = keywords_module.KeywordIndex.__init__
+
+    def counted(self, rows, path=None):
+        builds.append(path)
+        build(self, rows, path)
+
+    monkeypatch.setattr(keywords_module.KeywordIndex, "__init__", counted)
+    path = tmp_path / "kb.db"
+
+    def kb():
+        return registry.load(registry.STORES, "sqlite")("kb", {}, StoreContext(Database(path), tmp_path))
+
+    first = kb()
+    first.upsert([Chunk("en", "The cat sleeps on the sofa", {"language": "en"}, [1.0, 0.0]),
+                  Chunk("de", "Die Katzen schlafen auf dem Sofa", {"language": "de"}, [0.0, 1.0]),
+                  Chunk("zh", "猫在沙发上睡觉", {"language": "zh"}, [1.0, 1.0])])
+    assert [h.id for h in first.keyword_search("Katze", 3)] == ["de"]
+    assert len(builds) == 1 and builds[0] is not None and (tmp_path / "kb.db.keywords").is_dir()
+
+    second = kb()  # another process: it opens the index the first built
+    assert [h.id for h in second.keyword_search("沙发", 3)] == ["zh"] and len(builds) == 1
+    second.upsert([Chunk("de2", "Der Hund schläft im Garten", {"language": "de"}, [0.5, 0.5])])  # its own write, into the index
+    state = next((tmp_path / "kb.db.keywords").glob("*.json"))
+    generation = sqlite3.connect(path).execute("SELECT generation FROM kb_chunk_generations").fetchone()[0]
+    assert json_of(state)["generation"] == generation
+    assert [h.id for h in first.keyword_search("Hunde", 3)] == ["de2"] and len(builds) == 1  # seen, not built
+    first.delete(ids=["en"])
+    assert second.keyword_search("cat", 3) == []  # the first's delete, seen by the second
+
+    state.write_text(json.dumps({**json_of(state), "generation": generation - 1}))  # killed before the state was written
+    third = kb()
+    assert sorted(h.id for h in third.keyword_search("Sofa schlafen", 5)) == ["de"] and len(builds) == 1  # applied again
+    with sqlite3.connect(path) as db:  # the log no longer reaches: built afresh
+        db.execute("DELETE FROM kb_chunk_log")
+    state.write_text(json.dumps({**json_of(state), "generation": 0}))
+    assert sorted(h.id for h in kb().keyword_search("schläft Sofa 沙发", 5)) == ["de", "de2", "zh"] and len(builds) == 2
+
+
+def json_of(path):
+    return json.loads(path.read_text())

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 SETTINGS = "EDDI_RAG_SERVE_SETTINGS"
+NAME = "ragserve"  # what ps and pgrep show for a serving process
 
 
 def settings(**values: Any) -> str:
@@ -22,7 +23,12 @@ def settings(**values: Any) -> str:
 
 
 def app() -> Any:
-    """A serving process's app, from ``SETTINGS``."""
+    """A serving process's app, from ``SETTINGS``. The process ends with the one that started it (killed with it) and is
+    named ``ragserve`` (``pgrep eddi-rag`` finds the starting one alone: the one to send SIGTERM to)."""
+    from eddi_rag.common.lifetime import die_with_parent, name_process
+
+    die_with_parent()
+    name_process(NAME)
     from eddi_rag.api.app import create_app
     from eddi_rag.api.observability import log_requests
     from eddi_rag.common.outbound import OutboundPolicy

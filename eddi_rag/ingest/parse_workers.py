@@ -7,7 +7,7 @@ space and CPU time (counted from where it stands) before reading the file, the p
 or on a cancel, and a fresh process takes its place. A process retires after ``MAX_USES`` files, after a parse over
 a limit, or once it has grown past half its memory limit, so no parse inherits much of another's.
 
-Every process is started by one long-lived thread: Linux's parent-death signal (``parsing._die_with_parent``) fires
+Every process is started by one long-lived thread: Linux's parent-death signal (``common.lifetime.die_with_parent``) fires
 when the *thread* that started a child ends, so a child started by a request's thread would die with it. A process
 is named ``ragparse-idle`` while it waits and ``ragparse-busy`` while it parses (``ps``, ``/proc/<pid>/comm``): never
 a name with ``eddi-rag`` in it, which an operator's ``pgrep``/``pkill`` takes for the server.
@@ -220,16 +220,6 @@ def _tail(pipe: IO[bytes], out: list[bytes]) -> None:
 
 
 # -- in the child ------------------------------------------------------------------------------
-
-def name_process(name: str) -> None:
-    """Linux: the name ``ps`` and /proc/<pid>/comm show (IDLE or BUSY)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(15, name.encode()[:15])  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
-
 
 def address_space() -> int:
     """This process's address space in bytes (Linux's /proc; 0 elsewhere)."""

@@ -32,6 +32,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
+from eddi_rag.common.lifetime import die_with_parent, name_process
 from eddi_rag.errors import READER, EddiRagError
 from eddi_rag.ingest import loaders, pages, parse_workers
 from eddi_rag.ingest.limits import MB, DocumentLimitError, DocumentLimits, Meter, check_zip
@@ -162,26 +163,13 @@ def _send(pipe: IO[bytes], header: bytes, data: bytes) -> None:
 
 # -- the child ---------------------------------------------------------------------------------
 
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when the server dies (even by kill -9), so no parse outlives it."""
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the parse ends at its CPU limit or on its first write
-        pass
-    if os.getppid() != parent:  # the server died before the line above
-        os._exit(1)
-
-
 def _child() -> None:
     """A warm parse process: requests one at a time on stdin, each under its own limits, until stdin ends or it
     retires (after ``MAX_USES`` files, a parse over a limit, or grown past half its memory limit: its last answer
     says ``"retiring": true``)."""
     import resource
 
-    _die_with_parent()
+    die_with_parent()
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the answer's channel; a library's prints go to stderr
     os.dup2(2, 1)
 
@@ -190,11 +178,11 @@ def _child() -> None:
         out.flush()
 
     for uses in range(1, parse_workers.MAX_USES + 1):
-        parse_workers.name_process(parse_workers.IDLE)
+        name_process(parse_workers.IDLE)
         header = sys.stdin.buffer.readline()
         if not header:
             return
-        parse_workers.name_process(parse_workers.BUSY)
+        name_process(parse_workers.BUSY)
         request = json.loads(header)
         limits = DocumentLimits(**request["limits"])
         memory = limits.parse_memory_mb * MB

@@ -1,7 +1,7 @@
 """A knowledge base's chunk texts under BM25, for the ``sqlite`` store's keyword search: a tantivy index (the
-Lucene-style engine, through tantivy-py), held in memory beside the store's in-memory rows and
-kept current by each write made through this process (the chunks written added, the ones replaced or deleted
-taken out). When another process wrote, it is built again from the database at the next keyword search.
+Lucene-style engine, through tantivy-py), kept current by each write (the chunks written added, the ones replaced or
+deleted taken out). The ``sqlite`` store keeps it on disk beside its file, one index every process maps; the
+in-memory store and pgvector's keyword side hold theirs in memory.
 
 Measured against FTS5's ``bm25()`` over every matching row (``benchmarks/bench_keyword.py``, NFCorpus): 0.64 ms
 against 39 ms p50 at 100,000 chunks through the store, nDCG@10 0.2733 against 0.2718. The filters stay exact: the index names
@@ -18,6 +18,7 @@ never query syntax: any string is a query."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import tantivy
@@ -82,21 +83,46 @@ def terms(text: str, analysis: str) -> list[str]:
     return ANALYZERS[analysis].analyze(spaced(text))
 
 
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("text", tokenizer_name="terms")
+    builder.add_text_field("acl", tokenizer_name="raw")
+    return builder.build()
+
+
 class KeywordIndex:
-    def __init__(self, rows: Iterable[Row]):
-        """``rows``: (chunk id, text, acl strings, language) of every chunk of the knowledge base."""
-        builder = tantivy.SchemaBuilder()
-        builder.add_text_field("id", stored=True, tokenizer_name="raw")
-        builder.add_text_field("text", tokenizer_name="terms")
-        builder.add_text_field("acl", tokenizer_name="raw")
-        self.schema = builder.build()
-        self.index = tantivy.Index(self.schema)
+    def __init__(self, rows: Iterable[Row], path: Path | None = None):
+        """``rows``: (chunk id, text, acl strings, language) of every chunk of the knowledge base. ``path``: a folder of
+        its own to keep the index in (what it held is replaced) instead of memory: tantivy maps its files, so every
+        process that opens it (``opened``) reads one copy."""
+        self.schema = _schema()
+        if path is not None:
+            path.mkdir(parents=True, exist_ok=True)
+        self.index = tantivy.Index(self.schema, path=str(path), reuse=False) if path is not None else tantivy.Index(self.schema)
         self.index.register_tokenizer("terms", TERMS)
         self.analyses: set[str] = set()  # the analyses of the chunks written (a query is analysed as each)
         writer = self.index.writer(heap_size=BUILD_HEAP, num_threads=1)
         for row in rows:
             writer.add_document(self._document(row))
         self._commit(writer)
+
+    @classmethod
+    def opened(cls, path: Path, analyses: Iterable[str]) -> KeywordIndex:
+        """The index kept in ``path`` (built there before, by this process or another), whose chunks were analysed
+        as ``analyses``."""
+        opened = cls.__new__(cls)
+        opened.schema = _schema()
+        opened.index = tantivy.Index(opened.schema, path=str(path), reuse=True)
+        opened.index.register_tokenizer("terms", TERMS)
+        opened.analyses = set(analyses)
+        opened.refresh()
+        return opened
+
+    def refresh(self) -> None:
+        """See what was committed since (by another process, to an index on disk)."""
+        self.index.reload()
+        self.searcher = self.index.searcher()
 
     def _document(self, row: Row) -> tantivy.Document:
         """A chunk analysed in its language before tantivy sees it: one field for every language, so BM25 weighs a
@@ -112,8 +138,7 @@ class KeywordIndex:
         a server with many knowledge bases cannot keep for each."""
         writer.commit()
         writer.wait_merging_threads()
-        self.index.reload()
-        self.searcher = self.index.searcher()
+        self.refresh()
 
     def write(self, gone: Sequence[str], written: Sequence[Row]) -> None:
         """The chunks ``gone`` taken out, ``written`` (id, text, acl, language) put in (replacing any of the same id)."""

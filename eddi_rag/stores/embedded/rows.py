@@ -14,6 +14,11 @@ copy of its rows instead: exactly, and through a small graph of its own once it 
 one at a time; the exact copy answers meanwhile). Once the graph is built it holds the only copy of
 the vectors (faiss's own storage, which the exact scan reads too): rows appended go straight into it,
 and a compaction takes them back into a matrix until the graph is built again.
+
+A graph can also be a *mapped base* (a file the sqlite store saved, its vectors the file's pages, shared by every
+process that maps it): it holds the first rows and is never added to; the rows appended after it are kept in a delta
+matrix beside it, searched exactly and merged with what the graph finds, until the store saves a new base holding
+them (``rebase``).
 """
 
 from __future__ import annotations
@@ -80,6 +85,8 @@ class RowTable:
         self.payload: list[Any] = []  # row -> what the owner keeps with it (text, metadata)
         self.columns = MetadataColumns()
         self._matrix: np.ndarray | None = None  # (capacity, dim) float32 unit rows; None while the graph holds them
+        self._delta: np.ndarray | None = None  # the vectors of the rows after a mapped graph's (capacity, dim)
+        self.epoch = 0  # bumped whenever rows are renumbered or replaced: a base saved before cannot be taken
         self._alive = np.zeros(0, dtype=bool)
         self.n = 0  # rows used, dead ones included
         self.dead = 0
@@ -99,17 +106,50 @@ class RowTable:
         return int(self.hnsw.index.d) if self.hnsw is not None and self.n else None
 
     @property
+    def base(self) -> int:
+        """How many rows a mapped graph holds the vectors of (0 without one)."""
+        return self.hnsw.size if self.hnsw is not None and self.hnsw.mapped else 0
+
+    def delta_rows(self) -> int:
+        """Rows written after the mapped graph's (0 without one)."""
+        return self.n - self.base if self._delta is not None else 0
+
+    def delta(self) -> np.ndarray:
+        """The vectors of the rows after the mapped graph's, copied."""
+        return np.zeros((0, 0), dtype=np.float32) if self._delta is None else self._delta[: self.delta_rows()].copy()
+
+    @property
     def vectors(self) -> np.ndarray:
+        """Every row's vector (a copy when a mapped graph holds the first: prefer ``_take``)."""
         if self._matrix is not None:
             return self._matrix[: self.n]
+        if self._delta is not None:
+            return np.concatenate([self.hnsw.vectors(), self._delta[: self.delta_rows()]])  # type: ignore[union-attr]
         return self.hnsw.vectors()[: self.n] if self.hnsw is not None else np.zeros((0, 0), dtype=np.float32)
+
+    def _take(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of ``rows`` (row numbers, any order), copied."""
+        if self._delta is None:
+            return self.vectors[rows]
+        base = self.base
+        low = rows < base
+        taken = np.empty((len(rows), self._delta.shape[1]), dtype=np.float32)
+        taken[low] = self.hnsw.vectors()[rows[low]]  # type: ignore[union-attr]
+        taken[~low] = self._delta[rows[~low] - base]
+        return taken
+
+    def _products(self, q: np.ndarray) -> np.ndarray:
+        """Every row's inner product with ``q`` (a new array)."""
+        if self._delta is None:
+            return self.vectors @ q
+        return np.concatenate([self.hnsw.vectors() @ q, self._delta[: self.delta_rows()] @ q])  # type: ignore[union-attr]
 
     @property
     def alive(self) -> np.ndarray:
         return self._alive[: self.n]
 
     def nbytes(self) -> int:
-        return 0 if self.dim is None else int(self.vectors.nbytes)
+        return 0 if self.dim is None else self.n * self.dim * 4
 
     # -- writes ---------------------------------------------------------------------------
     def add(self, ids: Sequence[str], matrix: np.ndarray, metadata: Sequence[dict[str, Any]],
@@ -128,6 +168,8 @@ class RowTable:
         rows = range(self.n, self.n + count)
         if self._matrix is not None:
             self._matrix[self.n : self.n + count] = added
+        elif self._delta is not None:  # after a mapped graph's rows
+            self._delta[self.n - self.base : self.n - self.base + count] = added
         else:  # the graph holds the vectors: they go into it now, so searches stay steady
             assert self.hnsw is not None and self.hnsw.size == self.n
             self.hnsw.append(added)
@@ -141,20 +183,16 @@ class RowTable:
         self.version += 1
 
     def _reserve(self, n: int, dim: int) -> None:
-        """Room for ``n`` rows: in the alive flags, and in the matrix unless the graph holds the vectors."""
-        graph_holds = self._matrix is None and self.hnsw is not None and self.n > 0
-        capacity = len(self._alive) if graph_holds else (0 if self._matrix is None else len(self._matrix))
-        if n <= capacity:
-            return
-        capacity = max(n, 2 * capacity, 1024)
-        alive = np.zeros(capacity, dtype=bool)
-        alive[: self.n] = self.alive
-        if not graph_holds:
-            matrix = np.empty((capacity, dim), dtype=np.float32)
-            if self._matrix is not None:
-                matrix[: self.n] = self.vectors
-            self._matrix = matrix
-        self._alive = alive
+        """Room for ``n`` rows: in the alive flags, and in the matrix (or the delta after a mapped graph) unless the
+        graph holds the vectors (capacities double)."""
+        if n > len(self._alive):
+            alive = np.zeros(max(n, 2 * len(self._alive), 1024), dtype=bool)
+            alive[: self.n] = self.alive
+            self._alive = alive
+        if self._delta is not None:
+            self._delta = _grown(self._delta, n - self.base, self.delta_rows())
+        elif self._matrix is not None or self.hnsw is None or self.n == 0:
+            self._matrix = _grown(self._matrix if self._matrix is not None else np.empty((0, dim), dtype=np.float32), n, self.n)
 
     def remove(self, rows: Iterable[int]) -> int:
         removed = 0
@@ -176,15 +214,17 @@ class RowTable:
     def clear(self) -> None:
         """No rows; the same lock (a reload runs under it: a new one let the other half of a hybrid search, waiting on
         the old, read the table half restored: "row 0 is dead")."""
-        lock = self.lock
+        lock, epoch = self.lock, self.epoch
         RowTable.__init__(self, self.index, self.ef_search)
-        self.lock = lock
+        self.lock, self.epoch = lock, epoch + 1
 
     def compact(self) -> None:
         """Drop dead rows (renumbering the rest); the HNSW graph is rebuilt at its next search (until then the
         vectors are back in a matrix)."""
         keep = np.flatnonzero(self.alive)
-        self._matrix = np.array(self.vectors[keep], dtype=np.float32) if len(keep) else None  # (a copy, out of the graph)
+        self._matrix = self._take(keep) if len(keep) else None  # (a copy, out of the graph)
+        self._delta = None
+        self.epoch += 1
         self._alive = np.ones(len(keep), dtype=bool)
         self.ids = [self.ids[i] for i in keep]
         self.payload = [self.payload[i] for i in keep]
@@ -193,11 +233,20 @@ class RowTable:
         self.n, self.dead, self.hnsw = len(keep), 0, None
         self.version += 1
 
-    def restore(self, ids: Sequence[str | None], matrix: np.ndarray, metadata: Sequence[dict[str, Any]]) -> None:
-        """Fill an empty table with rows in a given order, dead ones (id None) included: how a
-        persisted HNSW graph gets back the row numbers its labels are."""
+    def restore(self, ids: Sequence[str | None], matrix: np.ndarray, metadata: Sequence[dict[str, Any]],
+                base: Hnsw | None = None) -> None:
+        """Fill the table with rows in a given order, dead ones (id None) included: how a persisted HNSW graph gets
+        back the row numbers its labels are. ``base``: a mapped graph holding the vectors of the first rows (then
+        ``matrix`` holds those of the rows after them)."""
         self.clear()
-        self._matrix = np.ascontiguousarray(matrix, dtype=np.float32) if len(ids) else None
+        if base is not None:
+            if not base.mapped or base.size > len(ids) or len(matrix) != len(ids) - base.size:
+                raise ValueError(f"a base of {base.size} rows and {len(matrix)} more do not make {len(ids)} rows")
+            self.hnsw = base
+            self._delta = _grown(np.empty((0, base.index.d), dtype=np.float32), len(matrix), 0)
+            self._delta[: len(matrix)] = matrix
+        else:
+            self._matrix = np.ascontiguousarray(matrix, dtype=np.float32) if len(ids) else None
         self._alive = np.array([id is not None for id in ids], dtype=bool)
         self.ids = list(ids)
         self.payload = [None] * len(ids)
@@ -248,11 +297,25 @@ class RowTable:
             raise LookupError(f"row {row} is dead")
         return id
 
-    def adopt(self, graph: Hnsw) -> None:
-        """Take a graph built over exactly these rows (a saved one, loaded): it holds their vectors from now on."""
-        if graph.size != self.n:
-            raise ValueError(f"the graph holds {graph.size} rows, the table {self.n}")
+    def rebase(self, graph: Hnsw, epoch: int) -> bool:
+        """Take a mapped graph of this table's first ``graph.size`` rows, saved from it at ``epoch``: their vectors are
+        the file's pages from now on, the rows after them in the delta. False (nothing changed) when the rows were
+        renumbered since."""
+        if epoch != self.epoch or not graph.mapped or graph.size > self.n:
+            return False
+        rest = self._take(np.arange(graph.size, self.n))
         self.hnsw, self._matrix = graph, None
+        self._delta = _grown(np.empty((0, rest.shape[1]), dtype=np.float32), len(rest), 0)
+        self._delta[: len(rest)] = rest
+        self._subsets.clear()  # (their graphs were built from the rows' old copies: made again when asked)
+        return True
+
+    def take(self, other: RowTable) -> None:
+        """Become ``other`` (a table read afresh), keeping this one's lock; a base saved from this one before cannot
+        be taken after."""
+        lock, epoch, version = self.lock, self.epoch, self.version
+        self.__dict__.update(other.__dict__)
+        self.lock, self.epoch, self.version = lock, max(epoch, other.epoch) + 1, max(version, other.version) + 1
 
     def uses_hnsw(self) -> bool:
         return self.index == "hnsw" or (self.index == "auto" and len(self) >= AUTO_HNSW_FROM)
@@ -299,9 +362,20 @@ class RowTable:
         if self.uses_hnsw() and selected >= EXACT_BELOW:
             fetch = min(selected, k + 5)  # more than k, so ties at the cut are broken by id
             found = self.graph().search(q, fetch, None if mask is None else self._bits(node, mask), selected / self.n)
+            if self.delta_rows():
+                found = sorted(found + self._delta_best(q, fetch, mask), key=lambda rs: -rs[1])
             if len(found) >= min(k, selected):
                 return self._cut(found, k)
         return self._exact(q, k, mask, selected)
+
+    def _delta_best(self, q: np.ndarray, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
+        """(row, similarity) of up to ``k`` of the rows after a mapped graph's (allowed by ``mask``), searched exactly."""
+        base, count = self.base, self.delta_rows()
+        sims = self._delta[:count] @ q  # type: ignore[index]
+        if mask is not None:
+            sims[~mask[base : base + count]] = -np.inf
+        best = np.argpartition(-sims, k)[:k] if k < count else np.arange(count)
+        return [(base + int(i), float(sims[i])) for i in best if sims[i] > -np.inf]
 
     def _search_subset(self, subset: _Subset, q: np.ndarray, k: int) -> list[tuple[int, float]]:
         rows, graph, vectors = subset.rows, subset.graph, subset.vectors
@@ -327,7 +401,7 @@ class RowTable:
                 return None
             self._subsets.move_to_end(key)
             if known.vectors is None:
-                known.vectors = np.ascontiguousarray(self.vectors[rows])
+                known.vectors = self._take(rows)
                 self._forget_past_budget()
             elif known.building is None and len(rows) >= SUBSET_GRAPH_FROM and self.uses_hnsw():
                 known.building = _BUILDER.submit(self._build_graph, known)
@@ -367,15 +441,24 @@ class RowTable:
     def similarities(self, q: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
         """The cosine of each of ``ids`` that is a live row to the unit vector ``q``."""
         found = [(id, self.row_of[id]) for id in ids if id in self.row_of]
-        sims = self.vectors[[r for _, r in found]] @ q if found else []
+        sims = self._take(np.array([r for _, r in found], dtype=np.int64)) @ q if found else []
         return {id: float(s) for (id, _), s in zip(found, sims)}
 
     def _exact(self, q: np.ndarray, k: int, mask: np.ndarray | None, selected: int) -> list[tuple[int, float]]:
         if mask is not None and selected * 4 < self.n:  # few rows: multiply only those
             rows = np.flatnonzero(mask)
-            sims = self.vectors[rows] @ q
+            sims = self._take(rows) @ q
             return [(int(rows[i]), float(sims[i])) for i in top_k(sims, _IdsOf(self.ids, rows), k)]
-        sims = self.vectors @ q
+        sims = self._products(q)
         if mask is not None:  # most rows: the full product, the others pushed to the bottom
             sims[~mask] = -np.inf
         return [(i, float(sims[i])) for i in top_k(sims, self.ids, min(k, selected))]
+
+
+def _grown(matrix: np.ndarray, n: int, used: int) -> np.ndarray:
+    """``matrix`` with room for ``n`` rows (the first ``used`` kept; its capacity doubled when it has to grow)."""
+    if n <= len(matrix):
+        return matrix
+    grown = np.empty((max(n, 2 * len(matrix), 1024), matrix.shape[1]), dtype=np.float32)
+    grown[:used] = matrix[:used]
+    return grown

@@ -7,8 +7,13 @@ process; our writes update it in place (a write costs what it writes, and so doe
 rows a ``replace`` removes), and so do another process's (seen through the KB's generation counter, bumped in
 every write's transaction: the chunk ids each generation changed are logged, ``kb_chunk_log``, and a process
 behind reads those rows again; one further behind than the log's ``LOGGED`` generations reads the KB again). With ``index: hnsw`` (or ``auto`` on a
-large KB) the HNSW graph is saved beside the database file (``<file>.hnsw/``) when it is built
-and when the application closes, and reused on the next start if the KB has not changed since.
+large KB) the HNSW graph is saved beside the database file (``<file>.hnsw/``) as the KB's *base* when it is built, and
+every process maps it (``Hnsw.load(mapped=True)``): the vectors are the file's pages, one copy in memory however many
+processes serve. Rows written after a base are kept beside it (the table's delta) and the next start reads them
+from the log; once they are ``REBASE_FROM`` rows a background thread merges them into a new base file (the old base
+read into memory, those rows added, written under a new name and mapped in its place: a reader never waits on it,
+a process still mapping the old file keeps its pages), one process at a time (a lock file), and another process
+whose delta grows takes that newer base instead of saving its own.
 Filters of ``get``/``count`` compile to SQL (JSON1). Keyword search is BM25 over a tantivy index of the KB's
 texts, held and kept current beside the rows (``keywords``); the FTS5 index the store also keeps stays for
 EDDI-era files and the ``sqlite-vec`` store, which share its recipe.
@@ -16,11 +21,16 @@ EDDI-era files and the ``sqlite-vec`` store, which share its recipe.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
+import logging
 import re
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +105,11 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS kb_chunk_log (kb TEXT NOT NULL, generation INTEGER NOT NULL, id TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS kb_chunk_log_generation ON kb_chunk_log (kb, generation)",
 ]
+log = logging.getLogger(__name__)
 LOGGED = 256  # generations of the log kept: a process further behind reads the KB again
+REBASE_FROM = 2_000  # rows after a base from which a new one is saved (or one per 50 rows of the base, if more)
+KEPT_BASES = 2  # base files kept on disk (a process starting reads the newest; one that just read the one before opens it)
+_SAVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eddi-rag-base")  # one base saved at a time
 
 
 def fts_name(table: str, kb_id: str) -> str:
@@ -148,13 +162,42 @@ def keyword_query(table: str, kb_id: str, text: str, k: int, where: filters.Wher
     return query, [" OR ".join(f'"{t}"' for t in terms), kb_id, *params, k]
 
 
+@contextmanager
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold the lock file ``path`` (an advisory lock every process on the files respects); ``wait`` False: yields
+    False at once when another holds it."""
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True  # (closing the file lets go)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """Replace ``path`` whole (a file of its own first, renamed)."""
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps(value))
+    tmp.replace(path)
+
+
 class _Cache:
     """A KB's rows as of ``generation``, shared by every store object on the same file and KB."""
 
     def __init__(self, index: str, ef_search: int | None):
         self.table = RowTable(index, ef_search)
         self.generation: int | None = None  # None: not loaded
-        self.saved: int | None = None  # the generation whose graph is on disk
+        self.saved: int | None = None  # the generation of the base file this process maps
+        self.saving: Future | None = None  # a new base being saved in the background
         self.keywords: KeywordIndex | None = None  # the texts under BM25, built at the first keyword search
         self.keywords_generation: int | None = None  # the generation they hold
 
@@ -184,7 +227,7 @@ class SqliteStore:
         key = (self.db.path, kb_id)
         if key not in caches:
             caches[key] = _Cache(params.get("index", "auto"), params.get("efSearch"))
-            context.on_close(functools.partial(self._save_graph, caches[key]))
+            context.on_close(functools.partial(self._close, caches[key]))
         self._cache: _Cache = caches[key]
         self._cache.table.index, self._cache.table.ef_search = params.get("index", "auto"), params.get("efSearch")
 
@@ -209,84 +252,177 @@ class SqliteStore:
         return cache.table
 
     def _caught_up(self, c, generation: int) -> bool:
-        """Apply the writes of generations after this process's up to ``generation`` from the log: the changed
-        chunks as they are now (later writes applied too are applied again at the next look). False: the log does
+        """Apply the writes of generations after this process's up to ``generation`` from the log. False: the log does
         not hold them all (too far behind, or dropped), or they are so many that reading the KB costs less."""
-        cache, table, have = self._cache, self._cache.table, self._cache.generation
-        if have is None or generation < have:
+        cache, have = self._cache, self._cache.generation
+        if have is None or generation < have or (applied := self._apply_log(c, cache.table, have, generation)) is None:
             return False
-        logged = c.execute("SELECT generation, id FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?",
-                           (self.kb_id, have, generation)).fetchall()
-        if len({r[0] for r in logged}) != generation - have:
-            return False
-        ids = list(dict.fromkeys(r[1] for r in logged))
-        if len(ids) > max(1000, len(table) // 4):
-            return False
-        rows = c.execute("SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND id IN (SELECT value FROM json_each(?))",
-                         (self.kb_id, json.dumps(ids))).fetchall()
-        metadata = [json.loads(r[2]) for r in rows]
-        table.remove([table.row_of[i] for i in ids if i in table.row_of])
-        if rows:
-            table.add([r[0] for r in rows], np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]), metadata)
-        if cache.keywords is not None and cache.keywords_generation == have:
+        if self._keyword_files() is None and cache.keywords is not None and cache.keywords_generation == have:
+            ids, rows, metadata = applied  # (an index on disk is brought up to date by its own log reading)
             cache.keywords.write(ids, [keyword_row(r[0], r[1], m) for r, m in zip(rows, metadata)])
             cache.keywords_generation = generation
         cache.generation = generation
         return True
 
-    def _graph_files(self) -> tuple[Path, Path] | None:
+    def _changes(self, c, have: int, generation: int, most: int) -> tuple[list[str], list[Any], list[dict]] | None:
+        """The chunks the writes after generation ``have`` up to ``generation`` changed, by the log, as they are now:
+        (their ids, the rows of those still there: id, text, metadata, vector, their metadata). None when the log
+        does not hold them all or they are more than ``most``."""
+        logged = c.execute("SELECT generation, id FROM kb_chunk_log WHERE kb=? AND generation > ? AND generation <= ?",
+                           (self.kb_id, have, generation)).fetchall()
+        if len({r[0] for r in logged}) != generation - have:
+            return None
+        ids = list(dict.fromkeys(r[1] for r in logged))
+        if len(ids) > most:
+            return None
+        rows = c.execute("SELECT id, text, metadata, vector FROM kb_chunks WHERE kb=? AND id IN (SELECT value FROM json_each(?))",
+                         (self.kb_id, json.dumps(ids))).fetchall()
+        return ids, rows, [json.loads(r[2]) for r in rows]
+
+    def _apply_log(self, c, table: RowTable, have: int, generation: int) -> tuple[list[str], list[Any], list[dict]] | None:
+        """Bring ``table`` from generation ``have`` to ``generation`` by the log (a write applied twice is applied the
+        same): ``_changes``, None when reading the KB costs less."""
+        if (changes := self._changes(c, have, generation, max(1000, len(table) // 4))) is None:
+            return None
+        ids, rows, metadata = changes
+        table.remove([table.row_of[i] for i in ids if i in table.row_of])
+        if rows:
+            table.add([r[0] for r in rows], np.stack([np.frombuffer(r[3], dtype=np.float32) for r in rows]), metadata)
+        return ids, rows, metadata
+
+    def _base_files(self) -> tuple[Path, str] | None:
+        """(folder, name) of the KB's base files: ``<name>.json`` (generation, row order, graph file), the graphs
+        ``<name>.<generation>.<token>.faiss``, ``<name>.lock``; None for a database in memory."""
         if self.db.path == ":memory:":
             return None
-        folder = Path(self.db.path + ".hnsw")
-        name = hashlib.sha256(self.kb_id.encode()).hexdigest()[:16]
-        return folder / f"{name}.faiss", folder / f"{name}.json"
+        return Path(self.db.path + ".hnsw"), hashlib.sha256(self.kb_id.encode()).hexdigest()[:16]
+
+    def _saved_base(self) -> tuple[int, list[str | None], Path] | None:
+        """(generation, row order, graph file) of the base on disk; None when there is none (or it cannot be read)."""
+        if (files := self._base_files()) is None:
+            return None
+        folder, name = files
+        try:
+            saved = json.loads((folder / f"{name}.json").read_text())
+            return int(saved["generation"]), list(saved["ids"]), folder / str(saved.get("file", f"{name}.faiss"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _fill(self, c, table: RowTable, generation: int) -> int | None:
+        """Fill ``table`` with the KB as of ``generation``: the base on disk mapped and the chunks changed since read
+        by the log, when it serves; else every row read from the database. Returns the base's generation (None: none
+        was used)."""
+        saved, graph = None if table.index == "exact" else self._saved_base(), None
+        for _ in range(3):  # (the file is gone when another process saved two newer ones since the name was read)
+            if saved is None or saved[0] > generation:
+                break
+            try:
+                graph = Hnsw.load(saved[2], table.ef_search, mapped=True)
+                break
+            except (OSError, RuntimeError):
+                saved = self._saved_base()
+        if saved is not None and graph is not None:
+            base_generation, order, _ = saved
+            if graph.size == len(order):
+                stored = dict(c.execute("SELECT id, metadata FROM kb_chunks WHERE kb=?", (self.kb_id,)).fetchall())
+                table.restore(order, np.zeros((0, graph.index.d), dtype=np.float32),
+                              [json.loads(stored[id]) if id in stored else {} for id in order], graph)
+                if (self._apply_log(c, table, base_generation, generation) is not None and len(table) == len(stored)
+                        and all(id in table.row_of for id in stored)):
+                    return base_generation
+        rows = c.execute("SELECT id, metadata, vector FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,)).fetchall()
+        matrix = np.frombuffer(bytearray(b"".join(r[2] for r in rows)), dtype=np.float32).reshape(len(rows), -1) if rows else np.zeros((0, 0))
+        table.restore([r[0] for r in rows], matrix, [json.loads(r[1]) for r in rows])
+        return None
 
     def _load(self, c, generation: int) -> None:
-        cache, table = self._cache, self._cache.table
-        rows = c.execute("SELECT id, metadata, vector, dim FROM kb_chunks WHERE kb=? ORDER BY id", (self.kb_id,)).fetchall()
-        order: list[str | None] = [r[0] for r in rows]
-        files, graph = self._graph_files(), None
-        if files and files[1].exists() and table.index != "exact":
-            try:
-                saved = json.loads(files[1].read_text())
-                if saved["generation"] == generation and sorted(i for i in saved["ids"] if i is not None) == order:
-                    order, graph = saved["ids"], files[0]
-            except (OSError, ValueError, KeyError):
-                pass
-        by_id = {r[0]: r for r in rows}
-        dim = rows[0][3] if rows else 0
-        matrix = np.zeros((len(order), dim), dtype=np.float32)
-        metadata: list[dict[str, Any]] = []
-        for i, id in enumerate(order):
-            r = by_id.get(id)
-            if r is None:
-                metadata.append({})
-            else:
-                matrix[i] = np.frombuffer(r[2], dtype=np.float32)
-                metadata.append(json.loads(r[1]))
-        table.restore(order, matrix, metadata)
-        if graph is not None:
-            try:
-                table.adopt(Hnsw.load(graph, table.ef_search))  # (it holds the vectors from now on)
-            except (RuntimeError, ValueError):
-                table.hnsw = None
-        cache.generation, cache.saved = generation, (generation if table.hnsw is not None else None)
+        cache = self._cache
+        cache.saved = self._fill(c, cache.table, generation)
+        cache.generation = generation
         cache.keywords = None  # (another process wrote: built again when next asked)
 
-    def _save_graph(self, cache: _Cache) -> None:
-        """Write the KB's HNSW graph and its row order beside the database file, unless it is on disk."""
-        files = self._graph_files()
-        with cache.table.lock:
+    def _save_base(self, cache: _Cache, closing: bool = False) -> None:
+        """``_save_base_now``; a failure (a full disk) is logged, and this process goes on with the graph it has."""
+        try:
+            self._save_base_now(cache, closing)
+        except (OSError, RuntimeError, ValueError) as e:
+            log.warning("knowledge base %s: its graph could not be saved beside %s (%s); searching the copy in memory",
+                        self.kb_id, self.db.path, e)
+
+    def _save_base_now(self, cache: _Cache, closing: bool = False) -> None:
+        """Save the KB's graph over every row as a new base file, and map it here in place of this process's copy.
+        A graph this process built is written as it is, under the table's lock; a mapped base and the rows after it
+        are merged outside the lock (the base file read into memory, those rows added). One process saves at a time
+        (``<name>.lock``; the others skip); a process whose base is older than the one on disk takes that one instead,
+        or, closing, leaves it (the next start reads it and the log)."""
+        if (files := self._base_files()) is None:
+            return
+        folder, name = files
+        folder.mkdir(exist_ok=True)
+        with _locked(folder / f"{name}.lock", wait=closing) as held:
+            if not held:
+                return  # another process is saving: its base is taken at the next look
+            saved = self._saved_base()
             table = cache.table
-            if files is None or table.hnsw is None or cache.generation is None or cache.saved == cache.generation:
+            with table.lock:
+                if table.hnsw is None or cache.generation is None:
+                    return
+                newer = saved is not None and saved[0] > (cache.saved if cache.saved is not None else -1)
+                epoch, generation, ids = table.epoch, cache.generation, list(table.ids)
+                path = folder / f"{name}.{generation}.{uuid.uuid4().hex[:8]}.faiss"
+                base, merged = table.hnsw.path, None
+                if newer and table.hnsw.mapped:
+                    pass  # taken below (or, closing, left)
+                elif not table.hnsw.mapped:  # built here: written as it is
+                    table.graph().save(path)
+                elif table.delta_rows() or cache.saved != generation:
+                    merged = table.delta()
+                else:
+                    return  # the base on disk holds every row
+            if newer and base is not None:
+                if not closing:
+                    self._take_base(cache)
                 return
-            table.graph()  # up to date with every row
-            files[0].parent.mkdir(exist_ok=True)
-            table.hnsw.save(files[0])
-            tmp = files[1].with_name(files[1].name + ".tmp")
-            tmp.write_text(json.dumps({"generation": cache.generation, "ids": table.ids}))
-            tmp.replace(files[1])
-            cache.saved = cache.generation
+            if merged is not None:
+                assert base is not None
+                graph = Hnsw.load(base)
+                graph.append(merged)
+                graph.save(path)
+                del graph
+            _write_json(folder / f"{name}.json", {"generation": generation, "ids": ids, "file": path.name})
+            for old in sorted(folder.glob(f"{name}.*faiss"), key=lambda f: f.stat().st_mtime)[:-KEPT_BASES]:
+                old.unlink(missing_ok=True)
+            mapped = Hnsw.load(path, table.ef_search, mapped=True)
+            with table.lock:
+                if table.rebase(mapped, epoch):
+                    cache.saved = generation
+
+    def _take_base(self, cache: _Cache) -> None:
+        """Read the KB afresh from the (newer) base on disk into a table of its own, then, under the table's lock,
+        bring it up to the cache's generation and put it in the table's place (the database's reads run outside the
+        table's lock: searches go on meanwhile)."""
+        generation = self._generation(self.db)
+        fresh = RowTable(cache.table.index, cache.table.ef_search)
+        if (base_generation := self._fill(self.db, fresh, generation)) is None:
+            return
+        with cache.table.lock:
+            self._table(self.db)
+            if (cache.generation is not None and cache.generation >= generation
+                    and self._apply_log(self.db, fresh, generation, cache.generation) is not None):
+                cache.table.take(fresh)
+                cache.saved = base_generation
+
+    def _save_later(self, cache: _Cache) -> None:
+        """Start saving a new base in the background once the rows after this process's are many."""
+        table = cache.table
+        if table.delta_rows() >= max(REBASE_FROM, table.base // 50) and (cache.saving is None or cache.saving.done()):
+            cache.saving = _SAVER.submit(self._save_base, cache)
+
+    def _close(self, cache: _Cache) -> None:
+        """At the application's close: the base saved when this process holds rows it does not have."""
+        if cache.saving is not None:
+            cache.saving.result()
+        self._save_base(cache, closing=True)
 
     # -- writes ---------------------------------------------------------------------------
     def _write(self, chunks: Sequence[Chunk], pick: Callable[[RowTable], list[int]] | None = None) -> int:
@@ -320,11 +456,10 @@ class SqliteStore:
             table.remove(rows)
             if matrix is not None:
                 table.add([ch.id for ch in chunks], matrix, [ch.metadata for ch in chunks])
-            if cache.keywords is not None and cache.keywords_generation == cache.generation:  # kept current
-                cache.keywords.write([id for id in gone if id is not None],
-                                     [keyword_row(ch.id, ch.text, ch.metadata) for ch in chunks])
-                cache.keywords_generation = generation
+            self._keywords_written(cache, generation, [id for id in gone if id is not None],
+                                   [keyword_row(ch.id, ch.text, ch.metadata) for ch in chunks])
             cache.generation = generation
+        self._save_later(cache)
         return len(rows)
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
@@ -357,8 +492,11 @@ class SqliteStore:
             self._cache.table.clear()
             self._cache.generation = generation
             self._cache.keywords = None
-            for path in self._graph_files() or ():
-                path.unlink(missing_ok=True)
+            if (files := self._base_files()) is not None:
+                for path in files[0].glob(f"{files[1]}.*"):
+                    if path.suffix != ".lock":
+                        path.unlink(missing_ok=True)
+            self._cache.saved = None
 
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
@@ -378,7 +516,9 @@ class SqliteStore:
             built = table.hnsw is None and table.uses_hnsw()
             picks = [(table.id_of(r), sim) for r, sim in table.search(q, k, node)]
         if built and table.hnsw is not None:
-            self._save_graph(cache)
+            self._save_base(cache)  # (mapped from the file it is saved to: shared with every process)
+        else:
+            self._save_later(cache)
         return picks
 
     def similarities(self, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
@@ -423,16 +563,83 @@ class SqliteStore:
             self._table(self.db)
             return self._keywords(self._cache).scores(text, ids)
 
-    def _keywords(self, cache: Any) -> KeywordIndex:
-        """The knowledge base's keyword index, built again when another process wrote (under the table's lock)."""
+    def _keyword_files(self) -> tuple[Path, Path, Path] | None:
+        """(index folder, its state: the generation it holds and its chunks' analyses, lock) of the KB's keyword index
+        on disk (``<file>.keywords/``); None for a database in memory (the index is then this process's own)."""
+        if self.db.path == ":memory:":
+            return None
+        folder, name = Path(self.db.path + ".keywords"), hashlib.sha256(self.kb_id.encode()).hexdigest()[:16]
+        return folder / name, folder / f"{name}.json", folder / f"{name}.lock"
+
+    def _keywords_written(self, cache: _Cache, generation: int, gone: list[str], written: list[Any]) -> None:
+        """A write of this process (``generation``) put into the keyword index when it held the generation before it
+        (else the next keyword search brings it up to date by the log)."""
+        if (files := self._keyword_files()) is None:
+            if cache.keywords is not None and cache.keywords_generation == cache.generation:  # kept current
+                cache.keywords.write(gone, written)
+                cache.keywords_generation = generation
+            return
         if cache.keywords is None or cache.keywords_generation != cache.generation:
-            rows = self.db.query("SELECT id, text, CASE json_type(metadata, '$.acl') WHEN 'array' THEN json_extract(metadata, "
-                                 "'$.acl') END AS acl, CASE json_type(metadata, '$.language') WHEN 'text' THEN "
-                                 "json_extract(metadata, '$.language') END AS language FROM kb_chunks WHERE kb=?", (self.kb_id,))
-            cache.keywords = KeywordIndex((r["id"], r["text"], [e for e in json.loads(r["acl"]) if isinstance(e, str)]
-                                           if r["acl"] else [], r["language"]) for r in rows)
-            cache.keywords_generation = cache.generation
+            return
+        with _locked(files[2]):
+            if _read_json(files[1]).get("generation") == cache.generation:
+                cache.keywords.write(gone, written)
+                _write_json(files[1], {"generation": generation, "analyses": sorted(cache.keywords.analyses)})
+                cache.keywords_generation = generation
+
+    def _keywords(self, cache: Any) -> KeywordIndex:
+        """The knowledge base's keyword index at the cache's generation (under the table's lock). On disk (a file
+        database): opened once, brought up to date by the log when another process wrote, built afresh when the log
+        does not reach (one process at a time: the lock file). In memory: built again when another process wrote."""
+        if cache.keywords is not None and cache.keywords_generation == cache.generation:
+            return cache.keywords
+        if (files := self._keyword_files()) is None:
+            cache.keywords = KeywordIndex(self._keyword_rows())
+        else:
+            folder, state_file, lock = files
+            try:
+                folder.parent.mkdir(exist_ok=True)
+                with _locked(lock):
+                    cache.keywords = self._keywords_on_disk(cache, folder, state_file)
+            except OSError as e:  # (a full disk, a folder not writable)
+                log.warning("knowledge base %s: its keyword index could not be kept beside %s (%s); built in memory",
+                            self.kb_id, self.db.path, e)
+                cache.keywords = KeywordIndex(self._keyword_rows())
+        cache.keywords_generation = cache.generation
         return cache.keywords
+
+    def _keywords_on_disk(self, cache: _Cache, folder: Path, state_file: Path) -> KeywordIndex:
+        """The index in ``folder`` at the cache's generation or later (with the lock file held)."""
+        state, index, generation = _read_json(state_file), cache.keywords, cache.generation
+        assert generation is not None  # (read by the caller)
+        if isinstance(state.get("generation"), int) and folder.exists():
+            try:
+                if index is None:
+                    index = KeywordIndex.opened(folder, state.get("analyses", []))
+                else:
+                    index.analyses = set(state.get("analyses", []))
+                    index.refresh()
+            except (OSError, ValueError):
+                index = None
+            have = state["generation"]
+            if index is not None and have >= generation:
+                return index
+            if index is not None and (changes := self._changes(self.db, have, generation, 100_000)) is not None:
+                ids, rows, metadata = changes
+                index.write(ids, [keyword_row(r[0], r[1], m) for r, m in zip(rows, metadata)])
+                _write_json(state_file, {"generation": generation, "analyses": sorted(index.analyses)})
+                return index
+        index = KeywordIndex(self._keyword_rows(), folder)
+        _write_json(state_file, {"generation": generation, "analyses": sorted(index.analyses)})
+        return index
+
+    def _keyword_rows(self) -> Iterable[Any]:
+        """(id, text, acl, language) of every chunk, as the keyword index takes them."""
+        rows = self.db.query("SELECT id, text, CASE json_type(metadata, '$.acl') WHEN 'array' THEN json_extract(metadata, "
+                             "'$.acl') END AS acl, CASE json_type(metadata, '$.language') WHEN 'text' THEN "
+                             "json_extract(metadata, '$.language') END AS language FROM kb_chunks WHERE kb=?", (self.kb_id,))
+        return ((r["id"], r["text"], [e for e in json.loads(r["acl"]) if isinstance(e, str)] if r["acl"] else [], r["language"])
+                for r in rows)
 
     def _warm_rows(self, node: filters.Node) -> np.ndarray | None:
         """The rows matching ``node``, from the in-memory copy when it is loaded and current
