@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
 
 from tests.support.ports import free_port
 from tests.support.serving import wait_until_healthy
-from tests.support.waiting import ingestion_ended
+from tests.support.waiting import held, ingestion_ended
 
 BASE = "/ragstore/rags"
 KB = {"name": "Policies", "embeddingProvider": "local", "storeType": "sqlite", "maxResults": 3}
@@ -38,6 +40,26 @@ def client_of_another_process(base: str, than: int) -> tuple[httpx.Client, int]:
     raise AssertionError(f"every connection of 200 went to process {than}")
 
 
+@contextmanager
+def two_processes(data_dir) -> Iterator[tuple[subprocess.Popen, tuple[httpx.Client, int], tuple[httpx.Client, int]]]:
+    """``serve --processes 2`` and a client of each process: (server, (client, its process), (client, its process)); the
+    server ended after (its output left in ``server.output``)."""
+    server, base = serve(data_dir, 2)
+    try:
+        wait_until_healthy(base, server)
+        one = httpx.Client(base_url=base, timeout=60)
+        first = one.get("/health").json()["process"]
+        other, second = client_of_another_process(base, first)
+        try:
+            yield server, (one, first), (other, second)
+        finally:
+            one.close()
+            other.close()
+    finally:
+        server.terminate()
+        server.output = server.communicate(timeout=60)[0]  # type: ignore[attr-defined]
+
+
 def results(client: httpx.Client, kb: str, query: str) -> list[dict]:
     r = client.post(f"{BASE}/{kb}/query", json={"query": query})
     assert r.status_code == 200, r.text
@@ -46,12 +68,7 @@ def results(client: httpx.Client, kb: str, query: str) -> list[dict]:
 
 @pytest.mark.integration
 def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
-    server, base = serve(tmp_path, 2)
-    try:
-        wait_until_healthy(base, server)
-        one = httpx.Client(base_url=base, timeout=60)
-        first = one.get("/health").json()["process"]
-        other, second = client_of_another_process(base, first)
+    with two_processes(tmp_path) as (server, (one, first), (other, second)):
         assert first != second and server.pid not in (first, second)
         for pid in (first, second):  # (pgrep eddi-rag finds the starting process alone: the one to stop)
             assert open(f"/proc/{pid}/comm").read().strip() == "ragserve"
@@ -87,13 +104,9 @@ def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
         # a knowledge base in one process's memory is refused, naming the field and what to do
         refused = other.post(BASE, json={**KB, "storeType": "in-memory"})
         assert refused.status_code == 400 and "$.storeType" in refused.text and "--processes 1" in refused.text, refused.text
-        one.close()
-        other.close()
-    finally:
-        server.terminate()
-        out, _ = server.communicate(timeout=60)
     # (issue 60) forked from the starting process, which made the default model's session they share
-    assert "2 serving processes, forked from this process, its imports and the default model's session shared" in out, out
+    said = "2 serving processes, forked from this process, its imports and the default model's session shared"
+    assert said in server.output, server.output
 
 
 def mapped_bases(pid: int) -> set[str]:
@@ -128,26 +141,13 @@ def test_the_processes_map_one_base_and_a_write_is_found_while_a_new_one_is_save
         store.search(filler[0].vector, 1)  # the graph built and saved: the base
         base = store._cache.table.hnsw.path
 
-        server, url = serve(tmp_path, 2)
-        try:
-            wait_until_healthy(url, server)
-            one = httpx.Client(base_url=url, timeout=60)
-            first = one.get("/health").json()["process"]
-            other, second = client_of_another_process(url, first)
+        with two_processes(tmp_path) as (server, (one, first), (other, second)):
             for client in (one, other):
                 results(client, kb, "warm up")  # each process reads the knowledge base: it maps the base
             assert mapped_bases(first) == mapped_bases(second) == {str(base)}
 
             store.upsert(filler[3000:])  # rows after the base here; a new base begins to be saved, held in the middle
-            saving, go_on = threading.Event(), threading.Event()
-            save = Hnsw.save
-
-            def held(graph, where):
-                saving.set()
-                assert go_on.wait(60)
-                save(graph, where)
-
-            monkeypatch.setattr(Hnsw, "save", held)
+            saving, go_on = held(monkeypatch, Hnsw, "save")
             worker = threading.Thread(target=store._save_base, args=(store._cache,))
             worker.start()
             assert saving.wait(60)
@@ -165,11 +165,6 @@ def test_the_processes_map_one_base_and_a_write_is_found_while_a_new_one_is_save
             assert store.search(filler[3039].vector, 1)[0].id == "f3039"  # (this process reads what the others wrote)
             assert store._cache.table.hnsw.path != base and store._cache.table.delta_rows() > 0  # their writes: after it
             assert results(other, kb, "Can my cat come along in the cabin?")[0]["source"] == "pets.md"
-            one.close()
-            other.close()
-        finally:
-            server.terminate()
-            server.communicate(timeout=60)
 
 
 @pytest.mark.integration

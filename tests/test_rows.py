@@ -14,6 +14,7 @@ from eddi_rag.stores import filters
 from eddi_rag.stores.base import Chunk, StoreContext
 from eddi_rag.stores.embedded import rows as rows_module
 from eddi_rag.stores.toolkit import normalise
+from tests.support.waiting import held
 
 DIM = 16
 
@@ -370,20 +371,27 @@ def _sqlite_kb(path, tmp_path):
     return registry.load(registry.STORES, "sqlite")("kb", {"index": "hnsw"}, ctx), ctx.state, ctx
 
 
+def _based_kb(tmp_path, monkeypatch, rebase_from: int, seed: int):
+    """A sqlite KB of 300 chunks searched through its graph, saved as a base and mapped (new bases saved from
+    ``rebase_from`` rows after it): (store, its context's state, its context, the chunks, the random generator)."""
+    from eddi_rag.stores.embedded import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "REBASE_FROM", rebase_from)
+    monkeypatch.setattr(rows_module, "EXACT_BELOW", 0)
+    rng = np.random.default_rng(seed)
+    store, state, ctx = _sqlite_kb(tmp_path / "kb.db", tmp_path)
+    chunks = [chunk(i, d, rng) for d in range(60) for i in range(5)]
+    store.upsert(chunks)
+    store.search(chunks[0].vector, 1)  # built, saved, mapped
+    return store, state, ctx, chunks, rng
+
+
 def test_the_base_is_merged_in_the_background_and_another_process_maps_the_newer_one(tmp_path, monkeypatch):
     """Issue 60, point 1: once the rows written after a base are many, the process that has them saves a new base
     (in the background, the old file read and those rows added), maps it, and another process whose rows after its
     base grow takes that newer file instead of saving its own: both map the same file."""
-    from eddi_rag.stores.embedded import sqlite as sqlite_module
-
-    monkeypatch.setattr(sqlite_module, "REBASE_FROM", 50)
-    monkeypatch.setattr(rows_module, "EXACT_BELOW", 0)
-    rng = np.random.default_rng(61)
     path = tmp_path / "kb.db"
-    first, first_state, first_ctx = _sqlite_kb(path, tmp_path)
-    chunks = [chunk(i, d, rng) for d in range(60) for i in range(5)]
-    first.upsert(chunks)
-    first.search(chunks[0].vector, 1)  # built, saved, mapped
+    first, first_state, first_ctx, chunks, rng = _based_kb(tmp_path, monkeypatch, 50, 61)
     one = first_state["sqlite-tables"][(str(path), "kb")]
     second, second_state, _ = _sqlite_kb(path, tmp_path)
     assert second.search(chunks[3].vector, 1)[0].id == chunks[3].id
@@ -409,30 +417,15 @@ def test_a_write_in_another_process_is_found_while_the_base_is_being_saved(tmp_p
     written since it began are still there (after it, in the delta)."""
     import threading
 
-    from eddi_rag.stores.embedded import sqlite as sqlite_module
     from eddi_rag.stores.embedded.ann import Hnsw
 
-    monkeypatch.setattr(sqlite_module, "REBASE_FROM", 10**9)  # saved when this test says
-    monkeypatch.setattr(rows_module, "EXACT_BELOW", 0)
-    rng = np.random.default_rng(62)
     path = tmp_path / "kb.db"
-    first, state, _ = _sqlite_kb(path, tmp_path)
-    chunks = [chunk(i, d, rng) for d in range(60) for i in range(5)]
-    first.upsert(chunks)
-    first.search(chunks[0].vector, 1)
+    first, state, _, chunks, rng = _based_kb(tmp_path, monkeypatch, 10**9, 62)  # (a new base saved when this test says)
     cache = state["sqlite-tables"][(str(path), "kb")]
     first.upsert([chunk(i, 200, rng) for i in range(30)])
     assert cache.table.delta_rows() == 30
 
-    saving, go_on = threading.Event(), threading.Event()
-    save = Hnsw.save
-
-    def held(self, where):
-        saving.set()
-        assert go_on.wait(30)
-        save(self, where)
-
-    monkeypatch.setattr(Hnsw, "save", held)
+    saving, go_on = held(monkeypatch, Hnsw, "save")
     worker = threading.Thread(target=first._save_base, args=(cache,))
     worker.start()
     assert saving.wait(30)
@@ -497,6 +490,9 @@ def test_the_keyword_index_is_one_on_disk_that_every_process_maps(tmp_path, monk
         db.execute("DELETE FROM kb_chunk_log")
     state.write_text(json.dumps({**json_of(state), "generation": 0}))
     assert sorted(h.id for h in kb().keyword_search("schläft Sofa 沙发", 5)) == ["de", "de2", "zh"] and len(builds) == 2
+    third.drop()  # the texts' terms leave the disk with the knowledge base
+    assert [f.name for f in (tmp_path / "kb.db.keywords").iterdir()] == [state.name.replace(".json", ".lock")]
+    assert first.keyword_search("Sofa", 5) == [] and second.keyword_search("沙发", 5) == []
 
 
 def json_of(path):

@@ -44,3 +44,20 @@ def ingestion_ended(client: Any, status_url: str, seconds: float = 60) -> dict[s
         status = client.get(status_url).json()
         return status if status["status"] not in ("pending", "processing") else None
     return until(ended, f"the ingestion at {status_url} to end", seconds)
+
+
+def held(monkeypatch: Any, owner: Any, name: str, seconds: float = 60) -> tuple[Any, Any]:
+    """``owner.name`` replaced by one that, called, says so (the first event) and waits for the second before it
+    runs: a test does what it must while the call is held in the middle."""
+    import threading
+
+    reached, go_on = threading.Event(), threading.Event()
+    original = getattr(owner, name)
+
+    def holding(*args: Any, **kwargs: Any) -> Any:
+        reached.set()
+        assert go_on.wait(seconds), f"{name} held for more than {seconds} s"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, holding)
+    return reached, go_on

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -497,6 +498,10 @@ class SqliteStore:
                     if path.suffix != ".lock":
                         path.unlink(missing_ok=True)
             self._cache.saved = None
+            if (words := self._keyword_files()) is not None and words[1].exists():  # (its texts' terms gone from disk too)
+                with _locked(words[2]):
+                    words[1].unlink(missing_ok=True)
+                    shutil.rmtree(words[0], ignore_errors=True)
 
     # -- reads ----------------------------------------------------------------------------
     def search(self, vector: Sequence[float], k: int, where: filters.Where = None) -> list[SearchHit]:
