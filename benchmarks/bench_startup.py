@@ -6,7 +6,8 @@ A data directory with one ``sqlite`` knowledge base of 20 small documents (the l
 process:
 
 - ``eddi-rag serve``: seconds from starting the process until ``/health`` answers 200, then until the Manager's
-  first page (``/ui``) has answered, then until the first ``/query`` has answered;
+  first page (``/ui``) has answered, then until the first ``/query`` has answered (the default: a process per core,
+  forked); ``serve --processes 1`` until ``/health``;
 - ``eddi-rag query KB "question"``: the whole command, from start to exit;
 - ``python -c "import eddi_rag.api.app"`` and ``import eddi_rag.runtime``: the imports alone;
 - the floors (issue 60, point 2), in the same runs: a bare FastAPI app on uvicorn answering ``/health``, and a bare
@@ -89,11 +90,11 @@ def until_answered(url: str, process: subprocess.Popen, method: str = "GET", jso
         time.sleep(0.02)
 
 
-def served(data: str, kb: str) -> tuple[float, float, float]:
+def served(data: str, kb: str, *options: str) -> tuple[float, float, float]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
-    server = subprocess.Popen([*EDDI_RAG, "serve", "--port", str(port), "--data-dir", data], stdout=subprocess.DEVNULL,
+    server = subprocess.Popen([*EDDI_RAG, "serve", "--port", str(port), "--data-dir", data, *options], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         until_answered(f"{base}/health", server)
@@ -139,7 +140,8 @@ def main() -> None:
                 rt.ingest(kb, f"doc{i}.md", f"# Note {i}\n\nVitamin D and bone health, note {i}.")
         for _ in range(args.runs):
             health, ui, first = served(data, kb)
-            for what, seconds in (("serve: start until /health answers", health),
+            for what, seconds in (("serve (one process per core, the default): start until /health answers", health),
+                                  ("serve --processes 1: start until /health answers", served(data, kb, "--processes", "1")[0]),
                                   ("floor: a bare FastAPI app on uvicorn until /health answers", bare_served()),
                                   ("serve: then until /ui answers", ui),
                                   ("serve: then until the first /query answers", first),
@@ -154,9 +156,10 @@ def main() -> None:
     for what, seconds in rows.items():
         print(f"| {what} | {statistics.median(seconds):.2f} | {min(seconds):.2f} | {max(seconds):.2f} |")
     median = {what: statistics.median(seconds) for what, seconds in rows.items()}
-    serve, query = (next(v for k, v in median.items() if k.startswith(prefix)) for prefix in ("serve: start", "eddi-rag query"))
+    serve, one, query = (next(v for k, v in median.items() if k.startswith(prefix))
+                         for prefix in ("serve (one process per core", "serve --processes 1", "eddi-rag query"))
     floor_serve, floor_query = (next(v for k, v in median.items() if k.startswith(prefix)) for prefix in ("floor: a bare FastAPI", "floor: a bare script"))
-    print(f"\nserve until /health: {serve / floor_serve:.2f}x its floor (goal 1.5); "
+    print(f"\nserve until /health: {serve / floor_serve:.2f}x its floor (goal 1.5), with --processes 1 {one / floor_serve:.2f}x; "
           f"eddi-rag query: {query / floor_query:.2f}x its floor (goal 1.5)")
 
 

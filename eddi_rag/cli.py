@@ -257,18 +257,23 @@ def forked() -> str:
         return f"started afresh (threads running here: {', '.join(t.name for t in threading.enumerate()[1:])})"
     import uvicorn._subprocess
 
+    # the default model's session made here, on one thread a process, while this thread imports (its work is mostly
+    # outside the GIL): its weights are shared by every process (EDDI_RAG_MODEL_THREADS: the processes' other sessions
+    # take the same); the thread has ended before the fork
+    from eddi_rag.embeddings import local
+
+    os.environ.setdefault(local.THREADS, "1")
+    made: list[bool] = []
+    session = threading.Thread(target=lambda: made.append(local.share_default_session()), name="eddi-rag-model")
+    session.start()
     for module in ("eddi_rag.api.app", "eddi_rag.runtime", "numpy", "onnxruntime", "tokenizers", "tantivy", "faiss", "fasttext",
                    "eddi_rag.stores.embedded.sqlite", "eddi_rag.embeddings.local", "eddi_rag.ingest.language"):  # (a first query's)
         try:
             __import__(module)
         except ImportError:
             continue
-    # the default model's session made here, on one thread a process (no thread to lose in the fork): its weights are
-    # shared by every process (EDDI_RAG_MODEL_THREADS: the processes' other sessions take the same)
-    from eddi_rag.embeddings import local
-
-    os.environ.setdefault(local.THREADS, "1")
-    shared = " and the default model's session" if local.share_default_session() else ""
+    session.join()
+    shared = " and the default model's session" if made and made[0] else ""
     gc.freeze()
     uvicorn._subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
     return f"forked from this process, its imports{shared} shared"
