@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eddi_rag.backends import registry
 from eddi_rag.state.sqlite import Database
@@ -497,3 +499,61 @@ def test_the_keyword_index_is_one_on_disk_that_every_process_maps(tmp_path, monk
 
 def json_of(path):
     return json.loads(path.read_text())
+
+
+_op = st.one_of(st.tuples(st.just("add"), st.integers(1, 40), st.integers(0, 200)),  # (how many, first id: some exist)
+                st.tuples(st.just("remove"), st.integers(1, 30), st.integers(0, 10**6)),
+                st.tuples(st.just("rebase"), st.just(0), st.just(0)),
+                st.tuples(st.just("compact"), st.just(0), st.just(0)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_op, min_size=1, max_size=12), st.integers(0, 2**32 - 1))
+def test_a_mapped_base_answers_as_one_table_whatever_is_written(ops, seed):
+    """Issue 60, point 1 (property): adds (new ids and upserts), removes, new bases merged from base and delta, and
+    compactions, in any order: the exact scan over a mapped base and its delta answers row for row as one matrix,
+    and the graph finds each live row by its own vector."""
+    import tempfile
+    from pathlib import Path
+
+    from eddi_rag.stores.embedded.ann import Hnsw
+
+    rng = np.random.default_rng(seed)
+    folder = Path(tempfile.mkdtemp())
+    shared, plain = rows_module.RowTable("exact"), rows_module.RowTable("exact")
+    first = normalise(rng.standard_normal((120, 8)))
+    for table in (shared, plain):
+        table.add([f"r{i}" for i in range(120)], first, [{"even": i % 2 == 0} for i in range(120)])
+    shared.graph().save(folder / "0.faiss")
+    assert shared.rebase(Hnsw.load(folder / "0.faiss", mapped=True), shared.epoch)
+    for step, (op, count, at) in enumerate(ops):
+        if op == "add":
+            vectors = normalise(rng.standard_normal((count, 8)))
+            ids, meta = [f"r{at + i}" for i in range(count)], [{"even": (at + i) % 2 == 0} for i in range(count)]
+            for table in (shared, plain):
+                table.add(ids, vectors, meta)
+        elif op == "remove" and len(plain):
+            live = sorted(plain.row_of)
+            gone = [live[(at + 7 * i) % len(live)] for i in range(min(count, len(live)))]
+            for table in (shared, plain):
+                table.remove([table.row_of[i] for i in set(gone) if i in table.row_of])
+        elif op == "rebase" and shared.n:  # merged from the base and the delta, or (after a compaction) built again
+            if shared.hnsw is not None and shared.hnsw.mapped:
+                graph = Hnsw.load(shared.hnsw.path)
+                graph.append(shared.delta())
+            else:
+                graph = shared.graph()
+            graph.save(folder / f"{step + 1}.faiss")
+            assert shared.rebase(Hnsw.load(folder / f"{step + 1}.faiss", mapped=True), shared.epoch)
+        elif op == "compact":
+            shared.compact()
+            plain.compact()
+        assert len(shared) == len(plain) and shared.base + shared.delta_rows() in (shared.n, 0)
+        for q in (first[at % 120], normalise(rng.standard_normal(8))[0]):
+            for node in (None, filters.node({"even": True})):
+                got = [(shared.ids[r], round(s, 4)) for r, s in shared.search(q, 5, node)]
+                assert got == [(plain.ids[r], round(s, 4)) for r, s in plain.search(q, 5, node)]
+    shared.index = "hnsw"
+    for row_id in list(plain.row_of)[:20]:
+        q = plain.vectors[plain.row_of[row_id]]
+        assert shared.ids[shared.search(q, 1)[0][0]] in {row_id, *(plain.ids[r] for r, s in plain.search(q, 3) if s > 0.9999)}
