@@ -557,3 +557,31 @@ def test_a_mapped_base_answers_as_one_table_whatever_is_written(ops, seed):
     for row_id in list(plain.row_of)[:20]:
         q = plain.vectors[plain.row_of[row_id]]
         assert shared.ids[shared.search(q, 1)[0][0]] in {row_id, *(plain.ids[r] for r, s in plain.search(q, 3) if s > 0.9999)}
+
+
+def test_a_process_whose_save_was_skipped_takes_the_base_another_saved(tmp_path, monkeypatch):
+    """Issue 60, point 1: two processes build their graphs at once; the one that finds the other saving (the lock file
+    held) skips its own save, and at its next search takes the base the other saved: both map one file."""
+    import fcntl
+
+    monkeypatch.setattr(rows_module, "EXACT_BELOW", 0)
+    rng = np.random.default_rng(63)
+    path = tmp_path / "kb.db"
+    first, first_state, _ = _sqlite_kb(path, tmp_path)
+    chunks = [chunk(i, d, rng) for d in range(40) for i in range(5)]
+    first.upsert(chunks)
+    second, second_state, _ = _sqlite_kb(path, tmp_path)
+    one, two = (state["sqlite-tables"][(str(path), "kb")] for state in (first_state, second_state))
+    folder = tmp_path / "kb.db.hnsw"
+    folder.mkdir()
+    name = second._base_files()[1]
+    with open(folder / f"{name}.lock", "a") as lock:  # another process saving
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert second.search(chunks[1].vector, 1)[0].id == chunks[1].id  # its graph built, its save skipped
+        assert not two.table.hnsw.mapped and two.again
+    first.search(chunks[2].vector, 1)  # built and saved
+    assert one.table.hnsw.mapped
+    assert second.search(chunks[3].vector, 1)[0].id == chunks[3].id
+    two.saving.result()
+    assert two.table.hnsw.mapped and two.table.hnsw.path == one.table.hnsw.path and not two.again
+    assert len(list(folder.glob("*.faiss"))) == 1  # (the second never wrote one of its own)

@@ -15,7 +15,8 @@ read into memory, those rows added, written under a new name and mapped in its p
 a process still mapping the old file keeps its pages), one process at a time (a lock file), and another process
 whose delta grows takes that newer base instead of saving its own.
 Filters of ``get``/``count`` compile to SQL (JSON1). Keyword search is BM25 over a tantivy index of the KB's
-texts, held and kept current beside the rows (``keywords``); the FTS5 index the store also keeps stays for
+texts (``keywords``), kept on disk beside the file (``<file>.keywords/``): one index every process maps, written by
+each process's writes and brought up to date from the log by the others; the FTS5 index the store also keeps stays for
 EDDI-era files and the ``sqlite-vec`` store, which share its recipe.
 """
 
@@ -199,6 +200,7 @@ class _Cache:
         self.generation: int | None = None  # None: not loaded
         self.saved: int | None = None  # the generation of the base file this process maps
         self.saving: Future | None = None  # a new base being saved in the background
+        self.again = False  # a save was skipped (another process was saving): tried again at the next look
         self.keywords: KeywordIndex | None = None  # the texts under BM25, built at the first keyword search
         self.keywords_generation: int | None = None  # the generation they hold
 
@@ -354,36 +356,34 @@ class SqliteStore:
         """Save the KB's graph over every row as a new base file, and map it here in place of this process's copy.
         A graph this process built is written as it is, under the table's lock; a mapped base and the rows after it
         are merged outside the lock (the base file read into memory, those rows added). One process saves at a time
-        (``<name>.lock``; the others skip); a process whose base is older than the one on disk takes that one instead,
-        or, closing, leaves it (the next start reads it and the log)."""
+        (``<name>.lock``; the others skip, and look again later); a process whose base is older than the one on disk
+        (or who built its own graph meanwhile) takes that one instead, or, closing, leaves it (the next start reads it
+        and the log)."""
         if (files := self._base_files()) is None:
             return
         folder, name = files
         folder.mkdir(exist_ok=True)
+        cache.again = False
         with _locked(folder / f"{name}.lock", wait=closing) as held:
             if not held:
-                return  # another process is saving: its base is taken at the next look
-            saved = self._saved_base()
-            table = cache.table
+                cache.again = True  # another process is saving: its base is taken at the next look
+                return
+            saved, table = self._saved_base(), cache.table
+            if saved is not None and saved[0] > (cache.saved if cache.saved is not None else -1):  # newer than this one's
+                if closing or self._take_base(cache):
+                    return
             with table.lock:
                 if table.hnsw is None or cache.generation is None:
                     return
-                newer = saved is not None and saved[0] > (cache.saved if cache.saved is not None else -1)
                 epoch, generation, ids = table.epoch, cache.generation, list(table.ids)
                 path = folder / f"{name}.{generation}.{uuid.uuid4().hex[:8]}.faiss"
                 base, merged = table.hnsw.path, None
-                if newer and table.hnsw.mapped:
-                    pass  # taken below (or, closing, left)
-                elif not table.hnsw.mapped:  # built here: written as it is
+                if not table.hnsw.mapped:  # built here: written as it is
                     table.graph().save(path)
                 elif table.delta_rows() or cache.saved != generation:
                     merged = table.delta()
                 else:
                     return  # the base on disk holds every row
-            if newer and base is not None:
-                if not closing:
-                    self._take_base(cache)
-                return
             if merged is not None:
                 assert base is not None
                 graph = Hnsw.load(base)
@@ -398,25 +398,29 @@ class SqliteStore:
                 if table.rebase(mapped, epoch):
                     cache.saved = generation
 
-    def _take_base(self, cache: _Cache) -> None:
+    def _take_base(self, cache: _Cache) -> bool:
         """Read the KB afresh from the (newer) base on disk into a table of its own, then, under the table's lock,
         bring it up to the cache's generation and put it in the table's place (the database's reads run outside the
-        table's lock: searches go on meanwhile)."""
+        table's lock: searches go on meanwhile). False when the base does not serve (the log does not reach it)."""
         generation = self._generation(self.db)
         fresh = RowTable(cache.table.index, cache.table.ef_search)
         if (base_generation := self._fill(self.db, fresh, generation)) is None:
-            return
+            return False
         with cache.table.lock:
             self._table(self.db)
-            if (cache.generation is not None and cache.generation >= generation
-                    and self._apply_log(self.db, fresh, generation, cache.generation) is not None):
-                cache.table.take(fresh)
-                cache.saved = base_generation
+            if (cache.generation is None or cache.generation < generation
+                    or self._apply_log(self.db, fresh, generation, cache.generation) is None):
+                return False
+            cache.table.take(fresh)
+            cache.saved = base_generation
+        return True
 
     def _save_later(self, cache: _Cache) -> None:
-        """Start saving a new base in the background once the rows after this process's are many."""
+        """Start saving a new base in the background once the rows after this process's are many (or a save was
+        skipped while another process saved)."""
         table = cache.table
-        if table.delta_rows() >= max(REBASE_FROM, table.base // 50) and (cache.saving is None or cache.saving.done()):
+        if ((cache.again or table.delta_rows() >= max(REBASE_FROM, table.base // 50))
+                and (cache.saving is None or cache.saving.done())):
             cache.saving = _SAVER.submit(self._save_base, cache)
 
     def _close(self, cache: _Cache) -> None:
