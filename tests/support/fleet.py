@@ -36,8 +36,8 @@ class Fleet:
         port = free_port()
         data = self.folder / name
         args = [sys.executable, "-m", "eddi_rag.cli", role, "--port", str(port), "--data-dir", str(data), "--log-format", "text"]
-        if role == "serve":
-            args.append("--no-worker")
+        if role == "serve":  # one process a replica: what a replica's /health/ready says is then true of all it serves
+            args += ["--no-worker", "--processes", "1"]
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the process writes it until it ends
         self.processes[name] = subprocess.Popen(args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
