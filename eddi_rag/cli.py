@@ -202,7 +202,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
 
             log_requests(log_format)
             answers = answering_model(llm, base_url, model, offline=True)  # no --llm and no key: the extractive answer (--llm none: none)
-            uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker), **served)
+            uvicorn.run(create_app(runtime, max_upload_bytes=limit, chat_model=answers, host=host, worker=worker, lazy=True), **served)
             runtime.close()
     if lock is not None:
         lock.close()
@@ -266,8 +266,11 @@ def forked() -> str:
     made: list[bool] = []
     session = threading.Thread(target=lambda: made.append(local.share_default_session()), name="eddi-rag-model")
     session.start()
-    for module in ("eddi_rag.api.app", "eddi_rag.runtime", "numpy", "onnxruntime", "tokenizers", "tantivy", "faiss", "fasttext",
-                   "eddi_rag.stores.embedded.sqlite", "eddi_rag.embeddings.local", "eddi_rag.ingest.language"):  # (a first query's)
+    from eddi_rag.api.app import ROUTERS
+
+    for module in ("eddi_rag.api.app", *dict.fromkeys(f"eddi_rag.api.{name}" for name, _ in ROUTERS), "eddi_rag.runtime", "numpy",
+                   "onnxruntime", "tokenizers", "tantivy", "faiss", "fasttext", "eddi_rag.stores.embedded.sqlite",
+                   "eddi_rag.embeddings.local", "eddi_rag.ingest.language"):  # (a first query's)
         try:
             __import__(module)
         except ImportError:

@@ -213,3 +213,33 @@ def test_ingestions_append_as_in_eddi_and_replace_is_opt_in(client):
     assert [c.metadata["ingestionId"] for c in chunks] == [r.json()["ingestionId"]]
     refused = client.post(f"{BASE}/{kb}/ingest?replace=true", content="x", headers={"Content-Type": "text/plain"})
     assert refused.status_code == 400 and "documentName" in refused.json()["error"]
+
+
+def test_serve_declares_every_route_but_health_after_its_start(tmp_path):
+    """Issue 60, point 2: the app ``serve`` makes (``lazy``) answers /health before its routers are imported (0.1 s of
+    a start); the first request for another path waits for them (or a thread declares them as the server starts), and
+    what it then serves is what the app made at once serves: the same routes in the same order, the same document."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+    from tests.support.waiting import until
+
+    with Runtime(tmp_path) as rt:
+        eager, lazy, started = (create_app(rt, worker=False, lazy=lazy) for lazy in (False, True, True))
+        client = TestClient(lazy)  # (no lifespan: declared at the first request that needs them)
+        assert client.get("/health").json()["status"] == "ok"
+        assert len(lazy.routes) < len(eager.routes)  # /health answered, nothing else declared
+        assert client.get("/ragstore/rags/descriptors").status_code == 200 and len(lazy.routes) == len(eager.routes)
+        assert json.dumps(lazy.openapi()) == json.dumps(eager.openapi())  # (the paths in the same order too)
+        assert client.get("/ui", follow_redirects=False).status_code == eager_ui(eager)
+        with TestClient(started):  # serve's start: a thread declares them
+            until(lambda: len(started.routes) == len(eager.routes), "the routes declared after the start", seconds=30)
+
+
+def eager_ui(app) -> int:
+    from fastapi.testclient import TestClient
+
+    return TestClient(app).get("/ui", follow_redirects=False).status_code

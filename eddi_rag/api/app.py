@@ -4,6 +4,7 @@ mapped to statuses in one place (``errors.py``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,24 +15,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from eddi_rag import __version__
-from eddi_rag.api import (
-    agents,
-    audit,
-    backends,
-    backup,
-    collections,
-    errors,
-    feedback,
-    groups,
-    health,
-    ingestion,
-    keys,
-    observability,
-    retrieval,
-    sources,
-    variables,
-    vault,
-)
+from eddi_rag.api import errors, health, observability
 from eddi_rag.api.edge import ASGIApp, around_requests, document_errors, document_text_rule
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import document_schemas, resource_router
@@ -45,6 +29,33 @@ from eddi_rag.verbs.audit import acting
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 MCP_PATH = "/mcp"
+# the routers after /health's, in the order their routes are matched (``serve`` imports them when it forks, so its
+# processes share them)
+ROUTERS = (("backends", "router"), ("ingestion", "router"), ("retrieval", "router"), ("feedback", "kb_router"),
+           ("feedback", "feedback_router"), ("sources", "router"), ("collections", "router"), ("keys", "router"),
+           ("groups", "router"), ("groups", "memberships_router"), ("groups", "kb_router"), ("agents", "router"),
+           ("backup", "router"), ("variables", "router"), ("vault", "router"), ("audit", "router"))
+
+
+class Declared:
+    """Every route but ``/health``'s, declared once (``declare``): at the first request for another path, or in a
+    thread as ``serve`` starts (``lazy``), so ``/health`` answers before the routers are imported (0.1 s of a start);
+    a request that comes first waits for them, off the event loop."""
+
+    def __init__(self, declare: Callable[[], None]):
+        self._declare, self._lock, self.done = declare, threading.Lock(), False
+
+    def ensure(self) -> None:
+        if not self.done:
+            with self._lock:
+                if not self.done:
+                    self._declare()
+                    self.done = True
+
+    async def before(self, inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.done and scope["path"] != "/health":
+            await anyio.to_thread.run_sync(self.ensure)
+        await inner(scope, receive, send)
 
 
 def operated(app: FastAPI, runtime: Runtime, role: str, oidc: OidcConfig | None = None) -> None:
@@ -86,14 +97,16 @@ class LazyMcp:
 
 
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
-               chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1", worker: bool = True) -> FastAPI:
+               chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1", worker: bool = True,
+               lazy: bool = False) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
     ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only).
     ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model).
     ``limits``: per-caller rate and concurrency limits (default: from EDDI_RAG_RATE_LIMIT_* variables).
     ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding).
     ``worker``: run ingestion jobs, source runs and the scheduler in this process too (a fleet's API replicas
-    leave them to ``eddi-rag worker`` processes: ``serve --no-worker``)."""
+    leave them to ``eddi-rag worker`` processes: ``serve --no-worker``).
+    ``lazy``: every route but ``/health``'s declared after the start (``Declared``: ``serve``'s start)."""
     def mcp_server() -> Any:
         from eddi_rag.interop.mcp import build_server
 
@@ -101,12 +114,28 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
 
     mcp = LazyMcp(mcp_server, streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
 
+    def declare() -> None:
+        import importlib
+
+        for module, router in ROUTERS:
+            app.include_router(getattr(importlib.import_module(f"eddi_rag.api.{module}"), router))
+        for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
+            app.include_router(resource_router(kind))
+        for (_, store, collection), kind in OLDER_URIS.items():  # our paths before EDDI's (/llmstore/llmconfigs ...)
+            app.include_router(resource_router(kind, (store, collection)))
+        ui.install(app)
+        app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))  # /mcp (eddi_rag.interop.mcp)
+
+    declared = Declared(declare)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if worker:
             runtime.start_work()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(mcp.run)
+            if not declared.done:
+                tasks.start_soon(anyio.to_thread.run_sync, declared.ensure)
             yield
             tasks.cancel_scope.cancel()
         runtime.stop_work()
@@ -134,20 +163,18 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
             await inner(scope, receive, send)
 
     around_requests(app, documentation_wants_a_credential)
-
-    for router in (health.router, backends.router, ingestion.router, retrieval.router, feedback.kb_router, feedback.feedback_router, sources.router,
-                   collections.router, keys.router, groups.router, groups.memberships_router, groups.kb_router, agents.router, backup.router,
-                   variables.router, vault.router, audit.router):
-        app.include_router(router)
-    for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
-        app.include_router(resource_router(kind))
-    for (_, store, collection), kind in OLDER_URIS.items():  # our paths before EDDI's (/llmstore/llmconfigs ...)
-        app.include_router(resource_router(kind, (store, collection)))
-    ui.install(app)
-    app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))  # /mcp (eddi_rag.interop.mcp)
+    ui.install_handlers(app)
+    app.include_router(health.router)
+    if lazy:
+        around_requests(app, declared.before)
+    else:
+        declared.ensure()
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
+        from eddi_rag.api import collections
+
+        declared.ensure()
         if app.openapi_schema is None:
             document_errors(generate())
             document_schemas(generate())

@@ -391,7 +391,8 @@ def audit(request: Request):
 
 
 def install(app: FastAPI) -> None:
-    """Mount the UI: its pages, its static files, ``/`` → ``/ui``, and sign-in / error pages."""
+    """Mount the UI: its pages, its static files, ``/`` → ``/ui`` (its sign-in and error pages: ``install_handlers``,
+    at the app's making)."""
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.include_router(router)
 
@@ -399,6 +400,9 @@ def install(app: FastAPI) -> None:
     def root():
         return RedirectResponse("/ui", status_code=307)
 
+
+def install_handlers(app: FastAPI) -> None:
+    """The sign-in and error pages (exception handlers: registered before the app's first request)."""
     @app.exception_handler(AuditorsPage)
     async def auditors_page(request: Request, e: AuditorsPage) -> Response:
         return RedirectResponse("/ui/audit", status_code=303)
