@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import click
 
@@ -87,6 +87,33 @@ def chat_model_options(command):
 
 class Commands(click.Group):
     """The one place the CLI maps the product's errors: their message, exit status 1 (no traceback)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The program (``eddi-rag``, ``python -m eddi_rag.cli``): once the command has ended, its output flushed and
+        every thread joined and exit handler run (logs, telemetry, temporary files), as the interpreter would, the
+        process ends without the interpreter's teardown, which freed every module's objects one by one (0.13–0.2 s of
+        each command: a query took 0.66 s).
+        ``CliRunner`` calls ``main``: unaffected."""
+        import atexit
+
+        try:
+            return self.main(*args, **kwargs)
+        except SystemExit as e:
+            code = e.code
+        if not isinstance(code, int):
+            if code is not None:
+                print(code, file=sys.stderr)
+            code = 0 if code is None else 1
+        import threading
+
+        threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter ends: threads joined, their pools shut
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # (a reader that went away: `| head`)
+                code = code or 1
+        os._exit(code)
 
     def invoke(self, ctx: click.Context):
         from eddi_rag.errors import EddiRagError

@@ -217,3 +217,23 @@ def test_sigterm_to_the_server_an_operator_finds_stops_it_with_a_backlog(tmp_pat
         if server.poll() is None:
             server.kill()
             server.wait(timeout=30)
+
+
+@pytest.mark.integration
+def test_a_command_ends_without_the_interpreter_s_teardown_and_loses_nothing(tmp_path):
+    """Issue 60, point 2: the program skips the interpreter's teardown once a command has ended (0.13-0.2 s of each),
+    after what the interpreter would do first: threads joined, exit handlers run, output flushed. Its status is the
+    command's; its whole output reaches a pipe; an exit handler registered by anyone runs."""
+    program = ("import atexit, sys\n"
+               "from eddi_rag import cli\n"
+               "atexit.register(lambda: print('the exit handler ran', file=sys.stderr))\n"
+               "sys.argv = ['eddi-rag', *sys.argv[1:]]\n"
+               "cli.main()\n")
+    ok = subprocess.run([sys.executable, "-c", program, "--help"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.splitlines()[-1].lstrip().startswith("worker"), ok.stdout  # (all of it)
+    assert "the exit handler ran" in ok.stderr
+    failed = subprocess.run([sys.executable, "-c", program, "query", "nope", "anything", "--data-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1 and "rags/nope not found" in failed.stderr and "the exit handler ran" in failed.stderr
+    wrong = subprocess.run([sys.executable, "-c", program, "no-such-command"], capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and "No such command" in wrong.stderr
