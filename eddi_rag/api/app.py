@@ -24,7 +24,7 @@ from eddi_rag.auth.http import Authenticator, principal_of
 from eddi_rag.auth.oidc import OidcConfig, OidcVerifier
 from eddi_rag.resource_types import OLDER_URIS, RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
-from eddi_rag.ui import router as ui
+from eddi_rag.ui import handlers as pages
 from eddi_rag.verbs.audit import acting
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
@@ -123,6 +123,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
             app.include_router(resource_router(kind))
         for (_, store, collection), kind in OLDER_URIS.items():  # our paths before EDDI's (/llmstore/llmconfigs ...)
             app.include_router(resource_router(kind, (store, collection)))
+        from eddi_rag.ui import router as ui
+
         ui.install(app)
         app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))  # /mcp (eddi_rag.interop.mcp)
 
@@ -163,7 +165,7 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
             await inner(scope, receive, send)
 
     around_requests(app, documentation_wants_a_credential)
-    ui.install_handlers(app)
+    pages.install(app)
     app.include_router(health.router)
     if lazy:
         around_requests(app, declared.before)

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, Form, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from eddi_rag import __version__
@@ -23,6 +23,7 @@ from eddi_rag.backends import registry
 from eddi_rag.common.secrets import is_reference
 from eddi_rag.config import ConfigValidationError, load_schema
 from eddi_rag.resource_types import MAX_VERSION, parse_uri
+from eddi_rag.ui.handlers import AuditorsPage, SignInRequired
 from eddi_rag.verbs.audit import FACES
 from eddi_rag.verbs.eddi_export import secret_field
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
@@ -36,15 +37,6 @@ def templates() -> Any:
 
     return Jinja2Templates(directory=HERE / "templates")
 router = APIRouter(prefix="/ui", include_in_schema=False)
-
-
-class SignInRequired(Exception):
-    def __init__(self, next_url: str, message: str = ""):
-        self.next_url, self.message = next_url, message
-
-
-class AuditorsPage(Exception):
-    """An auditor reads the audit record and nothing else: every other page sends them there."""
 
 
 def caller_of(request: Request) -> Principal:
@@ -391,26 +383,14 @@ def audit(request: Request):
 
 
 def install(app: FastAPI) -> None:
-    """Mount the UI: its pages, its static files, ``/`` → ``/ui`` (its sign-in and error pages: ``install_handlers``,
-    at the app's making)."""
+    """Mount the UI: its pages, its static files, ``/`` → ``/ui``, its error pages (its sign-in: ``handlers``, at the
+    app's making)."""
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
     app.include_router(router)
 
     @app.get("/", include_in_schema=False)
     def root():
         return RedirectResponse("/ui", status_code=307)
-
-
-def install_handlers(app: FastAPI) -> None:
-    """The sign-in and error pages (exception handlers: registered before the app's first request)."""
-    @app.exception_handler(AuditorsPage)
-    async def auditors_page(request: Request, e: AuditorsPage) -> Response:
-        return RedirectResponse("/ui/audit", status_code=303)
-
-    @app.exception_handler(SignInRequired)
-    async def sign_in(request: Request, e: SignInRequired) -> Response:
-        target = f"/ui/login?next={quote(e.next_url)}" + (f"&error={quote(e.message)}" if e.message else "")
-        return RedirectResponse(target, status_code=303)
 
     app.state.error_page = error_page
 
