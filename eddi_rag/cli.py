@@ -92,8 +92,7 @@ class Commands(click.Group):
         """The program (``eddi-rag``, ``python -m eddi_rag.cli``): once the command has ended, its output flushed and
         every thread joined and exit handler run (logs, telemetry, temporary files), as the interpreter would, the
         process ends without the interpreter's teardown, which freed every module's objects one by one (0.13–0.2 s of
-        each command: a query took 0.66 s).
-        ``CliRunner`` calls ``main``: unaffected."""
+        each command: a query took 0.66 s). ``CliRunner`` calls ``main``: unaffected."""
         import atexit
 
         try:

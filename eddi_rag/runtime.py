@@ -212,11 +212,8 @@ class Runtime:
             return []
         problems = []
         for kb_id in self.resources.ids("rags"):
-            try:
-                store_type = self.knowledge_bases.get(kb_id).storeType
-            except Exception:  # noqa: BLE001 - an invalid one is the doctor's to report
-                continue
-            if problem := fleet_store_error(store_type, self.knowledge_bases.fleet, self.knowledge_bases.processes):
+            store_type = self._store_type(kb_id)
+            if store_type and (problem := fleet_store_error(store_type, self.knowledge_bases.fleet, self.knowledge_bases.processes)):
                 problems.append(f"knowledge base {kb_id!r}: {problem}")
         return problems
 
@@ -239,6 +236,7 @@ class Runtime:
         return cores, f"one per core, about {each:,.0f} MB each"
 
     def _store_type(self, kb_id: str) -> str | None:
+        """The store type of knowledge base ``kb_id``; None for an invalid configuration (the doctor's to report)."""
         try:
             return self.knowledge_bases.get(kb_id).storeType
         except Exception:  # noqa: BLE001 - an invalid one is the doctor's to report

@@ -192,6 +192,11 @@ def _write_json(path: Path, value: Any) -> None:
     tmp.replace(path)
 
 
+def _keyword_state(path: Path, generation: int, index: KeywordIndex) -> None:
+    """What a keyword index on disk holds, beside it: the generation it is current with, its chunks' analyses."""
+    _write_json(path, {"generation": generation, "analyses": sorted(index.analyses)})
+
+
 class _Cache:
     """A KB's rows as of ``generation``, shared by every store object on the same file and KB."""
 
@@ -305,10 +310,10 @@ class SqliteStore:
         if (files := self._base_files()) is None:
             return None
         folder, name = files
+        saved = _read_json(folder / f"{name}.json")
         try:
-            saved = json.loads((folder / f"{name}.json").read_text())
             return int(saved["generation"]), list(saved["ids"]), folder / str(saved.get("file", f"{name}.faiss"))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None
 
     def _fill(self, c, table: RowTable, generation: int) -> int | None:
@@ -593,7 +598,7 @@ class SqliteStore:
         with _locked(files[2]):
             if _read_json(files[1]).get("generation") == cache.generation:
                 cache.keywords.write(gone, written)
-                _write_json(files[1], {"generation": generation, "analyses": sorted(cache.keywords.analyses)})
+                _keyword_state(files[1], generation, cache.keywords)
                 cache.keywords_generation = generation
 
     def _keywords(self, cache: Any) -> KeywordIndex:
@@ -636,10 +641,10 @@ class SqliteStore:
             if index is not None and (changes := self._changes(self.db, have, generation, 100_000)) is not None:
                 ids, rows, metadata = changes
                 index.write(ids, [keyword_row(r[0], r[1], m) for r, m in zip(rows, metadata)])
-                _write_json(state_file, {"generation": generation, "analyses": sorted(index.analyses)})
+                _keyword_state(state_file, generation, index)
                 return index
         index = KeywordIndex(self._keyword_rows(), folder)
-        _write_json(state_file, {"generation": generation, "analyses": sorted(index.analyses)})
+        _keyword_state(state_file, generation, index)
         return index
 
     def _keyword_rows(self) -> Iterable[Any]:
