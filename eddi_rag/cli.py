@@ -42,15 +42,15 @@ class ProcessCount(click.ParamType):
         self.fail(f"{value!r}: use auto or a number from 1 to 64", param, ctx)
 
 
-def fleet_runtime(data_dir: str, state_url: str | None, outbound=None, processes: int = 1):
+def fleet_runtime(data_dir: str, state_url: str | None, outbound=None):
     """The Runtime of a serve or worker process: on PostgreSQL one of a fleet, which refuses to start while a
-    knowledge base lives on a store the fleet's other machines cannot reach; one of ``processes`` serving processes,
-    which refuses one kept in a process's memory. ``outbound``: what it may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
+    knowledge base lives on a store the fleet's other machines cannot reach. ``outbound``: what it may reach (default:
+    EDDI_RAG_OUTBOUND_ALLOW)."""
     from eddi_rag.errors import EddiRagError
     from eddi_rag.runtime import Runtime
 
     try:
-        return Runtime.serving(data_dir, state_url, outbound, processes)
+        return Runtime.serving(data_dir, state_url, outbound)
     except EddiRagError as e:
         raise click.ClickException(str(e)) from None
 
@@ -172,8 +172,7 @@ def mcp(data_dir) -> None:
               help="Serving processes sharing the port, the state and the stores (env EDDI_RAG_PROCESSES): a request's "
                    "own Python runs one at a time in a process, so more processes answer more requests at once. They "
                    "share the model and the embedded store's indexes (memory-mapped files). auto: one per core, fewer "
-                   "when memory would not hold them, one while a knowledge base uses the in-memory store (which several "
-                   "processes refuse); serve says what it chose.")
+                   "when memory would not hold them; serve says what it chose.")
 @click.option("--demo-notices", is_flag=True,
               help="Also run the examples' stand-in service-notices API on 127.0.0.1:8765 (the travel assistant's "
                    "httpCall) and let httpCalls and sources reach 127.0.0.1: for trying examples/workflows, never in production.")
@@ -198,7 +197,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     with notices_service(EXAMPLES / "service-notices.json", NOTICES_PORT) if demo_notices else contextlib.nullcontext():
         # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
         outbound = OutboundPolicy.from_env().with_loopback() if demo_notices else None
-        runtime = fleet_runtime(data_dir, state_url, outbound, 1 if processes == "auto" else processes)
+        runtime = fleet_runtime(data_dir, state_url, outbound)
         if processes == "auto":
             processes, why = runtime.processes_to_serve()
             click.echo(f"{processes} serving process{'es' * (processes > 1)} ({why}; --processes N to choose)", err=True)
@@ -219,7 +218,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
 
             runtime.close()
             os.environ[several.SETTINGS] = several.settings(
-                data_dir=data_dir, state_url=state_url, processes=processes, loopback_allowed=demo_notices, log_format=log_format,
+                data_dir=data_dir, state_url=state_url, loopback_allowed=demo_notices, log_format=log_format,
                 max_upload_bytes=limit, llm=llm, base_url=base_url, model=model, host=host, worker=worker)
             several_processes(uvicorn.Config("eddi_rag.api.served:app", factory=True, workers=processes, **served))
         else:

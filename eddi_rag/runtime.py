@@ -82,12 +82,11 @@ def _available_mb() -> float | None:
 class Runtime:
     def __init__(self, data_dir: str | Path | None = None, resolver: SecretResolver | None = None,
                  embedding_cache: str | None = None, outbound: OutboundPolicy | None = None,
-                 state_url: str | None = None, fleet: bool = False, processes: int = 1):
+                 state_url: str | None = None, fleet: bool = False):
         """``data_dir=None`` keeps everything in memory (tests, throwaway demos).
         ``state_url``: where the state lives (env EDDI_RAG_STATE_URL): ``postgresql://…`` for a fleet; by
         default the SQLite file in ``data_dir``. ``fleet``: this process is one of several sharing that state
-        (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store. ``processes``:
-        how many processes of one ``serve`` share the state (``--processes``; more than one refuses ``in-memory`` stores).
+        (``eddi-rag serve``/``worker`` on PostgreSQL): it refuses knowledge bases on an embedded store.
         ``embedding_cache``: ``sqlite`` (default), a ``redis://`` URL or ``none`` (env EDDI_RAG_EMBEDDING_CACHE).
         ``outbound``: which addresses web sources, httpCall RAG, providers, rerankers and store servers may reach (default: EDDI_RAG_OUTBOUND_ALLOW)."""
         limit_blas_threads()
@@ -109,7 +108,7 @@ class Runtime:
         self.ingestor = Ingestor(self.embeddings, self.stores, on_change=self.generations.bump)
         self.retriever = Retriever(self.embeddings, self.stores, RerankerFactory(self.resolver, self.outbound))
         variables = Variables(self.db)
-        self.knowledge_bases = KnowledgeBases(self.resources, self.data_dir, variables, fleet, processes)
+        self.knowledge_bases = KnowledgeBases(self.resources, self.data_dir, variables, fleet)
         self.jobs = IngestionQueue(self.db, job_runner(self.knowledge_bases, self.ingestor), redact)
         # the verbs
         self.documents = Documents(self.knowledge_bases, self.stores, self.generations, self.jobs.let_go)
@@ -156,22 +155,16 @@ class Runtime:
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)
 
     @classmethod
-    def serving(cls, data_dir: str | Path | None, state_url: str | None, outbound: OutboundPolicy | None = None,
-                processes: int = 1) -> Runtime:
+    def serving(cls, data_dir: str | Path | None, state_url: str | None, outbound: OutboundPolicy | None = None) -> Runtime:
         """The Runtime of a serve or worker process: with the state on PostgreSQL, one of a fleet, which refuses to
-        start (FleetRefusedError) while a knowledge base lives on a store the fleet's other machines cannot reach;
-        one of ``processes`` serving processes, which refuses to start while one lives in one process's memory."""
+        start (FleetRefusedError) while a knowledge base lives on a store the fleet's other machines cannot reach."""
         fleet = on_postgresql(state_url)
-        runtime = cls(data_dir, state_url=state_url, fleet=fleet, outbound=outbound, processes=processes)
+        runtime = cls(data_dir, state_url=state_url, fleet=fleet, outbound=outbound)
         if problems := runtime.fleet_problems():
             runtime.close()
-            if fleet:
-                raise FleetRefusedError("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
-                                        + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
-                                        "another storeType), or serve them from one process on SQLite")
-            raise FleetRefusedError(f"refusing to start {processes} serving processes:\n  " + "\n  ".join(problems)
-                                    + "\nmove them to the sqlite store (export, then import with storeType sqlite), or serve "
-                                    "with --processes 1")
+            raise FleetRefusedError("refusing to start as part of a fleet (the state is on PostgreSQL):\n  "
+                                    + "\n  ".join(problems) + "\nmove them to a store server (export, then import with "
+                                    "another storeType), or serve them from one process on SQLite")
         return runtime
 
     # -- the life cycle a face runs ----------------------------------------------------------------
@@ -206,25 +199,21 @@ class Runtime:
         return self.db.dialect
 
     def fleet_problems(self) -> list[str]:
-        """The knowledge bases the processes sharing the state cannot serve (their store keeps its data on one machine,
-        or in one process), one line each."""
-        if not self.knowledge_bases.fleet and self.knowledge_bases.processes == 1:
+        """The knowledge bases the machines of a fleet sharing the state cannot serve (their store keeps its data on one
+        machine), one line each."""
+        if not self.knowledge_bases.fleet:
             return []
         problems = []
         for kb_id in self.resources.ids("rags"):
             store_type = self._store_type(kb_id)
-            if store_type and (problem := fleet_store_error(store_type, self.knowledge_bases.fleet, self.knowledge_bases.processes)):
+            if store_type and (problem := fleet_store_error(store_type)):
                 problems.append(f"knowledge base {kb_id!r}: {problem}")
         return problems
 
     def processes_to_serve(self) -> tuple[int, str]:
         """How many serving processes ``serve`` starts unless told (``--processes auto``), and why: one per core the
         process may run on, fewer when the memory available would not hold them (a forked process adds about
-        ``PROCESS_MB`` and ``CHUNK_KB`` per chunk of the embedded stores: ``bench_processes.py``), one while a knowledge
-        base lives in one process's memory (the in-memory store)."""
-        kept = [kb_id for kb_id in self.resources.ids("rags") if self._store_type(kb_id) == "in-memory"]
-        if kept:
-            return 1, f"knowledge base {kept[0]!r} is kept in one process's memory (storeType in-memory)"
+        ``PROCESS_MB`` and ``CHUNK_KB`` per chunk of the embedded stores: ``bench_processes.py``)."""
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         if cores == 1:
             return 1, "one core"

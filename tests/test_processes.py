@@ -1,7 +1,7 @@
 """Every core serving (issue 46, point 2): ``eddi-rag serve --processes 2`` over the embedded default is coherent. A
 document written through one serving process is found by the next query through the other, a configuration saved
-in one is what the other uses, and a delete through one is gone from the other; a knowledge base kept in one
-process's memory is refused, at save and at start. Real ``serve`` processes on 127.0.0.1; a kept-alive connection
+in one is what the other uses, and a delete through one is gone from the other; a knowledge base made with every
+default (EDDI's ``in-memory`` store) is kept in the data directory and answers through either process. Real ``serve`` processes on 127.0.0.1; a kept-alive connection
 stays with the process that accepted it, so each client below talks to one process (``/health`` names it)."""
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from tests.support.waiting import held, ingestion_ended
 
 BASE = "/ragstore/rags"
 KB = {"name": "Policies", "embeddingProvider": "local", "storeType": "sqlite", "maxResults": 3}
+# EDDI's documented knowledge base (docs/rag.md, "RagConfiguration"), with the offline model for its openai embeddings
+EDDI_DOCUMENTED = {"name": "product-docs", "embeddingProvider": "local", "storeType": "in-memory", "storeParameters": {},
+                   "chunkStrategy": "recursive", "chunkSize": 512, "chunkOverlap": 64, "maxResults": 5, "minScore": 0.6}
 
 
 def serve(data_dir, processes: int) -> tuple[subprocess.Popen, str]:
@@ -101,9 +104,18 @@ def test_what_one_serving_process_writes_the_other_reads_at_once(tmp_path):
         assert one.delete(f"{BASE}/{kb}/documents/bags.md").status_code == 200
         assert all(r["source"] != "bags.md" for r in results(other, kb, "How many bags can I check?"))
 
-        # a knowledge base in one process's memory is refused, naming the field and what to do
-        refused = other.post(BASE, json={**KB, "storeType": "in-memory"})
-        assert refused.status_code == 400 and "$.storeType" in refused.text and "--processes 1" in refused.text, refused.text
+        # (issue 67, point 1) a knowledge base with every default but the offline model, and EDDI's documented example
+        # (docs/rag.md: "storeType": "in-memory", its openai embeddings aside): written through one, read through the other
+        for made in ({"name": "first minute", "embeddingProvider": "local"}, EDDI_DOCUMENTED):
+            saved = one.post(BASE, json=made)
+            assert saved.status_code == 201 and saved.json()["warnings"] == [], saved.text
+            kb = saved.headers["Location"].split("/")[-1].split("?")[0]
+            job = one.post(f"{BASE}/{kb}/ingest", params={"version": 1, "documentName": "canteen.txt"},
+                           content="Die Kantine öffnet werktags um 11:30 Uhr.".encode(), headers={"Content-Type": "text/plain"})
+            assert job.status_code == 202, job.text
+            assert ingestion_ended(other, f"{BASE}/{kb}/ingestion/{job.json()['ingestionId']}/status")["status"] == "completed"
+            found = other.post(f"{BASE}/{kb}/query", json={"query": "Wann öffnet die Kantine?", "minScore": 0}).json()
+            assert "11:30" in found["results"][0]["text"], found
     # (issue 60) forked from the starting process, which made the default model's session they share
     said = "2 serving processes, forked from this process, its imports and the default model's session shared"
     assert said in server.output, server.output
@@ -176,15 +188,18 @@ def test_a_wrong_way_to_start_the_processes_is_named(tmp_path, monkeypatch):
 
 
 @pytest.mark.integration
-def test_several_processes_refuse_to_start_over_a_knowledge_base_kept_in_memory(tmp_path):
+def test_several_processes_serve_a_knowledge_base_made_in_memory_before_with_what_it_held(tmp_path):
+    """Issue 67, point 1: a default ``serve`` refused to start over a knowledge base with EDDI's default store
+    (``in-memory``); it is kept in the data directory, so a server started later with two processes answers from it."""
     from eddi_rag.runtime import Runtime
 
     with Runtime(tmp_path) as rt:
-        rt.resources.create("rags", {"name": "scratch", "embeddingProvider": "local", "storeType": "in-memory"}, id="scratch")
-    server, _ = serve(tmp_path, 2)
-    out, _ = server.communicate(timeout=120)
-    assert server.returncode != 0
-    assert "refusing to start 2 serving processes" in out and "knowledge base 'scratch'" in out and "--processes 1" in out, out
+        rt.saving.create("rags", {"name": "scratch", "embeddingProvider": "local", "storeType": "in-memory"}, id="scratch")
+        rt.ingest("scratch", "shuttle.md", "Le dernier bus de nuit part à 1 h 40 de la gare.")
+    with two_processes(tmp_path) as (_, (one, _first), (other, _second)):
+        for client in (one, other):
+            found = client.post(f"{BASE}/scratch/query", json={"query": "À quelle heure part le dernier bus ?", "minScore": 0})
+            assert "1 h 40" in found.json()["results"][0]["text"], found.text
 
 
 def test_one_process_of_those_on_a_file_holds_the_scheduler_s_role_until_it_lets_go(tmp_path):
@@ -202,7 +217,8 @@ def test_one_process_of_those_on_a_file_holds_the_scheduler_s_role_until_it_lets
 
 def test_unless_told_serve_starts_a_process_per_core_that_memory_holds(tmp_path, monkeypatch):
     """Issue 60, point 1: ``--processes auto`` (the default) is one process per core, fewer when the memory available
-    would not hold them, one while a knowledge base lives in one process's memory; each choice says why."""
+    would not hold them; each choice says why. (Issue 67: a knowledge base on EDDI's in-memory store no longer makes it
+    one: it is kept in the data directory.)"""
     from eddi_rag import runtime as runtime_module
     from eddi_rag.runtime import Runtime
 
@@ -215,7 +231,7 @@ def test_unless_told_serve_starts_a_process_per_core_that_memory_holds(tmp_path,
         monkeypatch.setattr(runtime_module, "_available_mb", lambda: None)  # (not Linux: cores alone)
         assert rt.processes_to_serve()[0] == 4
         rt.resources.create("rags", {"name": "scratch", "embeddingProvider": "local", "storeType": "in-memory"}, id="scratch")
-        assert rt.processes_to_serve() == (1, "knowledge base 'scratch' is kept in one process's memory (storeType in-memory)")
+        assert rt.processes_to_serve()[0] == 4
     monkeypatch.setattr(runtime_module.os, "sched_getaffinity", lambda pid: {0})
     with Runtime(tmp_path / "other") as rt:
         assert rt.processes_to_serve() == (1, "one core")

@@ -37,7 +37,7 @@ def app() -> Any:
 
     s = json.loads(os.environ[SETTINGS])
     outbound = OutboundPolicy.from_env().with_loopback() if s["loopback_allowed"] else None  # (--demo-notices)
-    runtime = Runtime.serving(s["data_dir"], s["state_url"], outbound, s["processes"])  # (refusals: said by serve before)
+    runtime = Runtime.serving(s["data_dir"], s["state_url"], outbound)  # (refusals: said by serve before)
     log_requests(s["log_format"])
     return create_app(runtime, max_upload_bytes=s["max_upload_bytes"], chat_model=answering_model(s["llm"], s["base_url"], s["model"], offline=True),
                       host=s["host"], worker=s["worker"], lazy=True)

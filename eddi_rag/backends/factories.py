@@ -40,6 +40,12 @@ from eddi_rag.stores.ownership import (
 
 T = TypeVar("T")
 
+# Where the application has a data directory, an ``in-memory`` knowledge base (EDDI's default storeType) is kept by the
+# embedded SQLite store in it: every serving process of a ``serve`` reads it, and it outlives a restart (EDDI's keeps it
+# in one process's memory, gone at a restart: nothing an EDDI client does loses data here). Without one (``Runtime()``)
+# everything is in this process's memory anyway.
+KEPT_ON_DISK = {"in-memory": "sqlite"}
+
 
 class BoundedCache(Generic[T]):
     def __init__(self, max_entries: int = 50, idle_seconds: float = 1800):
@@ -176,7 +182,7 @@ class EmbeddingStoreFactory:
     def place(self, kb_id: str, config: RagConfiguration, params: dict[str, Any] | None = None) -> Place | None:
         """The physical store ``config`` addresses for ``kb_id`` (None: an embedded engine, whose tables are the
         KB's own). ``params``: resolved store parameters (default: as written, references unresolved)."""
-        cls = registry.load(registry.STORES, config.storeType)
+        cls = self.store_class(config.storeType)
         locate = getattr(cls, "place", None)
         if locate is None:
             return None
@@ -205,8 +211,14 @@ class EmbeddingStoreFactory:
         key = cache_key(config.storeType, kb_id, where)
         return self._cache.get_or_build(key, lambda: self._build(key, kb_id, config))
 
+    def store_class(self, store_type: str) -> type:
+        """The class that keeps ``store_type``'s data in this application (``KEPT_ON_DISK``)."""
+        if self.context.data_dir is not None and store_type in KEPT_ON_DISK:
+            store_type = KEPT_ON_DISK[store_type]
+        return registry.load(registry.STORES, store_type)
+
     def _construct(self, kb_id: str, config: RagConfiguration, claim: bool = False) -> KnowledgeStore:
-        cls = registry.load(registry.STORES, config.storeType)
+        cls = self.store_class(config.storeType)
         params = resolve_parameters(config.storeParameters, self.resolver, config.tenant)
         what = self._what(kb_id, config)
         self.outbound.check_endpoints(config.storeParameters, params, f"{what}: storeParameters")

@@ -34,9 +34,6 @@ from eddi_rag.sources.connectors import block_fields, configuration_schema
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.workflow.traversal import reference_errors
 
-IN_MEMORY_FIX = ('save a new version with storeType "sqlite" (the embedded store on this server\'s disk, offline), then '
-                 "ingest the documents again")
-
 log = logging.getLogger(__name__)
 
 
@@ -48,26 +45,21 @@ def _has_keyword_search(store_type: str) -> bool | None:
         return None
 
 
-def fleet_store_error(store_type: str, fleet: bool = True, processes: int = 1) -> str | None:
-    """Why the processes serving the state cannot share ``store_type`` (None: they can): a fleet (``fleet``, several
-    machines) needs a store server, several processes of one ``serve`` (``processes``) a store outside any one process."""
-    if fleet and store_type in registry.EMBEDDED_STORES:
+def fleet_store_error(store_type: str) -> str | None:
+    """Why the machines of a fleet cannot share ``store_type`` (None: they can): a fleet needs a store server. (The
+    serving processes of one ``serve`` share every store: an ``in-memory`` one is kept in the data directory's SQLite
+    file, ``backends.factories.KEPT_ON_DISK``.)"""
+    if store_type in registry.EMBEDDED_STORES:
         return (f"storeType {store_type!r} keeps its data on one machine, which the fleet's other processes cannot reach; "
                 f"a fleet uses a store server: {', '.join(registry.shared_store_types())}")
-    if processes > 1 and store_type == "in-memory":
-        return (f"storeType 'in-memory' keeps its data in one process's memory, which this server's other {processes - 1} "
-                f"serving process{'es' * (processes > 2)} cannot read; use 'sqlite' (on disk, shared by them) or serve with "
-                f"--processes 1")
     return None
 
 
 class KnowledgeBases:
     def __init__(self, resources: ResourceStore, data_dir: Path | None, variables: Variables | None = None,
-                 fleet: bool = False, processes: int = 1):
-        """``fleet``: processes on several machines share the state: a knowledge base needs a store they all reach.
-        ``processes``: how many processes of one ``serve`` share it (more than one: no ``in-memory`` store)."""
+                 fleet: bool = False):
+        """``fleet``: processes on several machines share the state: a knowledge base needs a store they all reach."""
         self.resources, self.data_dir, self.variables, self.fleet = resources, data_dir, variables, fleet
-        self.processes = processes
 
     def validate(self, data: Any) -> RagConfiguration:
         """Schema validation plus: the named provider and store type are registered, their parameters
@@ -96,7 +88,7 @@ class KnowledgeBases:
             errors += env_secret_errors(getattr(config, field), f"$.{field}")
         if config.ocr != "off":
             errors += [{"path": "$.ocrLanguages", "value": config.ocrLanguages, "message": m} for m in ocr.language_errors(config.ocrLanguages)]
-        if problem := fleet_store_error(config.storeType, self.fleet, self.processes):
+        if self.fleet and (problem := fleet_store_error(config.storeType)):
             errors.append({"path": "$.storeType", "value": config.storeType, "message": problem})
         if errors:
             raise ConfigValidationError(errors)
@@ -104,17 +96,13 @@ class KnowledgeBases:
 
     @staticmethod
     def warnings(data: Any) -> list[dict[str, Any]]:
-        """What is saved but will not do what its author likely expects, as {path, message, value, fix}: a store kept
-        only in memory (EDDI's default, lost at a restart), no embedding provider (every ingestion would fail), and
-        embeddingParameters the provider does not take (EDDI logs and ignores them; so do we:
-        ``registry.unused_embedding_parameters``)."""
+        """What is saved but will not do what its author likely expects, as {path, message, value, fix}: no embedding
+        provider (every ingestion would fail), and embeddingParameters the provider does not take (EDDI logs and ignores
+        them; so do we: ``registry.unused_embedding_parameters``). (``in-memory``, EDDI's default store, is kept on disk
+        where there is a data directory: nothing to warn of.)"""
         if not isinstance(data, dict):
             return []
         out: list[dict[str, Any]] = []
-        if data.get("storeType", "in-memory") == "in-memory":
-            out.append({"path": "$.storeType", "value": data.get("storeType", "in-memory"), "fix": IN_MEMORY_FIX,
-                        "message": "in-memory (EDDI's default when storeType is not given) keeps the chunks in this "
-                                   "process only: after a restart they are gone, and the knowledge base answers nothing"})
         if not data.get("embeddingProvider") and not data.get("embeddingProviderId"):
             out.append({"path": "$.embeddingProvider", "value": None, "fix": NO_EMBEDDING_FIX,
                         "message": "not set, nor embeddingProviderId: nothing can be embedded, so every ingestion and "
