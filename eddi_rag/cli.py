@@ -198,6 +198,9 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
         # (the operator's EDDI_RAG_OUTBOUND_ALLOW, and the stand-in's address)
         outbound = OutboundPolicy.from_env().with_loopback() if demo_notices else None
         runtime = fleet_runtime(data_dir, state_url, outbound)
+        if runtime.vault.key_file is not None:
+            click.echo(f"vault: the master key is this machine's, in {runtime.vault.key_file} (owner-only); to keep it in "
+                       f"your secret store, set EDDI_VAULT_MASTER_KEY to its content and delete the file", err=True)
         if processes == "auto":
             processes, why = runtime.processes_to_serve()
             click.echo(f"{processes} serving process{'es' * (processes > 1)} ({why}; --processes N to choose)", err=True)

@@ -24,7 +24,7 @@ from eddi_rag.records.feedback import FeedbackLog
 from eddi_rag.records.grants import KbGrants
 from eddi_rag.records.groups import GroupDirectory
 from eddi_rag.records.questions import TestQuestions
-from eddi_rag.records.vault import MASTER_KEY_SETTING, SecretVault
+from eddi_rag.records.vault import MASTER_KEY_SETTING, SecretVault, local_master_key
 from eddi_rag.records.vector_collections import Collections
 from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
@@ -96,7 +96,12 @@ class Runtime:
         # the embedded stores' tables stay in SQLite, beside the state or (state on PostgreSQL) in a file of their own
         stores_db = self.db if isinstance(self.db, Database) else Database(self.data_dir / STORES_FILE if self.data_dir else ":memory:")
         self.resolver = resolver or SecretResolver()
-        secrets = SecretVault(self.db, os.environ.get(MASTER_KEY_SETTING) or None)
+        master = os.environ.get(MASTER_KEY_SETTING) or None
+        key_file: Path | None = None  # the master key kept in the data directory (one machine, none set)
+        if master is None and self.data_dir is not None and isinstance(self.db, Database):
+            if (local := local_master_key(self.data_dir)) is not None:
+                master, key_file = local
+        secrets = SecretVault(self.db, master)
         self.resolver.use_vault(secrets.value, lambda: secrets.available)
         redact = self.resolver.redact
         self.resources = ResourceStore(self.db)
@@ -149,7 +154,7 @@ class Runtime:
         self.collections = VectorCollections(Collections(self.db, self.stores))
         self.keys = Keys(KeyStore(self.db))
         self.variables = GlobalVariables(variables)
-        self.vault = Vault(secrets)
+        self.vault = Vault(secrets, key_file)
         self.keys.record = self.vault.record = self.sources.record = self.turns.record = self.audit.record
         self.feedback = Votes(FeedbackLog(self.db), self.documents, lambda caller, kb_id: self.grants.may(caller, kb_id, "VIEW"))
         self.questions = Questions(TestQuestions(self.db, self.search.found, lambda kb_id: self.knowledge_bases.version(kb_id, 0)), self.documents)

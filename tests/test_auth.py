@@ -56,6 +56,7 @@ def test_no_credential_or_a_bad_one_is_401_health_stays_open(world):
     assert world.get(f"{BASE}/descriptors", headers=as_("random-garbage")).status_code == 401
     assert world.get(f"{BASE}/descriptors", headers={"X-API-Key": world.keys["viewer"]}).status_code == 200
     assert world.get("/openapi.json").status_code == 401 and world.get("/docs").status_code == 401
+    assert world.get("/docs/files/swagger-ui-bundle.js").status_code == 401  # (issue 67: the page's own scripts, served here)
     assert world.get("/openapi.json", headers=as_(world.keys["viewer"])).status_code == 200
 
 

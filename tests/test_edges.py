@@ -277,7 +277,13 @@ def test_a_secret_typed_into_a_configuration_goes_to_the_vault_and_never_comes_b
         assert again.status_code == 200, again.text
         assert [m["keyName"] for m in client.runtime.vault.list("default")] == [field[8:-1]]  # the same key, replaced
     monkeypatch.delenv("EDDI_VAULT_MASTER_KEY")
-    with app_client(tmp_path / "off") as client:
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+
+    # (off: no master key set, and no data directory to keep one in; issue 67 makes one where there is)
+    with Runtime() as runtime, TestClient(create_app(runtime)) as client:
         refused = client.post("/ragstore/rags", json=config)
         assert refused.status_code == 400 and refused.json()["errors"][0]["path"] == where, refused.text
         assert "typed-" not in refused.text and "EDDI_VAULT_MASTER_KEY" in refused.text and "${vault:KEY}" in refused.text

@@ -162,10 +162,15 @@ def _create_dialog(client, monkeypatch):
                                      "embeddingParameters.apiKey": "${env:OPENAI_API_KEY}"}, follow_redirects=False)
     assert r.status_code == 400 and "${env:OPENAI_API_KEY} is not set" in r.text and "Fix: " in r.text
     assert client.runtime.resources.ids("rags") == []
-    # the key itself, with the vault off: refused, saying why, and never shown again
-    r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai",
+    # the key itself, no master key set (issue 67, point 2): kept in the vault under this machine's key, never shown again
+    r = client.post("/ui/kbs", data={"name": "Typed docs", "storeType": "sqlite", "embeddingProvider": "openai",
                                      "embeddingParameters.apiKey": "sk-typed-0123456789"}, follow_redirects=False)
-    assert r.status_code == 400 and "EDDI_VAULT_MASTER_KEY" in r.text and "sk-typed-0123456789" not in r.text
+    assert r.status_code == 303, r.text
+    (typed,) = client.runtime.resources.ids("rags")
+    assert "sk-typed-0123456789" not in client.get(r.headers["location"]).text + client.get(f"/ragstore/rags/{typed}").text
+    stored = client.runtime.resources.read("rags", typed)["embeddingParameters"]["apiKey"]
+    assert client.runtime.resolver.resolve(stored) == "sk-typed-0123456789"
+    assert client.delete(f"/ragstore/rags/{typed}?permanent=true").status_code == 200
     monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-0123456789")
     r = client.post("/ui/kbs", data={"name": "Cloud docs", "storeType": "sqlite", "embeddingProvider": "openai",
                                      "embeddingParameters.apiKey": "${env:OPENAI_API_KEY}"}, follow_redirects=False)

@@ -1,7 +1,8 @@
 """Every core serving (issue 46, point 2): ``eddi-rag serve --processes 2`` over the embedded default is coherent. A
 document written through one serving process is found by the next query through the other, a configuration saved
 in one is what the other uses, and a delete through one is gone from the other; a knowledge base made with every
-default (EDDI's ``in-memory`` store) is kept in the data directory and answers through either process. Real ``serve`` processes on 127.0.0.1; a kept-alive connection
+default (EDDI's ``in-memory`` store) is kept in the data directory and answers through either process.
+Real ``serve`` processes on 127.0.0.1; a kept-alive connection
 stays with the process that accepted it, so each client below talks to one process (``/health`` names it)."""
 
 from __future__ import annotations
@@ -239,10 +240,12 @@ def test_unless_told_serve_starts_a_process_per_core_that_memory_holds(tmp_path,
 
 @pytest.mark.integration
 def test_serve_says_how_many_processes_it_chose(tmp_path):
+    """... and (issue 67, point 2) with no master key set, that the vault's is this machine's, where, and how to move it."""
     import os
 
+    env = {k: v for k, v in os.environ.items() if k != "EDDI_VAULT_MASTER_KEY"}
     server = subprocess.Popen([sys.executable, "-m", "eddi_rag.cli", "serve", "--port", str(free_port()), "--data-dir",
-                               str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         out = ""
         for line in server.stdout:  # type: ignore[union-attr]
@@ -255,6 +258,8 @@ def test_serve_says_how_many_processes_it_chose(tmp_path):
     cores = len(os.sched_getaffinity(0))
     said = f"{cores} serving process{'es' * (cores > 1)} (" if cores > 1 else "1 serving process (one core"
     assert said in out and "--processes N to choose)" in out, out
+    assert f"vault: the master key is this machine's, in {tmp_path / 'vault-master.key'} (owner-only); to keep it in your " \
+           "secret store, set EDDI_VAULT_MASTER_KEY to its content and delete the file" in out, out
     bad = subprocess.run([sys.executable, "-m", "eddi_rag.cli", "serve", "--processes", "many", "--data-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "'many': use auto or a number from 1 to 64" in bad.stderr, bad.stderr

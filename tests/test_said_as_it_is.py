@@ -29,7 +29,7 @@ def test_references_the_server_cannot_resolve_say_why(tmp_path, monkeypatch):
     from eddi_rag.runtime import Runtime
 
     monkeypatch.delenv("EDDI_VAULT_MASTER_KEY", raising=False)
-    runtime = Runtime(tmp_path)  # (a server whose vault is off)
+    runtime = Runtime()  # (a vault that is off: no master key set, and no data directory to keep one in)
     off = runtime.saving.create("rags", {**KB, "name": "off", "embeddingParameters": {"apiKey": "${vault:docs-key}"}}).id
     (check,) = [c for c in runtime.health.checks(off) if c.check == "secrets"]
     assert "the secrets vault is off" in check.detail and "EDDI_VAULT_DOCS_KEY" in check.detail

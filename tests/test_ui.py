@@ -183,6 +183,19 @@ def test_agent_turn_and_health(browser, server):
     screenshot(browser, "9-health")
 
 
+def test_the_api_documentation_renders_offline(browser, server):
+    """Issue 67, point 3: ``/docs`` (README names it) loaded Swagger UI from a CDN, a blank page offline; it loads its
+    scripts from this server (this machine has no network) and shows the operations."""
+    url, _ = server
+    browser.get(url + "/docs")
+    visible(browser, '.opblock-summary-path[data-path="/ragstore/rags"]')
+    assert all(src.startswith(url) for src in browser.execute_script(
+        "return [...document.scripts, ...document.querySelectorAll('link[rel=stylesheet]')].map(e => e.src || e.href)"
+        ".filter(Boolean)")), "a script or style from elsewhere"
+    screenshot(browser, "12-api-docs")
+    no_page_errors(browser)
+
+
 def test_narrow_screen_has_no_sideways_scroll(server):
     url, runtime = server
     runtime.resources.create("rags", {"name": "A rather long knowledge base name for phones", "embeddingProvider": "local",

@@ -148,7 +148,7 @@ def test_rotating_the_data_key_and_the_master_key_keeps_every_secret(vaulted, tm
 def test_without_a_master_key_the_vault_says_how_to_turn_it_on_and_variables_still_resolve(tmp_path, monkeypatch):
     monkeypatch.delenv("EDDI_VAULT_MASTER_KEY", raising=False)
     monkeypatch.setenv("EDDI_VAULT_OPENAI_KEY", "sk-from-the-environment")
-    with Runtime(tmp_path) as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as c:
+    with Runtime() as runtime, TestClient(create_app(runtime), raise_server_exceptions=False) as c:  # (no folder for a key)
         r = c.put(f"{VAULT}/default/openai-key", json={"value": SECRET})
         assert r.status_code == 503 and "EDDI_VAULT_MASTER_KEY" in r.json()["error"]
         assert c.get(f"{VAULT}/health").status_code == 503 and c.get(f"{VAULT}/health").json()["status"] == "DOWN"
@@ -192,3 +192,28 @@ def test_a_knowledge_base_whose_key_is_not_stored_is_saved_saying_so_with_its_fi
     again = c.put(f"/ragstore/rags/{kb}?version=1", headers=c.a, json={**body, "minScore": 0.5})
     assert again.status_code == 200 and again.json() == {"warnings": []}  # every reference resolves now
     assert c.post("/ragstore/rags", headers=c.a, json={"name": "offline", "embeddingProvider": "local", "storeType": "sqlite"}).json() == {"warnings": []}
+
+
+def test_one_machine_with_no_master_key_keeps_one_in_its_data_directory(tmp_path, monkeypatch):
+    """Issue 67, point 2: with the vault off, a literal secret was a 400, so a first pgvector knowledge base on one
+    machine needed the operator to choose a master key first. With no key set and the state in the data directory's
+    SQLite file, the runtime makes one there (owner-only), seals literals with it, and every process on the folder reads
+    the same key; a key set by the operator is used instead, and no file is made."""
+    import os
+    import stat
+
+    monkeypatch.delenv("EDDI_VAULT_MASTER_KEY", raising=False)
+    kb = {"name": "Lager", "embeddingProvider": "local", "storeType": "pgvector",
+          "storeParameters": {"host": "db.internal", "password": "Geheimnis-0123456789"}}
+    with Runtime(tmp_path / "data") as first, Runtime(tmp_path / "data") as second:
+        made = tmp_path / "data" / "vault-master.key"
+        assert stat.S_IMODE(made.stat().st_mode) == 0o600 and len(made.read_text().strip()) >= 40
+        assert first.vault.available and first.vault.key_file == made == second.vault.key_file
+        saved = first.saving.create("rags", kb, tenant="A")
+        stored = first.resources.read("rags", saved.id)["storeParameters"]["password"]
+        assert stored.startswith("${vault:") and second.resolver.resolve(stored, "A") == "Geheimnis-0123456789"
+    assert b"Geheimnis" not in b"".join(p.read_bytes() for p in (tmp_path / "data").iterdir() if p.is_file())
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", MASTER)
+    with Runtime(tmp_path / "operator's") as runtime:
+        assert runtime.vault.available and runtime.vault.key_file is None
+        assert not os.path.exists(tmp_path / "operator's" / "vault-master.key")

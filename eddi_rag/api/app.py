@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
+from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -27,7 +28,8 @@ from eddi_rag.runtime import Runtime
 from eddi_rag.ui import handlers as pages
 from eddi_rag.verbs.audit import acting
 
-DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect"}
+DOCUMENTATION_FILES = "/docs/files"  # Swagger UI's scripts, from the fastapi-offline package: no CDN
 MCP_PATH = "/mcp"
 # the routers after /health's, in the order their routes are matched (``serve`` imports them when it forks, so its
 # processes share them)
@@ -142,7 +144,9 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
             tasks.cancel_scope.cancel()
         runtime.stop_work()
 
-    app = FastAPI(title="eddi-rag", version=__version__, lifespan=lifespan)
+    # /docs as FastAPI's, its scripts served from here (FastAPI's loads them from a CDN: a blank page offline); no /redoc,
+    # whose page loads its logo from a CDN
+    app = FastAPIOffline(title="eddi-rag", version=__version__, lifespan=lifespan, static_url=DOCUMENTATION_FILES, redoc_url=None)
     app.state.chat_model = chat_model
     app.state.max_upload_bytes = max_upload_bytes or runtime.ingesting.upload_limit()
     app.state.limits = limits or Limits.from_env()
@@ -156,7 +160,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         referer = request.headers.get("referer", "")
         face = "mcp" if request.url.path == MCP_PATH else "manager" if request.url.path.startswith("/ui") or "/ui" in referer else "rest"
         with acting(face):
-            if request.url.path in DOCUMENTATION or request.url.path == MCP_PATH:
+            path = request.url.path
+            if path in DOCUMENTATION or path.startswith(DOCUMENTATION_FILES + "/") or path == MCP_PATH:
                 try:
                     principal_of(request)
                 except AuthError as e:

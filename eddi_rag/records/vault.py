@@ -19,6 +19,11 @@ Envelope encryption as EDDI does it (labsai/EDDI ``secrets/crypto/EnvelopeCrypto
 - a master key that is short, of low entropy or a well-known placeholder is refused at start
   (``weak_master_key``; ``EDDI_VAULT_ALLOW_WEAK_MASTER_KEY=true`` starts anyway, with a warning, to rotate away).
 
+On one machine with its state in SQLite and no master key set, the runtime makes one in the data directory
+(``local_master_key``: ``vault-master.key``, owner-only; ``serve`` says so at every start, with how to move it to the
+operator's secret store); a fleet (state on PostgreSQL) needs the operator's. The KEK is derived at the vault's first
+use, not at start (PBKDF2's 600,000 iterations: about 0.3 s a process).
+
 Without a master key the vault is off: nothing can be stored (``VaultUnavailableError``, 503 with EDDI's words)
 and ``${vault:…}`` falls back to ``EDDI_VAULT_<KEY>`` environment variables (``common.secrets``). A wrong master key
 is found at the first DEK it cannot unwrap (``VaultKeyMismatchError``), never by returning garbage."""
@@ -33,9 +38,12 @@ import logging
 import math
 import os
 import re
+import secrets
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from eddi_rag import state
@@ -138,6 +146,35 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+LOCAL_KEY_FILE = "vault-master.key"
+
+
+def local_master_key(data_dir: Path) -> tuple[str, Path] | None:
+    """The master key kept in ``data_dir`` for one machine with no key set (made now, owner-only, when there is none),
+    and its file; None when the folder cannot hold it (the vault stays off, logged)."""
+    path = Path(data_dir) / LOCAL_KEY_FILE
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made = path.with_name(f".{LOCAL_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+            fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(32) + "\n")
+            try:
+                os.link(made, path)  # whole or not at all; of two processes at once, one key wins and both read it
+                log.warning("vault: made a master key for this machine in %s (owner-only). To keep it in your secret "
+                            "store, set %s to its content and delete the file", path, MASTER_KEY_SETTING)
+            except FileExistsError:
+                pass
+            finally:
+                made.unlink()
+        key = path.read_text().strip()
+    except OSError as e:
+        log.warning("vault: no master key set, and none can be kept in %s (%s): the vault is off", path, e)
+        return None
+    return (key, path) if key else None
+
+
 def derive_kek(master_key: str, salt: bytes) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
@@ -199,17 +236,34 @@ class SecretVault:
                                          f"starts with {ALLOW_WEAK_SETTING}=true, rotates to a strong key "
                                          "(POST /secretstore/secrets/admin/rotate-kek), then removes the setting")
             log.warning("%s is weak (%s): started anyway (%s); rotate to a strong key", MASTER_KEY_SETTING, why, ALLOW_WEAK_SETTING)
-        self._kek = derive_kek(master_key, self._salt()) if master_key else None
+        self._master_key = master_key or None
+        self._derived: bytes | None = None  # the KEK, derived at the first use (``_kek``)
+        self._deriving = threading.Lock()
         self._checksum_key: bytes | None = None
-        if self._kek is not None:
-            try:
-                self._rekey_checksums()
-            except VaultKeyMismatchError as e:  # a changed master key: said at the first use that needs the old one
-                log.warning("vault: %s", e)
+
+    @property
+    def _kek(self) -> bytes | None:
+        """The key-encryption key (None: the vault is off), derived from the master key at its first use; rows written
+        before the keyed checksum are given it then."""
+        if self._master_key is None:
+            return None
+        if self._derived is None:
+            with self._deriving:
+                if self._derived is None:
+                    self._derived = derive_kek(self._master_key, self._salt())
+                    try:
+                        self._rekey_checksums()
+                    except VaultKeyMismatchError as e:  # a changed master key: said at the first use that needs the old one
+                        log.warning("vault: %s", e)
+        return self._derived
+
+    @_kek.setter
+    def _kek(self, kek: bytes) -> None:
+        self._derived = kek
 
     @property
     def available(self) -> bool:
-        return self._kek is not None
+        return self._master_key is not None
 
     def _require(self) -> bytes:
         if self._kek is None:
@@ -262,8 +316,9 @@ class SecretVault:
 
     def matches(self, tenant: str, key: str, value: str) -> bool:
         """Whether ``tenant``'s secret ``key`` holds ``value``, without a caller ever seeing a checksum."""
+        expected = self.checksum(tenant, value)  # (first: the vault's first use rekeys the rows written before)
         rows = self.db.query("SELECT checksum FROM vault_secrets WHERE tenant=? AND key_name=?", (tenant, key))
-        return bool(rows) and hmac.compare_digest(rows[0]["checksum"], self.checksum(tenant, value))
+        return bool(rows) and hmac.compare_digest(rows[0]["checksum"], expected)
 
     def _rekey_checksums(self) -> None:
         """Rows written before the keyed checksum (a bare SHA-256 of the value) get the keyed one."""

@@ -367,8 +367,9 @@ def admin(request: Request):
     if not caller.allows("admin"):
         return render(request, "error.html", caller, status=403,
                       message="This page is for the tenant's administrators: API keys, the group directory and the vault.")
-    vault = runtime_of(request).vault.health()
-    return render(request, "admin.html", caller, vault_on=vault["available"])
+    runtime = runtime_of(request)
+    return render(request, "admin.html", caller, vault_on=runtime.vault.health()["available"],
+                  key_file=str(runtime.vault.key_file or ""))
 
 
 @router.get("/audit")

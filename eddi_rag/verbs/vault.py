@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from eddi_rag.records.vault import (
@@ -22,8 +23,9 @@ __all__ = ["Vault", "VaultUnavailableError"]
 
 
 class Vault:
-    def __init__(self, vault: SecretVault):
-        self.vault = vault
+    def __init__(self, vault: SecretVault, key_file: Path | None = None):
+        """``key_file``: the master key kept in the data directory (one machine, none set: records.vault.local_master_key)."""
+        self.vault, self.key_file = vault, key_file
         self.record: Callable[..., None] = lambda *entry: None  # the audit record (verbs.audit; given by the runtime)
 
     @staticmethod
