@@ -138,7 +138,8 @@ class Runtime:
             return [ref for tenant, key, ref in vault_references(groups, config.tenant) if not secrets.granted(tenant, key, agent_id)]
 
         self.llm_task = LlmTaskHook(self.traversal, RagContextProvider(self.retriever, self.search.in_turn, redact, ungranted),
-                                    lambda: self.outbound.client(timeout=10), self.remembering.knowledge_bases)
+                                    lambda: self.outbound.client(timeout=10), self.remembering.knowledge_bases,
+                                    self.resolver.resolve)
         self.turns = Turns(self.traversal, self.llm_task, self.knowledge_bases, self.remembering)
         self.pipeline = RagPipeline(self.search, self.ingesting)
         # the rest of the state

@@ -102,6 +102,21 @@ def test_metrics_name_only_the_knowledge_bases_the_caller_may_view(world):
     assert jobs_line.endswith(" 0.0")  # tenant default's two ingestions are not acme's to count
 
 
+def test_metrics_count_the_ingestions_a_viewer_may_see(world):
+    """Issue 67, point 6: ``eddi_rag_ingestion_jobs`` counted every ingestion of a DOCUMENT_ACL knowledge base for a
+    viewer (2 while his ingestion list showed 1); it counts what the caller's list shows."""
+    runtime, client, kb, jobs, as_ = world
+
+    def completed(who: str) -> float:
+        text = client.get("/metrics", headers=as_[who]).text
+        return float(next(line for line in text.splitlines() if line.startswith('eddi_rag_ingestion_jobs{state="completed"}'))
+                     .rsplit(" ", 1)[1])
+
+    listed = {who: len(client.get(f"/ragstore/rags/{kb}/ingestions", headers=as_[who]).json()) for who in ("bob", "alice")}
+    assert (completed("bob"), completed("alice")) == (listed["bob"], listed["alice"]) == (1, 2)
+    assert completed("editor") >= 2 and completed("nobody") == 0  # (a viewer with no user reads nothing of it)
+
+
 CHINESE = "作为卡罗莱纳黑豹队的先发球员，谁在九场比赛中拿下了五次擒杀？"
 
 

@@ -3,7 +3,8 @@ and each Manager route, read from the app itself (a route added tomorrow is walk
 as a viewer of another tenant, a viewer with no user and a reader of one group (sales); none of their answers holds
 anything of a document only group finance may read (its name, id, chunk ids, text, a vote on it, its ingestion or a
 question asked of it) nor anything of the other tenant, and none is a bare 500. No one (an editor and an administrator
-asked too, with every read) gets back a secret typed into a configuration."""
+asked too, with every read) gets back a secret typed into a configuration, of any resource type (issue 67, point 5: a
+provider's ``apiKey``, an LLM task's ``parameters.apiKey``, an httpCall's header and the password in its URL)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ SECRET_DOC, SOURCED_DOC, OPEN_DOC = "salaries-2027.md", "payroll-q3.md", "handbo
 VOTED = "how do the salary bands move?"
 ACME_KB_NAME, ACME_DOC, ACME_TEXT = "acme roadmap", "acme-roadmap.md", "Acme ships the Falcon router in May"
 TYPED_KEY, TYPED_PASSWORD = "sk-walk-typed-0123456789abcdef", "walk-typed-imap-password-42"
+# (issue 67, point 5) typed into the other resource types, by path prefix: each read of that type is asked for it
+TYPED_ELSEWHERE = {
+    "/providerstore/providers": ("sk-walk-provider-0123456789", {"type": "openai", "apiKey": "sk-walk-provider-0123456789"}),
+    "/llmstore/llms": ("sk-walk-llm-task-0123456789", {"tasks": [{"id": "typed", "type": "openai", "parameters": {
+        "apiKey": "sk-walk-llm-task-0123456789", "modelName": "gpt-4o-mini"}}]}),
+    "/apicallstore/apicalls": ("walk-header-key-0123456789", {"targetServerUrl": "https://walker:walk-url-password-77@api.example.com",
+                                                              "httpCalls": [{"name": "typed", "request": {"method": "GET", "path": "/x",
+                                                              "headers": {"X-Api-Key": "walk-header-key-0123456789"}}}]}),
+}
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +98,20 @@ def world(tmp_path_factory, monkeypatch_module):
         "embeddingParameters": {"apiKey": TYPED_KEY, "model": "text-embedding-3-small"},
         "sources": [{"name": "Mail", "imap": {"host": "mail.example.com", "username": "kb", "password": TYPED_PASSWORD}}]})
     assert typed.status_code == 201, typed.text
+    elsewhere = {}
+    for prefix, (_, body) in TYPED_ELSEWHERE.items():
+        made = client.post(prefix, json=body, headers=headers["editor"])
+        assert made.status_code == 201, made.text
+        elsewhere[prefix] = made.headers["Location"].split("/")[-1].split("?")[0]
+    kept = b"".join(p.read_bytes() for p in (root / "data").iterdir() if p.is_file())  # (the database, its WAL)
+    assert not [s for s in [TYPED_KEY, TYPED_PASSWORD, *TYPED_SECRETS] if s.encode() in kept]
     values = {"id": kb, "ingestion_id": jobs[SECRET_DOC], "document_id": SECRET_DOC, "documentId": SECRET_DOC,
               "chunk_id": hidden[0], "feedback_id": vote.id, "question_id": question.json()["id"], "sourceId": "payroll",
               "tenantId": "default", "agentId": agent, "kbId": kb, "user": "alice", "d": SECRET_DOC}
     secrets = {"finance": [SECRET_DOC, SOURCED_DOC, SECRET_TEXT, "3.7 percent", VOTED, jobs[SECRET_DOC], *hidden],
                "acme": [acme_kb, ACME_KB_NAME, ACME_DOC, ACME_TEXT, "Falcon", acme_chunk]}
     yield {"client": client, "headers": headers, "values": values, "secrets": secrets, "kb": kb, "acme_kb": acme_kb,
-           "agent": agent, "typed_kb": typed.headers["Location"].split("/")[-1].split("?")[0]}
+           "agent": agent, "typed_kb": typed.headers["Location"].split("/")[-1].split("?")[0], "elsewhere": elsewhere}
     client.__exit__(None, None, None)
     runtime.close()
 
@@ -121,6 +138,7 @@ def _routes(app: Any) -> list[tuple[str, str, list[dict[str, Any]], bool]]:
 BODY = {"query": "salary bands 2027 percent", "question": "salary bands 2027 percent", "message": "What do salary bands do?",
         "minRelevance": 0, "userId": "alice", "answer": True, "vote": "down", "acl": ["public"], "enabled": True,
         "documents": [{"document_id": "walk.md", "text": "walked"}], "reviewed": True, "grants": [], "groups": ["finance"]}
+TYPED_SECRETS = [secret for secret, _ in TYPED_ELSEWHERE.values()] + ["walk-url-password-77"]
 VALUE = {"page": "1", "version": "1", "limit": "10", "q": "salary bands", "filter": "", "reviewed": "all", "vote": "all"}
 WHO = ("other tenant's viewer", "viewer with no user", "sales reader", "editor", "admin")  # (the last two: secrets only)
 
@@ -148,7 +166,7 @@ def test_every_route_as_those_who_may_not_read_shows_nothing_of_it(world):
     read_only = {"editor", "admin"}  # (they may write: asked with reads alone, and for no knowledge base of another tenant)
     leaks, errors, walked = [], [], 0
     for who in WHO:
-        forbidden = [TYPED_KEY, TYPED_PASSWORD]  # no face returns a secret typed into a configuration, to anyone
+        forbidden = [TYPED_KEY, TYPED_PASSWORD, *TYPED_SECRETS]  # no face returns a secret typed into a configuration
         if who not in ("editor", "admin"):
             forbidden += secrets["finance"] + (secrets["acme"] if who != "other tenant's viewer" else [])
         if who == "other tenant's viewer":
@@ -166,5 +184,12 @@ def test_every_route_as_those_who_may_not_read_shows_nothing_of_it(world):
                 found = [s for s in forbidden if s and s in text and quote(s, safe="") not in asked and s not in asked]
                 if found:
                     leaks.append(f"{who}: {method} {path} ({r.status_code}) shows {found}")
+        for prefix, id in world["elsewhere"].items():  # each other resource type's reads, of the one typed into
+            for method, path, params, body in reads:
+                if path.startswith(prefix):
+                    r = _ask(client, method, path, params, body, {**values, "id": id}, world["headers"][who])
+                    walked += 1
+                    if [s for s in TYPED_SECRETS if s in r.text] or r.status_code >= 500:
+                        leaks.append(f"{who}: {method} {path} ({r.status_code}) shows a typed secret or failed")
     assert walked > 1500
     assert errors + leaks == [], "\n".join(errors + leaks)

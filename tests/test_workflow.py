@@ -358,6 +358,24 @@ def test_httpcall_rag_templates_the_request_and_injects_search_results(runtime, 
 
 
 @pytest.mark.integration
+def test_an_httpcall_s_typed_key_is_kept_in_the_vault_and_sent_at_the_call(runtime, search_server):
+    """Issue 67, point 5: a key typed into an httpCall's headers was stored as typed and shown to every viewer. It is
+    kept in the tenant's vault (the configuration holds its reference) and the call sends the key itself; a header
+    that is a template over the turn is no secret and stays as written."""
+    calls = runtime.saving.create("httpcalls", {"targetServerUrl": search_server.url, "httpCalls": [
+        {"name": "search", "saveResponse": True, "request": {"method": "GET", "path": "/s", "headers": {
+            "X-Api-Key": "sk-header-typed-0123456789", "Authorization": "Bearer {userInput}"}}}]})
+    stored = runtime.resources.read("httpcalls", calls.id)["httpCalls"][0]["request"]["headers"]
+    assert stored == {"X-Api-Key": f"${{vault:httpcalls-{calls.id}-httpCalls.0.request.headers.X-Api-Key}}",
+                      "Authorization": "Bearer {userInput}"}
+    agent = make_agent(runtime, [step(calls.uri, "eddi://ai.labs.httpcalls")])
+    turn = runtime.llm_task.execute(ConversationMemory(agent, user_input="Nachtzug"), {**TASK, "httpCallRag": "search"}, None)
+    (req,) = search_server.requests
+    assert req["headers"]["X-Api-Key"] == "sk-header-typed-0123456789" and req["headers"]["Authorization"] == "Bearer Nachtzug"
+    assert "## Search Results" in turn.system_message
+
+
+@pytest.mark.integration
 def test_httpcall_rag_comes_before_vector_context(world, search_server):
     runtime, agent, ids = world
     calls = runtime.resources.create("httpcalls", {"targetServerUrl": search_server.url, "httpCalls": [

@@ -20,12 +20,14 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import Message, Receive, Scope, Send
 
+from eddi_rag.api.deps import readable
 from eddi_rag.api.edge import ASGIApp, around_requests
 from eddi_rag.auth import Principal
 from eddi_rag.auth.http import require
 from eddi_rag.common import metrics
 from eddi_rag.resource_types import parse_uri
 from eddi_rag.runtime import Runtime
+from eddi_rag.verbs.search import WithheldError
 
 log = logging.getLogger("eddi_rag.requests")
 
@@ -43,7 +45,15 @@ class RuntimeCollector(Collector):
                if self.runtime.grants.may(self.caller, id, "VIEW")]
         jobs = GaugeMetricFamily("eddi_rag_ingestion_jobs", "Ingestion jobs by state (failed: any reason), of the knowledge "
                                  "bases the credential may view.", labels=["state"])
-        for state, count in self.runtime.ingesting.job_counts(kbs).items():
+        restricted, withheld = {}, set()  # what the credential may read of each KB that reads by permissions
+        for kb_id in kbs:
+            try:
+                if (node := readable(self.runtime, kb_id, self.caller)) is not None:
+                    restricted[kb_id] = node
+            except WithheldError:
+                withheld.add(kb_id)
+        counted = [kb_id for kb_id in kbs if kb_id not in withheld]
+        for state, count in self.runtime.ingesting.job_counts(counted, restricted).items():
             jobs.add_metric([state], count)
         yield jobs
         chunks = GaugeMetricFamily("eddi_rag_kb_chunks", "Chunks stored per knowledge base the credential may view (unreachable "

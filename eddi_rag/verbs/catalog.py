@@ -30,10 +30,9 @@ class Catalog:
         return self.resources.read(kind, id, version, tenant)
 
     def shown(self, kind: str, id: str, version: int = 0, tenant: str | None = None) -> dict[str, Any]:
-        """The resource as a face shows it: a knowledge base's secret typed into it before secrets were sealed as
-        ``${vault:REDACTED}`` (verbs.sealing; saved back, the stored value stays)."""
-        data = self.read(kind, id, version, tenant)
-        return sealing.shown(data) if kind == "rags" else data
+        """The resource as a face shows it: a secret typed into it before secrets were sealed as ``${vault:REDACTED}``
+        (verbs.sealing; saved back, the stored value stays)."""
+        return sealing.shown(self.read(kind, id, version, tenant), kind)
 
     def versions(self, kind: str, id: str, tenant: str | None = None) -> list[dict[str, Any]]:
         """Each version, newest first, with when and by whom it was saved: {version, createdOn, author}."""

@@ -25,6 +25,7 @@ from eddi_rag.stores.filters import Node
 from eddi_rag.verbs.contract_types import IngestionResult, as_document
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 
+COUNTED = 100_000  # the ingestions of a knowledge base read by permissions counted for a reader (/metrics)
 
 class DocumentNameError(DocumentError):
     """A document name that cannot be stored (HTTP 400)."""
@@ -140,10 +141,17 @@ class Ingesting:
         written); 409 for one that already ended."""
         return self.jobs.cancel(self.job(kb_id, ingestion_id).id)
 
-    def job_counts(self, kb_ids: list[str] | None = None) -> dict[str, int]:
+    def job_counts(self, kb_ids: list[str] | None = None, readable: dict[str, Node] | None = None) -> dict[str, int]:
         """How many ingestion jobs are in each state (every ``failed: …`` counted as ``failed``), of ``kb_ids`` (None:
-        of every KB)."""
-        return self.jobs.counts(kb_ids)
+        of every KB). ``readable``: what a reader may read of some of them (retrieval.access): of those, only the
+        ingestions its list shows are counted (``history``)."""
+        readable = readable or {}
+        counts = self.jobs.counts(None if kb_ids is None else [k for k in kb_ids if k not in readable])
+        for kb_id, node in readable.items():
+            for job in self._shown(self.jobs.of_kb(kb_id, COUNTED), kb_id, node):
+                state = "failed" if job.status.startswith("failed") else job.status
+                counts[state] = counts.get(state, 0) + 1
+        return counts
 
     def last_ingested(self) -> dict[str, str]:
         """Each KB's most recent ingestion time, by KB id."""

@@ -70,14 +70,20 @@ class Saving:
         """Version 1 of a new resource (``id``: keep this one; it must be unused). ``adopt``: the caller, an admin
         of ``tenant``, adopts the existing physical store the knowledge base names (stores.ownership). ``who``: the
         caller, whose verified user owns a new knowledge base (``owner``) unless an administrator names another."""
-        if kind != "rags":
-            return self._recorded(self.resources.create(kind, self.kbs.checked(kind, data, tenant), description=description,
-                                                        id=id, tenant=tenant, author=author_of(who)), tenant, "created")
         id = id or secrets.token_hex(12)
-        sealed, pending = self.sealing.seal(data, tenant, id)
+        sealed, pending = self.sealing.seal(data, tenant, id, kind)
+        if kind != "rags":
+            saved = self.kbs.checked(kind, sealed, tenant)
+            kept = self.sealing.keep(tenant, id, _name(saved, id), pending, kind)
+            try:
+                return self._recorded(self.resources.create(kind, saved, description=description, id=id, tenant=tenant,
+                                                            author=author_of(who)), tenant, "created")
+            except BaseException:
+                self.sealing.undo(tenant, kept)
+                raise
         saved = self.kbs.checked(kind, _with_access(kind, sealed, None, who), tenant)
         claimed = self._claim(id, saved, tenant, adopt)
-        kept = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending)
+        kept = self.sealing.keep(tenant, id, _name(saved, id), pending)
         try:
             return self._recorded(self.resources.create(kind, saved, description=description, id=id, tenant=tenant,
                                                         author=author_of(who)), tenant, "created")
@@ -110,15 +116,13 @@ class Saving:
         return self._update_checked(kind, id, current, saved, tenant, pending=pending)
 
     def _sealed(self, kind: str, id: str, data: Any, tenant: str) -> tuple[Any, list[tuple[str, str]]]:
-        """A knowledge base's new version with its typed secrets sealed (verbs.sealing), a ``${vault:REDACTED}`` the
-        client read back from a stored literal put back first (nothing it saves as it read it is lost)."""
-        if kind != "rags":
-            return data, []
+        """A resource's new version with its typed secrets sealed (verbs.sealing), a ``${vault:REDACTED}`` the client
+        read back from a stored literal put back first (nothing it saves as it read it is lost)."""
         try:
             stored = self.resources.read(kind, id)
         except ResourceNotFoundError:
             stored = None
-        return self.sealing.seal(restored(data, stored), tenant, id)
+        return self.sealing.seal(restored(data, stored, kind), tenant, id, kind)
 
     def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool,
                before: RagConfiguration | None = None) -> Place | None:
@@ -182,7 +186,7 @@ class Saving:
         before = self._config(id) if kind == "rags" else None
         claimed = self._claim(id, saved, tenant, adopt, before) if kind == "rags" else None
         old = self.documents.stores.place(id, before) if before is not None else None
-        sealed = self.sealing.keep(tenant, id, str(saved.get("name", id)), pending or [])
+        sealed = self.sealing.keep(tenant, id, _name(saved, id), pending or [], kind)
         try:
             ref = self._recorded(self.resources.update(kind, id, version, saved, author), tenant, "saved")
         except BaseException:
@@ -287,3 +291,7 @@ def author_of(who: Principal | None) -> str | None:
         return f"user:{who.user_id}"
     return who.subject or who.role  # ("key <id>": the key's id, never its secret)
 
+
+def _name(saved: Any, id: str) -> str:
+    """What a vault key's description calls the resource: its name, else its id."""
+    return str(saved.get("name", id)) if isinstance(saved, dict) else id

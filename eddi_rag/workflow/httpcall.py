@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -72,15 +73,29 @@ def fill(value: Any, data: dict[str, Any], encode: bool = False) -> Any:
     return value
 
 
+def resolved(value: Any, resolve: Callable[[str], str]) -> Any:
+    """``value`` with each string's secret references (``${vault:…}``, ``${env:…}``) resolved by ``resolve``."""
+    if isinstance(value, str):
+        return resolve(value) if "${" in value else value
+    if isinstance(value, dict):
+        return {k: resolved(v, resolve) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolved(v, resolve) for v in value]
+    return value
+
+
 def call_for_context(configs: list[dict[str, Any]], name: str, data: str | dict[str, Any],
-                     client: httpx.Client | None = None, max_chars: int | None = None) -> HttpCallResult:
-    """``data``: the turn's template data (ConversationMemory.template_data), or just the user's input."""
+                     client: httpx.Client | None = None, max_chars: int | None = None,
+                     resolve: Callable[[str], str] = lambda text: text) -> HttpCallResult:
+    """``data``: the turn's template data (ConversationMemory.template_data), or just the user's input. ``resolve``: a
+    string with its secret references resolved (a header's key sealed into the vault: verbs.sealing), before the
+    turn's templates are filled."""
     data = data if isinstance(data, dict) else {"userInput": data}
     found = find_call(configs, name)
     if found is None:
         log.warning("httpCallRag %r: no httpCall of that name in the workflow", name)
         return HttpCallResult(name, None)
-    base, call = found
+    base, call = resolved(found[0], resolve), resolved(found[1], resolve)
     request = call.get("request") or {}
     url = base.rstrip("/") + "/" + fill(request.get("path", ""), data, encode=True).lstrip("/")
     body = request.get("body")

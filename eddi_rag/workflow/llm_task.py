@@ -114,12 +114,13 @@ def invoke_chat(model: Any, messages: list[Any], redact: Callable[[str], str] = 
 class LlmTaskHook:
     def __init__(self, traversal: WorkflowTraversal, provider: RagContextProvider,
                  http: httpx.Client | Callable[[], httpx.Client] | None = None,
-                 extra_knowledge_bases: Callable[[str, str | None], list[DiscoveredKb]] | None = None):
+                 extra_knowledge_bases: Callable[[str, str | None], list[DiscoveredKb]] | None = None,
+                 resolve: Callable[[str, str], str] = lambda text, tenant: text):
         """``http``: the client of httpCallRag's calls, or what makes it at the first (httpx stays off a start's path);
         ``extra_knowledge_bases(agent_id, user_id)``: KBs a task may name besides its workflows' (the agent's memory
-        KB)."""
+        KB); ``resolve(text, tenant)``: ``text`` with its secret references resolved in ``tenant`` (an httpCall's)."""
         self.traversal, self.provider, self._http = traversal, provider, http
-        self.extra_knowledge_bases = extra_knowledge_bases
+        self.extra_knowledge_bases, self.resolve = extra_knowledge_bases, resolve
 
     @property
     def http(self) -> httpx.Client | None:
@@ -153,8 +154,9 @@ class LlmTaskHook:
         if query and wants_rag:
             if rag.httpCallRag:
                 try:
+                    tenant = discovery.tenant
                     result = call_for_context(discovery.httpcalls, rag.httpCallRag, memory.template_data(query), self.http,
-                                              rag.maxRagContextChars)
+                                              rag.maxRagContextChars, lambda text: self.resolve(text, tenant))
                     if result.context:
                         system += f"\n\n{SEARCH_RESULTS_HEADER}\n" + rag.framed(result.context, SEARCH_RESULTS)
                         memory.set(f"rag:httpcall:trace:{tid}", {"httpCall": result.name, "contextLength": len(result.context)})

@@ -37,6 +37,7 @@ class Discovery:
     httpcalls: list[dict[str, Any]] = field(default_factory=list)
     llm_tasks: list[dict[str, Any]] = field(default_factory=list)  # the tasks of the workflows' LLM steps
     skipped: list[str] = field(default_factory=list)  # why something was left out, for logs/tests
+    tenant: str = "default"  # the agent's: where its configurations' secret references resolve
 
 
 def workflow_steps(workflow: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,8 +105,8 @@ class WorkflowTraversal:
         """What the agent's workflows declare, every reference read within the agent's tenant (a
         resource of another tenant is skipped as missing). ``tenant``: the caller's; another
         tenant's agent is not found (ResourceNotFoundError)."""
-        found = Discovery()
         tenant = tenant or self.resources.tenant_of("agents", agent_id)
+        found = Discovery(tenant=tenant)
         agent = self.resources.read("agents", agent_id, agent_version, tenant=tenant)
         for workflow_uri in agent.get("workflows") or []:
             loaded = self._load(workflow_uri, "workflows", found, tenant)
