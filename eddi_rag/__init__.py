@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from eddi_rag.version import __version__
 
 _PUBLIC = {
     "Runtime": "eddi_rag.runtime",

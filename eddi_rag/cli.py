@@ -11,6 +11,8 @@ from typing import IO, Any
 
 import click
 
+from eddi_rag.common.roles import KEY_ROLES
+
 # How long a served connection may sit idle before the server closes it: longer than clients and proxies keep theirs
 # (httpx 5 s, AWS's load balancer 60 s). uvicorn's own 5 s equals httpx's, so a client could send on a kept-alive
 # connection as the server closed it: "Connection reset by peer" on an upload to a fleet replica (issue 46).
@@ -439,7 +441,7 @@ def keys() -> None:
 
 @keys.command("create")
 @click.option("--tenant", required=True, help="The tenant the key acts in.")
-@click.option("--role", required=True, type=click.Choice(["admin", "editor", "viewer"]))
+@click.option("--role", required=True, type=click.Choice(KEY_ROLES), help="admin, editor or viewer; auditor: the audit record alone.")
 @click.option("--user", default=None, help="Bind the key to a user: it retrieves and ingests as that user.")
 @click.option("--name", default=None, help="A label to recognise the key by.")
 @click.option("--act-for-users", is_flag=True, help="A service key (the agent runtime's): may name any userId.")

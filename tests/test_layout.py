@@ -1,6 +1,6 @@
 """docs/architecture.md's Layout section is the map of eddi_rag/: it names every module and package there,
 and everything it names exists; every store backend registered has its file in it. The import graph has
-no circle and no import running back up a layer."""
+no circle and no import running back up a layer: the layout's order is the order the imports run (issue 67)."""
 
 from __future__ import annotations
 
@@ -100,19 +100,28 @@ BELOW_THE_FACES = ("verbs", "workflow", "retrieval", "ingest", "sources", "store
                    "config", "errors", "state", "backends", "records", "common", "auth")
 
 
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p) for p in PACKAGE.rglob("*.py")}
+
+
 def imports() -> dict[str, set[str]]:
     """module -> the eddi_rag modules it imports (anywhere in it, at any depth)."""
     import ast
 
     graph: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        module = _module(path)
         found = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("eddi_rag"):
-                found.add(node.module)
-                found |= {f"{node.module}.{a.name}" for a in node.names}
+                modules = {f"{node.module}.{a.name}" for a in node.names} & MODULES
+                found |= modules
+                if len(modules) < len(node.names):  # (a name of the module itself: ``from eddi_rag import __version__``)
+                    found.add(node.module)
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names if a.name.startswith("eddi_rag")}
         graph[module] = found
@@ -138,6 +147,24 @@ def test_no_import_circle_between_files():
         if m not in state:
             visit(m, [m])
     assert circles == []
+
+
+def order() -> list[str]:
+    """The top-level modules and packages as the layout lists them, from the faces down."""
+    return [m.group(1) for line in layout().splitlines() if (m := re.match(r"^    ([A-Za-z_]\w*(?:/|\.py))\s", line + " "))]
+
+
+def test_every_import_points_down_the_layout():
+    """A module imports only what the layout lists at or below its own line; an import of the package's face (``eddi_rag``,
+    which names the Runtime) counts as one of ``__init__.py``, so a leaf reading the version from it runs back up."""
+    rank = {room: i for i, room in enumerate(order())}
+
+    def room(module: str) -> str:
+        parts = module.split(".")
+        return "__init__.py" if len(parts) == 1 else parts[1] + ("/" if (PACKAGE / parts[1]).is_dir() else ".py")
+
+    upward = sorted(f"{m} -> {d}" for m, deps in imports().items() for d in deps if rank[room(d)] < rank[room(m)])
+    assert upward == []
 
 
 def test_nothing_below_the_faces_imports_a_face():

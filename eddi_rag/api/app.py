@@ -15,7 +15,6 @@ from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from eddi_rag import __version__
 from eddi_rag.api import errors, health, observability
 from eddi_rag.api.edge import ASGIApp, around_requests, document_errors, document_text_rule
 from eddi_rag.api.limits import Limits
@@ -27,6 +26,7 @@ from eddi_rag.resource_types import OLDER_URIS, RESOURCE_TYPES
 from eddi_rag.runtime import Runtime
 from eddi_rag.ui import handlers as pages
 from eddi_rag.verbs.audit import acting
+from eddi_rag.version import __version__
 
 DOCUMENTATION = {"/openapi.json", "/docs", "/docs/oauth2-redirect"}
 DOCUMENTATION_FILES = "/docs/files"  # Swagger UI's scripts, from the fastapi-offline package: no CDN

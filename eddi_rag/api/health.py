@@ -10,8 +10,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from eddi_rag import __version__
 from eddi_rag.api.edge import Route
+from eddi_rag.version import __version__
 
 router = APIRouter(route_class=Route)
 

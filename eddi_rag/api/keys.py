@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter
 from pydantic import ConfigDict, Field
@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field
 from eddi_rag.api.deps import Admin, RuntimeDep
 from eddi_rag.api.edge import ERROR_RESPONSES, RequestBody, Route
 from eddi_rag.common.principals import ID_PATTERN
+from eddi_rag.common.roles import KeyRole
 
 router = APIRouter(prefix="/keys", tags=["keys"], route_class=Route, responses=ERROR_RESPONSES)
 
@@ -22,7 +23,7 @@ class KeyRequest(RequestBody):
         {"if": {"properties": {"groups": {"minItems": 1}}, "required": ["groups"]},
          "then": {"required": ["user"], "properties": {"user": {"type": "string"}}}}]})
 
-    role: Literal["viewer", "editor", "admin", "auditor"]  # auditor: the audit record alone
+    role: KeyRole  # auditor: the audit record alone
     user: str | None = None
     name: str | None = None
     actsForUsers: bool = False

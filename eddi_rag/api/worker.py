@@ -9,11 +9,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from eddi_rag import __version__
 from eddi_rag.api import health
 from eddi_rag.api.app import operated
 from eddi_rag.auth.oidc import OidcConfig
 from eddi_rag.runtime import Runtime
+from eddi_rag.version import __version__
 
 
 def create_worker_app(runtime: Runtime, oidc: OidcConfig | None = None) -> FastAPI:

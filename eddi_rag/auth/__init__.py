@@ -8,14 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eddi_rag.common.principals import NOBODY, Reader
+from eddi_rag.common.roles import AUDITOR, ROLES, KeyRole
 from eddi_rag.resource_types import DEFAULT_TENANT
 
-__all__ = ["DEFAULT_TENANT", "ROLES", "TRUSTED", "AuthError", "ForbiddenError", "Principal"]
+__all__ = ["AUDITOR", "DEFAULT_TENANT", "ROLES", "TRUSTED", "KeyRole", "AuthError", "ForbiddenError", "Principal"]
 
 from eddi_rag.errors import EddiRagError
-
-ROLES = ("viewer", "editor", "admin")
-AUDITOR = "auditor"  # reads the audit record and nothing else (no role above or below it)
 
 
 class AuthError(EddiRagError):

@@ -120,7 +120,7 @@ CACHE_DIR = "EDDI_RAG_CACHE_DIR"
 def _fingerprint() -> str:
     """What the backends' descriptions depend on, as a digest (a change of any makes them again; 0.09 s: every
     installed distribution is read)."""
-    from eddi_rag import __version__
+    from eddi_rag.version import __version__
 
     h = hashlib.sha256(f"{__version__}\n{sys.version}\n{sorted(BUILTIN.items())!r}".encode())
     for group in KINDS.values():

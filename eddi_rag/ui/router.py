@@ -15,7 +15,6 @@ from fastapi import APIRouter, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from eddi_rag import __version__
 from eddi_rag.auth import AUDITOR, AuthError, Principal
 from eddi_rag.auth.http import check_role, principal_of
 from eddi_rag.auth.session import COOKIE
@@ -28,6 +27,7 @@ from eddi_rag.verbs.audit import FACES
 from eddi_rag.verbs.eddi_export import secret_field
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.verbs.turns import answers_extractively
+from eddi_rag.version import __version__
 
 HERE = Path(__file__).parent
 @functools.cache
