@@ -101,7 +101,7 @@ def test_search_refuses_a_bad_filter_with_the_same_message_on_every_face(faces):
     retrieve = client.post(f"/ragstore/rags/{kb}/retrieve", json={"query": QUESTION, "where": where})
     assert (retrieve.status_code, retrieve.json()["error"]) == (400, message)
     tool = mcp(runtime, "search_knowledge_base", {"knowledge_base_id": kb, "query": QUESTION, "where": where})
-    assert tool.is_error and tool.content[0].text.endswith(message)
+    assert tool.is_error and json.loads(tool.content[0].text) == {"error": message, "errorCode": "BAD_REQUEST"}
     printed = cli(data, "query", kb, QUESTION, "--where", json.dumps(where))
     assert printed.exit_code == 1 and message in printed.output
     not_json = cli(data, "query", kb, QUESTION, "--where", "{source: x}")
