@@ -127,6 +127,23 @@ def test_html_keeps_the_main_content_and_its_headings(api):
     assert {c.metadata.get("section") for c in chunks} == {"# Help centre", "# Help centre > ## Baggage"}
 
 
+def test_a_small_page_s_only_subsection_is_on_its_chunk_s_path(runtime):
+    """Issue 67, point 16: a small page (one chunk, on the default chunking) of a title and one subsection was cited to
+    the title alone."""
+    kb = runtime.saving.create("rags", {"name": "pages", "embeddingProvider": "local"}).id
+    for name, page, section in (
+            ("shuttle.html", "<h1>Shuttle service</h1><h2>Night buses</h2><p>The last night bus leaves at 1:40.</p>",
+             "# Shuttle service > ## Night buses"),
+            ("navette.html", "<h1>Navette</h1><h2>Bus de nuit</h2><p>Le dernier bus part à 1 h 40.</p>",
+             "# Navette > ## Bus de nuit"),
+            ("班车.html", "<h1>班车服务</h1><h2>夜间巴士</h2><p>末班夜间巴士凌晨一点四十分发车。</p>", "# 班车服务 > ## 夜间巴士"),
+            ("intro.html", "<h1>Shuttle</h1><p>Buses for staff.</p><h2>Night buses</h2><p>The last at 1:40.</p>",
+             "# Shuttle")):  # (text under the title alone: the subsection is not the whole chunk's)
+        assert runtime.ingest_file(kb, name, f"<html><body>{page}</body></html>".encode(), "text/html") == 1
+        (chunk,) = runtime.stores.get(kb, runtime.rag_config(kb)).get({"document_id": name})
+        assert chunk.metadata.get("section") == section, name
+
+
 def test_text_a_reader_cannot_see_never_reaches_a_chunk(api):
     """A page may hide instructions for a model where its readers do not look: comments, the hidden attribute, and
     inline styles that hide (none, hidden, zero size, zero opacity, transparent, text the colour of its background).

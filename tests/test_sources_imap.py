@@ -125,6 +125,19 @@ def test_tls_asked_of_a_plain_port_says_so(world, tmp_path):
     assert failed.status == "FAILED" and "this port does not speak TLS" in failed.error, failed.error
 
 
+def test_nothing_listening_names_the_ports_imap_uses(world):
+    """Issue 67, point 13: a port where nothing listens said a bare "ConnectionRefusedError … Connection refused"."""
+    from tests.support.ports import free_port
+
+    runtime, kb, _ = world
+    source = {**runtime.catalog.read("rags", kb)["sources"][0]}
+    port = free_port()
+    closed = make_kb(runtime, "closed", sources=[{**source, "name": "Mail", "imap": {**source["imap"], "port": port}}])
+    failed = runtime.sources.run(closed, "mail")
+    assert failed.status == "FAILED" and f"Nothing listens on port {port} of 127.0.0.1" in failed.error, failed.error
+    assert "993 with TLS (useTls: true) or on 143 without (useTls: false)" in failed.error
+
+
 def test_a_subject_in_raw_windows_1252_keeps_its_letters(world):
     """Issue 58, finding 8: an old mailer's subject in raw 8-bit windows-1252 (no RFC 2047 encoding) became U+FFFD in
     the document's name and its citation; German and Chinese (raw UTF-8) beside it."""

@@ -189,6 +189,21 @@ def test_a_refused_secret_fails_the_run_without_showing_it_and_bad_configuration
         runtime.sources.sync_permissions(plain, "web")
 
 
+def test_a_permission_sync_before_any_run_signs_in_and_says_there_was_nothing_to_set(world, monkeypatch):
+    """Issue 67, point 12: "Sync permissions" on a source that had never run reported COMPLETED (added 0, updated 0)
+    without a request to the service: with a wrong secret it now fails as a run does; with the right one it signs in
+    and says that no document has been brought yet."""
+    runtime, kb, graph, _ = world
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", "wrong-secret-value")
+    failed = runtime.sources.sync_permissions(kb, "intranet")
+    assert failed.status == "FAILED" and "refused the client credentials: HTTP 401" in failed.error, failed.error
+    monkeypatch.setenv("EDDI_VAULT_SP_SECRET", CLIENT_SECRET)
+    asked = len(graph.requests)
+    done = runtime.sources.sync_permissions(kb, "intranet")
+    assert done.status == "COMPLETED" and "no documents yet" in done.message and "run the source" in done.message
+    assert len(graph.requests) > asked  # (it asked Graph: signed in, the site found)
+
+
 def test_graph_permissions_map_to_principals():
     assert acl_of([
         {"roles": ["write"], "grantedToV2": {"user": {"id": "u1"}}},

@@ -88,12 +88,18 @@ def test_an_administrator_sets_up_a_sharepoint_source_runs_it_and_syncs_permissi
         wait(browser).until(lambda d: "SharePoint contoso.sharepoint.com:/sites/hr" in source.text)
         click(browser, source.find_element(By.CSS_SELECTOR, ".src-run"))
         wait(browser, 60).until(lambda d: source.find_elements(By.CSS_SELECTOR, ".run-end"))
-        assert "COMPLETED" in source.find_element(By.CSS_SELECTOR, ".run-end").text and "added 2" in source.text
+        assert "completed" in source.find_element(By.CSS_SELECTOR, ".run-end").text and "added 2" in source.text
+        assert "COMPLETED" not in source.text  # (issue 67, point 13: statuses in words, not the API's enums)
         screenshot(browser, "sources-2-run-finished")
         click(browser, source.find_element(By.CSS_SELECTOR, ".src-sync"))
         wait(browser, 60).until(lambda d: "Finished" in source.text and "Permissions" in source.text
-                                and "COMPLETED" in source.find_element(By.CSS_SELECTOR, ".source-status").text.split("Permissions")[-1])
+                                and "completed" in source.find_element(By.CSS_SELECTOR, ".source-status").text.split("Permissions")[-1])
         assert runtime.groups.of("default", "u-alice") == ["g-hr"]
+        # (issue 67, point 12) History says which row is a run and which a permission sync
+        click(browser, next(b for b in source.find_elements(By.TAG_NAME, "button") if b.text == "History"))
+        wait(browser).until(lambda d: len(source.find_elements(By.CSS_SELECTOR, "table tbody tr")) == 2)
+        kinds = [r.find_elements(By.TAG_NAME, "td")[1].text for r in source.find_elements(By.CSS_SELECTOR, "table tbody tr")]
+        assert kinds == ["Permission sync", "Run"], kinds
         no_page_errors(browser)
         browser.get("about:blank")
 

@@ -339,15 +339,20 @@ def _whole(text: str, heads: list[tuple[int, int, int, str]]) -> Piece:
     """A whole document in one chunk that knows its sections: a lone title heading is its ``section``, and the
     titles of the sections under it (the first level below the title) its citation's ``sections``, so its label
     names them (``handbook.docx, # Handbook, §Refunds – §Support``) although it was not cut; ``heads``: its
-    headings (``_headings``)."""
+    headings (``_headings``). A lone heading right under the title (``<h1>Shuttle service</h1><h2>Night buses</h2>``,
+    nothing between them) is on its path too: ``# Shuttle service > ## Night buses``."""
     if not heads:
         return Piece(text)
     top = min(level for _, _, level, _ in heads)
     titles = [h for h in heads if h[2] == top]
     section = None
     if len(titles) == 1 and titles[0][0] == 0:  # the title opens the (stripped) document
-        section = f"{'#' * top} {titles[0][3]}"
-        heads = [h for h in heads if h[2] > top]
+        path, heads, lines, opened = [f"{'#' * top} {titles[0][3]}"], [h for h in heads if h[2] > top], text.split("\n"), titles[0][1]
+        while heads and len(alone := [h for h in heads if h[2] == min(x[2] for x in heads)]) == 1 and \
+                not "".join(lines[opened:alone[0][0]]).strip():
+            path.append(f"{'#' * alone[0][2]} {alone[0][3]}")
+            opened, heads = alone[0][1], [h for h in heads if h[2] > alone[0][2]]
+        section = " > ".join(path)
     names = [title for _, _, level, title in heads if level == min(h[2] for h in heads)] if heads else []
     return Piece(text, section, {"sections": names} if len(names) > 1 else {})
 

@@ -373,6 +373,9 @@ class SourceSync:
             if self.groups is not None:
                 kept = self.groups.synced(tenant, f"source:{kb_id}/{sid}", found.groups)
                 run.message = f"{kept} group memberships of {len(found.groups)} users from the source"
+            if not known:
+                run.message = ("the source has brought no documents yet, so no permission was set: run the source; each run "
+                               "reads its documents' permissions too")
             self.record(tenant, "acl.synced", f"rags/{kb_id}", {"source": sid, "documents": changed,
                                                                 "users": len(found.groups)})
             run.status = COMPLETED

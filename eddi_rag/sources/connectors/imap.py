@@ -62,6 +62,18 @@ class ImapSourceError(EddiRagError, ValueError):
     status = 400
 
 
+def _fix(e: OSError, spec: ImapSettings) -> str:
+    """What to check when the server could not be reached, by how it failed."""
+    ports = "IMAP listens on port 993 with TLS (useTls: true) or on 143 without (useTls: false)"
+    if isinstance(e, ConnectionRefusedError):
+        return f". Nothing listens on port {spec.port} of {spec.host}: {ports}; check host, port and useTls"
+    if isinstance(e, TimeoutError):
+        return f". {spec.host} did not answer on port {spec.port}: a firewall may drop it, or the port is wrong ({ports})"
+    if "ssl" in type(e).__name__.lower() or "SSL" in str(e):
+        return f". TLS failed on port {spec.port}: {ports}; a port without TLS needs useTls: false"
+    return ""
+
+
 def _connect(ctx: SourceContext, spec: ImapSettings) -> Any:
     from imapclient import IMAPClient
     from imapclient.exceptions import IMAPClientError
@@ -71,7 +83,7 @@ def _connect(ctx: SourceContext, spec: ImapSettings) -> Any:
     try:
         client = IMAPClient(spec.host, port=spec.port, ssl=spec.useTls, timeout=30)
     except OSError as e:
-        raise ImapSourceError(f"imap: cannot connect to {spec.host}:{spec.port} ({type(e).__name__}: {e})") from None
+        raise ImapSourceError(f"imap: cannot connect to {spec.host}:{spec.port} ({type(e).__name__}: {e}){_fix(e, spec)}") from None
     try:
         client.login(spec.username, password)
     except IMAPClientError as e:

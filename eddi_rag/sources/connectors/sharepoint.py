@@ -243,6 +243,8 @@ class SharePointConnector(Connector[SharePointSettings]):
         spec = self.spec(source)
         graph, out = _Graph(ctx, spec), Permissions()
         with graph.api:
+            for site in spec.sites:  # signed in and the sites found first, documents or none (a sync that asked nothing said nothing)
+                graph.site(site)
             for document_id in document_ids:
                 drive_id, item_id = document_id.removeprefix(f"{source.effective_id}/").split("/", 1)
                 try:

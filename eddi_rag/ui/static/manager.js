@@ -50,6 +50,13 @@ function kbData() {
 
 const kbUrl = (id, rest = "") => `/ragstore/rags/${encodeURIComponent(id)}${rest}`;
 const when = (iso) => (iso ? String(iso).slice(0, 19).replace("T", " ") : "—");
+// a source run's status in words (the API's enums stay in the API)
+const RUN_STATUSES = { COMPLETED: "completed", COMPLETED_WITH_FAILURES: "completed, some documents failing", FAILED: "failed",
+  RUNNING: "running", CANCELLED: "cancelled", PENDING: "waiting" };
+const runStatus = (run) => { const s = run.outcome || run.status; return RUN_STATUSES[s] || String(s || "").toLowerCase().replace(/_/g, " "); };
+// a failing document once: its name, then why (a reason that opens with the name already is not prefixed again)
+const failureText = (f) => { const name = f.name || f.document || ""; const reason = String(f.reason || "");
+  return !name || reason.startsWith(`${name}:`) ? reason : `${name}: ${reason}`; };
 
 // ---- knowledge base list: health and chunk count, filled in as each answers -------------------
 async function loadListHealth() {
@@ -797,15 +804,17 @@ function renderSources(kb) {
     };
     const history = async () => {
       const runs = await call("GET", "/runs?limit=20");
-      if (runs) show(runs.length ? el("table", {}, el("thead", {}, el("tr", {}, ["Started", "Status", "Added", "Updated", "Deleted", "Failed"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, runs.map((run) => el("tr", {}, el("td", {}, when(run.startedAt)),
-          el("td", {}, run.outcome || run.status, run.status === "FAILED" && run.error ? el("div", { class: "muted reason" }, run.error) : "",
-            (run.failures || []).length ? el("div", { class: "muted reason" }, run.failures.slice(0, 5).map((f) => `${f.name || f.document}: ${f.reason}`).join("; ")) : ""),
+      if (runs) show(runs.length ? el("table", {}, el("thead", {}, el("tr", {}, ["Started", "What", "Status", "Added", "Updated", "Deleted", "Failed"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, runs.map((run) => el("tr", { class: run.status === "FAILED" ? "failed" : "" }, el("td", {}, when(run.startedAt)),
+          el("td", {}, run.kind === "permissions" ? "Permission sync" : "Run"),
+          el("td", { class: "status" }, runStatus(run), run.status === "FAILED" && run.error ? el("div", { class: "muted reason" }, run.error) : "",
+            run.message ? el("div", { class: "muted" }, run.message) : "",
+            (run.failures || []).length ? el("div", { class: "muted reason" }, run.failures.slice(0, 5).map(failureText).join("; ")) : ""),
           ["added", "updated", "deleted", "failed"].map((k) => el("td", { class: "num" }, (run.counts || run)[k] ?? "")))))) : el("p", { class: "empty" }, "Never run."));
     };
     const facts = el("dl", { class: "source-status" });
     const extra = el("span", {});
-    const summary = (run) => run ? `${when(run.startedAt)} · ${run.outcome || run.status}` + (run.status === "FAILED" ? `: ${run.error || ""}` :
+    const summary = (run) => run ? `${when(run.startedAt)} · ${runStatus(run)}` + (run.status === "FAILED" ? `: ${run.error || ""}` :
       ` · added ${run.added || 0}, updated ${run.updated || 0}, deleted ${run.deleted || 0}` + (run.failed ? `, ${run.failed} failing` : "")) : "never";
     const status = async () => {
       const r = await api("GET", kbUrl(kb.id, `/sources/${encodeURIComponent(s.id)}/status`));
