@@ -227,8 +227,9 @@ class Runtime:
         available = _available_mb()
         fit = cores if available is None else max(1, min(cores, int(available // each)))
         if fit < cores:
-            return fit, f"{cores} cores; {available:,.0f} MB available holds {fit} at about {each:,.0f} MB each"
-        return cores, f"one per core, about {each:,.0f} MB each"
+            return fit, f"{cores} cores; {available:,.0f} MB available holds {fit} at about {each:,.0f} MB each beyond what they share"
+        # (what each adds to the pages they share, the model and the mapped vectors: ps shows more, counting those in each)
+        return cores, f"one per core, each about {each:,.0f} MB beyond what they share"
 
     def _store_type(self, kb_id: str) -> str | None:
         """The store type of knowledge base ``kb_id``; None for an invalid configuration (the doctor's to report)."""

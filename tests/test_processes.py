@@ -226,9 +226,9 @@ def test_unless_told_serve_starts_a_process_per_core_that_memory_holds(tmp_path,
     monkeypatch.setattr(runtime_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     with Runtime(tmp_path) as rt:
         monkeypatch.setattr(runtime_module, "_available_mb", lambda: 100_000.0)
-        assert rt.processes_to_serve() == (4, "one per core, about 150 MB each")
+        assert rt.processes_to_serve() == (4, "one per core, each about 150 MB beyond what they share")
         monkeypatch.setattr(runtime_module, "_available_mb", lambda: 400.0)
-        assert rt.processes_to_serve() == (2, "4 cores; 400 MB available holds 2 at about 150 MB each")
+        assert rt.processes_to_serve() == (2, "4 cores; 400 MB available holds 2 at about 150 MB each beyond what they share")
         monkeypatch.setattr(runtime_module, "_available_mb", lambda: None)  # (not Linux: cores alone)
         assert rt.processes_to_serve()[0] == 4
         rt.resources.create("rags", {"name": "scratch", "embeddingProvider": "local", "storeType": "in-memory"}, id="scratch")

@@ -284,4 +284,16 @@ def test_a_documents_readers_are_shown_changed_and_try_it_asks_as_a_user(browser
     browser.find_element(By.ID, "question").send_keys(Keys.ENTER)
     has_text(browser, "#withheld .unknown-user", "misspelt")
     assert "none of its readers (group:finance" in browser.find_element(By.ID, "withheld").text
+    # (issue 67, point 11) Try it blamed the score when permissions were the cause: with nobody named, and as a user
+    # from whom every chunk found is withheld, it says so, and who it asked as
+    runtime.documents.delete(kb, "handbook.md")
+    user = browser.find_element(By.ID, "user")
+    user.clear()
+    browser.find_element(By.ID, "question").send_keys(Keys.ENTER)
+    said = has_text(browser, "#answer", "document permissions").text
+    assert "no verified user" in said and "minScore" not in said, said
+    user.send_keys("alice")
+    browser.find_element(By.ID, "question").send_keys(Keys.ENTER)
+    said = has_text(browser, "#no-hits", "withheld from alice").text
+    assert "give them the documents' readers" in said and "minScore" not in said
     no_page_errors(browser)

@@ -1121,6 +1121,17 @@ function passageChange(p) {
       : p.status !== "same" ? el("div", { class: "small muted" }, "(its text was not kept with this baseline: accept it to compare texts next time)") : "");
 }
 
+// Why Try it found nothing, and who it asked as: permissions when they are the cause, else the score
+function noHits(kb, user, withheld) {
+  const by = kb.audience === "DOCUMENT_ACL" ? "reads each document by its readers" : kb.audience === "OWNER" ? "is read by its owner alone" : "";
+  if (withheld && withheld.length)
+    return `Every chunk the question finds is withheld from ${user} (above): give them the documents' readers, or ask as another user.`;
+  if (!user && by)
+    return `Asked as ${kb.caller || "you"}, with no user named: this knowledge base ${by}, so a question with no user reads nothing of it. `
+      + "Name a user above to see what they get.";
+  return `Asked as ${user || kb.caller || "you"}: no chunk scored above the knowledge base's minScore. Try other words, or lower minScore in the configuration.`;
+}
+
 function initTry() {
   const kb = kbData();
   initQuestions(kb);
@@ -1167,7 +1178,7 @@ function initTry() {
           h.passage && h.passage !== h.text ? el("details", { class: "passage" },
             el("summary", {}, `Passage the model sees: ${h.passageCitation} (${h.passage.length} chars, the sentences that match marked)`),
             highlighted(h.passage, h.offsets, h.matchOffsets)) : "")))
-          : el("p", { class: "empty" }, "No chunk scored above the knowledge base's minScore. Try other words, or lower minScore in the configuration.")),
+          : el("p", { class: "empty", id: "no-hits" }, noHits(kb, common.userId, withheld))),
       el("section", { class: "card", "aria-labelledby": "context-h" }, el("h2", { id: "context-h" }, "What the model sees"),
         context.data.section ? el("pre", { id: "context" }, context.data.section) : el("p", { class: "empty" }, "Nothing would be injected: no passage passed."),
         context.data.sources.length ? el("div", {}, el("h3", {}, "Cited sources: was each one right?"),
