@@ -243,8 +243,11 @@ TYPED = {  # a literal typed into each secret field the issue names: (where, the
     "$.sources[0].sharepoint.clientSecret": {"sources": [{"name": "Sites", "sharepoint": {
         "tenantId": "11111111-2222-3333-4444-555555555555", "clientId": "66666666-7777-8888-9999-000000000000",
         "clientSecret": "typed-sharepoint-3", "sites": ["example.sharepoint.com:/sites/eng"]}}]},
-    "$.sources[0].s3.secretAccessKey": {"sources": [{"name": "Bucket", "s3": {"bucket": "docs-bucket", "accessKeyId": "AKIAEXAMPLE",
+    "$.sources[0].s3.secretAccessKey": {"sources": [{"name": "Bucket", "s3": {"bucket": "docs-bucket", "accessKeyId": "${vault:s3-id}",
                                                                               "secretAccessKey": "typed-s3-secret-4"}}]},
+    # (issue 67, point 14: the access key id was kept as typed, though its hint said it went to the vault)
+    "$.sources[0].s3.accessKeyId": {"sources": [{"name": "Bucket", "s3": {"bucket": "docs-bucket", "accessKeyId": "AKIA-typed-id-4b",
+                                                                          "secretAccessKey": "${vault:s3-secret}"}}]},
     "$.sources[0].azureBlob.sasToken": {"sources": [{"name": "Blobs", "azureBlob": {
         "accountUrl": "https://acct.blob.core.windows.net", "container": "docs", "sasToken": "sv=typed-sas-5"}}]},
     "$.sources[0].azureBlob.accountKey": {"sources": [{"name": "Blobs", "azureBlob": {

@@ -31,6 +31,7 @@ from eddi_rag.resources import ResourceStore
 from eddi_rag.resources.variables import Variables
 from eddi_rag.resources.variables import references as variable_references
 from eddi_rag.sources.connectors import block_fields, configuration_schema
+from eddi_rag.sources.connectors import built_schema as built_schema  # (for the reference pages: tools/reference.py)
 from eddi_rag.stores.base import KEYWORD_SEARCH
 from eddi_rag.workflow.traversal import reference_errors
 

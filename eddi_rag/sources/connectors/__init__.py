@@ -111,8 +111,12 @@ def configuration_schema() -> dict[str, Any]:
     built-in connectors', written by ``eddi-rag reference``) with its source blocks, ``type`` and ``oneOf`` made from
     the registry. With no connector registered by another package, that is the packaged file as it is (``test_docs``
     keeps it so): no connector is imported to read a configuration."""
-    if not entry_points(group=GROUP):
-        return load_schema()
+    return load_schema() if not entry_points(group=GROUP) else built_schema()
+
+
+def built_schema() -> dict[str, Any]:
+    """The packaged schema with its source blocks, ``type`` and ``oneOf`` made from the connectors registered now (what
+    ``eddi-rag reference`` writes, and what a server with a connector of another package serves)."""
     schema = copy.deepcopy(load_schema())
     item = schema["properties"]["sources"]["items"]
     for old in source_blocks(schema):

@@ -44,9 +44,9 @@ class S3Settings(Settings):
     endpointUrl: str | None = outbound(None, description=
         "An S3-compatible store (MinIO, Ceph, R2…); absent: AWS's endpoint of the region. The outbound guard "
         "checks it.")
-    accessKeyId: str | None = Field(None, description=
-        "A secret reference (${vault:KEY}); with neither key, requests are unsigned (a public bucket). "
-        "The server's own AWS credentials are never used.")
+    accessKeyId: str | None = secret(
+        "A secret reference (${vault:KEY}; a key typed here is moved into the vault when saved); with neither key, "
+        "requests are unsigned (a public bucket). The server's own AWS credentials are never used.")
     secretAccessKey: str | None = secret("A secret reference (${vault:KEY}).")
     include: Globs = Field(default_factory=lambda: ["*"], description="Globs on the key under the prefix (* crosses folders).")
     exclude: Globs = Field(default_factory=list)

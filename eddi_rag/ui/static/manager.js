@@ -125,6 +125,12 @@ function verdictBadge(badge, r) {
 // ---- the editor: a form generated from the JSON Schema and the providers' parameter schemas --
 const PROVIDER_PARAMS = { embeddingParameters: ["embeddings", "embeddingProvider"], storeParameters: ["stores", "storeType"] };
 const SECRET = /(api_?key|password|secret|access_?key|credentials|token$)/i;
+// what a list field holds, as its placeholder shows it (the schema's examples first)
+const LIST_EXAMPLES = { acl: "group:finance, user:bob", include: "*.md, guides/*", exclude: "drafts/*, *.tmp",
+  ocrLanguages: "eng, deu", excludePatterns: "/private/*, *.zip", sitemapUrls: "https://example.com/sitemap.xml",
+  sites: "contoso.sharepoint.com:/sites/hr", folders: "INBOX, Reports", senders: "*@example.com", requiredMetadata: "author, year" };
+const listExample = (name, schema) => (Array.isArray(schema.examples) && Array.isArray(schema.examples[0]) ? schema.examples[0].join(", ")
+  : LIST_EXAMPLES[name] || "one, two");
 
 function mainType(schema) {
   const t = schema.type;
@@ -156,7 +162,7 @@ function renderField(path, name, schema, value, readonly) {
   } else if (type === "string") {
     input = el("input", { ...common, type: "text", value: value ?? "", placeholder: schema.default ?? "", autocomplete: "off", spellcheck: "false" });
   } else if (type === "list") {
-    input = el("input", { ...common, type: "text", value: (value || []).join(", "), placeholder: "comma-separated, e.g. author, year", autocomplete: "off" });
+    input = el("input", { ...common, type: "text", value: (value || []).join(", "), placeholder: `comma-separated, e.g. ${listExample(name, schema)}`, autocomplete: "off" });
   } else if (type === "map") {
     input = mapEditor(common, value || {}, readonly);
   } else if (type === "sources") {
