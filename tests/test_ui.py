@@ -11,7 +11,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from eddi_rag.tools.bundle import load_bundle
-from tests.support.browser import chrome, has_text, no_page_errors, screenshot, visible, wait
+from tests.support.browser import axe_violations, chrome, has_text, no_page_errors, screenshot, visible, wait
 from tests.support.files import pdf
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
@@ -194,6 +194,31 @@ def test_the_api_documentation_renders_offline(browser, server):
         ".filter(Boolean)")), "a script or style from elsewhere"
     screenshot(browser, "12-api-docs")
     no_page_errors(browser)
+
+
+def test_the_managers_pages_pass_axe_on_a_desktop_and_a_phone(server):
+    """Issue 67: the Manager's pages, the parts this issue changed among them (the Admin page's vault and keys, Try it's
+    answer when permissions withhold everything, a source's history), with no violation of axe-core's rules, at 1280
+    and 390 pixels."""
+    from tests.support.kbs import make_kb
+
+    url, runtime = server
+    kb = make_kb(runtime, "Finanzen", audience="DOCUMENT_ACL", minScore=0)
+    runtime.ingest(kb, "budget.md", "Das Budget für Q3 beträgt 4,2 Millionen Euro.", acl=["group:finance"])
+    for width, height in ((1280, 900), (390, 800)):
+        driver = chrome(width, height)
+        try:
+            for page in ("/ui", "/ui/admin", f"/ui/kbs/{kb}/documents", f"/ui/kbs/{kb}", "/ui/health", "/ui/agents", "/ui/feedback"):
+                driver.get(url + page)
+                visible(driver, "main")
+                assert axe_violations(driver) == [], (width, page)
+            driver.get(f"{url}/ui/kbs/{kb}/try")
+            visible(driver, "#user").send_keys("bob")
+            visible(driver, "#question").send_keys("Wie hoch ist das Budget?" + Keys.ENTER)
+            has_text(driver, "#no-hits", "withheld from bob")
+            assert axe_violations(driver) == [], (width, "try it")
+        finally:
+            driver.quit()
 
 
 def test_narrow_screen_has_no_sideways_scroll(server):

@@ -106,3 +106,20 @@ def no_page_errors(driver) -> None:
 
 def no_sideways_scroll(driver) -> bool:
     return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+AXE = Path(__file__).resolve().parents[2] / "scripts" / "axe"
+
+
+def axe_violations(driver) -> list[str]:
+    """What axe-core (``scripts/axe`` installs it from npm: every rule of its default set) finds wrong in the page now, one
+    line per rule: its id, how many elements, the first of them."""
+    import subprocess
+
+    script = Path(subprocess.run([str(AXE)], capture_output=True, text=True, check=True).stdout.strip()).read_text()
+    driver.execute_script(script)
+    found = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document).then((r) => done(r.violations.map((v) => `${v.id} (${v.nodes.length}): ${v.nodes[0].html.slice(0, 160)}`)),"
+        " (e) => done([`axe failed: ${e}`]));")
+    return list(found)
