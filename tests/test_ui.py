@@ -158,7 +158,7 @@ def test_sign_in_offers_only_what_the_role_may_do(browser, server):
     assert browser.find_elements(By.CSS_SELECTOR, 'input[name="confirmName"]')  # an admin may delete permanently
     browser.find_element(By.LINK_TEXT, "Try it").click()  # the page's own calls carry the cookie and our Origin
     visible(browser, "#question").send_keys("Where is the metro?" + Keys.ENTER)
-    assert "No chunk scored" in has_text(browser, "#answer .empty", "No chunk").text
+    assert "no chunk scored" in has_text(browser, "#answer .empty", "no chunk").text  # (asked as the admin: said first)
     browser.find_element(By.CSS_SELECTOR, ".who button").click()
     browser.delete_all_cookies()
 
@@ -193,6 +193,54 @@ def test_the_api_documentation_renders_offline(browser, server):
         "return [...document.scripts, ...document.querySelectorAll('link[rel=stylesheet]')].map(e => e.src || e.href)"
         ".filter(Boolean)")), "a script or style from elsewhere"
     screenshot(browser, "12-api-docs")
+    no_page_errors(browser)
+
+
+def test_documents_added_to_a_knowledge_base_read_by_permissions_get_readers(browser, server, tmp_path):
+    """Issue 67, point 10: "Add documents" of a DOCUMENT_ACL knowledge base had no readers field and no warning (what it
+    added was read by nobody, silently), the list no Readers column and "User: shared"; a reader typed as ``finance``
+    was answered with a regular expression and ``group:finanse`` (a group no one is in) saved without a word."""
+    from eddi_rag.resource_types import ResourceNotFoundError
+    from tests.support.kbs import make_kb
+
+    url, runtime = server
+    kb = make_kb(runtime, "Personal", audience="DOCUMENT_ACL", minScore=0)
+
+    def stored(document: str) -> list | None:
+        try:
+            return runtime.documents.chunks(kb, document)
+        except ResourceNotFoundError:
+            return None
+
+    runtime.groups.set("default", "alice", ["hr"])
+    (tmp_path / "urlaub.md").write_text("# Urlaub\n\nJede Mitarbeiterin hat 30 Tage Urlaub im Jahr.\n")
+    (tmp_path / "kantine.md").write_text("# Kantine\n\nDie Kantine öffnet um 11:30 Uhr.\n")
+    browser.get(f"{url}/ui/kbs/{kb}/documents")
+    assert "read by nobody" in visible(browser, "#upload-acl-hint").text
+    browser.find_element(By.ID, "upload-acl").send_keys("group:hr")
+    browser.find_element(By.ID, "files").send_keys(str(tmp_path / "urlaub.md"))
+    wait(browser).until(lambda d: stored("urlaub.md"))
+    browser.find_element(By.ID, "upload-acl").clear()
+    browser.find_element(By.ID, "files").send_keys(str(tmp_path / "kantine.md"))
+    wait(browser).until(lambda d: stored("kantine.md"))
+    assert runtime.documents.chunks(kb, "urlaub.md")[0]["acl"] == ["group:hr"]
+    browser.get(f"{url}/ui/kbs/{kb}/documents")
+    rows = {r.get_attribute("data-document"): r for r in wait(browser).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#documents tr[data-document]") if len(
+            d.find_elements(By.CSS_SELECTOR, "#documents tr[data-document]")) == 2 else None)}
+    headers = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "#documents th")]
+    assert "Readers" in headers and "User" not in headers and "shared" not in browser.find_element(By.ID, "documents").text
+    assert "group:hr" in rows["urlaub.md"].text and "nobody" in rows["kantine.md"].find_element(By.CSS_SELECTOR, ".readers").text
+
+    browser.get(f"{url}/ui/kbs/{kb}/document?d=kantine.md")
+    field = visible(browser, "#acl-input")
+    field.send_keys("finance" + Keys.ENTER)
+    said = has_text(browser, "#acl-status", "no principal").text
+    assert "'finance' is no principal" in said and "group:finance" in said and "^(?:" not in said
+    field.clear()
+    field.send_keys("group:finanse" + Keys.ENTER)
+    said = has_text(browser, "#acl-status", "Saved").text
+    assert "group:finanse: no user of this tenant's group directory is in it" in said
     no_page_errors(browser)
 
 

@@ -21,6 +21,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from eddi_rag.api.uploads import BadUploadError, read_body
 from eddi_rag.common import jsonvalues
+from eddi_rag.common.principals import ACL_PATTERN, PRINCIPAL_PATTERN
 from eddi_rag.errors import EddiRagError
 
 
@@ -120,6 +121,21 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc) or "request"
 
 
+# what a pattern a person types against means, said instead of the regular expression (issue 67: a reader typed as
+# "finance" was answered with the principals' pattern)
+PRINCIPALS = ("is no principal: use user:<id>, group:<id>, email:<address>, public or link:organization, or deny: before "
+              "one of them (e.g. group:finance)")
+SAID_PATTERNS = {PRINCIPAL_PATTERN: PRINCIPALS, ACL_PATTERN: "is no list of principals: separate user:<id>, group:<id>, "
+                 "email:<address>, public or link:organization (or deny: before one) by commas, e.g. group:finance,user:bob"}
+
+
+def _said(err: dict[str, Any]) -> str:
+    """An error's message; a pattern a person types against, said in words with what was typed (80 characters)."""
+    meaning = SAID_PATTERNS.get((err.get("ctx") or {}).get("pattern", "")) if err.get("type") == "string_pattern_mismatch" else None
+    given = err.get("input")
+    return f"{given[:80]!r} {meaning}" if meaning and isinstance(given, str) else str(err.get("msg", ""))
+
+
 EDDI_400 = ("/secretstore/", "/variablestore/")  # EDDI answers a malformed request there with 400 (docs/rest.md)
 
 
@@ -127,7 +143,7 @@ async def invalid_request(request: Request, e: Exception) -> JSONResponse:
     """FastAPI's 422 with each error's field, message and type (the offending input is left out:
     it may be anything, e.g. bytes); 400 on EDDI's vault and variables paths, as EDDI answers."""
     assert isinstance(e, RequestValidationError)
-    errors = [{"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")} for err in e.errors()]
+    errors = [{"loc": list(err.get("loc", ())), "msg": _said(err), "type": err.get("type", "")} for err in e.errors()]
     message = "; ".join(f"{_field(err['loc'])}: {err['msg']}" for err in errors)
     return JSONResponse({"error": message, "detail": errors}, status_code=400 if request.url.path.startswith(EDDI_400) else 422)
 

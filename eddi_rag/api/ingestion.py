@@ -160,8 +160,18 @@ class DocumentAcl(RequestBody):
 @router.patch("/documents/{document_id:path}")
 def set_document_acl(id: str, document_id: str, body: DocumentAcl, runtime: RuntimeDep, caller: Editor) -> dict[str, Any]:
     """Who may read one document from now on (``{"acl": ["group:finance", "deny:user:carol"]}``): its chunks' ACL is
-    rewritten at once, without embedding anything again; the next search honours it."""
-    return runtime.documents.set_acl(id, document_id, body.acl)
+    rewritten at once, without embedding anything again; the next search honours it. ``warnings``: the groups named that
+    no user of the tenant's group directory is in (a misspelt ``group:finanse``; a token's own groups are not listed)."""
+    done = runtime.documents.set_acl(id, document_id, body.acl)
+    return {**done, "warnings": unknown_groups(runtime, caller.tenant, done["acl"])}
+
+
+def unknown_groups(runtime: Any, tenant: str, acl: list[str]) -> list[str]:
+    """What to say of each group ``acl`` names that nobody of the tenant's group directory is in."""
+    known = {g for groups in runtime.groups.members(tenant).values() for g in groups}
+    named = [p.removeprefix("deny:").removeprefix("group:") for p in acl if p.removeprefix("deny:").startswith("group:")]
+    return [f"group:{g}: no user of this tenant's group directory is in it (a misspelling? a token's own groups are not "
+            "listed there)" for g in named if g not in known]
 
 
 @router.delete("/documents/{document_id:path}")

@@ -579,13 +579,15 @@ async function chunkPreview(kb) {
 const uploads = new Map(); // ingestionId -> the upload's list item
 
 // ``name``: the document it is uploaded as (a failed one's, to replace it), else the file's own
-function upload(kb, file, name = file.name) {
+function upload(kb, file, name = file.name, replacing = false) {
   const bar = el("progress", { max: 100, value: 0, "aria-label": `${name} upload` });
   const state = el("span", { class: "state" }, "uploading");
   const item = el("li", {}, el("span", { class: "name" }, name), bar, state);
   $("#uploads").append(item);
   const body = new FormData();
   body.append("file", file, name);
+  const readers = $("#upload-acl") && !replacing ? $("#upload-acl").value.trim() : "";  // (a file replaced keeps its readers)
+  if (readers) body.append("acl", readers);
   const xhr = new XMLHttpRequest();
   xhr.open("POST", kbUrl(kb.id, "/ingest?replace=true")); // uploading a file again replaces it
   xhr.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = Math.round((e.loaded / e.total) * 50); };
@@ -759,7 +761,7 @@ function fixButton(kb, j) {
   if (!j.status.startsWith("failed")) return "";
   if ((j.failure && j.failure.kind === "file") || j.status.startsWith("failed: refused: ")) {
     const input = el("input", { type: "file", class: "sr-only", style: "left: 0; top: 0", "aria-label": `Replace ${j.documentName}`,  // (inside the table: no sideways scroll)
-      onchange: (e) => { if (e.target.files[0]) upload(kb, e.target.files[0], j.documentName); } });
+      onchange: (e) => { if (e.target.files[0]) upload(kb, e.target.files[0], j.documentName, true); } });
     return el("span", {}, el("button", { type: "button", class: "link", onclick: () => input.click() }, "Replace…"), input);
   }
   return el("button", { type: "button", class: "link", onclick: async () => {
@@ -774,17 +776,21 @@ async function loadDocuments(kb) {
   const r = await api("GET", kbUrl(kb.id, "/documents"));
   if (!r.ok) { box.replaceChildren(el("p", { class: "error" }, problem(r))); return; }
   if (!r.data.documents.length) { box.replaceChildren(el("p", { class: "empty" }, "No documents yet: add some above.")); return; }
+  const acl = kb.audience === "DOCUMENT_ACL";  // read by each document's readers: show them
   box.replaceChildren(
     r.data.complete ? "" : el("p", { class: "notice" }, "Only the documents of the first chunks read are listed."),
     el("div", { class: "table-wrap" }, el("table", { class: "documents" },
-      el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Language"), el("th", {}, "Ingested"), el("th", {}, "User"), el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
+      el("thead", {}, el("tr", {}, el("th", {}, "Document"), el("th", { class: "num" }, "Chunks"), el("th", {}, "Language"), el("th", {}, "Ingested"),
+        acl ? el("th", {}, "Readers") : "", el("th", { title: "a document ingested by a key bound to a user is that user's alone" }, "Private to"),
+        el("th", {}, el("span", { class: "sr-only" }, "Actions")))),
       el("tbody", {}, r.data.documents.map((d) => el("tr", { "data-document": d.documentId },
         el("td", {}, el("a", { href: `/ui/kbs/${encodeURIComponent(kb.id)}/document?d=${encodeURIComponent(d.documentId)}` },
           d.source && d.source !== d.documentId ? `${d.documentId} (${d.source})` : d.documentId)),
         el("td", { class: "num" }, d.chunks, d.disabled ? el("span", { class: "muted" }, ` (${d.disabled} off)`) : ""),
         el("td", { title: "what the document's text was found to be in (the knowledge base's language: auto detects it)" }, d.language || "—"),
         el("td", {}, d.ingestedAt ? when(new Date(d.ingestedAt * 1000).toISOString()) : "—"),
-        el("td", {}, d.userId || "shared"),
+        acl ? el("td", { class: d.acl && d.acl.length ? "readers" : "readers nobody" }, d.acl && d.acl.length ? d.acl.join(", ") : "nobody") : "",
+        el("td", {}, d.userId || "—"),
         el("td", {}, CAN_EDIT() ? el("button", { type: "button", class: "link danger", onclick: async () => {
           if (!confirm(`Delete ${d.documentId} and its ${d.chunks} chunks from this knowledge base?`)) return;
           const del = await api("DELETE", kbUrl(kb.id, `/documents/${encodeURIComponent(d.documentId)}`));
@@ -951,7 +957,8 @@ function showAcl(kb, acl) {
     const r = await api("PATCH", kbUrl(kb.id, `/documents/${encodeURIComponent(kb.document)}`), { acl: entries });
     if (!r.ok) { status.textContent = problem(r); return; }
     shown.textContent = r.data.acl.length ? r.data.acl.join(", ") : "No one: this document has no ACL.";
-    status.textContent = `Saved on its ${r.data.chunks} chunk${r.data.chunks === 1 ? "" : "s"}: the next search honours it.`;
+    status.textContent = `Saved on its ${r.data.chunks} chunk${r.data.chunks === 1 ? "" : "s"}: the next search honours it.`
+      + ((r.data.warnings || []).length ? ` Check: ${r.data.warnings.join("; ")}` : "");
   } }, el("div", { class: "grow" }, input), el("button", { type: "submit", class: "primary" }, "Save readers"), status);
   box.replaceChildren(shown, form);
 }
