@@ -18,16 +18,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from eddi_rag.common import jsonvalues
+from eddi_rag.common.outbound import static_endpoint_errors
 from eddi_rag.common.principals import parse_acl
 from eddi_rag.common.quoting import quoted
 from eddi_rag.errors import CONFIGURATION, EddiRagError
 
 SCHEMA_FILE = "rag-configuration.schema.json"
-LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant")  # those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
+# those that adopt an EDDI store in place (storeNamespace; stores.langchain4j)
+LANGCHAIN4J_STORES = ("pgvector", "chroma", "qdrant", "mongodb-atlas")
 # Stores with a place of their own that EDDI's layout would name but this product cannot read yet: storeNamespace is
 # refused there (ignoring it would hide EDDI's vectors). On the others (in-memory, the embedded ones) a knowledge base's
 # store is its own, keyed by its id, whatever the namespace: EDDI stamps "id" on every new one, kept and not used.
-NAMESPACE_REFUSED = ("elasticsearch", "mongodb-atlas", "typesense")
+NAMESPACE_REFUSED = ("elasticsearch", "typesense")
+NO_TEXT_INDEX_IN_EDDI_LAYOUT = ("mongodb-atlas",)  # EDDI's collection there has no text index: vector search alone
 # A knowledge base's defaults are the best measured offline (benchmarks/README.md, bench_docs_qa and eval
 # --pipeline): Markdown-aware chunks, hybrid search (weighted fusion), 4 neighbours around each hit. A KB on EDDI's
 # stored vectors (storeNamespace, or a pgvector table named by EDDI's own `table` parameter) keeps EDDI's (recursive
@@ -415,6 +418,13 @@ def validate_rag_configuration(data: Any, schema: dict[str, Any] | None = None) 
                                       f"not on storeType {data.get('storeType', 'in-memory')!r}; leave storeNamespace out "
                                       "(the knowledge base then gets a store of its own, and its documents are ingested again)"})
         errors += _audience_errors(data)
+        if data.get("storeNamespace") and data.get("storeType") in NO_TEXT_INDEX_IN_EDDI_LAYOUT and \
+                data.get("searchMode", "vector") != "vector":
+            errors.append({"path": "$.searchMode", "value": data["searchMode"],
+                           "message": f"EDDI's {data['storeType']} collection (storeNamespace) has no text index to search "
+                                      "by keywords: use searchMode 'vector' (EDDI's), or leave storeNamespace out"})
+        for field in ("embeddingParameters", "rerankerParameters"):  # (EDDI's Vertex endpoint among them; a store's at use)
+            errors += static_endpoint_errors(data.get(field) or {}, f"$.{field}")
         size, overlap = data.get("chunkSize", 512), data.get("chunkOverlap", 64)
         if overlap >= size:
             errors.append({

@@ -122,6 +122,7 @@ class Runtime:
         directory = GroupDirectory(self.db)
         self.groups = Groups(directory)  # the groups of a user named by a caller acting for users
         self.grants = Grants(KbGrants(self.db), directory)  # who may reach a knowledge base beyond tenant roles
+        self.saving.may = self.grants.may  # (sharing a location another knowledge base holds needs edit rights on it)
         self.search = Search(self.knowledge_bases, self.embeddings, self.retriever, self.generations, redact,
                              groups=self.groups.of)
         self.ingesting = Ingesting(self.knowledge_bases, self.ingestor, self.jobs, redact, self.documents.seen)

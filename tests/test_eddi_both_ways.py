@@ -13,10 +13,22 @@ import pytest
 from eddi_rag.runtime import Runtime
 from eddi_rag.verbs.eddi_export import NOTES, ExportRefusedError, export_agent, scrub
 from eddi_rag.verbs.eddi_import import import_agent_export
-from tests.support.eddi_rules import dropped, refusals
+from tests.support.eddi_rules import dropped, llm_dropped, llm_refusals, refusals
 from tests.test_eddi_round_trip import IDS, WF, eddi_export, round_trip, unzipped, zipped
 
 RAG = f"{WF}/1/{IDS['rag']}.rag.json"
+LLM = f"{WF}/1/{IDS['langchain']}.langchain.json"
+
+
+def held_to_eddis_rules(exported: dict[str, bytes]) -> None:
+    """Every RagConfiguration and LLM configuration of an export passes EDDI's import rules (tests/support/eddi_rules.py)."""
+    for path, body in exported.items():
+        if path.endswith(".rag.json"):
+            rag = json.loads(body)
+            assert refusals(rag) == [] and dropped(rag) == [], (path, refusals(rag), dropped(rag))
+        elif path.endswith(".langchain.json"):
+            llm = json.loads(body)
+            assert llm_refusals(llm) == [] and llm_dropped(llm) == [], (path, llm_refusals(llm), llm_dropped(llm))
 
 # What this product's own knowledge bases hold that EDDI does not have, one of each.
 OURS = [
@@ -65,7 +77,7 @@ def test_every_export_of_ours_passes_eddis_rules_and_comes_back_as_it_was(tmp_pa
         (tmp_path / "manuals").mkdir()
         _, exported = round_trip(runtime, eddi_export(config))
         written = json.loads(exported[RAG])
-        assert refusals(written) == [] and dropped(written) == [], written
+        held_to_eddis_rules(exported)
         notes = json.loads(exported[NOTES])
         (entry,) = notes["leftOut"]
         assert entry["file"] == RAG and (entry.get("replaced") or entry.get("sources"))
@@ -78,6 +90,20 @@ def test_every_export_of_ours_passes_eddis_rules_and_comes_back_as_it_was(tmp_pa
         assert sorted(s["id"] for s in back.get("sources") or []) == sorted(s["id"] for s in config.get("sources") or [])
 
 
+def test_an_atlas_knowledge_base_in_eddis_layout_exports_as_eddi_has_it(tmp_path):
+    """Issue 67, point 7: EDDI's Atlas collections are read in place (storeNamespace on mongodb-atlas was a 400), so an
+    EDDI export naming one imports, and goes back as it came: nothing left out, EDDI's rules held."""
+    rag = {"name": "Kundendienst", "embeddingProvider": "openai", "embeddingParameters": {"apiKey": "${vault:k}"},
+           "storeType": "mongodb-atlas", "storeNamespace": "id",
+           "storeParameters": {"connectionString": "${vault:atlas}", "databaseName": "eddi", "collectionName": "team_docs"}}
+    with Runtime(tmp_path) as runtime:
+        report, exported = round_trip(runtime, eddi_export(rag))
+        assert json.loads(exported[RAG]) == rag and NOTES not in exported
+        held_to_eddis_rules(exported)
+        kb = next(r.id for r in report.created if r.kind == "rags")
+        assert runtime.rag_config(kb).eddi_layout == "id"
+
+
 def test_the_readmes_knowledge_base_exports_to_what_eddi_imports(tmp_path):
     """The README's example KB (local, sqlite, markdown): "eddi-rag export writes an export EDDI imports" was false."""
     from eddi_rag.tools.bundle import load_bundle
@@ -88,6 +114,7 @@ def test_the_readmes_knowledge_base_exports_to_what_eddi_imports(tmp_path):
         exported = unzipped(export_agent(runtime.resources, "travel-assistant"))
         rags = [json.loads(body) for path, body in exported.items() if path.endswith(".rag.json")]
         assert rags and all(refusals(r) == [] for r in rags), [refusals(r) for r in rags]
+        assert all(llm_refusals(json.loads(b)) == [] for p, b in exported.items() if p.endswith(".langchain.json"))
 
 
 def test_a_provider_with_no_counterpart_in_eddi_refuses_the_export_naming_it(tmp_path):

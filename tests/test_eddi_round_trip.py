@@ -185,3 +185,43 @@ def test_our_own_source_types_travel_in_a_note_and_come_back(tmp_path):
         kb = next(r.id for r in again.created if r.kind == "rags")
         assert runtime.resources.read("rags", kb)["sources"] == runtime.resources.read("rags", first.created[0].id)["sources"]
         assert NOTES not in "".join(again.kept)
+
+
+# EDDI 6.6 (issue 67, point 9): an LLM task's tool-call limits and a property instruction's typed values (valueLong,
+# valueDouble: labsai/EDDI configs/properties/model/PropertyValues.java), as an EDDI client sends them
+LLM_66 = {"tasks": [{"id": "answer", "type": "openai", "actions": ["*"], "maxToolIterations": 10,
+                     "maxToolCallsPerIteration": 20, "maxToolCallsPerTurn": 100,
+                     "parameters": {"apiKey": "${vault:openaiKey}", "modelName": "gpt-4o-mini"},
+                     "postResponse": {"propertyInstructions": [
+                         {"name": "bestellnummer", "valueLong": 9007199254740993, "scope": "conversation"},  # past 2^53
+                         {"name": "折扣", "valueDouble": 0.125, "scope": "longTerm"},
+                         {"name": "ganzzahlig", "valueDouble": 2.0, "scope": "conversation"},  # a double, not 2
+                         {"name": "stufe", "valueInt": 3, "valueFloat": 1.5, "valueBoolean": True}]}}]}
+
+
+def exactly(value):
+    """``value`` with each number's type beside it (2.0 and 2 are equal in Python, not in EDDI's Jackson)."""
+    if isinstance(value, dict):
+        return {k: exactly(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [exactly(v) for v in value]
+    return (type(value).__name__, value)
+
+
+def test_eddi_66_task_fields_and_typed_values_round_trip_through_the_llm_store_imports_and_exports(client):
+    from tests.support.eddi_rules import llm_dropped, llm_refusals
+
+    assert llm_dropped(LLM_66) == [] and llm_refusals(LLM_66) == []  # EDDI 6.6 models them, as they are
+    r = client.post("/llmstore/llms", json=LLM_66)
+    assert r.status_code == 201, r.text
+    llm = r.headers["Location"].rsplit("/", 1)[1].split("?")[0]
+    assert exactly(client.get(f"/llmstore/llms/{llm}").json()) == exactly(LLM_66)
+    assert client.put(f"/llmstore/llms/{llm}", params={"version": 1}, json=LLM_66).status_code == 200
+    assert exactly(client.get(f"/llmstore/llms/{llm}").json()) == exactly(LLM_66)
+
+    files = eddi_export({"name": "handbook", "embeddingProvider": "ollama"})
+    path = f"{WF}/1/{IDS['langchain']}.langchain.json"
+    files[path] = jackson(LLM_66)
+    _, after = round_trip(client.runtime, files)
+    assert exactly(json.loads(after[path])) == exactly(LLM_66) and b'"valueDouble": 2.0' in after[path]
+    assert llm_dropped(json.loads(after[path])) == [] and llm_refusals(json.loads(after[path])) == []

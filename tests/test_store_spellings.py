@@ -89,6 +89,7 @@ def test_eddis_guard_rules_for_a_named_location():
     assert location_errors("qdrant", {"collectionName": "Eddi_KBID_1"})[0]["path"] == "$.storeParameters.collectionName"
     assert location_errors("pgvector", {"table": "x.eddi_kb_1"})
     assert location_errors("pgvector", {"table": "my table"})[0]["message"].startswith("must be a plain table name")
-    assert location_errors("pgvector", {"table": "${vars:table}"}) == []  # resolved later, by an administrator's value
+    # (issue 67, point 7: EDDI's guard since its isolation change refuses a reference as a location)
+    assert location_errors("pgvector", {"table": "${vars:table}"})[0]["message"].startswith("must be a literal name")
     assert location_errors("pgvector", {"tableName": "eddi_kb_old"}, {"tableName": "eddi_kb_old"}) == []
     assert location_errors("elasticsearch", {"indexName": "team_docs"}) == []

@@ -165,6 +165,24 @@ def check_host_static(host: str, what: str) -> None:
         raise OutboundBlockedError(f"{what}: {host} is a link-local or metadata address (never allowed)")
 
 
+def static_endpoint_errors(params: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    """The endpoints ``params`` name that a save refuses without resolving them (a cloud metadata name, a literal
+    link-local or metadata address: what ``check_endpoints`` refuses whatever the operator allows), as {path, message,
+    value} under ``path``. Any provider's or store's, EDDI's Vertex ``endpoint`` among them; a reference (``${…}``) is
+    judged when it is resolved, at use."""
+    out = []
+    for key, value in params.items():
+        if key not in ENDPOINT_PARAMETERS or not isinstance(value, str) or not value.strip() or "${" in value:
+            continue
+        try:
+            for host, _ in endpoint_hosts(key, value.strip(), params):
+                if not host.startswith("/"):  # (a local socket's folder: the operator's to allow, at use)
+                    check_host_static(host, "the endpoint")
+        except OutboundBlockedError as e:
+            out.append({"path": f"{path}.{key}", "value": value, "message": str(e)})
+    return out
+
+
 def endpoint_hosts(key: str, value: str, params: dict[str, Any]) -> list[tuple[str, int | None]]:
     """(host, port) pairs a store or provider parameter names: a URL (several hosts, as MongoDB's), a libpq
     URI or ``key=value`` string (its ``host``, a socket folder included), or a bare host."""

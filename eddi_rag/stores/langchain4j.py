@@ -4,15 +4,19 @@ EDDI names a knowledge base's store after it (labsai/EDDI ``configs/rag/model/Kn
 ``storeNamespace: "name"`` (6.5.0, and EDDI's reading of no value) ``eddi_kb_<name, lower-cased, [^a-z0-9_] →
 _>`` (pgvector: cut at 63 characters), chunks tagged ``kbId=<name>``, retrieval unfiltered; ``"id"``
 ``eddi_kbid_<id>`` the same way, chunks tagged ``kbId=<id>`` and retrieval filtered on it (the table may be
-shared). An explicit ``table`` (pgvector) names the place in both. A knowledge base without
-``storeNamespace`` keeps this project's layout (``eddi_kb_<id>``, our columns): nothing of ours moves; but a
-pgvector ``table`` it names that exists in langchain4j's layout (``embedding_id``, no ``id``) is EDDI's, named
-through EDDI's own parameter: it is read and written in place as EDDI's name layout (EDDI's reading of no
+shared). An explicit ``table`` (pgvector) or ``collectionName`` names the place in both. MongoDB Atlas as EDDI has
+it: the name layout's collection is ``eddi_kb_<name>`` as written (EDDI sanitises no Atlas name), and retrieval in the
+``"id"`` layout is filtered on ``kbId`` only when ``collectionName`` is named (``filtersRetrieval``: Atlas refuses a
+filter on a field its index does not declare, and a KB's own default collection has nobody to be kept apart from).
+A knowledge base without ``storeNamespace`` keeps this project's layout (``eddi_kb_<id>``, our columns): nothing of
+ours moves; but a pgvector ``table`` it names that exists in langchain4j's layout (``embedding_id``, no ``id``) is
+EDDI's, named through EDDI's own parameter: it is read and written in place as EDDI's name layout (EDDI's reading of no
 namespace), chunks tagged ``kbId=<name>`` (adopting it is an admin's act: stores.ownership).
 
 langchain4j's rows: pgvector ``embedding_id UUID PRIMARY KEY, embedding vector(n), text TEXT, metadata JSON``;
 Chroma a record per segment (UUID id, the text as its document, flat metadata); Qdrant a point per segment
-(UUID id, ``text_segment`` and the metadata flat in its payload);
+(UUID id, ``text_segment`` and the metadata flat in its payload); Atlas a document per segment (``_id`` a UUID,
+``embedding``, ``text``, ``metadata``);
 its metadata values are strings and numbers only (``Metadata`` refuses others). So a chunk we write there
 gets a UUID derived from our chunk id (kept in metadata as ``chunkId``), booleans as ``"true"``/``"false"`` with a
 mark beside (``<key>__boolean: 1``: they read back as booleans, and a filter comparing a string with the key passes
@@ -47,6 +51,8 @@ def _sanitise(value: str) -> str:
 
 def physical_name(store_type: str, namespace: str, kb_id: str, name: str) -> str:
     """EDDI's default table (collection) of a knowledge base in ``namespace``."""
+    if store_type == "mongodb-atlas" and namespace != "id":
+        return f"eddi_kb_{name}"  # (EDDI's defaultPhysicalName: LEGACY_PREFIX + name, for Atlas alone)
     base = f"eddi_kbid_{_sanitise(kb_id)}" if namespace == "id" else f"eddi_kb_{_sanitise(name)}"
     if store_type == "pgvector":
         return base[:MAX_PG_IDENTIFIER]
@@ -67,9 +73,15 @@ def adopt(store_type: str, namespace: str | None, kb_id: str, name: str, params:
             out.setdefault("user", "eddi")
     else:
         out["collectionName"] = params.get("collectionName") or physical_name(store_type, namespace, kb_id, name)
-    if namespace == "id":
+    if namespace == "id" and filters_retrieval(store_type, params):
         out["kbTag"] = kb_id  # retrieval sees only the chunks tagged with this knowledge base's id
     return out
+
+
+def filters_retrieval(store_type: str, params: dict[str, Any]) -> bool:
+    """Whether EDDI's ``"id"`` layout filters retrieval on ``kbId`` here (``KnowledgeBaseStorage.filtersRetrieval``):
+    everywhere, but on Atlas only in a collection named outright (its default one is the knowledge base's own)."""
+    return store_type != "mongodb-atlas" or bool(str(params.get("collectionName") or "").strip())
 
 
 def row_id(chunk_id: str) -> str:

@@ -10,6 +10,13 @@ Search (Lucene BM25, the analyzer of the knowledge base's language, English's by
 
 storeParameters: ``connectionString``, ``databaseName`` (``eddi``), ``collectionName``
 (``eddi_kb_<sanitised id>``), ``indexName`` (``vector_index``), ``numCandidates`` (100).
+
+In EDDI's layout (``storeNamespace``, stores.langchain4j) the collection is langchain4j's ``MongoDbEmbeddingStore``'s,
+read and written in place: a document per chunk (``_id`` a UUID, ``embedding``, ``text``, ``metadata`` of strings and
+numbers, our chunk id kept as ``chunkId``), no typed copies, no text index (vector search, EDDI's). As EDDI reads it,
+retrieval in the ``"id"`` layout is filtered on ``metadata.kbId`` inside ``$vectorSearch`` only when ``collectionName``
+is named (the index must declare ``metadata.kbId`` a filter field, as EDDI's docs ask; one made here does); other
+filters run on the documents read.
 """
 
 from __future__ import annotations
@@ -135,6 +142,19 @@ def _document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
             **typed_fields(chunk.metadata), "m_list": string_lists(chunk.metadata)}
 
 
+def eddi_document(chunk: Chunk, vector: list[float]) -> dict[str, Any]:
+    """A chunk as langchain4j's MongoDbEmbeddingStore writes a segment (EDDI reads it back)."""
+    return {"_id": langchain4j.row_id(chunk.id), "embedding": vector, "text": chunk.text,
+            "metadata": langchain4j.encode(chunk.id, chunk.metadata)}
+
+
+def eddi_indexes(vector_index: str, dim: int) -> list[SearchIndexModel]:
+    """The vectorSearch index of a langchain4j collection made here, ``metadata.kbId`` a filter field (EDDI's filter)."""
+    return [SearchIndexModel(definition={"fields": [{"type": "vector", "path": "embedding", "numDimensions": dim, "similarity": "cosine"},
+                                                    {"type": "filter", "path": "metadata.kbId"}]},
+                             name=vector_index, type="vectorSearch")]
+
+
 class MongoAtlasStore:
     capabilities = frozenset({COLLECTIONS, SEARCH, METADATA_FILTERING, LIST_FILTERING, PERSISTENT, KEYWORD_SEARCH})
 
@@ -171,8 +191,15 @@ class MongoAtlasStore:
         self.num_candidates = int(params.get("numCandidates", 100))
         self.analyzer = atlas_analyzer(params.get(langchain4j.LANGUAGE))  # (set when the index is made)
         self._meta = self.db["eddi_kb_meta"]
+        self.l4j = params.get("layout") == langchain4j.LAYOUT  # EDDI's (langchain4j's) collection, read in place
+        if self.l4j:  # scalar metadata only, no text index
+            self.capabilities = type(self).capabilities - {LIST_FILTERING, KEYWORD_SEARCH}
+        self.scope = {"metadata.kbId": params["kbTag"]} if params.get("kbTag") else {}  # EDDI's "id" layout: its own chunks
 
     def _dimension(self) -> int | None:
+        if self.l4j:  # (nothing of ours is written beside EDDI's collection)
+            doc = self.collection.find_one({"embedding": {"$exists": True}}, {"embedding": 1})
+            return None if doc is None else len(doc["embedding"])
         doc = self._meta.find_one({"_id": self.collection.name})
         return None if doc is None else int(doc["dimension"])
 
@@ -180,14 +207,18 @@ class MongoAtlasStore:
         """Create the vectorSearch and text search indexes and wait until Atlas says they are queryable."""
         if self.collection.name not in self.db.list_collection_names():
             self.db.create_collection(self.collection.name)  # a search index needs an existing collection
-        self.collection.create_search_indexes(search_indexes(self.index, self.text_index, dim, self.analyzer))
+        if not self.l4j:
+            self.collection.create_search_indexes(search_indexes(self.index, self.text_index, dim, self.analyzer))
+        elif not list(self.collection.list_search_indexes(self.index)):  # (EDDI's operator may have made it)
+            self.collection.create_search_indexes(eddi_indexes(self.index, dim))
         deadline = time.monotonic() + wait_seconds
-        for name in (self.index, self.text_index):
+        for name in (self.index,) if self.l4j else (self.index, self.text_index):
             while not any(i.get("queryable") for i in self.collection.list_search_indexes(name)):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"Atlas search index {name!r} on {self.collection.name} not queryable after {wait_seconds:.0f} s")
                 time.sleep(1)
-        self._meta.replace_one({"_id": self.collection.name}, {"_id": self.collection.name, "dimension": dim}, upsert=True)
+        if not self.l4j:
+            self._meta.replace_one({"_id": self.collection.name}, {"_id": self.collection.name, "dimension": dim}, upsert=True)
 
     # -- writes ---------------------------------------------------------------------------
     def _prepare(self, chunks: Sequence[Chunk]) -> list[ReplaceOne]:
@@ -196,14 +227,15 @@ class MongoAtlasStore:
         check_dimension(dim, matrix.shape[1], self.kb_id)
         if dim is None:
             self._ensure_index(matrix.shape[1])
-        return [ReplaceOne({"_id": c.id}, _document(c, matrix[i].tolist()), upsert=True) for i, c in enumerate(chunks)]
+        docs = [(eddi_document if self.l4j else _document)(c, matrix[i].tolist()) for i, c in enumerate(chunks)]
+        return [ReplaceOne({"_id": d["_id"]}, d, upsert=True) for d in docs]
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
             self.collection.bulk_write(self._prepare(chunks), ordered=True)
 
     def replace(self, where: filters.Where, chunks: Sequence[Chunk]) -> None:
-        query = to_mql(filters.node(where))
+        query = self._eddi_query(where) if self.l4j else to_mql(filters.node(where))
         ops = self._prepare(chunks) if chunks else []
         with self.client.start_session() as session, session.start_transaction():
             self.collection.delete_many(query, session=session)
@@ -214,6 +246,8 @@ class MongoAtlasStore:
         node = filters.node(where)
         if ids is None and node is None:
             return 0
+        if self.l4j:
+            return self.collection.delete_many(self._eddi_query(where, ids)).deleted_count
         query = to_mql(node)
         if ids is not None:
             query = {"$and": [query, {"_id": {"$in": list(ids)}}]}
@@ -232,6 +266,15 @@ class MongoAtlasStore:
         if q is None:
             return []
         total = self.collection.estimated_document_count()
+        if self.l4j:
+            node = self._eddi_node(where)
+
+            def eddi_candidates(n: int) -> list[SearchHit]:
+                found = self.collection.aggregate(search_pipeline(self.index, q.tolist(), n, self.num_candidates, {}, self.scope))
+                return [SearchHit(chunk_id, d["text"], metadata, 2.0 * float(d["score"]) - 1.0)
+                        for chunk_id, d, metadata in self._eddi_rows(found, node)]
+
+            return overfetch(eddi_candidates, k, total, first=3 * (k + 16) if node else k + 16)
 
         def candidates(n: int) -> list[SearchHit]:
             return hits_from(list(self.collection.aggregate(search_pipeline(self.index, q.tolist(), n, self.num_candidates, mql, first))))
@@ -239,14 +282,17 @@ class MongoAtlasStore:
         return overfetch(candidates, k, total, first=3 * (k + 16) if mql else k + 16)  # 3×: the filter runs after the search
 
     def keyword_search(self, text: str, k: int, where: filters.Where = None) -> list[KeywordHit]:
-        mql = to_mql(filters.node(where))
-        if k <= 0 or not text.strip() or self._dimension() is None:
+        mql = {} if self.l4j else to_mql(filters.node(where))
+        if self.l4j or k <= 0 or not text.strip() or self._dimension() is None:  # (EDDI's collection: no text index)
             return []
         found = self.collection.aggregate(keyword_pipeline(self.text_index, text, k, mql))
         return [KeywordHit(str(d["_id"]), d["text"], d["metadata"], float(d["score"])) for d in found]
 
     def get(self, where: filters.Where = None, limit: int | None = None, offset: int = 0,
             ids: Sequence[str] | None = None) -> list[Chunk]:
+        if self.l4j:
+            rows = self._eddi_find(where, ids, ("text", "metadata", "embedding"))[offset:]
+            return [Chunk(chunk_id, d["text"], metadata, d["embedding"]) for chunk_id, d, metadata in rows[:limit]]
         query = to_mql(filters.node(where))
         if ids is not None:
             query = {"$and": [query, {"_id": {"$in": list(ids)}}]}
@@ -256,7 +302,38 @@ class MongoAtlasStore:
         return [Chunk(str(d["_id"]), d["text"], d["metadata"], d["embedding"]) for d in cursor]
 
     def count(self, where: filters.Where = None) -> int:
+        if self.l4j:
+            return len(self._eddi_find(where))
         return self.collection.count_documents(to_mql(filters.node(where)))
+
+    # -- EDDI's layout: langchain4j's documents hold scalar metadata; filters run on what is read ------------------------
+    def _eddi_node(self, where: filters.Where) -> filters.Node | None:
+        node = filters.node(where)
+        filters.refuse_lists(node, "EDDI's langchain4j documents hold scalar metadata only, no lists")
+        return None if node is None else langchain4j.encode_node(node)
+
+    @staticmethod
+    def _eddi_rows(documents: Any, node: filters.Node | None) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """(chunk id, document, our metadata) of each document ``node`` (as ``encode_node`` made it) matches."""
+        out = []
+        for d in documents:
+            stored = d.get("metadata") or {}
+            chunk_id, metadata = langchain4j.decode(str(d["_id"]), stored)
+            if node is None or filters.matches(node, {**stored, "document_id": metadata.get("document_id")}):
+                out.append((chunk_id, d, metadata))
+        return out
+
+    def _eddi_find(self, where: filters.Where, ids: Sequence[str] | None = None,
+                   fields: Sequence[str] = ("metadata",)) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        query: dict[str, Any] = dict(self.scope)
+        if ids is not None:
+            query["_id"] = {"$in": [langchain4j.row_id(i) for i in ids]}
+        found = self.collection.find(query, {f: 1 for f in ("metadata", *fields)}).sort("_id", 1)
+        return self._eddi_rows(found, self._eddi_node(where))
+
+    def _eddi_query(self, where: filters.Where, ids: Sequence[str] | None = None) -> dict[str, Any]:
+        """The documents ``where`` (and ``ids``) select, by their ids (for a delete)."""
+        return {"_id": {"$in": [d["_id"] for _, d, _ in self._eddi_find(where, ids)]}}
 
     def health(self) -> StoreHealth:
         try:

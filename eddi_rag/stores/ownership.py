@@ -20,13 +20,18 @@ table through a second spelling. The server is recorded for people to read, with
 A name is also one place whatever its spelling (``canonical``): a Qdrant local folder by its real path (``..`` and
 symbolic links resolved), a pgvector table as PostgreSQL reads it (an unquoted name folded to lower case, the
 ``public.`` schema left out), any other collection or index compared without case (a false match only refuses a
-name). And, as EDDI's ``KnowledgeBaseStorageGuard`` rules, a location a configuration names anew may not start with
-EDDI's reserved ``eddi_kb`` (in any part), and a pgvector table is a plain identifier (``location_errors``)."""
+name). And, as EDDI's ``KnowledgeBaseStorageGuard`` rules (labsai/EDDI, since its isolation change of 2026-10-02 and
+the review of PR #945), a location a configuration names anew is written out, never a ``${vars:…}`` / ``${vault:…}``
+reference (what it resolves to is decided later, by whoever may write the variable), may not start with EDDI's reserved
+``eddi_kb`` (in any dot-separated part), and a pgvector table is a plain identifier (``location_errors``); a location
+another knowledge base of the tenant holds is shared only by a caller who may edit that one (``refusal``'s
+``may_edit``: EDDI's "cannot edit")."""
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -91,7 +96,12 @@ def location_errors(store_type: str, params: dict[str, Any], before: dict[str, A
         return []
     key, value = named
     where = f"$.storeParameters.{key}"
-    if store_type == "pgvector" and "${" not in value and not PLAIN_PG_TABLE.fullmatch(value.strip()):
+    if "${" in value:
+        return [{"path": where, "value": value,
+                 "message": "must be a literal name, not a ${...} reference: the location decides which knowledge base's "
+                            "documents an agent reads, so it is checked when it is saved, and a variable or vault value can "
+                            "change after that. Write the table, collection or index out"}]
+    if store_type == "pgvector" and not PLAIN_PG_TABLE.fullmatch(value.strip()):
         return [{"path": where, "value": value,
                  "message": "must be a plain table name, optionally qualified with the public schema (letters, digits, "
                             "'_' and '$', starting with a letter or '_'): quotes, spaces and punctuation are refused"}]
@@ -135,12 +145,20 @@ class StoreOwnership:
         return self.db.query("SELECT * FROM store_claims WHERE tenant=? ORDER BY engine, place", (tenant,))
 
     @staticmethod
-    def refusal(tenant: str, kb_id: str, place: Place, holders: list[dict[str, Any]]) -> str | None:
-        """Why ``kb_id`` of ``tenant`` may not use ``place`` held by ``holders`` (None: it may)."""
+    def refusal(tenant: str, kb_id: str, place: Place, holders: list[dict[str, Any]],
+                may_edit: Callable[[str], bool] | None = None) -> str | None:
+        """Why ``kb_id`` of ``tenant`` may not use ``place`` held by ``holders`` (None: it may). ``may_edit(kb_id)``: whether
+        the caller may edit another knowledge base (None: nobody to ask, an import or the Python API); naming a place anew
+        that others hold needs that for each of them, as EDDI's guard asks (the other one is not named: it may be hidden
+        from the caller); a place the knowledge base holds already is not judged again."""
         others = [h for h in holders if h["kb_id"] != kb_id]
         if any(h["tenant"] != tenant for h in others):
             return (f"{place.describe()} is not available to this tenant; choose another name (or leave it out: "
                     "each knowledge base gets a store of its own)")
+        anew = len(others) == len(holders)
+        if may_edit is not None and anew and not all(may_edit(h["kb_id"]) for h in others):
+            return (f"{place.describe()} is already the location of another knowledge base, which you cannot edit; "
+                    "choose a location of this knowledge base's own (or leave it out)")
         if others and not (place.layout == "id" and all(h["layout"] == "id" for h in others)):
             return (f"{place.describe()} is used by knowledge base {others[0]['kb_id']!r}; knowledge bases share a store "
                     "only in EDDI's \"id\" layout (storeNamespace: \"id\"), each reading its own chunks")

@@ -33,6 +33,7 @@ from eddi_rag.common.secrets import REDACTED
 from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import Descriptor, parse_uri, resource_uri
 from eddi_rag.resources import ResourceStore
+from eddi_rag.stores.ownership import location_errors
 from eddi_rag.workflow.traversal import workflow_steps
 
 FILE_EXTENSIONS = {"rags": "rag", "httpcalls": "httpcalls", "llm": "langchain"}  # as EDDI's export names them
@@ -201,6 +202,11 @@ def eddi_source(source: dict[str, Any]) -> dict[str, Any]:
 EDDI_PROVIDERS = ("openai", "azure-openai", "ollama", "mistral", "bedrock", "cohere", "gemini", "vertex")
 EDDI_STORES = ("in-memory", "pgvector", "mongodb-atlas", "elasticsearch", "qdrant", "chroma")
 EDDI_CHUNKING = ("recursive", "paragraph", "sentence")
+# The parameter that names a store's place in EDDI (KnowledgeBaseStorage.physicalNameParameter): its import refuses one
+# KnowledgeBaseStorageGuard refuses (a ${…} reference, a name in its reserved eddi_kb namespace, a pgvector table that is
+# no plain identifier), so such a place, stored here before the rule, is left out (EDDI's nearest: a store of its own).
+EDDI_LOCATION = {"pgvector": "table", "mongodb-atlas": "collectionName", "qdrant": "collectionName", "chroma": "collectionName",
+                 "elasticsearch": "indexName"}
 # EDDI's nearest to a provider of ours: the same model where EDDI can run it (Ollama serves all-MiniLM-L6-v2 as
 # all-minilm), the same service under EDDI's name.
 NEAREST_PROVIDER = {"local": ("ollama", {"model": "all-minilm"}), "google": ("gemini", None)}
@@ -237,6 +243,10 @@ def eddi_compatible(data: dict[str, Any], where: str) -> tuple[dict[str, Any], d
         replaced["storeType"], replaced["storeParameters"] = data["storeType"], data.get("storeParameters")
         out["storeType"] = "in-memory"
         out.pop("storeParameters", None)
+    key, params = EDDI_LOCATION.get(out.get("storeType", "in-memory")), out.get("storeParameters")
+    if key and isinstance(params, dict) and isinstance(params.get(key), str) and location_errors(out["storeType"], {key: params[key]}):
+        replaced.setdefault("storeParameters", data.get("storeParameters"))
+        out["storeParameters"] = {k: v for k, v in params.items() if k != key}
     strategy = data.get("chunkStrategy")
     if isinstance(strategy, str) and strategy.strip() and strategy.strip().lower() not in EDDI_CHUNKING:
         replaced["chunkStrategy"] = strategy

@@ -35,6 +35,7 @@ from eddi_rag.errors import EddiRagError
 from eddi_rag.resource_types import ResourceRef, parse_uri, resource_uri
 from eddi_rag.resources import ResourceStore
 from eddi_rag.sources.connectors import configuration_schema
+from eddi_rag.stores.ownership import location_errors
 from eddi_rag.verbs.eddi_export import NOTES
 from eddi_rag.verbs.knowledge_bases import KnowledgeBases
 from eddi_rag.verbs.saving import own_store
@@ -192,6 +193,13 @@ def _left_out(export: _Export) -> dict[str, dict[str, Any]]:
             for e in entries or [] if isinstance(e, dict) and isinstance(e.get("file"), str)}
 
 
+def _location_errors(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """EDDI's rules for the table, collection or index a knowledge base names (stores.ownership), which its import
+    applies as its create does: a ``${…}`` reference or a name in its reserved namespace refuses the file."""
+    params = body.get("storeParameters")
+    return location_errors(str(body.get("storeType", "in-memory")), params) if isinstance(params, dict) else []
+
+
 def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "default",
                         checked: Callable[..., dict[str, Any]] | None = None) -> ImportReport:
     """Import every agent of an EDDI export (see the module doc). With ``checked`` (the save rules,
@@ -257,6 +265,8 @@ def import_agent_export(resources: ResourceStore, data: bytes, tenant: str = "de
                         body = {k: v for k, v in body.items() if v is not None}
                     body = own_store(body)  # a store of its own, as EDDI stamps "id" on import
                 try:
+                    if target.kind == "rags" and (wrong := _location_errors(body)):
+                        raise ConfigValidationError(wrong)  # an import creates: EDDI's guard rules its location too
                     if checked is not None:
                         body = checked(target.kind, body, tenant, references=False)
                     elif target.kind == "rags":

@@ -59,6 +59,7 @@ class Saving:
         self.source_removed, self.kb_gone, self.rechunk = source_removed, kb_gone, rechunk
         self.relabel: Callable[[str], object] = lambda kb_id: None  # (Ingesting.relabel, given by the runtime)
         self.record: Callable[..., None] = lambda *entry: None  # the audit record (verbs.audit; given by the runtime)
+        self.may: Callable[[Principal, str, str], bool] | None = None  # (caller, kb, VIEW/EDIT): the grants (verbs.access)
 
     def _recorded(self, ref: ResourceRef, tenant: str, how: str) -> ResourceRef:
         """``ref``, its save written to the audit record (the version and who saved it; never its content)."""
@@ -82,7 +83,7 @@ class Saving:
                 self.sealing.undo(tenant, kept)
                 raise
         saved = self.kbs.checked(kind, _with_access(kind, sealed, None, who), tenant)
-        claimed = self._claim(id, saved, tenant, adopt)
+        claimed = self._claim(id, saved, tenant, adopt, who=who)
         kept = self.sealing.keep(tenant, id, _name(saved, id), pending)
         try:
             return self._recorded(self.resources.create(kind, saved, description=description, id=id, tenant=tenant,
@@ -101,7 +102,7 @@ class Saving:
         before = self._config(id) if kind == "rags" else None
         sealed, pending = self._sealed(kind, id, data, tenant)
         return self._update_checked(kind, id, version, self.kbs.checked(kind, _with_access(kind, sealed, before, who), tenant),
-                                    tenant, adopt, pending, author_of(who))
+                                    tenant, adopt, pending, author_of(who), who)
 
     def put(self, kind: str, id: str, data: Any, tenant: str = DEFAULT_TENANT) -> ResourceRef:
         """``id`` holding ``data``: created, or a new version when its current one differs (else unchanged)."""
@@ -125,14 +126,15 @@ class Saving:
         return self.sealing.seal(restored(data, stored, kind), tenant, id, kind)
 
     def _claim(self, kb_id: str, saved: dict[str, Any], tenant: str, adopt: bool,
-               before: RagConfiguration | None = None) -> Place | None:
+               before: RagConfiguration | None = None, who: Principal | None = None) -> Place | None:
         """Claim the physical store ``saved`` addresses for ``kb_id`` (ConfigValidationError: a location EDDI's rules
         refuse; StoreNotAvailableError: another tenant holds it, or another KB outside EDDI's "id" layout;
         AdoptionRequiredError: it exists and nobody holds it). A place named outright whose engine cannot be asked
         (down, a host not resolvable yet, a key stored later) is held ``unverified``: its first use asks
         (``EmbeddingStoreFactory``), and the save's answer says so (``Health.unresolved``)."""
         config = self.kbs.as_used(saved, tenant)
-        previous = before.storeParameters if before is not None and before.storeType == config.storeType else None
+        same_type = before is not None and before.storeType == config.storeType  # (as stored: ``before``'s ${vars:…} are replaced)
+        previous = (self.resources.read("rags", kb_id).get("storeParameters") or {}) if same_type else None
         if errors := location_errors(config.storeType, saved.get("storeParameters") or {}, previous):
             raise ConfigValidationError(errors)
         stores, ownership = self.documents.stores, self.documents.ownership
@@ -140,7 +142,7 @@ class Saving:
         if place is None:
             return None
         holders = ownership.holders(place)  # refused before the engine is asked: nothing says whether it exists
-        if why := ownership.refusal(tenant, kb_id, place, holders):
+        if why := ownership.refusal(tenant, kb_id, place, holders, self._editable(who)):
             raise StoreNotAvailableError(why)
         own = next((h for h in holders if h["kb_id"] == kb_id), None)
         how = CREATED
@@ -159,6 +161,11 @@ class Saving:
                 how = ADOPTED if exists else CREATED
         ownership.claim(tenant, kb_id, place, how)
         return place
+
+    def _editable(self, who: Principal | None) -> Callable[[str], bool] | None:
+        """Whether ``who`` may edit a knowledge base (EDDI's guard asks it of one whose location a save names too)."""
+        may = self.may
+        return None if who is None or may is None else lambda kb_id: may(who, kb_id, "EDIT")
 
     def claim_existing(self) -> None:
         """Record the physical stores of knowledge bases saved before ownership was recorded (once: while no store
@@ -181,10 +188,11 @@ class Saving:
                              (CLAIMED_ONCE, datetime.now(timezone.utc).isoformat()))
 
     def _update_checked(self, kind: str, id: str, version: int, saved: dict[str, Any], tenant: str = DEFAULT_TENANT,
-                        adopt: bool = False, pending: list[tuple[str, str]] | None = None, author: str | None = None) -> ResourceRef:
+                        adopt: bool = False, pending: list[tuple[str, str]] | None = None, author: str | None = None,
+                        who: Principal | None = None) -> ResourceRef:
         """``pending``: the secrets sealed out of ``saved`` (verbs.sealing), kept in the vault with it."""
         before = self._config(id) if kind == "rags" else None
-        claimed = self._claim(id, saved, tenant, adopt, before) if kind == "rags" else None
+        claimed = self._claim(id, saved, tenant, adopt, before, who) if kind == "rags" else None
         old = self.documents.stores.place(id, before) if before is not None else None
         sealed = self.sealing.keep(tenant, id, _name(saved, id), pending or [], kind)
         try:

@@ -20,6 +20,24 @@ read:
   starts with ``eddi_kb`` (any case) is reserved; a pgvector ``table`` is a plain, optionally schema-qualified
   identifier; an import stamps ``storeNamespace: "id"`` (and drops the archive's over an existing knowledge base), and
   REST create refuses ``"name"`` (``create=True``);
+- issue 67, point 7: ``configs/rag/rest/KnowledgeBaseStorageGuard.java`` (commit 26be822, the review of PR #945, after
+  the isolation change of 2026-10-02/03) ``requireUsableExplicitLocation``, run by create, duplicate, the import's
+  create path and an update that changes the location or the store type: a location containing ``${`` is refused
+  first ("must be a literal name"), then the pgvector identifier, then the reserved prefix, then a location another
+  knowledge base uses that the caller ``cannot edit`` (``collisionKey``: the store type and the name trimmed and
+  lower-cased, pgvector's ``public.`` left out: ``public.Team_Docs`` is ``team_docs``; not checkable on one export); a
+  stored reference is not judged again, what it resolves to is checked where the store is built
+  (``EmbeddingStoreFactory.physicalName``). ``KnowledgeBaseStorage.filtersRetrieval`` (commit 054d271): the ``"id"``
+  layout filters on ``kbId``, on mongodb-atlas only with an explicit ``collectionName`` (``atlas_filters_retrieval``);
+- issue 67, point 9: EDDI 6.6's LLM task fields ``maxToolCallsPerIteration`` and ``maxToolCallsPerTurn`` (Integer;
+  defaults 20 and 100, as shared/EDDI-REFERENCE.md read them in EDDI's tests, Manager and changelog: the
+  ``LlmConfiguration.java`` the search index holds predates them) beside the task's fields of
+  ``modules/llm/model/LlmConfiguration.java`` (the August 2026 snapshot), and a property's typed slots
+  (``configs/properties/model/PropertyValues.java``: ``valueLong``, ``valueDouble`` beside ``Property.java``'s
+  ``valueString``, ``valueObject``, ``valueList``, ``valueInt``, ``valueFloat``, ``valueBoolean``), in a task's
+  ``postResponse.propertyInstructions`` (``PropertyInstruction.java``); REST refuses a field the model does not
+  have (``StrictConfigurationBodyInterceptor``), an import drops it (``llm_dropped``); a slot holding what its Java
+  type does not (a fraction in ``valueLong``, a number past its range) is refused or changed (``llm_refusals``);
 - ``embeddingParameters`` and ``storeParameters`` are ``Map<String, String>``: Jackson reads a scalar into a string,
   an object or a list not at all;
 - the store types its ``EmbeddingStoreFactory`` builds (the class' javadoc lists them);
@@ -48,6 +66,22 @@ HONOURED = {
     "vertex": {"model", "modelName", "project", "location", "endpoint", "maxRetries"}}
 PHYSICAL_NAME = {"pgvector": "table", "mongodb-atlas": "collectionName", "qdrant": "collectionName",
                  "chroma": "collectionName", "elasticsearch": "indexName"}
+TASK_FIELDS = {"actions", "id", "type", "description", "preRequest", "parameters", "responseObjectName", "responseMetadataObjectName",
+               "postResponse", "tools", "a2aAgents", "enableBuiltInTools", "enableHttpCallTools", "enableMcpCallTools",
+               "builtInToolsWhitelist", "toolLoadingStrategy", "maxToolsInContext", "conversationHistoryLimit", "maxContextTokens",
+               "anchorFirstSteps", "conversationSummary", "knowledgeBases", "enableWorkflowRag", "ragDefaults", "httpCallRag",
+               "maxRagContextChars", "maxSystemPromptChars", "retry", "maxBudgetPerConversation", "enforceBudget", "toolPricing",
+               "inputPricePer1M", "outputPricePer1M", "enableCostTracking", "enableToolCaching", "enableRateLimiting",
+               "defaultRateLimit", "toolRateLimits", "toolCacheScopes", "defaultToolCacheScope", "maxToolIterations",
+               "maxToolContextTokens", "jsonResponseFormat", "modelCascade", "toolResponseLimits", "counterweight",
+               "identityMasking", "responseValidation", "streamingTimeoutSeconds", "multimodal", "toolApprovals",
+               "maxToolCallsPerIteration", "maxToolCallsPerTurn"}  # (the last two: 6.6)
+TASK_INTEGERS = {"maxToolCallsPerIteration": 2**31, "maxToolCallsPerTurn": 2**31}  # Integer: [-2^31, 2^31)
+PROPERTY_FIELDS = {"name", "valueString", "valueObject", "valueList", "valueInt", "valueLong", "valueFloat", "valueDouble",
+                   "valueBoolean", "scope", "visibility", "fromObjectPath", "toObjectPath", "convertToObject", "override",
+                   "runOnValidationError", "httpCodeValidator"}
+PROPERTY_WHOLE = {"valueInt": 2**31, "valueLong": 2**63}  # Integer, Long
+PROPERTY_NUMBERS = ("valueFloat", "valueDouble")
 PG_QUALIFIED_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}(?:\.[A-Za-z_][A-Za-z0-9_$]{0,62})?")
 FIELDS = {"name", "embeddingProvider", "embeddingParameters", "storeType", "storeParameters", "storeNamespace",
           "chunkStrategy", "chunkSize", "chunkOverlap", "maxResults", "minScore", "sources"}
@@ -173,8 +207,53 @@ def _storage_problems(config: dict[str, Any], create: bool) -> list[str]:
     key = PHYSICAL_NAME.get(store)
     location = (config.get("storeParameters") or {}).get(key) if key else None
     if isinstance(location, str) and location.strip():
+        if "${" in location:
+            out.append(f"storeParameters.{key} {location!r} must be a literal name, not a ${{...}} reference")
         if any(part.strip().startswith("eddi_kb") for part in location.strip().lower().split(".")):
             out.append(f"storeParameters.{key} {location!r} is in EDDI's reserved namespace")
-        if store == "pgvector" and not PG_QUALIFIED_IDENTIFIER.fullmatch(location.strip()):
+        if store == "pgvector" and "${" not in location and not PG_QUALIFIED_IDENTIFIER.fullmatch(location.strip()):
             out.append(f"storeParameters.table {location!r} is not a plain identifier")
+    return out
+
+
+def atlas_filters_retrieval(config: dict[str, Any]) -> bool:
+    """``KnowledgeBaseStorage.filtersRetrieval`` for a mongodb-atlas knowledge base: the "id" layout, and a collection named."""
+    name = (config.get("storeParameters") or {}).get("collectionName")
+    return config.get("storeNamespace") == "id" and isinstance(name, str) and bool(name.strip())
+
+
+def _instructions(task: dict[str, Any]) -> list[Any]:
+    post = task.get("postResponse")
+    found = post.get("propertyInstructions") if isinstance(post, dict) else None
+    return found if isinstance(found, list) else []
+
+
+def llm_dropped(config: dict[str, Any]) -> list[str]:
+    """The fields of an LLM configuration's tasks (and their property instructions) EDDI's model lacks: its import drops
+    them, its REST refuses them."""
+    out = []
+    for i, task in enumerate(config.get("tasks") or []):
+        out += [f"$.tasks[{i}].{k}" for k in task if k not in TASK_FIELDS]
+        for j, instruction in enumerate(_instructions(task)):
+            out += [f"$.tasks[{i}].postResponse.propertyInstructions[{j}].{k}" for k in instruction if k not in PROPERTY_FIELDS]
+    return out
+
+
+def _whole(value: Any, bound: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -bound <= value < bound
+
+
+def llm_refusals(config: dict[str, Any]) -> list[str]:
+    """What of an LLM configuration EDDI would refuse or not read as it is: a task field or a property slot holding what
+    its Java type does not (Jackson refuses a number past the range, truncates a fraction into an Integer or Long)."""
+    out = []
+    for i, task in enumerate(config.get("tasks") or []):
+        out += [f"$.tasks[{i}].{k} is not an Integer: {task[k]!r}" for k, bound in TASK_INTEGERS.items()
+                if k in task and task[k] is not None and not _whole(task[k], bound)]
+        for j, instruction in enumerate(_instructions(task)):
+            where = f"$.tasks[{i}].postResponse.propertyInstructions[{j}]"
+            out += [f"{where}.{k} is not whole or out of range: {instruction[k]!r}" for k, bound in PROPERTY_WHOLE.items()
+                    if instruction.get(k) is not None and not _whole(instruction[k], bound)]
+            out += [f"{where}.{k} is not a number: {instruction[k]!r}" for k in PROPERTY_NUMBERS
+                    if instruction.get(k) is not None and (isinstance(instruction[k], bool) or not isinstance(instruction[k], (int, float)))]
     return out
