@@ -149,9 +149,11 @@ def test_mcp_finds_only_the_callers_knowledge_bases(two_tenants):
     b = Principal("B", "admin", subject="b")
     server = build_server(two_tenants.runtime, lambda headers: b)
     kb = id_of(two_tenants.uris["kb"])
-    for ref in (kb, "Launch"):
-        with pytest.raises(Exception, match="no knowledge base"):
-            asyncio.run(server.call_tool("search_knowledge_base", {"knowledge_base_id": ref, "query": "launch code"}))
+    for ref in (kb, "Launch"):  # a failed call is an error result (EDDI's MCP contract), as REST's 404
+        result = asyncio.run(server.call_tool("search_knowledge_base", {"knowledge_base_id": ref, "query": "launch code"}))
+        text = " ".join(getattr(part, "text", "") for part in result.content)
+        assert result.is_error and "no knowledge base" in text and "NOT_FOUND" in text, text
+        assert "Launch" not in text.replace(f"'{ref}'", "").replace(f'"{ref}"', ""), text
 
 
 def test_a_resource_uri_in_the_resource_id_route_of_another_kind_is_not_found(two_tenants):
