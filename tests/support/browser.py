@@ -83,18 +83,35 @@ def wait(driver, seconds: float = 60):
     return WebDriverWait(driver, seconds, poll_frequency=0.1)
 
 
+def _across_reloads(condition):
+    """``condition``, read as not yet met while the page is being replaced: Chromium answers a query of a node of the
+    document it is leaving with "Node with given id does not belong to the document" (not a stale element, which
+    Selenium's conditions already read as not yet)."""
+    from selenium.common.exceptions import WebDriverException
+
+    def met(driver):
+        try:
+            return condition(driver)
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e) or "No node with given id" in str(e):
+                return False
+            raise
+
+    return met
+
+
 def visible(driver, css: str, seconds: float = 60):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
 
-    return wait(driver, seconds).until(EC.visibility_of_element_located((By.CSS_SELECTOR, css)))
+    return wait(driver, seconds).until(_across_reloads(EC.visibility_of_element_located((By.CSS_SELECTOR, css))))
 
 
 def has_text(driver, css: str, text: str, seconds: float = 60):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
 
-    wait(driver, seconds).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    wait(driver, seconds).until(_across_reloads(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text)))
     return driver.find_element(By.CSS_SELECTOR, css)
 
 
