@@ -27,9 +27,20 @@ def described(e: BaseException) -> str:
     return said
 
 
+def fix_of(e: BaseException) -> str | None:
+    """What fixes ``e``, where it says (``EddiRagError.fix``)."""
+    return e.fix if isinstance(e, EddiRagError) else None
+
+
 class EddiRagError(Exception):
     status = 500
     failure: str | None = None  # FILE, DEPENDENCY, CONFIGURATION or READER, when it says
+    fix: str | None = None  # what to do about it, in words (a source's failed run keeps it for Health), when it says
+
+    def fixed_by(self, fix: str | None) -> EddiRagError:
+        """This error, saying what fixes it."""
+        self.fix = fix
+        return self
 
     def body(self) -> dict[str, Any]:
         """The JSON a caller gets."""

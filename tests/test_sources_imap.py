@@ -136,6 +136,10 @@ def test_nothing_listening_names_the_ports_imap_uses(world):
     failed = runtime.sources.run(closed, "mail")
     assert failed.status == "FAILED" and f"Nothing listens on port {port} of 127.0.0.1" in failed.error, failed.error
     assert "993 with TLS (useTls: true) or on 143 without (useTls: false)" in failed.error
+    said = next(c for c in runtime.health.verdict(closed)["checks"] if c["check"] == "sources")
+    assert said["fix"].startswith("correct the source's host, port and useTls (IMAP listens on port 993"), said
+    assert said["fix"].endswith("then press Run on the source's card (Documents: Sources)")
+    assert runtime.sources.runs(closed, "mail")[0]["fix"] == failed.fix  # kept with the run
 
 
 def test_a_subject_in_raw_windows_1252_keeps_its_letters(world):

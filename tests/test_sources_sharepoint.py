@@ -197,6 +197,9 @@ def test_a_permission_sync_before_any_run_signs_in_and_says_there_was_nothing_to
     monkeypatch.setenv("EDDI_VAULT_SP_SECRET", "wrong-secret-value")
     failed = runtime.sources.sync_permissions(kb, "intranet")
     assert failed.status == "FAILED" and "refused the client credentials: HTTP 401" in failed.error, failed.error
+    # Health's fix names what to correct and the button to press (issue 67, point 13: it said "fix what it says")
+    said = next(c for c in runtime.health.verdict(kb)["checks"] if c["check"] == "sources")
+    assert "the secret stored in the vault" in said["fix"] and said["fix"].endswith("press Sync permissions on the source's card (Documents: Sources)"), said
     monkeypatch.setenv("EDDI_VAULT_SP_SECRET", CLIENT_SECRET)
     asked = len(graph.requests)
     done = runtime.sources.sync_permissions(kb, "intranet")
@@ -245,7 +248,9 @@ def test_a_failing_document_is_named_kept_until_fixed_and_counted_in_the_verdict
     assert [f["name"] for f in runtime.sources.status(kb, "intranet")["failing"]] == ["HR/Documents/broken.pdf"]
     said = [c for c in runtime.health.verdict(kb)["checks"] if c["check"] == "sources"]
     assert said[0]["level"] == "warning" and "1 document(s) fail to ingest: HR/Documents/broken.pdf" in said[0]["detail"]
+    assert "press Retry 1 failing on the source's card" in said[0]["fix"]  # the card's button, as it is named (point 13)
     assert runtime.health.verdict(kb)["status"] == "warning"
+    assert runtime.sources.status(kb, "intranet")["documents"] == 3  # the failing file is not counted as a document
 
     graph.put(drive, "broken.pdf", pdf(["Now it reads."]), mime="application/pdf", permissions=EVERYONE)  # fixed in the source
     fixed = runtime.sources.run(kb, "intranet")

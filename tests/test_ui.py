@@ -179,7 +179,10 @@ def test_agent_turn_and_health(browser, server):
     browser.get(url + "/ui/health")
     wait(browser).until(lambda d: "checking" not in d.find_element(By.ID, "health").text)
     text = browser.find_element(By.ID, "health").text
-    assert "Travel policies" in text and "dimensions" in text and "FAIL" not in text
+    assert "Travel policies" in text and "10 passed" in text and "FAIL" not in text  # all passed: one row each (issue 67)
+    browser.find_element(By.CSS_SELECTOR, "#health tbody details summary").click()  # the checks named under it
+    assert "dimensions: " in browser.find_element(By.CSS_SELECTOR, "#health tbody details").text
+    assert "pass every check" in browser.find_element(By.ID, "health-summary").text
     screenshot(browser, "9-health")
 
 

@@ -109,8 +109,17 @@ def test_one_verdict_on_the_list_health_and_agents_and_errors_with_their_fix(bro
     body = wait(browser).until(lambda d: d.find_element(By.CSS_SELECTOR, f'tbody[data-doctor="{locked}"]')
                                if "checking" not in d.find_element(By.ID, "health").text else None)
     checks = {r.get_attribute("data-check"): r.get_attribute("class") for r in body.find_elements(By.CSS_SELECTOR, "tr")}
-    assert list(checks) == ["configuration", "provider", "secrets", "embeddings", "store", "dimensions", "documents", "ingestions", "sources", "acl"]
-    assert checks["secrets"] == "failed" and checks["store"] == "skipped"  # every check shown, not only the first failure
+    # every check shown, not only the first failure; what failed first (issue 67, point 13: what needs looking at is
+    # not lost among green rows)
+    assert list(checks) == ["secrets", "configuration", "provider", "embeddings", "store", "dimensions", "documents", "ingestions", "sources", "acl"]
+    assert checks["secrets"] == "failed" and checks["store"] == "skipped"
+    order = [b.get_attribute("data-name") for b in browser.find_elements(By.CSS_SELECTOR, "#health tbody[data-doctor]")]
+    assert order.index("Locked") < order.index("Empty") < order.index("Rail"), order  # failed, warning, then the rest
+    summary = has_text(browser, "#health-summary", "need attention").text
+    assert "Locked (failed: secrets" in summary and "Empty (warning: documents" in summary and "Rail" not in summary, summary
+    rail = browser.find_element(By.CSS_SELECTOR, '#health tbody[data-name="Rail"]')
+    assert [r.get_attribute("data-check") for r in rail.find_elements(By.CSS_SELECTOR, "tr")] == ["all"]  # one row
+    assert "every check" in rail.text and "passed" in rail.text
     screenshot(browser, "9-health")
 
     browser.get(f"{url}/ui/kbs/{locked}/try")

@@ -142,3 +142,71 @@ def test_an_administrator_has_a_page_for_keys_the_group_directory_and_the_vault(
     assert runtime.groups.of("default", "dan") == ["legal"]
     no_page_errors(browser)
     browser.get("about:blank")
+
+
+def test_the_first_key_is_an_administrators_signs_in_and_the_vault_replaces_rotates_and_deletes(browser, tmp_path, monkeypatch):
+    """Issue 67, point 14: the first key made on the Admin page left "auth off" on the page until a sign-in, and nothing
+    said it should be an administrator's; the vault section could neither replace a value nor delete a secret."""
+    from eddi_rag.api.app import create_app
+    from eddi_rag.runtime import Runtime
+    from tests.support.browser import axe_violations, serving
+
+    monkeypatch.setenv("EDDI_VAULT_MASTER_KEY", "the browser test's vault key")
+    with Runtime(tmp_path / "data") as runtime, serving(create_app(runtime)) as url:
+        runtime.vault.vault.store("default", "smtp-password", "first-value-1", "the mail server's")
+        browser.delete_all_cookies()
+        browser.get(f"{url}/ui/admin")
+        note = visible(browser, "#first-key-note")
+        assert "first key turns auth on" in note.text and "administrator" in note.text
+        form = browser.find_element(By.ID, "new-key")
+        assert Select(form.find_element(By.NAME, "role")).first_selected_option.text == "admin"  # the first key: an admin's
+        form.find_element(By.NAME, "name").send_keys("me")
+        click(browser, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        secret = visible(browser, "#new-key-out .secret-once").text
+        assert runtime.keys.keys.authenticate(secret).role == "admin"
+        assert browser.find_element(By.CSS_SELECTOR, ".who").text == "auth on · not signed in"  # not "auth off" any more
+        assert browser.find_elements(By.ID, "first-key-note") == []
+        click(browser, visible(browser, "#sign-in-with-key"))
+        has_text(browser, ".who", "admin")  # signed in with it, on the same page
+        has_text(browser, "#keys tbody", "me")
+
+        row = has_text(browser, "#secrets tbody", "smtp-password").find_element(By.CSS_SELECTOR, "tr")
+        click(browser, row.find_element(By.CSS_SELECTOR, "details.replace-secret summary"))
+        row.find_element(By.CSS_SELECTOR, "details.replace-secret input[type=password]").send_keys("second-value-2")
+        click(browser, row.find_element(By.XPATH, ".//button[text()='Replace']"))
+        has_text(browser, "#vault-out", "Replaced the value of ${vault:smtp-password}")
+        assert runtime.vault.vault.value("default", "smtp-password") == "second-value-2"
+        assert "second-value-2" not in browser.page_source and "first-value-1" not in browser.page_source
+
+        click(browser, browser.find_element(By.ID, "rotate-dek"))
+        browser.switch_to.alert.accept()
+        has_text(browser, "#vault-out", "1")  # the one secret encrypted again
+        assert runtime.vault.vault.value("default", "smtp-password") == "second-value-2"
+        assert axe_violations(browser) == []
+
+        row = has_text(browser, "#secrets tbody", "smtp-password").find_element(By.CSS_SELECTOR, "tr")
+        click(browser, row.find_element(By.XPATH, ".//button[text()='Delete']"))
+        browser.switch_to.alert.accept()
+        has_text(browser, "#vault-out", "Deleted smtp-password")
+        has_text(browser, "#secrets tbody", "No secrets stored yet")
+        assert runtime.vault.vault.list("default") == []
+        screenshot(browser, "admin-2-first-key-and-vault")
+        no_page_errors(browser)
+        browser.get("about:blank")
+
+
+def test_the_fields_a_card_says_it_needs_are_in_view(browser, server):
+    """Issue 67, point 14: the S3 keys and the IMAP password, which the card's "Needs" line asks for, were hidden under
+    "More…" (only required fields were in view)."""
+    url, runtime = server
+    kb = make_kb(runtime, "Mail and bucket", sources=[
+        {"name": "Mail", "type": "imap", "imap": {"host": "mail.example.org", "username": "archive"}},
+        {"name": "Bucket", "type": "s3", "s3": {"bucket": "handbooks"}}])
+    browser.get(f"{url}/ui/kbs/{kb}")
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".source-card")) == 2)
+    for card, needed in zip(browser.find_elements(By.CSS_SELECTOR, ".source-card"), (["password"], ["accessKeyId", "secretAccessKey"])):
+        for name in needed:
+            shown = field(card, name)
+            assert shown.is_displayed() and not shown.find_elements(By.XPATH, "ancestor::details[contains(@class, 'advanced')]"), name
+    no_page_errors(browser)
+    browser.get("about:blank")

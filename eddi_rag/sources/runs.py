@@ -62,6 +62,7 @@ class Run:
     costUsd: float | None = None
     sourceId: str | None = None
     message: str | None = None  # what the listing said beside its counts (EDDI's report field)
+    fix: str | None = None  # a failed run's: what fixes what ended it, when its error says (errors.EddiRagError.fix)
     warnings: list[dict[str, str]] = field(default_factory=list)  # {document, name, warning}: ingested, but check it
     failing: list[dict[str, str]] | None = None  # as it ended: every document of the source whose ingestion fails now
     # (this run's and earlier ones' not read again since), {documentId, name, reason}; not kept in the history
@@ -152,10 +153,10 @@ class SourceRuns:
             return
         self.db.execute(
             "UPDATE source_runs SET status=?, finished_at=?, added=?, updated=?, unchanged=?, deleted=?, failed=?, "
-            "failures=?, error=?, embedded=?, seen=?, segments=?, stop_reason=?, cost=?, message=? WHERE run_id=?",
+            "failures=?, error=?, embedded=?, seen=?, segments=?, stop_reason=?, cost=?, message=?, fix=? WHERE run_id=?",
             (run.status, run.finishedAt, run.added, run.updated, run.unchanged, run.deleted, run.failed,
              json.dumps(run.failures), run.error, run.embedded, run.seen, run.segments, run.stopReason, run.costUsd,
-             run.message, run.runId))
+             run.message, run.fix, run.runId))
         self.leases.release(run.runId)
 
     def embedded_this_month(self, kb_id: str, source_id: str, but: str | None = None) -> int:
@@ -187,7 +188,7 @@ class SourceRuns:
         return [Run(r["run_id"], r["status"], r["started_at"], r["finished_at"], r["added"], r["updated"],
                     r["unchanged"], r["deleted"], r["failed"], json.loads(r["failures"] or "[]"), r["error"],
                     r["kind"], r["embedded"], r["seen"] or 0, r["segments"] or 0, r["stop_reason"], r["cost"],
-                    source_id, r["message"]).to_json() for r in rows]
+                    source_id, r["message"], fix=r["fix"]).to_json() for r in rows]
 
     def close(self) -> None:
         """A graceful shutdown: runs this process is carrying out read CANCELLED (as EDDI's), not left to be reaped."""

@@ -31,6 +31,24 @@ class ServiceError(EddiRagError, RuntimeError):
     def __init__(self, message: str, code: int | None = None):
         super().__init__(message)
         self.code = code
+        self.fix = self.fix or _fix_of_status(code)
+
+
+def _fix_of_status(code: int | None) -> str:
+    """What fixes a service's refusal, by its HTTP status (None: it was not reached)."""
+    if code is None:
+        return ("make the service's address reachable from this server (the source's URL fields; a private address must be "
+                "listed in EDDI_RAG_OUTBOUND_ALLOW)")
+    if code in (400, 401):
+        return ("correct the credentials the source names (its tenant, client or account id, and the secret stored in the "
+                "vault under the key its secret field names)")
+    if code == 403:
+        return "give the source's app or account read access to what the source names (the permission the service says)"
+    if code == 404:
+        return "correct what the source names (its sites, drives, folders, repository or bucket): the service knows no such one"
+    if code in (429, 503) or code >= 500:
+        return "wait until the service answers again (it is throttled or down)"
+    return "correct what the service's answer names in the source's settings"
 
 
 class ServiceGoneError(ServiceError):
@@ -169,7 +187,8 @@ class JsonApi:
             raise ServiceError(f"{self.what}: GET {url.split('?')[0]} answered HTTP {response.status_code} {_said(response)}",
                                response.status_code)
         if len(response.content) > MAX_BODY:
-            raise ServiceError(f"{self.what}: an answer of {len(response.content):,} bytes, over {MAX_BODY:,}")
+            raise ServiceError(f"{self.what}: an answer of {len(response.content):,} bytes, over {MAX_BODY:,}").fixed_by(
+                "name less in one source (fewer sites, drives or folders): one answer of the service was too large to read")
         return response.json()
 
     def pages(self, url: str, params: dict[str, Any] | None = None, next_link: str = "@odata.nextLink") -> Iterator[Any]:
@@ -194,7 +213,8 @@ class JsonApi:
                 for piece in response.iter_bytes():
                     data += piece
                     if max_bytes is not None and len(data) > max_bytes:
-                        raise ServiceError(f"{self.what}: a file over the limit of {max_bytes:,} bytes (settings.maxBytesPerPage or EDDI_RAG_MAX_UPLOAD_MB)")
+                        raise ServiceError(f"{self.what}: a file over the limit of {max_bytes:,} bytes (settings.maxBytesPerPage or "
+                                       "EDDI_RAG_MAX_UPLOAD_MB)").fixed_by("raise settings.maxBytesPerPage (or EDDI_RAG_MAX_UPLOAD_MB), or exclude the file")
                 return bytes(data), response.headers.get("content-type")
             finally:
                 response.close()

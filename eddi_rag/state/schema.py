@@ -346,6 +346,13 @@ def _audit_indexed(c: sqlite3.Connection) -> None:
             c.execute("INSERT INTO audit_documents VALUES (?,?,?)", (tenant, document, seq))
 
 
+def _run_fixes(c: sqlite3.Connection) -> None:
+    """Version 25: what fixes a source run that failed (``source_runs.fix``: its error's, in words; NULL: it did not
+    say), shown by Health beside the error."""
+    if "fix" not in _columns(c, "source_runs"):
+        c.execute("ALTER TABLE source_runs ADD COLUMN fix TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appended_ingestions, _eddi_sources,
                                                                  _timeout_in_milliseconds, _global_variables,
                                                                  _earlier_defaults_named, _review_and_test_questions,
@@ -353,7 +360,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_baseline, _appe
                                                                  _vault, _job_failures, _job_bodies, _run_messages,
                                                                  _canonical_places, _principals, _source_cursors,
                                                                  _synced_permissions, _questions_asked_as, _version_authors,
-                                                                 _audit, _audit_erasable, _audit_indexed)
+                                                                 _audit, _audit_erasable, _audit_indexed, _run_fixes)
 LATEST = len(MIGRATIONS)
 
 

@@ -44,7 +44,7 @@ from eddi_rag.stores.base import (
 )
 
 DIM = 24  # past 16, so SIMD loops and their scalar tails both run
-PAGING_CHUNKS = 3_000  # above the engines' page sizes (Chroma 1,000, Typesense 250, Elasticsearch 1,000...)
+PAGING_CHUNKS = 2_100  # over two of the engines' largest pages (Chroma 1,000, Elasticsearch 1,000; Typesense 250...)
 
 
 def vec(*xs: float) -> list[float]:

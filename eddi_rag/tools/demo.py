@@ -55,7 +55,7 @@ def notices_service(path: Path, port: int = 0):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)  # (its stop waits one interval)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -32,7 +32,7 @@ from eddi_rag import state
 from eddi_rag.common.outbound import OutboundPolicy
 from eddi_rag.common.secrets import SecretNotFoundError, SecretResolver
 from eddi_rag.config import ConfigValidationError, IngestionSource, RagConfiguration
-from eddi_rag.errors import EddiRagError, described
+from eddi_rag.errors import EddiRagError, described, fix_of
 from eddi_rag.ingest.limits import max_upload_bytes
 from eddi_rag.ingest.loaders import detect
 from eddi_rag.ingest.pipeline import Ingestor
@@ -149,18 +149,22 @@ class SourceSync:
             last = next((r for r in runs if r.get("kind") != PERMISSIONS and r["status"] != RUNNING), None)
             if last is not None and last["status"] == FAILED:
                 out.append({"level": "warning", "detail": f"{said}: its last run failed: {last.get('error') or 'no reason kept'}",
-                            "fix": "fix what it says, then Run the source (Documents: Sources)"})
+                            "fix": f"{last.get('fix') or 'correct what the error names'}, then press Run on the source's card "
+                                   "(Documents: Sources)"})
             synced = next((r for r in runs if r.get("kind") == PERMISSIONS and r["status"] != RUNNING), None)
             if synced is not None and synced["status"] == FAILED:
                 out.append({"level": "warning", "detail": f"{said}: its last permission sync failed ({synced.get('error')}): "
                                                           "its documents keep the readers of the sync before",
-                            "fix": "fix what it says, then Sync permissions (Documents: Sources)"})
+                            "fix": f"{synced.get('fix') or 'correct what the error names'}, then press Sync permissions on the "
+                                   "source's card (Documents: Sources)"})
             failing = failing_documents(self.ledger.known(kb_id, sid))
             if failing:
                 shown = "; ".join(f"{f['name']}: {f['reason']}" for f in failing[:3]) + (
                     f"; and {len(failing) - 3} more" if len(failing) > 3 else "")
                 out.append({"level": "warning", "detail": f"{said}: {len(failing)} document(s) fail to ingest: {shown}",
-                            "fix": "fix them in the source, then Retry failed (POST …/sources/{sourceId}/retry) or Run it"})
+                            "fix": f"replace or correct {'it' if len(failing) == 1 else 'them'} in the source, then press Retry "
+                                   f"{len(failing)} failing on the source's card (Documents: Sources; REST: POST "
+                                   f"…/sources/{sid}/retry)"})
         return out
 
     def start(self, kb_id: str, source_id: str) -> Run:
@@ -213,7 +217,7 @@ class SourceSync:
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("source %s of %s failed: %s", sid, kb_id, e)
-            run.status, run.error = FAILED, self.redact(described(e))
+            run.status, run.error, run.fix = FAILED, self.redact(described(e)), fix_of(e)
         if settings.costPerThousandSegments is not None:
             run.costUsd = round(run.embedded / 1000 * settings.costPerThousandSegments, 6)
         run.finishedAt = fleet.now()
@@ -381,7 +385,7 @@ class SourceSync:
             run.status = COMPLETED
         except Exception as e:  # noqa: BLE001 - the run's status says what went wrong
             log.warning("permission sync of source %s of %s failed: %s", sid, kb_id, e)
-            run.status, run.error = FAILED, self.redact(described(e))
+            run.status, run.error, run.fix = FAILED, self.redact(described(e)), fix_of(e)
         run.finishedAt = fleet.now()
         self.run_records.finish(run)
         return run
@@ -463,7 +467,7 @@ class SourceSync:
             nxt = croniter(source.when, datetime.now(timezone.utc)).get_next(datetime).isoformat(timespec="seconds")
         return {"sourceId": sid, "type": source.type, "needs": getattr(kind, "needs", ""),
                 "where": kind.where(source) if hasattr(kind, "where") else source.type, "cursor": self.ledger.cursor(kb_id, sid),
-                "documents": len(known), "lastRun": last, "nextRun": nxt,
+                "documents": sum(1 for r in known.values() if r["status"] != "failed"), "lastRun": last, "nextRun": nxt,
                 "keepsPermissions": keeps_permissions(kind, source), "lastPermissionSync": synced,
                 "failing": failing_documents(known),
                 "permissionSyncMinutes": source.settings.permissionSyncMinutes}

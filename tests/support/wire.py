@@ -70,7 +70,7 @@ class WireStandIn:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def error_body(self, request: dict[str, Any]) -> Any:
         return {"error": {"message": "stand-in failure"}}

@@ -62,16 +62,22 @@ class ImapSourceError(EddiRagError, ValueError):
     status = 400
 
 
-def _fix(e: OSError, spec: ImapSettings) -> str:
+PORTS = "IMAP listens on port 993 with TLS (useTls: true) or on 143 without (useTls: false)"
+
+
+def _why(e: OSError, spec: ImapSettings) -> str:
     """What to check when the server could not be reached, by how it failed."""
-    ports = "IMAP listens on port 993 with TLS (useTls: true) or on 143 without (useTls: false)"
     if isinstance(e, ConnectionRefusedError):
-        return f". Nothing listens on port {spec.port} of {spec.host}: {ports}; check host, port and useTls"
+        return f". Nothing listens on port {spec.port} of {spec.host}: {PORTS}; check host, port and useTls"
     if isinstance(e, TimeoutError):
-        return f". {spec.host} did not answer on port {spec.port}: a firewall may drop it, or the port is wrong ({ports})"
+        return f". {spec.host} did not answer on port {spec.port}: a firewall may drop it, or the port is wrong ({PORTS})"
     if "ssl" in type(e).__name__.lower() or "SSL" in str(e):
-        return f". TLS failed on port {spec.port}: {ports}; a port without TLS needs useTls: false"
+        return f". TLS failed on port {spec.port}: {PORTS}; a port without TLS needs useTls: false"
     return ""
+
+
+REACH = f"correct the source's host, port and useTls ({PORTS}) on its card in Configuration"
+LOGIN = "correct the source's username, or store the mailbox's password in the vault under the key its password field names"
 
 
 def _connect(ctx: SourceContext, spec: ImapSettings) -> Any:
@@ -83,12 +89,12 @@ def _connect(ctx: SourceContext, spec: ImapSettings) -> Any:
     try:
         client = IMAPClient(spec.host, port=spec.port, ssl=spec.useTls, timeout=30)
     except OSError as e:
-        raise ImapSourceError(f"imap: cannot connect to {spec.host}:{spec.port} ({type(e).__name__}: {e}){_fix(e, spec)}") from None
+        raise ImapSourceError(f"imap: cannot connect to {spec.host}:{spec.port} ({type(e).__name__}: {e}){_why(e, spec)}").fixed_by(REACH) from None
     try:
         client.login(spec.username, password)
     except IMAPClientError as e:
         client.shutdown()
-        raise ImapSourceError(f"imap: {spec.host} refused the login of {spec.username!r}: {e}") from None
+        raise ImapSourceError(f"imap: {spec.host} refused the login of {spec.username!r}: {e}").fixed_by(LOGIN) from None
     return client
 
 
@@ -154,7 +160,8 @@ class ImapConnector(Connector[ImapSettings]):
         try:
             validity = int(client.select_folder(folder, readonly=True)[b"UIDVALIDITY"])
         except Exception as e:  # noqa: BLE001 - the server's word on the folder
-            raise ImapSourceError(f"imap.folders: cannot open {folder!r}: {e}") from None
+            raise ImapSourceError(f"imap.folders: cannot open {folder!r}: {e}").fixed_by(
+                "name the folders as the mailbox lists them (INBOX, or a path such as Archive/2026) in the source's folders") from None
         if before is not None and before.get("validity") != validity:
             raise CursorExpiredError(f"folder {folder!r} was renumbered (UIDVALIDITY {before.get('validity')} → {validity})")
         known: dict[str, str] = dict((before or {}).get("seen", {}))

@@ -248,7 +248,9 @@ function sourcesEditor(common, value, readonly, item) {
         const required = (spec.required || []).includes(name);
         const f = renderField(at(`.${type}.${name}`), name, { ...field, required }, block[name], readonly);
         $("[data-path]", f).dataset.block = name;
-        (required || block[name] !== undefined ? fields : more).append(f);
+        // what the card's "Needs" line asks for is in view: the required fields and the secrets (writeOnly: the S3 keys, the
+        // IMAP password), the rest under More
+        (required || field.writeOnly || block[name] !== undefined ? fields : more).append(f);
       }
     };
     const acl = () => renderField(at(".settings.acl"), "acl", { ...item.properties.settings.properties.acl }, (src.settings || {}).acl, readonly);
@@ -826,7 +828,7 @@ function renderSources(kb) {
     };
     const facts = el("dl", { class: "source-status" });
     const extra = el("span", {});
-    const summary = (run) => run ? `${when(run.startedAt)} · ${runStatus(run)}` + (run.status === "FAILED" ? `: ${run.error || ""}` :
+    const summary = (run) => run ? `${when(run.startedAt)} · ${runStatus(run)}` + (run.status === "FAILED" ? `: ${run.error || ""}${run.fix ? `. To fix: ${run.fix}` : ""}` :
       ` · added ${run.added || 0}, updated ${run.updated || 0}, deleted ${run.deleted || 0}` + (run.failed ? `, ${run.failed} failing` : "")) : "never";
     const status = async () => {
       const r = await api("GET", kbUrl(kb.id, `/sources/${encodeURIComponent(s.id)}/status`));
@@ -1285,16 +1287,51 @@ function turnProblems(t) {
 
 // ---- health: the doctor's checks for each knowledge base -------------------------------------
 const LEVEL_TEXT = { ok: "ok", warning: "WARN", failed: "FAIL", skipped: "skipped" };
+// What needs looking at comes first: the summary names the knowledge bases that need attention, their rows move to the
+// top (failed, then warning) with their problems before their passed checks; a knowledge base whose checks all
+// passed is one row ("all 8 checks passed", the checks named under it).
 function initHealth() {
-  for (const body of $$("tbody[data-doctor]")) {
+  const bodies = $$("tbody[data-doctor]");
+  const verdicts = new Map();
+  const RANK = { failed: 0, warning: 1, ok: 2 };
+  const summarize = () => {
+    const attention = bodies.filter((b) => ["failed", "warning"].includes(verdicts.get(b)))
+      .sort((a, b) => RANK[verdicts.get(a)] - RANK[verdicts.get(b)]);
+    const table = $("#health");
+    for (const b of [...attention].reverse()) table.insertBefore(b, table.tBodies[0]);  // (the header stays first)
+    const left = bodies.length - verdicts.size;
+    $("#health-summary").replaceChildren(attention.length
+      ? `${attention.length} of ${bodies.length} knowledge base${bodies.length === 1 ? "" : "s"} need${attention.length === 1 ? "s" : ""} attention: ` +
+        attention.map((b) => `${b.dataset.name} (${verdicts.get(b) === "failed" ? "failed" : "warning"}: ${b.dataset.problems})`).join("; ")
+      : left ? `Checking… ${verdicts.size} of ${bodies.length} done, none needs attention so far.` : `All ${bodies.length} knowledge base${bodies.length === 1 ? "" : "s"} pass every check.`,
+      left && attention.length ? ` (checking ${left} more…)` : "");
+    $("#health-summary").className = attention.length ? "attention" : "muted";
+  };
+  for (const body of bodies) {
     api("GET", kbUrl(body.dataset.doctor, "/verdict")).then((r) => {
       const name = el("a", { href: `/ui/kbs/${encodeURIComponent(body.dataset.doctor)}` }, body.dataset.name);
-      if (!r.ok) { body.replaceChildren(el("tr", {}, el("th", { scope: "row" }, name), el("td", { colspan: 4, class: "error" }, problem(r)))); return; }
-      const head = el("th", { scope: "row", rowspan: r.data.checks.length }, name, el("br"), verdictBadge(el("span"), r));
-      body.replaceChildren(...r.data.checks.map((c, i) => el("tr", { class: c.level, "data-check": c.check },
+      if (!r.ok) {
+        body.replaceChildren(el("tr", {}, el("th", { scope: "row" }, name), el("td", { colspan: 4, class: "error" }, problem(r))));
+        body.dataset.problems = problem(r); verdicts.set(body, "failed"); summarize(); return;
+      }
+      const checks = r.data.checks, bad = checks.filter((c) => c.level === "failed" || c.level === "warning");
+      body.dataset.problems = bad.map((c) => c.check).join(", ");
+      verdicts.set(body, r.data.status);
+      if (!bad.length && r.data.status === "ok") {
+        body.replaceChildren(el("tr", { class: "ok", "data-check": "all" },
+          el("th", { scope: "row" }, name, el("br"), verdictBadge(el("span"), r)), el("td", { "data-label": "Check" }, `every check (${checks.length})`),
+          el("td", { "data-label": "Status" }, el("span", { class: "health ok" }, "ok")),
+          el("td", { "data-label": "Detail", colspan: 2 }, el("details", {}, el("summary", {}, `${checks.filter((c) => c.level === "ok").length} passed`),
+            el("ul", {}, checks.map((c) => el("li", {}, `${c.check}: ${c.level === "skipped" ? "skipped" : c.detail}`)))))));
+        summarize(); return;
+      }
+      const ordered = [...bad.sort((a, b) => RANK[a.level] - RANK[b.level]), ...checks.filter((c) => !bad.includes(c))];
+      const head = el("th", { scope: "row", rowspan: ordered.length }, name, el("br"), verdictBadge(el("span"), r));
+      body.replaceChildren(...ordered.map((c, i) => el("tr", { class: c.level, "data-check": c.check },
         i === 0 ? head : "", el("td", { "data-label": "Check" }, c.check),
         el("td", { "data-label": "Status" }, el("span", { class: `health ${LEVEL_CLASS[c.level]}` }, LEVEL_TEXT[c.level])),
         el("td", { "data-label": "Detail" }, c.detail), el("td", { "data-label": "Fix" }, c.fix || "—"))));
+      summarize();
     });
   }
 }
@@ -1323,14 +1360,23 @@ function initAdmin() {
     e.preventDefault();
     const f = e.target;
     const body = { role: f.role.value, actsForUsers: f.actsForUsers.checked, groups: words(f.groups.value) };
+    if ($("#keys td.empty") && body.role !== "admin" && !confirm(`The first key turns auth on, and a ${body.role}'s key cannot manage keys: `
+      + "nobody could make or revoke a key on this page after it (eddi-rag keys create on the server still can). Create it anyway?")) return;
     if (f.name.value.trim()) body.name = f.name.value.trim();
     if (f.user.value.trim()) body.user = f.user.value.trim();
     const r = await api("POST", "/keys", body);
     const out = $("#new-key-out");
     if (!r.ok) { out.replaceChildren(el("p", { class: "error" }, `Not created: ${problem(r)}`)); return; }
-    const first = $("#keys td.empty");  // the first key turns auth on: this page, too, asks who you are from now on
+    // the first key turns auth on: this page, too, asks who you are from now on; an admin's key signs in from here
+    const first = $("#keys td.empty");
+    const signIn = el("form", { method: "post", action: "/ui/login", class: "inline-form" },
+      el("input", { type: "hidden", name: "credential", value: r.data.key }), el("input", { type: "hidden", name: "next", value: "/ui/admin" }),
+      el("button", { type: "submit", id: "sign-in-with-key" }, "Sign in with this key"));
     out.replaceChildren(el("p", {}, "The key, shown this once (copy it now): ", el("code", { class: "secret-once" }, r.data.key)),
-      first ? el("p", { class: "muted" }, "Auth is on from now: every caller, this page too, gives a key. ", el("a", { href: "/ui/login?next=/ui/admin" }, "Sign in with an admin key")) : "");
+      first ? el("p", { class: "caution" }, "Auth is on from now: every caller, this page too, gives a key. ",
+        body.role === "admin" ? signIn : el("a", { href: "/ui/login?next=/ui/admin" }, "Sign in with an administrator's key")) : "");
+    if (first) { const who = $(".who span"); if (who) { who.textContent = "auth on · not signed in"; who.title = "A key exists: sign in with one"; }
+      const note = $("#first-key-note"); if (note) note.remove(); }
     f.reset();
     if (!first) keys();
   });
@@ -1358,8 +1404,36 @@ function initAdmin() {
     body.replaceChildren(...(r.data.length ? r.data.map((k) => el("tr", {}, el("td", { "data-label": "Key" }, el("code", {}, `\${vault:${k.keyName}}`)),
       el("td", { "data-label": "Description" }, k.description || "—"), el("td", { "data-label": "Created" }, when(k.createdAt)),
       el("td", { "data-label": "Last used" }, k.lastAccessedAt ? when(k.lastAccessedAt) : "never"),
-      el("td", { "data-label": "Rotated" }, k.lastRotatedAt ? when(k.lastRotatedAt) : "—"))) : [el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No secrets stored yet."))]));
+      el("td", { "data-label": "Rotated" }, k.lastRotatedAt ? when(k.lastRotatedAt) : "—"), secretActions(k))) : [el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No secrets stored yet."))]));
   };
+  // a secret's value replaced (its references keep working, with the new value) or the secret deleted (administrators)
+  const secretUrl = (k) => `/secretstore/secrets/${encodeURIComponent(tenant)}/${encodeURIComponent(k.keyName)}`;
+  const vaultSaid = (ok, text) => $("#vault-out").replaceChildren(el("p", { class: ok ? "" : "error" }, text));
+  const secretActions = (k) => {
+    const value = el("input", { type: "password", autocomplete: "off", "aria-label": `New value of ${k.keyName}` });
+    return el("td", { class: "actions", "data-key-name": k.keyName },
+      el("details", { class: "replace-secret" }, el("summary", {}, "Replace value…"), value,
+        el("button", { type: "button", onclick: async () => {
+          if (!value.value) { vaultSaid(false, `Type the new value of ${k.keyName} first.`); return; }
+          const r = await api("PUT", secretUrl(k), { value: value.value, description: k.description || undefined, allowedAgents: k.allowedAgents });
+          value.value = "";
+          vaultSaid(r.ok, r.ok ? `Replaced the value of \${vault:${k.keyName}}: whatever refers to it uses the new value now.` : problem(r));
+          if (r.ok) secrets();
+        } }, "Replace")),
+      ADMIN ? el("button", { type: "button", class: "danger", onclick: async () => {
+        if (!confirm(`Delete the secret ${k.keyName}? Every configuration that refers to \${vault:${k.keyName}} fails until it is stored again.`)) return;
+        const r = await api("DELETE", secretUrl(k));
+        vaultSaid(r.ok, r.ok ? `Deleted ${k.keyName}.` : problem(r));
+        if (r.ok) secrets();
+      } }, "Delete") : "");
+  };
+  const ADMIN = !!$("#rotate-dek");
+  if ($("#rotate-dek")) $("#rotate-dek").addEventListener("click", async () => {
+    if (!confirm("Encrypt every secret of this tenant again with a new data key?")) return;
+    const r = await api("POST", `/secretstore/secrets/${encodeURIComponent(tenant)}/rotate-dek`);
+    vaultSaid(r.ok, r.ok ? (r.data.message || `Rotated: ${r.data.secretsReEncrypted} secret(s) encrypted again.`) : problem(r));
+    if (r.ok) secrets();
+  });
   keys(); groups(); secrets();
 }
 
