@@ -8,6 +8,8 @@ process:
 - ``eddi-rag serve``: seconds from starting the process until ``/health`` answers 200, then until the Manager's
   first page (``/ui``) has answered, then until the first ``/query`` has answered (the default: a process per core,
   forked); ``serve --processes 1`` until ``/health``;
+- ``serve --load examples/workflows`` on a new data directory (README's first run: its documents are queued as it
+  starts): until ``/health``, then until ``/ui`` has answered;
 - ``eddi-rag query KB "question"``: the whole command, from start to exit;
 - ``python -c "import eddi_rag.api.app"`` and ``import eddi_rag.runtime``: the imports alone;
 - the floors (issue 60, point 2), in the same runs: a bare FastAPI app on uvicorn answering ``/health``, and a bare
@@ -38,6 +40,7 @@ from bench_load import free_port  # noqa: E402
 from eddi_rag.runtime import Runtime  # noqa: E402
 
 EDDI_RAG = [sys.executable, "-m", "eddi_rag.cli"]
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "workflows"
 
 BARE_SERVER = """
 import sys
@@ -109,6 +112,25 @@ def served(data: str, kb: str, *options: str) -> tuple[float, float, float]:
         server.wait(timeout=60)
 
 
+def loaded() -> tuple[float, float]:
+    """``serve --load examples/workflows`` on a new data directory (the README's first run: its documents are queued as
+    it starts): seconds until ``/health`` answers, then until the Manager's first page (``/ui``) has."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as data:
+        t0 = time.perf_counter()
+        server = subprocess.Popen([*EDDI_RAG, "serve", "--port", str(port), "--data-dir", data, "--load", str(EXAMPLES)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            until_answered(f"{base}/health", server)
+            health = time.perf_counter() - t0
+            until_answered(f"{base}/ui", server)
+            return health, time.perf_counter() - t0 - health
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+
 def bare_served() -> float:
     """The floor of ``serve``: a bare FastAPI app on uvicorn, from start until ``/health`` answers."""
     port = free_port()
@@ -140,11 +162,14 @@ def main() -> None:
                 rt.ingest(kb, f"doc{i}.md", f"# Note {i}\n\nVitamin D and bone health, note {i}.")
         for _ in range(args.runs):
             health, ui, first = served(data, kb)
+            loaded_health, loaded_ui = loaded()
             for what, seconds in (("serve (one process per core, the default): start until /health answers", health),
                                   ("serve --processes 1: start until /health answers", served(data, kb, "--processes", "1")[0]),
                                   ("floor: a bare FastAPI app on uvicorn until /health answers", bare_served()),
                                   ("serve: then until /ui answers", ui),
                                   ("serve: then until the first /query answers", first),
+                                  ("serve --load examples/workflows (a new data directory): start until /health answers", loaded_health),
+                                  ("serve --load examples/workflows: then until /ui answers", loaded_ui),
                                   ("eddi-rag query KB \"question\" (start to exit)",
                                    timed([*EDDI_RAG, "query", kb, "vitamin D", "--data-dir", data])),
                                   ("floor: a bare script: the ONNX model, the question embedded, 1,000 vectors scored",

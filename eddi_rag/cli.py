@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -193,6 +194,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
     from eddi_rag.tools.bundle import load_bundle, queue_documents
     from eddi_rag.verbs.turns import answering_model
 
+    session = default_model_made(str(processes))  # (beside what follows, for the processes to share)
     lock = one_server_per_folder(data_dir, state_url)  # held for the process' life
     if demo_notices:
         from eddi_rag.tools.demo import EXAMPLES, NOTICES_PORT, notices_service
@@ -225,8 +227,10 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
             os.environ[several.SETTINGS] = several.settings(
                 data_dir=data_dir, state_url=state_url, loopback_allowed=demo_notices, log_format=log_format,
                 max_upload_bytes=limit, llm=llm, base_url=base_url, model=model, host=host, worker=worker)
-            several_processes(uvicorn.Config("eddi_rag.api.served:app", factory=True, workers=processes, **served))
+            several_processes(uvicorn.Config("eddi_rag.api.served:app", factory=True, workers=processes, **served), session)
         else:
+            if session is not None:  # (auto chose one process)
+                session.given_back()
             from eddi_rag.api.app import create_app
             from eddi_rag.api.observability import log_requests
 
@@ -238,7 +242,7 @@ def serve(host, port, data_dir, bundles, max_upload_mb, insecure, log_format, st
         lock.close()
 
 
-def several_processes(config) -> None:
+def several_processes(config, model: ModelSession | None = None) -> None:
     """``uvicorn.run`` for several processes, over a listening socket bound here with its protocol named (TCP): the
     one uvicorn binds has protocol 0, which its connections inherit, so asyncio leaves Nagle's algorithm on and each
     kept-alive request waits for the client's delayed ACK (uvicorn issue #3149, open: 46 ms a request against 1 ms)."""
@@ -246,7 +250,7 @@ def several_processes(config) -> None:
 
     from uvicorn.supervisors import Multiprocess
 
-    click.echo(f"{config.workers} serving processes, {forked()}", err=True)
+    click.echo(f"{config.workers} serving processes, {forked(model)}", err=True)
 
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -267,49 +271,79 @@ def several_processes(config) -> None:
 PROCESS_START = "EDDI_RAG_PROCESS_START"  # fork (the default where there is fork) or spawn
 
 
-def forked() -> str:
-    """The serving processes forked from this one once it has imported what each of them imports, instead of each
-    started afresh (uvicorn spawns them): the modules' code and objects are shared copy-on-write (``gc.freeze`` keeps
-    the collector from writing to them), and each process starts without importing anything. Each still makes its
-    own runtime and model after the fork (an onnxruntime session is not made before one). ``EDDI_RAG_PROCESS_START=
-    spawn``: started afresh, as uvicorn does."""
+def forked(model: ModelSession | None = None) -> str:
+    """The serving processes forked from this one once it has imported what answers ``/health`` (the app, the runtime,
+    uvicorn) and made the default model's session (``model``: the thread making it, started as ``serve`` began),
+    instead of each started afresh (uvicorn spawns them): those modules' objects and the session's weights (about 160
+    MB) are shared copy-on-write (``gc.freeze`` keeps the collector from writing to them). Each process answers
+    ``/health`` once its runtime and app are made, then declares its routes in a thread, as ``--processes 1`` does.
+    Importing every router and native library here too held ``/health`` back (2.6x a bare FastAPI app: issue 67,
+    point 4) for about 8 MB a process (the libraries' code is shared by the page cache either way). Each process's
+    model runs on one thread (EDDI_RAG_MODEL_THREADS, unless set): the processes share the cores.
+    ``EDDI_RAG_PROCESS_START=spawn``: started afresh, as uvicorn does."""
     import gc
     import multiprocessing
     import os
-    import threading
 
     how = os.environ.get(PROCESS_START, "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     if how not in ("fork", "spawn"):
         raise click.ClickException(f"{PROCESS_START}={how!r}: use fork or spawn")
+    shared = ""
+    if model is not None:
+        model.join()
+        shared = " and the default model's session" if model.made else ""
     if how == "spawn":
         return f"started afresh ({PROCESS_START}=spawn)"
     if threading.active_count() > 1:  # (a fork copies no thread: with one running, start afresh)
         return f"started afresh (threads running here: {', '.join(t.name for t in threading.enumerate()[1:])})"
     import uvicorn._subprocess
 
-    # the default model's session made here, on one thread a process, while this thread imports (its work is mostly
-    # outside the GIL): its weights are shared by every process (EDDI_RAG_MODEL_THREADS: the processes' other sessions
-    # take the same); the thread has ended before the fork
-    from eddi_rag.embeddings import local
+    import eddi_rag.api.app
+    import eddi_rag.api.served
+    import eddi_rag.runtime  # noqa: F401 - (what each process imports to answer /health, imported once for all)
 
-    os.environ.setdefault(local.THREADS, "1")
-    made: list[bool] = []
-    session = threading.Thread(target=lambda: made.append(local.share_default_session()), name="eddi-rag-model")
-    session.start()
-    from eddi_rag.api.app import ROUTERS
-
-    for module in ("eddi_rag.api.app", *dict.fromkeys(f"eddi_rag.api.{name}" for name, _ in ROUTERS), "eddi_rag.runtime", "numpy",
-                   "onnxruntime", "tokenizers", "tantivy", "faiss", "fasttext", "eddi_rag.stores.embedded.sqlite",
-                   "eddi_rag.embeddings.local", "eddi_rag.ingest.language"):  # (a first query's)
-        try:
-            __import__(module)
-        except ImportError:
-            continue
-    session.join()
-    shared = " and the default model's session" if made and made[0] else ""
     gc.freeze()
     uvicorn._subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
-    return f"forked from this process, its imports{shared} shared"
+    return f"forked from this process once it had imported what answers /health{shared}"
+
+
+class ModelSession(threading.Thread):
+    """The default model's one-thread session, made in a thread as ``serve`` starts, beside its other work (onnxruntime
+    works outside the GIL), for the processes it forks to share (``forked``): ``made`` once it is; ``set_threads``:
+    it set EDDI_RAG_MODEL_THREADS to 1 (a single process gives the model every core back)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="eddi-rag-model", daemon=True)
+        self.made = False
+        self.set_threads = "EDDI_RAG_MODEL_THREADS" not in os.environ  # (embeddings.local.THREADS)
+        os.environ.setdefault("EDDI_RAG_MODEL_THREADS", "1")
+
+    def run(self) -> None:
+        from eddi_rag.embeddings import local
+
+        if local.default_threads() != 1:  # (a session with a thread pool must not cross a fork)
+            return
+        try:
+            local.default_session()
+            self.made = True
+        except RuntimeError:  # (the model's package is missing: each process says so when it needs it)
+            pass
+
+    def given_back(self) -> None:
+        """One process after all: it waits for the session, and its model takes every core again."""
+        self.join()
+        if self.set_threads:
+            os.environ.pop("EDDI_RAG_MODEL_THREADS", None)
+
+
+def default_model_made(processes: str) -> ModelSession | None:
+    """The default model's session started (``ModelSession``) where ``serve`` will likely fork several processes:
+    ``--processes`` above 1, or auto on several cores."""
+    if processes == "1" or (processes == "auto" and (os.cpu_count() or 1) < 2) or os.environ.get(PROCESS_START, "fork") != "fork":
+        return None
+    model = ModelSession()
+    model.start()
+    return model
 
 
 ONE_PER_FOLDER = {

@@ -227,8 +227,9 @@ def cron_ticks_once_and_the_scheduler_is_taken_over(fleet: Fleet, client: Client
     assert made.status_code == 201, made.text
     runs_url = f"{BASE}/{made.headers['location'].split('/')[-1].split('?')[0]}/sources/site/runs"
 
-    def a_tick_is_due() -> None:
-        last = (datetime.now(timezone.utc) - timedelta(minutes=4)).isoformat(timespec="milliseconds")
+    def a_tick_is_due() -> None:  # (a look a minute before the fire time, however long the runs before took: "now
+        # minus 4 minutes" was after the fire time once a slow machine's runs had taken over 2 minutes)
+        last = (fired.replace(second=0, microsecond=0) - timedelta(minutes=1)).isoformat(timespec="milliseconds")
         fleet.state("UPDATE fleet_ticks SET last=%s WHERE name='scheduler'", (last,))
 
     def runs_after(count: int) -> list:

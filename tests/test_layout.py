@@ -204,7 +204,7 @@ BY_DESIGN = {
     # the offline demo shows the answering models themselves: which one answered, and beside the small local model
     # the context's own words (the extractive answer), so a first user sees what each gives
     "tools/demo.py": {"eddi_rag.answers", "eddi_rag.answers.choice", "eddi_rag.answers.extractive", "eddi_rag.answers.smollm2"},
-    # ``serve --processes N`` makes the default model's session before it forks the processes that share it: a
+    # ``serve --processes N`` makes the default model's session as it starts, for the processes it forks to share: a
     # matter of processes, not a rule a verb holds
     "cli.py": {"eddi_rag.embeddings"},
 }

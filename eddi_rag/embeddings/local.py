@@ -150,17 +150,10 @@ def default_threads() -> int | None:
     return int(raw) if raw and int(raw) > 0 else None
 
 
-def share_default_session() -> bool:
-    """Make the default model's one-thread session now, in a process about to fork its serving processes (which then
-    share its weights): only when ``EDDI_RAG_MODEL_THREADS`` is 1 (a session with a thread pool must not cross a
-    fork) and the model's package is there. Returns whether it was made."""
-    if default_threads() != 1:
-        return False
-    try:
-        _session(str(default_model_files()[0]), 1)
-    except RuntimeError:  # (the model's package is missing: each process says so when it needs it)
-        return False
-    return True
+def default_session() -> None:
+    """The default model's session made now (``serve``, before it forks the processes that share it), with the threads
+    ``EDDI_RAG_MODEL_THREADS`` gives; RuntimeError when the model's package is missing."""
+    _session(str(default_model_files()[0]), default_threads())
 
 
 def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
