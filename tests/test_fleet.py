@@ -233,8 +233,12 @@ def cron_ticks_once_and_the_scheduler_is_taken_over(fleet: Fleet, client: Client
         fleet.state("UPDATE fleet_ticks SET last=%s WHERE name='scheduler'", (last,))
 
     def runs_after(count: int) -> list:
-        until(lambda: len(runs := client.request("GET", runs_url).json()) >= count and runs[0]["status"] != "RUNNING",
-              f"{count} runs", 60, every=0.1)
+        try:
+            until(lambda: len(runs := client.request("GET", runs_url).json()) >= count and runs[0]["status"] != "RUNNING",
+                  f"{count} runs", 60, every=0.1)
+        except AssertionError as e:  # (what the workers said, to see why)
+            raise AssertionError(f"{e}; runs: {client.request('GET', runs_url).json()}; "
+                                 + "; ".join(f"{w}: {fleet.log(w)[-1500:]}" for w in ("worker-1", "worker-2"))) from None
         time.sleep(3)  # six more looks of each worker: nothing else may start
         return client.request("GET", runs_url).json()
 

@@ -451,3 +451,43 @@ def test_an_engine_answering_beyond_the_acl_still_fails_closed(runtime, monkeypa
     assert runtime.documents.visible(kb, opened, None, bob) and not runtime.documents.visible(kb, unlabelled, None, bob)
     with pytest.raises(ResourceNotFoundError):  # the Manager's and REST's document pages: the same re-check
         runtime.documents.chunks(kb, "none.md", readable=bob)
+
+
+def test_a_copy_is_its_makers_and_needs_the_right_to_read_the_original(tmp_path):
+    """Issue 67 (a review's leftover): REST's duplicate passed no caller, so a copy kept the original's owner (a
+    non-administrator's copy of someone else's knowledge base was refused: "only an administrator names another
+    owner"); the Manager's duplicate checked no grant and saved the copy as the original's, store place included (REST's gives a
+    copy a store of its own)."""
+    from fastapi.testclient import TestClient
+
+    from eddi_rag.api.app import create_app
+    from eddi_rag.resource_types import parse_uri
+    from eddi_rag.runtime import Runtime
+
+    def id_of(uri: str) -> str:
+        return parse_uri(uri).id
+
+    runtime = Runtime(tmp_path)
+    keys = {"admin": runtime.keys.create("default", "admin")[1],
+            "alice": runtime.keys.create("default", "editor", user="alice")[1],
+            "dan": runtime.keys.create("default", "editor", user="dan")[1]}
+    client = TestClient(create_app(runtime))
+    kb = make_kb(runtime, "ledger", owner="user:bob")
+    shared = client.put(f"/ragstore/rags/{kb}/grants", headers={"Authorization": f"Bearer {keys['admin']}"},
+                        json={"grants": [{"principal": "user:alice", "access": "VIEW"}]})
+    assert shared.status_code == 200, shared.text
+    as_alice, as_dan = ({"Authorization": f"Bearer {keys[w]}"} for w in ("alice", "dan"))
+
+    copied = client.post(f"/ragstore/rags/{kb}", headers=as_alice)
+    assert copied.status_code == 201, copied.text
+    copy = copied.headers["Location"].split("/")[-1].split("?")[0]
+    assert runtime.catalog.read("rags", copy)["owner"] == "user:alice"
+    assert client.post(f"/ragstore/rags/{kb}", headers=as_dan).status_code in (403, 404)
+
+    page = client.post(f"/ui/kbs/{kb}/duplicate", headers=as_alice, follow_redirects=False)
+    assert page.status_code == 303, page.text
+    made = [d for d in runtime.knowledge_bases.every("default") if d.name == "ledger (copy)"]
+    assert len(made) == 1 and runtime.catalog.read("rags", id_of(made[0].resource))["owner"] == "user:alice"
+    refused = client.post(f"/ui/kbs/{kb}/duplicate", headers=as_dan, follow_redirects=False)
+    assert refused.status_code in (403, 404) and len([d for d in runtime.knowledge_bases.every("default")
+                                                        if d.name.startswith("ledger (copy")]) == 1

@@ -195,7 +195,7 @@ def resource_router(kind: str, path: tuple[str, str] | None = None) -> APIRouter
     def duplicate(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0):
         runtime.catalog.own(kind, id, caller.tenant)
         shared(runtime, caller, id, "VIEW")
-        return _created(runtime.saving.duplicate(kind, id, version), 201, runtime)
+        return _created(runtime.saving.duplicate(kind, id, version, who=caller), 201, runtime)
 
     @router.delete("/{id}", response_class=Response, responses={200: {"description": "Deleted (no body)", "content": {}}})
     def delete(id: str, runtime: RuntimeDep, caller: Editor, version: Version = 0, permanent: bool = False):

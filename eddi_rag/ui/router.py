@@ -220,10 +220,11 @@ def duplicate_kb(id: str, request: Request):
     _editor(caller)
     runtime = runtime_of(request)
     data = runtime.catalog.read("rags", id, tenant=caller.tenant)
+    runtime.grants.check(caller, id, "VIEW")  # (as REST's: a knowledge base shared with others is theirs to copy)
     taken = {d.name for d in runtime.knowledge_bases.every(caller.tenant)}
     base = f"{data.get('name', id)} (copy"
     name = next(n for n in (f"{base})", *(f"{base} {i})" for i in range(2, 10000))) if n not in taken)
-    ref = runtime.saving.create("rags", {**data, "name": name}, caller.tenant)
+    ref = runtime.saving.duplicate("rags", id, who=caller, name=name)
     return _back(message=f"Duplicated as {name!r} ({ref.id}); its documents are not copied.")
 
 

@@ -223,14 +223,21 @@ class Saving:
         except (ResourceNotFoundError, ConfigValidationError):
             return None
 
-    def duplicate(self, kind: str, id: str, version: int = 0) -> ResourceRef:
+    def duplicate(self, kind: str, id: str, version: int = 0, who: Principal | None = None,
+                  name: str | None = None) -> ResourceRef:
         """A copy under a new id. A knowledge base's copy gets a store of its own, as EDDI's does: EDDI's "name"
-        layout becomes "id" (the copy's chunks tagged with its id), and a place named in our layout is left out."""
+        layout becomes "id" (the copy's chunks tagged with its id), and a place named in our layout is left out;
+        ``who`` made it, and owns it as any knowledge base its caller creates (the version's author too); ``name``: the
+        copy's (the Manager's "(copy)")."""
         if kind != "rags":
             return self.resources.duplicate(kind, id, version)
         tenant = self.resources.tenant_of(kind, id)
         data = own_store(self.resources.read(kind, id, version))
-        return self.create(kind, data, tenant, description=self.resources.descriptor(kind, id).description)
+        if who is not None:  # (the copy is its maker's, not the original's owner's)
+            data = {k: v for k, v in data.items() if k != "owner"}
+        if name is not None:
+            data = {**data, "name": name}
+        return self.create(kind, data, tenant, description=self.resources.descriptor(kind, id).description, who=who)
 
     def delete(self, kind: str, id: str, version: int = 0, permanent: bool = False) -> None:
         """Soft delete (the history kept; a KB's chunks untouched) or permanent (every version; a KB's

@@ -109,12 +109,17 @@ class SourceScheduler:
             self.leading = True
         now = now or datetime.now(timezone.utc)
         rows = self.db.query("SELECT last FROM fleet_ticks WHERE name=?", (ROLE,))
+        # kept before the runs start: a holder that dies in between loses this tick's runs rather than its
+        # successor running them twice; kept only over the look it read (a look written meanwhile, by an operator
+        # moving it back or a holder before this one, is gone on from at the next look, not overwritten)
+        looked = now.isoformat(timespec="milliseconds")
         if rows:
             self.last = datetime.fromisoformat(rows[0]["last"])
-        # kept before the runs start: a holder that dies in between loses this tick's runs rather than its
-        # successor running them twice
-        self.db.execute("INSERT INTO fleet_ticks VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET last=excluded.last",
-                        (ROLE, now.isoformat(timespec="milliseconds")))
+            kept = self.db.execute("UPDATE fleet_ticks SET last=? WHERE name=? AND last=?", (looked, ROLE, rows[0]["last"])).rowcount
+        else:
+            kept = self.db.execute("INSERT INTO fleet_ticks VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (ROLE, looked)).rowcount
+        if not kept:
+            return []
         return self.tick(now)
 
     def start(self) -> None:
