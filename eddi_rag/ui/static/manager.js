@@ -1289,7 +1289,7 @@ function turnProblems(t) {
 const LEVEL_TEXT = { ok: "ok", warning: "WARN", failed: "FAIL", skipped: "skipped" };
 // What needs looking at comes first: the summary names the knowledge bases that need attention, their rows move to the
 // top (failed, then warning) with their problems before their passed checks; a knowledge base whose checks all
-// passed is one row ("all 8 checks passed", the checks named under it).
+// passed is one row ("every check (10)", the checks named under it).
 function initHealth() {
   const bodies = $$("tbody[data-doctor]");
   const verdicts = new Map();
@@ -1302,10 +1302,10 @@ function initHealth() {
     const left = bodies.length - verdicts.size;
     $("#health-summary").replaceChildren(attention.length
       ? `${attention.length} of ${bodies.length} knowledge base${bodies.length === 1 ? "" : "s"} need${attention.length === 1 ? "s" : ""} attention: ` +
-        attention.map((b) => `${b.dataset.name} (${verdicts.get(b) === "failed" ? "failed" : "warning"}: ${b.dataset.problems})`).join("; ")
+        attention.map((b) => `${b.dataset.name} (${verdicts.get(b)}: ${b.dataset.problems})`).join("; ")
       : left ? `Checking… ${verdicts.size} of ${bodies.length} done, none needs attention so far.` : `All ${bodies.length} knowledge base${bodies.length === 1 ? "" : "s"} pass every check.`,
       left && attention.length ? ` (checking ${left} more…)` : "");
-    $("#health-summary").className = attention.length ? "attention" : "muted";
+    $("#health-summary").className = attention.length ? "caution" : "muted";
   };
   for (const body of bodies) {
     api("GET", kbUrl(body.dataset.doctor, "/verdict")).then((r) => {
@@ -1406,7 +1406,7 @@ function initAdmin() {
       el("td", { "data-label": "Last used" }, k.lastAccessedAt ? when(k.lastAccessedAt) : "never"),
       el("td", { "data-label": "Rotated" }, k.lastRotatedAt ? when(k.lastRotatedAt) : "—"), secretActions(k))) : [el("tr", {}, el("td", { colspan: 6, class: "empty" }, "No secrets stored yet."))]));
   };
-  // a secret's value replaced (its references keep working, with the new value) or the secret deleted (administrators)
+  // a secret's value replaced (its references keep working, with the new value) or the secret deleted
   const secretUrl = (k) => `/secretstore/secrets/${encodeURIComponent(tenant)}/${encodeURIComponent(k.keyName)}`;
   const vaultSaid = (ok, text) => $("#vault-out").replaceChildren(el("p", { class: ok ? "" : "error" }, text));
   const secretActions = (k) => {
@@ -1420,14 +1420,13 @@ function initAdmin() {
           vaultSaid(r.ok, r.ok ? `Replaced the value of \${vault:${k.keyName}}: whatever refers to it uses the new value now.` : problem(r));
           if (r.ok) secrets();
         } }, "Replace")),
-      ADMIN ? el("button", { type: "button", class: "danger", onclick: async () => {
+      el("button", { type: "button", class: "danger", onclick: async () => {
         if (!confirm(`Delete the secret ${k.keyName}? Every configuration that refers to \${vault:${k.keyName}} fails until it is stored again.`)) return;
         const r = await api("DELETE", secretUrl(k));
         vaultSaid(r.ok, r.ok ? `Deleted ${k.keyName}.` : problem(r));
         if (r.ok) secrets();
-      } }, "Delete") : "");
+      } }, "Delete"));
   };
-  const ADMIN = !!$("#rotate-dek");
   if ($("#rotate-dek")) $("#rotate-dek").addEventListener("click", async () => {
     if (!confirm("Encrypt every secret of this tenant again with a new data key?")) return;
     const r = await api("POST", `/secretstore/secrets/${encodeURIComponent(tenant)}/rotate-dek`);
