@@ -10,13 +10,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi_offline import FastAPIOffline
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from eddi_rag.api import errors, health, observability
-from eddi_rag.api.edge import ASGIApp, around_requests, document_errors, document_text_rule
+from eddi_rag.api.edge import ASGIApp, around_requests, document_errors, document_text_rule, include_once
 from eddi_rag.api.limits import Limits
 from eddi_rag.api.resources import document_schemas, resource_router
 from eddi_rag.auth import AuthError
@@ -37,6 +37,16 @@ ROUTERS = (("backends", "router"), ("ingestion", "router"), ("retrieval", "route
            ("feedback", "feedback_router"), ("sources", "router"), ("collections", "router"), ("keys", "router"),
            ("groups", "router"), ("groups", "memberships_router"), ("groups", "kb_router"), ("agents", "router"),
            ("backup", "router"), ("variables", "router"), ("vault", "router"), ("audit", "router"))
+
+
+def _routers() -> list[APIRouter]:
+    import importlib
+
+    routers = [getattr(importlib.import_module(f"eddi_rag.api.{module}"), router) for module, router in ROUTERS]
+    routers += [resource_router(kind) for kind in RESOURCE_TYPES]  # after the KB routes: /ragstore/rags/{id} must
+    # not swallow /{id}/query; our older paths before EDDI's (/llmstore/llmconfigs ...)
+    routers += [resource_router(kind, (store, collection)) for (_, store, collection), kind in OLDER_URIS.items()]
+    return routers
 
 
 class Declared:
@@ -117,17 +127,10 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     mcp = LazyMcp(mcp_server, streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
 
     def declare() -> None:
-        import importlib
-
-        for module, router in ROUTERS:
-            app.include_router(getattr(importlib.import_module(f"eddi_rag.api.{module}"), router))
-        for kind in RESOURCE_TYPES:  # after the KB routes: /ragstore/rags/{id} must not swallow /{id}/query
-            app.include_router(resource_router(kind))
-        for (_, store, collection), kind in OLDER_URIS.items():  # our paths before EDDI's (/llmstore/llmconfigs ...)
-            app.include_router(resource_router(kind, (store, collection)))
         from eddi_rag.ui import router as ui
 
-        ui.install(app)
+        include_once(app, "api", _routers)
+        ui.install(app, lambda router: include_once(app, "ui", lambda: [router]))
         app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))  # /mcp (eddi_rag.interop.mcp)
 
     declared = Declared(declare)

@@ -6,6 +6,7 @@ cannot be serialised."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
@@ -13,10 +14,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.params import File, Form
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, APIRouter
 from pydantic import BaseModel, ConfigDict, model_validator
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from eddi_rag.api.uploads import BadUploadError, read_body
@@ -258,11 +260,14 @@ def document_text_rule(spec: dict[str, Any]) -> None:
 def install_allow_header(app: FastAPI) -> None:
     """A 405 names every method the path takes, as the OpenAPI document lists them (Starlette
     names only its first matching route's)."""
-    def routes() -> list[APIRoute]:
+    def routes(within: list[BaseRoute] | None = None) -> list[APIRoute]:
         out = []
-        for route in app.router.routes:  # included routers keep their routes (prefix applied) in original_router
-            inner = getattr(getattr(route, "original_router", None), "routes", [route])
-            out += [r for r in inner if isinstance(r, APIRoute) and r.include_in_schema]
+        for route in app.router.routes if within is None else within:  # an included router keeps its routes (prefix
+            inner = getattr(route, "original_router", None)  # applied) in original_router, which may include others
+            if inner is not None:
+                out += routes(inner.routes)
+            elif isinstance(route, APIRoute) and route.include_in_schema:
+                out.append(route)
         return out
 
     def allowed(path: str) -> set[str]:
@@ -280,3 +285,23 @@ def install_allow_header(app: FastAPI) -> None:
         await inner(scope, receive, sending)
 
     around_requests(app, allow_header)
+
+
+_INCLUDED: dict[str, BaseRoute] = {}
+_INCLUDING = threading.Lock()
+
+
+def include_once(app: FastAPI, area: str, routers: Callable[[], list[APIRouter]]) -> None:
+    """``routers`` in ``app`` as ``app.include_router`` would include them, included once a process for every app of
+    ``area``: FastAPI builds an included route's handler at the first request of each inclusion (0.11-0.15 s of every
+    app made, 96-164 routes: a test suite makes hundreds). The routes read the app's state from the request; the app's
+    ``dependency_overrides`` do not reach them (none are used)."""
+    with _INCLUDING:
+        if area not in _INCLUDED:
+            holder, every = APIRouter(), APIRouter()
+            for router in routers():
+                every.include_router(router)
+            holder.include_router(every)
+            _INCLUDED[area] = holder.routes[-1]
+    app.router.routes.append(_INCLUDED[area])
+    app.router._mark_routes_changed()

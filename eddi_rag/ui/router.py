@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -384,11 +385,11 @@ def audit(request: Request):
     return render(request, "audit.html", caller, faces=FACES)
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, include: Callable[[APIRouter], None] | None = None) -> None:
     """Mount the UI: its pages, its static files, ``/`` → ``/ui``, its error pages (its sign-in: ``handlers``, at the
-    app's making)."""
+    app's making). ``include``: how the pages' router is included (default ``app.include_router``)."""
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
-    app.include_router(router)
+    (include or app.include_router)(router)
 
     @app.get("/", include_in_schema=False)
     def root():
