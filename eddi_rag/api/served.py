@@ -40,4 +40,15 @@ def app() -> Any:
     runtime = Runtime.serving(s["data_dir"], s["state_url"], outbound)  # (refusals: said by serve before)
     log_requests(s["log_format"])
     return create_app(runtime, max_upload_bytes=s["max_upload_bytes"], chat_model=answering_model(s["llm"], s["base_url"], s["model"], offline=True),
-                      host=s["host"], worker=s["worker"], lazy=True)
+                      host=s["host"], worker=s["worker"], lazy=True, warm=default_model)
+
+
+def default_model() -> None:
+    """The default model's session made (at once when ``serve`` made it before forking this process; else from its
+    optimised graph on disk: ``embeddings.optimized``), before the first query needs it."""
+    from eddi_rag.embeddings import local
+
+    try:
+        local.default_session()
+    except RuntimeError:  # (the model's package is missing: said when a knowledge base needs it)
+        pass

