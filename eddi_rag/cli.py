@@ -292,11 +292,10 @@ def forked(model: ModelSession | None = None) -> str:
     if how not in ("fork", "spawn"):
         raise click.ClickException(f"{PROCESS_START}={how!r}: use fork or spawn")
     shared = ""
-    if model is not None and model.kept:
-        shared = "; each makes the default model's session from its optimised graph on disk, the weights shared"
-    elif model is not None:
+    if model is not None:
         model.join()
-        shared = " and the default model's session" if model.made else ""
+        shared = ("; each makes the default model's session from its optimised graph on disk, the weights shared"
+                  if model.kept else " and the default model's session" if model.made else "")
     if how == "spawn":
         return f"started afresh ({PROCESS_START}=spawn)"
     if threading.active_count() > 1:  # (a fork copies no thread: with one running, start afresh)
@@ -326,6 +325,8 @@ class ModelSession(threading.Thread):
         os.environ.setdefault("EDDI_RAG_MODEL_THREADS", "1")
 
     def run(self) -> None:
+        if self.kept:  # (each process makes its own)
+            return
         from eddi_rag.embeddings import local
 
         if local.default_threads() != 1:  # (a session with a thread pool must not cross a fork)
@@ -335,10 +336,6 @@ class ModelSession(threading.Thread):
             self.made = True
         except RuntimeError:  # (the model's package is missing: each process says so when it needs it)
             pass
-
-    def join(self, timeout: float | None = None) -> None:
-        if not self.kept:
-            super().join(timeout)
 
     def given_back(self) -> None:
         """One process after all: it waits for the session, and its model takes every core again."""
@@ -355,8 +352,7 @@ def default_model_made(processes: str) -> ModelSession | None:
     if processes == "1" or (processes == "auto" and (os.cpu_count() or 1) < 2) or os.environ.get(PROCESS_START, "fork") != "fork":
         return None
     model = ModelSession(kept=default_model_kept())
-    if not model.kept:
-        model.start()
+    model.start()
     return model
 
 

@@ -56,16 +56,9 @@ def _session(model_path: str, threads: int | None, sha256: str | None = None) ->
     """One onnxruntime session (and the lock its runs take) per model file and thread count per process: every
     knowledge base and runtime using the model shares it. A packaged model (``sha256``: its verified checksum) is made
     from its optimised graph kept on disk (``embeddings.optimized``)."""
-    if sha256 is not None:
-        from eddi_rag.embeddings import optimized
+    from eddi_rag.embeddings import optimized
 
-        return optimized.session(model_path, sha256, threads), threading.Lock()
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"]), threading.Lock()
+    return optimized.session(model_path, sha256, threads), threading.Lock()
 
 
 class LocalOnnxEmbeddings(EmbeddingModel):

@@ -78,9 +78,10 @@ def cached(sha256: str) -> bool:
         return False
 
 
-def session(model_path: str, sha256: str, threads: int | None) -> Any:
-    """An onnxruntime CPU session of the model at ``model_path`` (whose checksum the caller has verified) on
-    ``threads`` intra-op threads, made from the optimised graph kept on disk, which the first session writes there."""
+def session(model_path: str, sha256: str | None, threads: int | None) -> Any:
+    """An onnxruntime CPU session of the model at ``model_path`` on ``threads`` intra-op threads; for a packaged
+    model (``sha256``: its checksum, verified by the caller), made from the optimised graph kept on disk, which the
+    first session writes there (None: optimised as it is made, nothing kept)."""
     import onnxruntime as ort
 
     def options(optimised: bool = False) -> Any:
@@ -94,8 +95,8 @@ def session(model_path: str, sha256: str, threads: int | None) -> Any:
     def plain() -> Any:
         return ort.InferenceSession(model_path, options(), providers=["CPUExecutionProvider"])
 
-    where = folder(sha256)
-    if where is None:
+    where = None if sha256 is None else folder(sha256)
+    if sha256 is None or where is None:
         return plain()
     if cached(sha256):
         try:
