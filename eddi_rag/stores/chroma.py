@@ -96,6 +96,14 @@ def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     return {**flat, **lists, META: json.dumps(metadata)}
 
 
+def _replacing(col: Any, rows: list[str], metadatas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``metadatas`` that replace the rows' stored ones: Chroma's upsert merges a row's metadata with what it held, so a
+    field the new metadata lacks (a list emptied, a key gone) is written as None, which removes it."""
+    held = col.get(ids=rows, include=["metadatas"])
+    before = {row: meta or {} for row, meta in zip(held["ids"], held.get("metadatas") or [])}
+    return [{**{k: None for k in before.get(row, {}) if k not in meta}, **meta} for row, meta in zip(rows, metadatas)]
+
+
 def _integral(value: Any) -> Any:
     """A number Chroma gives back as a float (they are all written as floats): an integer when it is one."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
@@ -245,10 +253,11 @@ class ChromaStore(OverwriteThenPrune):
         order = sorted(last.values())
         for start in range(0, len(order), _PAGE):
             part = [chunks[i] for i in order[start : start + _PAGE]]
-            col.upsert(ids=self._row_ids([c.id for c in part]), embeddings=[matrix[last[c.id]] for c in part],
-                       documents=[c.text for c in part],
-                       metadatas=[{k: _number(v) for k, v in langchain4j.encode(c.id, c.metadata).items()} if self.l4j
-                                  else _flat(c.metadata) for c in part])
+            rows = self._row_ids([c.id for c in part])
+            metadatas = [{k: _number(v) for k, v in langchain4j.encode(c.id, c.metadata).items()} if self.l4j
+                         else _flat(c.metadata) for c in part]
+            col.upsert(ids=rows, embeddings=[matrix[last[c.id]] for c in part], documents=[c.text for c in part],
+                       metadatas=_replacing(col, rows, metadatas))
 
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if chunks:
@@ -271,6 +280,17 @@ class ChromaStore(OverwriteThenPrune):
         return len(found)
 
     def drop(self) -> None:
+        """The rows first, then the collection: Chroma 1.5.9's server keeps a deleted collection's list-valued
+        metadata and hands it to rows of a collection made afterwards, whatever its name (an ``acl`` list on another
+        knowledge base's chunk); deleting the rows removes it."""
+        col = self._col()
+        if col is None:
+            return
+        while True:
+            got = col.get(limit=_PAGE, include=[])
+            if not got["ids"]:
+                break
+            col.delete(ids=got["ids"])
         try:
             self.client.delete_collection(self.name)
         except NotFoundError:

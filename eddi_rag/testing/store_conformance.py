@@ -239,6 +239,16 @@ class WriteTests(_Fixtures):
         assert ids(a) == ["a"] and a[0].text == "new"
         assert store.search(vec(0, 1), 1)[0].id == "a"
 
+    def test_a_chunk_written_again_keeps_none_of_its_old_fields(self, store):
+        """A chunk written again without a field (its readers' list emptied, a key gone) no longer matches a filter
+        on it: Chroma's upsert merges a row's metadata with what it held."""
+        store.upsert([Chunk("a", "old", {"v": 1, "acl": ["group:hr"]}, vec(1))])
+        store.upsert([Chunk("a", "new", {"w": 2}, vec(1))])
+        assert store.get(where={"v": 1}) == [] and ids(store.get(where={"w": 2})) == ["a"]
+        assert store.get(ids=["a"])[0].metadata.get("acl") is None
+        if LIST_FILTERING in store.capabilities:
+            assert store.get(where={"acl": {"$containsAny": ["group:hr"]}}) == []
+
     def test_structured_metadata_comes_back_as_it_was_written(self, store):
         """Metadata beyond scalars (a chunk's ``boxes`` on its page, a list of tags, a nested object) is returned
         by get and search as it was written, and its scalar fields still filter."""
@@ -437,6 +447,19 @@ class IsolationTests(_Fixtures):
         assert a.count() == 1
         a.drop()
         assert a.count() == 0
+
+    def test_a_dropped_knowledge_base_leaves_nothing_in_one_made_after_it(self, make):
+        """Chroma 1.5.9's server handed a deleted collection's list-valued metadata to rows of a collection made
+        afterwards (an ``acl`` on another knowledge base's chunk)."""
+        gone = make("kb-gone")
+        gone.upsert([Chunk(f"g{i}", "gone", {"acl": ["group:hr"], "tags": ["x"]}, vec(1)) for i in range(3)])
+        gone.drop()
+        after = make("kb-after")
+        after.upsert([Chunk(f"n{i}", "new", {"v": i}, vec(1)) for i in range(3)])
+        assert all(set(c.metadata) <= {"v", "document_id"} for c in after.get())  # (EDDI's layout adds document_id)
+        if LIST_FILTERING in after.capabilities:
+            assert after.get(where={"acl": {"$containsAny": ["group:hr"]}}) == []
+        after.drop()
 
     def test_a_new_store_object_sees_the_same_data(self, make):
         """What a factory eviction does: drop the object, build another for the same KB."""
