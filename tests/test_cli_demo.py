@@ -203,9 +203,10 @@ def test_sigterm_to_the_server_an_operator_finds_stops_it_with_a_backlog(tmp_pat
         kb = httpx.post(f"{base}/ragstore/rags", json={"name": "backlog", "embeddingProvider": "local",
                                                        "storeType": "sqlite"}).headers["Location"].split("/")[-1].split("?")[0]
         pdf = files.pdf(["The night train to Vienna leaves at 22:10 from platform 4. " * 40] * 3)
-        for i in range(40):  # a backlog: parse processes started and kept warm while it is worked off
-            assert httpx.post(f"{base}/ragstore/rags/{kb}/ingest", params={"documentName": f"d{i}.pdf"}, content=pdf,
-                              headers={"Content-Type": "application/pdf"}).status_code == 202
+        with httpx.Client() as client:
+            for i in range(40):  # a backlog: parse processes started and kept warm while it is worked off
+                assert client.post(f"{base}/ragstore/rags/{kb}/ingest", params={"documentName": f"d{i}.pdf"}, content=pdf,
+                                   headers={"Content-Type": "application/pdf"}).status_code == 202
         me = psutil.Process(server.pid)
         until(lambda: me.children(recursive=True), "a warm parse process")
         tree = [me, *me.children(recursive=True)]  # (other tests' servers may run beside: this one's tree alone)

@@ -1,7 +1,7 @@
 """A fleet on the real thing (issue 23): one PostgreSQL, three ``eddi-rag serve --no-worker`` replicas and two
 ``eddi-rag worker``s, each a process of its own on loopback, a client spreading its requests over the replicas.
 
-One test, in steps, because the fleet is the expensive part (five processes and a PostgreSQL of its own): 300
+One test, in steps, because the fleet is the expensive part (five processes and a PostgreSQL of its own): 200
 documents ingested through random replicas while one worker is killed with SIGKILL twice; 30 more while
 PostgreSQL is stopped and started again (every route answers 503 with the reason meanwhile, every job completes);
 a configuration saved on replica 1 used by a query on replica 3; a cron source ticking once per tick with two
@@ -29,7 +29,7 @@ from tests.support.waiting import until
 pytestmark = [pytest.mark.timeout(900), pytest.mark.integration, pytest.mark.services]
 
 BASE = "/ragstore/rags"
-DOCUMENTS = 300
+DOCUMENTS = 200  # (two kills of a worker holding a job, and left to do after each: 300 took 53 s alone here, 200 about 35 s)
 REPLICAS = ("serve-1", "serve-2", "serve-3")
 WORDS = ("harbour", "lantern", "orchard", "granite", "meadow", "copper", "willow", "summit", "ember", "falcon")
 
@@ -146,7 +146,8 @@ def ingested_while_a_worker_is_killed_twice(fleet: Fleet, client: Client, kb: st
     twice = fleet.store(f"SELECT metadata->>'document_id', text, COUNT(*) FROM {table_name(kb)} "
                         "GROUP BY 1, 2 HAVING COUNT(*) > 1")
     assert twice == []
-    assert sum(counts.values()) == fleet.store(f"SELECT COUNT(*) FROM {table_name(kb)}")[0][0] == 600
+    stored = fleet.store(f"SELECT COUNT(*) FROM {table_name(kb)}")[0][0]
+    assert sum(counts.values()) == stored == sum(1 + i % 3 for i in range(DOCUMENTS))  # (1-3 paragraphs each)
 
 
 def ingested_through_a_database_restart(fleet: Fleet, client: Client, kb: str, config) -> None:

@@ -472,9 +472,10 @@ def test_the_readme_path_opens_the_agents_page_on_a_working_turn(browser, tmp_pa
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(url, server)
-        for kb in ("travel-policies", "loyalty-program"):
-            until(lambda kb=kb: (jobs := httpx.get(f"{url}/ragstore/rags/{kb}/ingestions").json())
-                  and all(j["status"] == "completed" for j in jobs), f"{kb}'s documents", 120)
+        with httpx.Client() as client:
+            for kb in ("travel-policies", "loyalty-program"):
+                until(lambda kb=kb: (jobs := client.get(f"{url}/ragstore/rags/{kb}/ingestions").json())
+                      and all(j["status"] == "completed" for j in jobs), f"{kb}'s documents", 120)
         browser.get(url + "/ui/agents")
         assert "the answer is extractive" in browser.find_element(By.CSS_SELECTOR, "main").text
         visible(browser, "#message").send_keys("Can I get a refund when a strike cancels my flight?" + Keys.ENTER)

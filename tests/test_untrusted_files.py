@@ -74,15 +74,23 @@ class Server:
             time.sleep(0.05)
 
     def request(self, method: str, path: str, **kwargs) -> httpx.Response:
-        return httpx.request(method, self.url + path, timeout=60, **kwargs)
+        if getattr(self, "_client", None) is None:  # (one client: httpx.request makes one, and its TLS context, each call)
+            self._client = httpx.Client(timeout=60)
+        return self._client.request(method, self.url + path, **kwargs)
 
     def kill(self) -> None:
         self._sampling = False
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
+            self._client = None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
     def stop(self) -> None:
         self._sampling = False
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
+            self._client = None
         if self.process.poll() is None:
             self.process.terminate()
             try:

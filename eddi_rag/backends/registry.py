@@ -78,8 +78,19 @@ class ProviderUnavailableError(EddiRagError, RuntimeError):
     status = 503
 
 
+def _points(group: str) -> tuple[Any, ...]:
+    """The installed entry points of ``group``, read once per search path (reading them opens every installed
+    distribution's metadata: 0.09 s, on each knowledge base's validation before; a path added since is read then)."""
+    return _points_on(group, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=32)
+def _points_on(group: str, path: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(entry_points(group=group))
+
+
 def names(group: str) -> list[str]:
-    return sorted(set(BUILTIN[group]) | {ep.name for ep in entry_points(group=group)})
+    return sorted(set(BUILTIN[group]) | {ep.name for ep in _points(group)})
 
 
 def load(group: str, name: str) -> Any:
@@ -91,7 +102,7 @@ def load(group: str, name: str) -> Any:
             extra = EXTRAS.get((e.name or "").split(".")[0])
             hint = f"pip install 'eddi-rag[{extra}]'" if extra else f"install {e.name}"
             raise ProviderUnavailableError(f"{_FIELD[group]} {name!r} needs {e.name}: {hint}") from e
-    for ep in entry_points(group=group):
+    for ep in _points(group):
         if ep.name == name:
             return ep.load()
     raise UnknownProviderError(f"unknown {_FIELD[group]} {name!r}; known: {', '.join(names(group))}")
@@ -161,6 +172,7 @@ def described() -> dict[str, dict[str, dict[str, Any]]]:
 def forget() -> None:
     """Describe the backends again at the next need (a package installed or registered since)."""
     described.cache_clear()
+    _points_on.cache_clear()
 
 
 def description(group: str, name: str) -> dict[str, Any]:

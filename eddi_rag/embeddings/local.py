@@ -61,6 +61,23 @@ def _session(model_path: str, threads: int | None, sha256: str | None = None) ->
     return optimized.session(model_path, sha256, threads), threading.Lock()
 
 
+def _stamp(path: str) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_mtime_ns, stat.st_size
+
+
+@lru_cache(maxsize=16)
+def _tokenizer(path: str, max_length: int, stamp: tuple[int, int]) -> Any:
+    """The tokenizer of ``path`` truncating at ``max_length``, read once per process (reading tokenizer.json takes
+    30-50 ms, each time a knowledge base's model was made before) and shared: it is only read from after this."""
+    from tokenizers import Tokenizer
+
+    made = Tokenizer.from_file(path)
+    made.enable_truncation(max_length=max_length)
+    made.no_padding()  # (each run is padded to its longest text)
+    return made
+
+
 class LocalOnnxEmbeddings(EmbeddingModel):
     """A sentence-transformers style encoder run with onnxruntime: mean pooling + L2 norm."""
 
@@ -74,8 +91,6 @@ class LocalOnnxEmbeddings(EmbeddingModel):
         model_name: str | None = None,
         batch_tokens: int = 256,
     ):
-        from tokenizers import Tokenizer
-
         if (model_path is None) != (tokenizer_path is None):
             raise ValueError("embeddingParameters: give both modelPath and tokenizerPath, or neither")
         self.model_name = model_name or (DEFAULT_MODEL if model_path is None else str(model_path))
@@ -84,9 +99,7 @@ class LocalOnnxEmbeddings(EmbeddingModel):
             model_path, tokenizer_path = default_model_files()
             sha256 = default_model_sha256()
         self.batch_size, self.batch_tokens = batch_size, batch_tokens
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        self.tokenizer.enable_truncation(max_length=max_length)
-        self.tokenizer.no_padding()  # (each run is padded to its longest text)
+        self.tokenizer = _tokenizer(str(tokenizer_path), max_length, _stamp(str(tokenizer_path)))
         self.session, self._lock = _session(str(model_path), threads, sha256)
         self._inputs = {i.name for i in self.session.get_inputs()}
         self.dimensions = int(self.session.get_outputs()[0].shape[-1])

@@ -53,7 +53,9 @@ class Fleet:
                 raise AssertionError(f"{e}: {self.log(name)[-2000:]}") from None
 
     def ready(self, name: str) -> dict[str, Any]:
-        return httpx.get(f"{self.urls[name]}/health/ready", timeout=10).json()
+        if getattr(self, "_client", None) is None:  # (one client: httpx.get makes one, and its TLS context, each call)
+            self._client = httpx.Client(timeout=10)
+        return self._client.get(f"{self.urls[name]}/health/ready").json()
 
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text(errors="replace")
@@ -80,6 +82,8 @@ class Fleet:
             return c.execute(sql, params).fetchall()
 
     def close(self) -> None:
+        if getattr(self, "_client", None) is not None:
+            self._client.close()
         for process in self.processes.values():
             process.terminate()
         for process in self.processes.values():
