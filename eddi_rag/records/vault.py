@@ -490,6 +490,7 @@ class SecretVault:
                     c.execute("UPDATE vault_meta SET value=? WHERE name=?",
                               (json.dumps(encrypt(decrypt(ciphertext, iv, current, name), new, name)), name))
         self._kek = new
+        derive_kek.cache_clear()  # (the old key, and every key tried, leave this process's memory)
         return len(rows)
 
     def adopt_master_key(self) -> dict[str, Any]:
