@@ -29,7 +29,7 @@ from tests.support.waiting import until
 pytestmark = [pytest.mark.timeout(900), pytest.mark.integration, pytest.mark.services]
 
 BASE = "/ragstore/rags"
-DOCUMENTS = 200  # (two kills of a worker holding a job, and left to do after each: 300 took 53 s alone here, 200 about 35 s)
+DOCUMENTS = 200  # (two kills of a worker holding a job, and left to do after each: 300 took 53 s alone here, 200 44 s)
 REPLICAS = ("serve-1", "serve-2", "serve-3")
 WORDS = ("harbour", "lantern", "orchard", "granite", "meadow", "copper", "willow", "summit", "ember", "falcon")
 

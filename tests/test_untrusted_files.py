@@ -49,6 +49,7 @@ class Server:
         self.data_dir, self.env = data_dir, {**os.environ, **env}
         self.peak = 0
         self.child_peak = 0
+        self.client = httpx.Client(timeout=60)  # (one for its requests: httpx.request makes a client, and its TLS context, each call)
 
     def start(self) -> Server:
         self.port = free_port()
@@ -74,23 +75,16 @@ class Server:
             time.sleep(0.05)
 
     def request(self, method: str, path: str, **kwargs) -> httpx.Response:
-        if getattr(self, "_client", None) is None:  # (one client: httpx.request makes one, and its TLS context, each call)
-            self._client = httpx.Client(timeout=60)
-        return self._client.request(method, self.url + path, **kwargs)
+        return self.client.request(method, self.url + path, **kwargs)
 
     def kill(self) -> None:
         self._sampling = False
-        if getattr(self, "_client", None) is not None:
-            self._client.close()
-            self._client = None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
     def stop(self) -> None:
         self._sampling = False
-        if getattr(self, "_client", None) is not None:
-            self._client.close()
-            self._client = None
+        self.client.close()
         if self.process.poll() is None:
             self.process.terminate()
             try:

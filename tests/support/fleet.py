@@ -30,6 +30,7 @@ class Fleet:
         self.env.pop("EDDI_RAG_TEST_STATE", None)
         self.processes: dict[str, subprocess.Popen] = {}
         self.urls: dict[str, str] = {}
+        self.client = httpx.Client(timeout=10)  # (one for its looks: httpx.get makes a client, and its TLS context, each call)
 
     def start(self, role: str, name: str) -> str:
         """Start ``eddi-rag serve --no-worker`` (role ``serve``) or ``eddi-rag worker`` as ``name``; its URL."""
@@ -53,9 +54,7 @@ class Fleet:
                 raise AssertionError(f"{e}: {self.log(name)[-2000:]}") from None
 
     def ready(self, name: str) -> dict[str, Any]:
-        if getattr(self, "_client", None) is None:  # (one client: httpx.get makes one, and its TLS context, each call)
-            self._client = httpx.Client(timeout=10)
-        return self._client.get(f"{self.urls[name]}/health/ready").json()
+        return self.client.get(f"{self.urls[name]}/health/ready").json()
 
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text(errors="replace")
@@ -82,8 +81,7 @@ class Fleet:
             return c.execute(sql, params).fetchall()
 
     def close(self) -> None:
-        if getattr(self, "_client", None) is not None:
-            self._client.close()
+        self.client.close()
         for process in self.processes.values():
             process.terminate()
         for process in self.processes.values():
