@@ -103,6 +103,34 @@ def test_sentences_are_pysbds_found_without_a_regular_expression_each(text):
     assert sentences(text) == [s.strip() for s in _segmenter().segment(text) if s.strip()]
 
 
+@pytest.mark.parametrize("language, text", [
+    ("en", "Dr. Smith took the 10 p.m. train to Washington D.C. on Jan. 5th, e.g. the night one. Did it stop? It did! "),
+    ("de", "Der Zug fuhr z. B. am 3. Oktober um 22 Uhr ab, d. h. pünktlich. Hielt er in Linz? Ja! "),
+    ("fr", "M. Dupont a pris le train de nuit, p. ex. celui de 22 h. S'est-il arrêté ? Oui ! "),
+    ("ja", "夜行列車は二十二時に出発します。途中で止まりますか？はい、リンツで止まります！"),
+])
+def test_a_long_paragraph_is_split_a_window_at_a_time_into_the_same_sentences(language, text, monkeypatch):
+    """pysbd's time grows with the square of a paragraph's length (a paragraph of 150,000 characters took 23 s): a long
+    one is split a window at a time, each window's last sentence taken again, and the sentences are the same."""
+    from eddi_rag.ingest import chunking
+
+    paragraph = text * 40
+    with chunking.in_language(language):
+        whole = [s.strip() for s in _segmenter(language).segment(paragraph) if s.strip()]
+        monkeypatch.setattr(chunking, "SENTENCE_WINDOW", 150)
+        assert sentences(paragraph) == whole and len(whole) > 40
+
+
+def test_a_long_paragraph_without_a_full_stop_comes_in_pieces_cut_at_spaces(monkeypatch):
+    from eddi_rag.ingest import chunking
+
+    monkeypatch.setattr(chunking, "SENTENCE_WINDOW", 100)
+    paragraph = "words and more " * 200
+    pieces = sentences(paragraph)
+    assert len(pieces) > 10 and " ".join(pieces) == paragraph.strip()
+    assert all(set(p.split(" ")) <= {"words", "and", "more"} and len(p) <= 210 for p in pieces)  # (no word cut; the last up to two windows)
+
+
 def test_markdown_counts_cl100k_tokens_offline_for_openai_models():
     budget = budget_for(RagConfiguration(name="x", embeddingProvider="openai"))
     assert budget.tokenizer == "cl100k_base" and budget.limit == 8191 and budget.count("hello world") == 2

@@ -158,26 +158,53 @@ def _segmenter(code: str = "en"):
     return pysbd.Segmenter(language=code if code in LANGUAGE_CODES else "en", clean=False)
 
 
-def sentences(paragraph: str) -> list[str]:
-    """pysbd's sentences of ``paragraph``, stripped. As ``Segmenter.segment`` keeps a sentence found in the text after
-    the one before (``sentences_with_char_spans``), but found with ``str.find``: that method compiles a regular
-    expression of each sentence, which made every paragraph cost a compile per sentence and pushed pysbd's own
-    expressions out of ``re``'s cache (a third of the time splitting took)."""
+# pysbd's time grows with the square of a paragraph's length (each abbreviation it finds is replaced over the whole
+# text): a paragraph of 100,000 characters took 12 s, one of 150,000 without a full stop 23 s. A longer paragraph is
+# split a window of about this many characters at a time (50 ms each), the window's last sentence, which may go on
+# past it, taken again as the start of the next.
+SENTENCE_WINDOW = 3000
+
+
+def _sentence_spans(text: str) -> list[tuple[int, str]]:
+    """Where each of pysbd's sentences of ``text`` starts, and the sentence stripped. As ``Segmenter.segment`` keeps a
+    sentence found in the text after the one before (``sentences_with_char_spans``), but found with ``str.find``: that
+    method compiles a regular expression of each sentence, which made every paragraph cost a compile per sentence and
+    pushed pysbd's own expressions out of ``re``'s cache (a third of the time splitting took)."""
     out, prior_end = [], 0
-    for sent in _segmenter(_LANGUAGE.get() or "en").processor(paragraph).process():
+    for sent in _segmenter(_LANGUAGE.get() or "en").processor(text).process():
         if not sent.strip():
             continue
-        at = paragraph.find(sent)
+        at = text.find(sent)
         while at >= 0:
             end = at + len(sent)
-            while end < len(paragraph) and paragraph[end].isspace():
+            while end < len(text) and text[end].isspace():
                 end += 1
             if end > prior_end:
                 prior_end = end
-                out.append(sent.strip())
+                out.append((at, sent.strip()))
                 break
-            at = paragraph.find(sent, end)
+            at = text.find(sent, end)
     return out
+
+
+def sentences(paragraph: str) -> list[str]:
+    """pysbd's sentences of ``paragraph``, stripped; a long paragraph a window at a time (``SENTENCE_WINDOW``). A
+    sentence that alone fills a window comes in pieces cut at a space (it is longer than any chunk: ``_fitting`` cuts
+    it anyway)."""
+    out: list[str] = []
+    start = 0
+    while len(paragraph) - start > SENTENCE_WINDOW * 2:
+        cut = start + SENTENCE_WINDOW
+        while cut < len(paragraph) and not paragraph[cut].isspace():
+            cut += 1
+        spans = _sentence_spans(paragraph[start:cut])
+        if len(spans) > 1:
+            out += [sent for _, sent in spans[:-1]]
+            start += spans[-1][0]  # the last sentence may go on: it starts the next window
+        else:
+            out += [sent for _, sent in spans]
+            start = cut
+    return out + [sent for _, sent in _sentence_spans(paragraph[start:])]
 
 
 def _recursive(text: str, size: int, overlap: int, length: Callable[[str], int]) -> list[str]:
