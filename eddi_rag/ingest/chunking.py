@@ -160,7 +160,7 @@ def _segmenter(code: str = "en"):
 
 # pysbd's time grows with the square of a paragraph's length (each abbreviation it finds is replaced over the whole
 # text): a paragraph of 100,000 characters took 12 s, one of 150,000 without a full stop 23 s. A longer paragraph is
-# split a window of about this many characters at a time (50 ms each), the window's last sentence, which may go on
+# split a window of about this many characters at a time (about 16 ms each here), the window's last sentence, which may go on
 # past it, taken again as the start of the next.
 SENTENCE_WINDOW = 3000
 
