@@ -113,6 +113,26 @@ def test_the_english_model_s_side_is_set_aside_for_a_question_it_cannot_read(cli
     assert {r["ranking"]["by"] for r in english} == {"weighted"}
 
 
+def test_a_question_sharing_no_word_with_the_passages_gets_the_vector_side_s_order(client):
+    """Issue 68, point 3: a German question over English passages matches no word, and the keyword side orders it (the
+    English model does not read German): its results came back fused 0.0 in chunk-id order (vector ranks 38, 17, 16,
+    30, 6). They are the vector side's first, in its order."""
+    kb = make_kb(client, "english passages")
+    for n, text in enumerate(("The night trains to Vienna leave at ten in the evening from platform four.",
+                              "Expense reports are due by the fifth working day of the following month.",
+                              "The canteen is closed on Fridays during the summer holidays.",
+                              "Laptops are replaced every four years by the IT help desk.",
+                              "Visitors sign in at the reception and wear a badge at all times.",
+                              "Sick leave longer than three days needs a doctor's certificate.",
+                              "Hotel costs in Munich are reimbursed up to 200 euros a night.")):
+        client.runtime.ingest(kb, f"note-{n}.md", text)
+    results = client.post(f"/ragstore/rags/{kb}/query", json={"query": "Wann fährt der Schlafwagenzug ab?", "minScore": 0,
+                                                             "maxResults": 5}).json()["results"]
+    assert {r["ranking"]["by"] for r in results} == {"keyword: the model does not read the question's language"}
+    assert all(r["ranking"]["keyword"] is None for r in results)  # no word in common
+    assert [r["ranking"]["vector"]["rank"] for r in results] == [1, 2, 3, 4, 5]
+
+
 def test_scans_are_read_in_the_knowledge_base_s_language_unless_ocr_languages_says():
     from eddi_rag.config import RagConfiguration
     from eddi_rag.ingest import ocr

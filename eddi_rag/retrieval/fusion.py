@@ -25,11 +25,23 @@ def weighted(vector: Ranked, keyword: Ranked, vector_weight: float = 0.7, keywor
     return sorted(fused.items(), key=lambda x: (-x[1], x[0]))
 
 
+def _ranks(ranked: Ranked) -> dict[str, int]:
+    """Each id's rank in ``ranked`` (best first), equal scores sharing their best rank."""
+    ranks: dict[str, int] = {}
+    rank, previous = 0, None
+    for place, (i, score) in enumerate(ranked, 1):
+        if score != previous:
+            rank, previous = place, score
+        ranks[i] = rank
+    return ranks
+
+
 def reciprocal_rank(*lists: Ranked, k: int = RRF_K) -> list[tuple[str, float]]:
-    """RRF (Cormack et al. 2009): sum over lists of 1 / (k + rank)."""
+    """RRF (Cormack et al. 2009): sum over lists of 1 / (k + rank); equal scores share their best rank (so which of
+    two equals a list names first, by id, never decides their fused order)."""
     fused: dict[str, float] = {}
     for ranked in lists:
-        for rank, (i, _) in enumerate(ranked, 1):
+        for i, rank in _ranks(ranked).items():
             fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank)
     return sorted(fused.items(), key=lambda x: (-x[1], x[0]))
 
@@ -41,17 +53,26 @@ def best_first(scores: Mapping[str, float]) -> list[tuple[str, float]]:
 
 def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str, vector_weight: float) -> list[tuple[str, float]]:
     """Every candidate scored on both sides (``similarity``: its cosine, ``bm25``: its keyword score, 0 when it holds
-    none of the words), fused to a value in [0, 1], best first (ties: id). ``weighted``: ``w × v + (1 − w) × k``,
-    each side min-max normalised over the candidates; ``rrf``: the sum of 1 / (60 + rank) over the sides that
-    found it (a side ranks only what it matched), divided by its largest possible value (first on both)."""
-    vector, keyword = best_first(similarity), best_first({i: s for i, s in bm25.items() if s > 0})
+    none of the words), fused to a value in [0, 1], best first. ``weighted``: ``w × v + (1 − w) × k``, each side min-max
+    normalised over the candidates; with ``w`` 0 (the keyword side orders) a match scores its keyword score over the
+    best one's, so the weakest match still ranks above every chunk that matches none; ``rrf``: the sum of 1 / (60 + rank)
+    over the sides that found it (a side ranks only what it matched), divided by its largest possible value (first on
+    both). Ties are broken by the vector side's rank, then the keyword side's: a side that matches nothing leaves the
+    other's order, never the ids'."""
+    vector = sorted(similarity.items(), key=lambda x: (x[1] != x[1], -x[1] if x[1] == x[1] else 0.0, x[0]))  # (NaN: last)
+    keyword = best_first({i: s for i, s in bm25.items() if s > 0})
     if fusion == "rrf":
         best = 2.0 / (RRF_K + 1)
-        fused = [(i, f / best) for i, f in reciprocal_rank(vector, keyword)]
+        fused = dict((i, f / best) for i, f in reciprocal_rank(vector, keyword))
+    elif vector_weight <= 0:
+        top = keyword[0][1] if keyword else 1.0
+        fused = {i: s / top for i, s in keyword}
     else:
-        fused = weighted(vector, keyword, vector_weight, 1.0 - vector_weight)
-    seen = {i for i, _ in fused}
-    return fused + [(i, 0.0) for i, _ in vector if i not in seen]
+        fused = dict(weighted(vector, keyword, vector_weight, 1.0 - vector_weight))
+    fused.update({i: 0.0 for i in similarity if i not in fused})
+    far = len(fused)
+    v_rank, k_rank = _ranks(vector), _ranks(keyword)
+    return sorted(fused.items(), key=lambda x: (-x[1], v_rank.get(x[0], far), k_rank.get(x[0], far), x[0]))
 
 
 def relevances(fused: Sequence[tuple[str, float]], similarities: Sequence[float]) -> list[float]:
