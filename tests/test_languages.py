@@ -113,6 +113,29 @@ def test_the_english_model_s_side_is_set_aside_for_a_question_it_cannot_read(cli
     assert {r["ranking"]["by"] for r in english} == {"weighted"}
 
 
+@pytest.mark.parametrize("text, language", [
+    ("食堂周五关闭。", "zh"),  # fastText: Japanese
+    ("开往维也纳的夜间火车几点出发？", "zh"),  # a short Chinese question
+    ("食堂は金曜日に閉まります。", "ja"),  # kana: Japanese alone
+    ("オンライン会議のリンクはカレンダーにあります", "ja"),
+    ("오늘 식당은 문을 닫습니다", "ko"),
+])
+def test_chinese_japanese_and_korean_are_told_by_their_scripts(text, language):
+    """Issue 68, point 5 (XQuAD's 5,950 questions: 0.985 correct before, 0.997 after; its paragraphs 0.997 both)."""
+    from eddi_rag.ingest.language import detect
+
+    assert detect(text) == language
+    assert detect(text, min_score=0.5) == language  # as a question's language is read
+    assert detect(text, [language, "en"]) == language  # within a knowledge base's list
+
+
+def test_a_few_chinese_characters_in_a_latin_text_leave_it_to_the_model():
+    from eddi_rag.ingest.language import by_script
+
+    assert by_script("The Tokyo office, 東京事務所, closes at six in the evening on Fridays.") is None
+    assert by_script("Die Nachtzüge nach Wien fahren um zweiundzwanzig Uhr ab.") is None
+
+
 def test_a_question_sharing_no_word_with_the_passages_gets_the_vector_side_s_order(client):
     """Issue 68, point 3: a German question over English passages matches no word, and the keyword side orders it (the
     English model does not read German): its results came back fused 0.0 in chunk-id order (vector ranks 38, 17, 16,

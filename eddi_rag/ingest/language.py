@@ -49,12 +49,34 @@ def _read(sample: str) -> str:
     return sample.lower() if sample.isupper() or (len(sample) > 5 and capitals > 0.8 * len(letters)) else sample
 
 
+SCRIPT_READS = 320  # characters whose scripts are counted (XQuAD paragraphs: 0.22 ms a text reading 3,000, 0.13 ms reading 320, 0.08 ms without)
+KANA_SHARE = 0.1  # of a text's Chinese characters and kana: Japanese sentences hold 30-60% kana, Chinese ones none
+
+
+def by_script(sample: str) -> str | None:
+    """Chinese, Japanese or Korean, where their scripts are most of the letters: kana is Japanese alone, Hangul Korean,
+    Chinese characters without kana Chinese (fastText took "食堂周五关闭。" for Japanese, and a short Chinese question
+    for no language at 0.31: issue 68). None for any other text."""
+    letters = [ch for ch in sample if ch.isalpha()]
+    kana = sum("\u3040" <= ch <= "\u30ff" or "\uff66" <= ch <= "\uff9f" for ch in letters)
+    hangul = sum("\uac00" <= ch <= "\ud7af" or "\u1100" <= ch <= "\u11ff" or "\u3130" <= ch <= "\u318f" for ch in letters)
+    han = sum("\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\uf900" <= ch <= "\ufaff" for ch in letters)
+    if not letters or han + kana + hangul < 0.5 * len(letters):
+        return None
+    if hangul > han + kana:
+        return "ko"
+    return "ja" if kana >= KANA_SHARE * (han + kana) else "zh"
+
+
 def detect(text: str, among: Sequence[str] = (), min_score: float = MIN_SCORE) -> str | None:
     """The ISO 639-1 code of ``text``'s language (``among``: only one of these), or None when it cannot tell (the
-    model's score below ``min_score``)."""
+    model's score below ``min_score``). Chinese, Japanese and Korean are told by their scripts (``by_script``)."""
     sample = " ".join(text[:SAMPLE_CHARS].split())
     if sum(ch.isalpha() for ch in sample) < 3:
         return None
+    script = by_script(sample[:SCRIPT_READS])
+    if script is not None and (not among or script in among):
+        return script
     labels, scores = _model().predict(_read(sample), k=TOP if among else 1)
     for label, score in sorted(zip(labels, scores), key=lambda guess: -guess[1]):
         code = label.removeprefix("__label__").split("-")[0]
