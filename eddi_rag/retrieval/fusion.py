@@ -47,8 +47,8 @@ def reciprocal_rank(*lists: Ranked, k: int = RRF_K) -> list[tuple[str, float]]:
 
 
 def best_first(scores: Mapping[str, float]) -> list[tuple[str, float]]:
-    """(id, score) by score, highest first (ties: id)."""
-    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+    """(id, score) by score, highest first (ties: id; a NaN, a chunk without its vector, last)."""
+    return sorted(scores.items(), key=lambda x: (x[1] != x[1], -x[1] if x[1] == x[1] else 0.0, x[0]))
 
 
 def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str, vector_weight: float) -> list[tuple[str, float]]:
@@ -59,8 +59,7 @@ def fuse(similarity: Mapping[str, float], bm25: Mapping[str, float], fusion: str
     over the sides that found it (a side ranks only what it matched), divided by its largest possible value (first on
     both). Ties are broken by the vector side's rank, then the keyword side's: a side that matches nothing leaves the
     other's order, never the ids'."""
-    vector = sorted(similarity.items(), key=lambda x: (x[1] != x[1], -x[1] if x[1] == x[1] else 0.0, x[0]))  # (NaN: last)
-    keyword = best_first({i: s for i, s in bm25.items() if s > 0})
+    vector, keyword = best_first(similarity), best_first({i: s for i, s in bm25.items() if s > 0})
     if fusion == "rrf":
         best = 2.0 / (RRF_K + 1)
         fused = dict((i, f / best) for i, f in reciprocal_rank(vector, keyword))
